@@ -1,0 +1,43 @@
+# celer — the two commands are `make run` and `make test`; see README.md.
+# CMake does the building; this file only names the build folders and steps.
+
+CC_DEFAULT := $(shell command -v clang >/dev/null 2>&1 && echo clang || echo cc)
+CC ?= $(CC_DEFAULT)
+ifeq ($(origin CC),default)
+CC := $(CC_DEFAULT)
+endif
+JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
+MODEL ?= smollm2-135m
+WERROR := $(if $(CI),ON,OFF)
+
+.PHONY: all build run test asan fuzz clean
+all: build
+
+build:
+	@cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=$(CC) -DCELER_WERROR=$(WERROR) >/dev/null
+	@cmake --build build -j $(JOBS)
+
+run: build
+	@path=$$(scripts/fetch-model $(MODEL)) && ./build/celer info -m "$$path"
+
+# Everything CI runs: unit tests, reference parity tests, bad-input tests, fuzzers (20 s each).
+test:
+	@cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=$(CC) -DCELER_WERROR=$(WERROR) -DCELER_FUZZ=ON >/dev/null
+	@cmake --build build -j $(JOBS)
+	@cd build && ctest --output-on-failure -j $(JOBS)
+
+asan:
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=$(CC) -DCELER_WERROR=$(WERROR) -DCELER_SANITIZE=ON >/dev/null
+	@cmake --build build-asan -j $(JOBS)
+	@cd build-asan && ctest --output-on-failure -j $(JOBS)
+
+# Fuzz without a time limit (Ctrl-C to stop): make fuzz FUZZER=gguf
+FUZZER ?= gguf
+fuzz:
+	@cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=$(CC) -DCELER_FUZZ=ON >/dev/null
+	@cmake --build build -j $(JOBS) --target fuzz_$(FUZZER)
+	@mkdir -p build/fuzz-corpus/$(FUZZER)
+	./build/fuzz_$(FUZZER) build/fuzz-corpus/$(FUZZER) tests/fuzz/corpus/$(FUZZER)
+
+clean:
+	rm -rf build build-asan

@@ -1,0 +1,115 @@
+/* celer — public C API. All that tools/cli and src/server include. */
+#ifndef CELER_H
+#define CELER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status ------------------------------------------------------------ */
+
+typedef enum {
+    CELER_OK = 0,
+    CELER_ERR_INVALID,     /* bad argument, option or request */
+    CELER_ERR_IO,          /* a file cannot be opened, read or written */
+    CELER_ERR_FORMAT,      /* a file's content is malformed */
+    CELER_ERR_UNSUPPORTED, /* well-formed, but celer cannot run it (names what to use instead) */
+    CELER_ERR_OOM,         /* host or device memory exhausted */
+    CELER_ERR_DEVICE,      /* the device failed (fault, lost, timeout) */
+} celer_status;
+
+/* The error a failing call fills in: its code and one line naming place, fact and fix. */
+typedef struct {
+    celer_status code;
+    char         msg[512];
+} celer_error;
+
+const char *celer_status_name(celer_status s);
+/* Process exit code for a status: 0 ok, 2 bad input (invalid, io, format, unsupported),
+ * 3 runtime failure (oom, device). Only tools/ call exit(). */
+int celer_status_exit_code(celer_status s);
+
+/* ---- the host ----------------------------------------------------------- */
+
+typedef struct {
+    char     cpu_model[128];
+    char     arch[16];       /* "x86_64", "aarch64" */
+    int      logical_cpus;   /* online */
+    int      physical_cores; /* 0 when unknown */
+    /* SIMD the CPU has and the OS enabled */
+    bool     sse42, avx, avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512_vnni, avx512_bf16, avx_vnni,
+             amx_tile, amx_int8, amx_bf16, neon, dotprod, i8mm, sve;
+    uint64_t mem_total;      /* bytes */
+    uint64_t mem_available;  /* bytes */
+} celer_host_info;
+
+/* Reads CPU and memory facts from cpuid / /proc / /sys. Fields it cannot read stay 0. */
+void celer_host_info_read(celer_host_info *h);
+
+/* ---- model files ------------------------------------------------------- */
+
+/* Hyper-parameters read from a model's metadata (GGUF keys or config.json); 0 = not given. */
+typedef struct {
+    char    arch[64];      /* general.architecture or config.json model_type */
+    char    name[128];     /* general.name, or the directory name */
+    int64_t n_layer;
+    int64_t n_embd;
+    int64_t n_head;
+    int64_t n_head_kv;
+    int64_t head_dim_k;    /* per-head key width */
+    int64_t head_dim_v;
+    int64_t n_ff;          /* feed-forward width (max over layers where it varies) */
+    int64_t n_vocab;
+    int64_t n_ctx_train;   /* context length the model was trained for */
+    int64_t n_expert;
+    int64_t n_expert_used;
+    int64_t n_ff_expert;
+    int64_t sliding_window;
+    double  rope_theta;
+    double  norm_eps;
+} celer_hparams;
+
+/* One weight as stored. */
+typedef struct {
+    const char *name;      /* NUL-terminated copy owned by the model file */
+    const char *type;      /* storage type name: GGUF types ("Q4_K"), safetensors dtypes ("BF16") */
+    int         n_dims;
+    uint64_t    shape[8];  /* outermost first, as gguf-py and numpy print it */
+    uint64_t    n_elems;   /* logical elements (for packed types: unpacked weights) */
+    uint64_t    n_bytes;
+} celer_tensor_desc;
+
+/* A model on disk, parsed and mapped but not loaded onto a backend. */
+typedef struct celer_model_file celer_model_file;
+
+/* Opens a .gguf file or a model directory (config.json + *.safetensors). */
+celer_status celer_model_file_open(celer_model_file **out, const char *path, celer_error *err);
+void         celer_model_file_close(celer_model_file *mf);
+
+const char          *celer_model_file_format(const celer_model_file *mf); /* "gguf" | "safetensors" */
+const celer_hparams *celer_model_file_hparams(const celer_model_file *mf);
+uint64_t             celer_model_file_n_tensors(const celer_model_file *mf);
+const celer_tensor_desc *celer_model_file_tensor(const celer_model_file *mf, uint64_t i);
+bool                 celer_model_file_has_chat_template(const celer_model_file *mf);
+
+/* Memory needed to run the model at n_ctx tokens of context, in bytes. */
+typedef struct {
+    uint64_t weights;
+    uint64_t kv_cache;     /* f16 keys and values for n_ctx tokens */
+    uint64_t scratch;      /* activations and logits of one prefill chunk */
+    uint64_t total;
+    int64_t  n_ctx;
+} celer_memory_estimate;
+
+/* Default context: the trained context, capped at 4096 tokens. */
+int64_t celer_model_file_default_ctx(const celer_model_file *mf);
+void    celer_model_file_estimate_memory(const celer_model_file *mf, int64_t n_ctx, celer_memory_estimate *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,121 @@
+/* celer_model_file: a model on disk described for `celer info` and the loader. */
+#include "models/model_file.h"
+
+#include "core/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static celer_status describe_gguf_tensors(celer_model_file *mf, celer_error *err)
+{
+    const celer_gguf *g   = &mf->gguf;
+    size_t            pool = 0;
+    for (uint64_t i = 0; i < g->n_tensors; i++) pool += (size_t)g->tensors[i].name.len + 1;
+    mf->n_tensors = g->n_tensors;
+    mf->tensors   = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *mf->tensors);
+    mf->name_pool = malloc(pool ? pool : 1);
+    if (!mf->tensors || !mf->name_pool) return celer_fail(err, CELER_ERR_OOM, "gguf: %s: out of memory", g->name);
+    char *p = mf->name_pool;
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const celer_gguf_tensor *t = &g->tensors[i];
+        celer_tensor_desc       *d = &mf->tensors[i];
+        memcpy(p, t->name.ptr, (size_t)t->name.len);
+        p[t->name.len] = '\0';
+        d->name        = p;
+        p += t->name.len + 1;
+        d->type    = celer_ggml_type_get(t->type)->name;
+        d->n_dims  = (int)t->n_dims;
+        d->n_elems = 1;
+        for (uint32_t k = 0; k < t->n_dims; k++) {
+            d->shape[k] = t->ne[t->n_dims - 1 - k];
+            d->n_elems *= t->ne[k];
+        }
+        d->n_bytes = t->n_bytes;
+    }
+    return CELER_OK;
+}
+
+static celer_status open_gguf(celer_model_file *mf, const char *path, celer_error *err)
+{
+    mf->kind = MODEL_FILE_GGUF;
+    if (celer_gguf_open(&mf->gguf, path, err)) return err->code;
+    if (celer_hparams_from_gguf(&mf->gguf, &mf->hp, err)) return err->code;
+    if (!mf->hp.n_vocab) {
+        const celer_gguf_tensor *emb = celer_gguf_find_tensor(&mf->gguf, "token_embd.weight");
+        if (emb && emb->n_dims == 2) mf->hp.n_vocab = (int64_t)emb->ne[1];
+    }
+    mf->has_chat_template = celer_gguf_find(&mf->gguf, "tokenizer.chat_template") != NULL;
+    return describe_gguf_tensors(mf, err);
+}
+
+celer_status celer_model_file_open(celer_model_file **out, const char *path, celer_error *err)
+{
+    celer_error local;
+    if (!err) err = &local;
+    *out                 = NULL;
+    celer_model_file *mf = calloc(1, sizeof *mf);
+    if (!mf) return celer_fail(err, CELER_ERR_OOM, "%s: out of memory", path);
+    struct stat st;
+    celer_status s;
+    if (stat(path, &st) != 0)
+        s = celer_fail(err, CELER_ERR_IO, "%s: no such file or directory; give a .gguf file or a model directory",
+                       path);
+    else if (S_ISDIR(st.st_mode))
+        s = celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: model directories are not read yet; give a .gguf file", path);
+    else
+        s = open_gguf(mf, path, err);
+    if (s != CELER_OK) {
+        celer_model_file_close(mf);
+        return s;
+    }
+    *out = mf;
+    return CELER_OK;
+}
+
+void celer_model_file_close(celer_model_file *mf)
+{
+    if (!mf) return;
+    celer_gguf_close(&mf->gguf);
+    free(mf->tensors);
+    free(mf->name_pool);
+    free(mf);
+}
+
+const char *celer_model_file_format(const celer_model_file *mf)
+{
+    return mf->kind == MODEL_FILE_GGUF ? "gguf" : "safetensors";
+}
+
+const celer_hparams     *celer_model_file_hparams(const celer_model_file *mf) { return &mf->hp; }
+uint64_t                 celer_model_file_n_tensors(const celer_model_file *mf) { return mf->n_tensors; }
+bool                     celer_model_file_has_chat_template(const celer_model_file *mf) { return mf->has_chat_template; }
+const celer_tensor_desc *celer_model_file_tensor(const celer_model_file *mf, uint64_t i)
+{
+    return i < mf->n_tensors ? &mf->tensors[i] : NULL;
+}
+
+int64_t celer_model_file_default_ctx(const celer_model_file *mf)
+{
+    int64_t n = mf->hp.n_ctx_train;
+    return n > 0 && n < 4096 ? n : 4096;
+}
+
+void celer_model_file_estimate_memory(const celer_model_file *mf, int64_t n_ctx, celer_memory_estimate *e)
+{
+    const celer_hparams *hp = &mf->hp;
+    memset(e, 0, sizeof *e);
+    e->n_ctx = n_ctx;
+    for (uint64_t i = 0; i < mf->n_tensors; i++) e->weights += mf->tensors[i].n_bytes;
+    /* f16 keys and values, every layer, every kv head */
+    e->kv_cache = (uint64_t)hp->n_layer * (uint64_t)n_ctx * (uint64_t)hp->n_head_kv *
+                  (uint64_t)(hp->head_dim_k + hp->head_dim_v) * 2;
+    /* one prefill chunk of up to 512 tokens in f32 (residual, norm, q/k/v, out, ffn; attention runs in
+     * tiles and adds no n_ctx-sized term) plus one row of logits */
+    uint64_t chunk = (uint64_t)(n_ctx < 512 ? n_ctx : 512);
+    uint64_t ff    = (uint64_t)(hp->n_ff > hp->n_ff_expert ? hp->n_ff : hp->n_ff_expert);
+    uint64_t qkv   = (uint64_t)(hp->n_head * hp->head_dim_k + 2 * hp->n_head_kv * hp->head_dim_k);
+    e->scratch     = chunk * (4 * (uint64_t)hp->n_embd + qkv + 3 * ff) * 4 +
+                 (uint64_t)hp->n_vocab * 4;
+    e->total = e->weights + e->kv_cache + e->scratch;
+}

@@ -1,0 +1,23 @@
+/* What celer_model_file holds: the parsed container and the description built from it. */
+#ifndef CELER_MODELS_MODEL_FILE_H
+#define CELER_MODELS_MODEL_FILE_H
+
+#include "celer.h"
+#include "formats/gguf.h"
+
+typedef enum { MODEL_FILE_GGUF, MODEL_FILE_SAFETENSORS } model_file_kind;
+
+struct celer_model_file {
+    model_file_kind    kind;
+    celer_gguf         gguf;          /* MODEL_FILE_GGUF */
+    celer_hparams      hp;
+    uint64_t           n_tensors;
+    celer_tensor_desc *tensors;       /* (n_tensors) */
+    char              *name_pool;     /* the tensors' NUL-terminated names */
+    bool               has_chat_template;
+};
+
+/* Fills hp from GGUF metadata (keys under general.* and <arch>.*). */
+celer_status celer_hparams_from_gguf(const celer_gguf *g, celer_hparams *hp, celer_error *err);
+
+#endif

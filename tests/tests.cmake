@@ -1,0 +1,35 @@
+# Every tests/test_<module>.c is a small C program: exit 0 passes. Python parity tests under
+# tests/reference/ run with the venv that .ci/run makes (.venv), against real models that the
+# fetch_models fixture downloads once into ~/.cache/celer/models.
+
+file(GLOB CELER_C_TESTS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/test_*.c)
+foreach(src ${CELER_C_TESTS})
+  get_filename_component(name ${src} NAME_WE)
+  add_executable(${name} ${src})
+  target_link_libraries(${name} PRIVATE celer_core)
+  add_test(NAME ${name} COMMAND ${name} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+endforeach()
+
+if(EXISTS ${PROJECT_SOURCE_DIR}/.venv/bin/python)
+  set(CELER_TEST_PYTHON ${PROJECT_SOURCE_DIR}/.venv/bin/python)
+else()
+  find_program(CELER_TEST_PYTHON NAMES python3 REQUIRED)
+endif()
+
+add_test(NAME fetch_models
+         COMMAND ${PROJECT_SOURCE_DIR}/scripts/fetch-model smollm2-135m gemma3-270m
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(fetch_models PROPERTIES FIXTURES_SETUP models TIMEOUT 900)
+
+# tests/reference/test_<name>.py: pytest, given the celer binary and the build folder.
+file(GLOB CELER_PY_TESTS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/reference/test_*.py)
+foreach(src ${CELER_PY_TESTS})
+  get_filename_component(name ${src} NAME_WE)
+  add_test(NAME py_${name}
+           COMMAND ${CELER_TEST_PYTHON} -m pytest -q -p no:cacheprovider ${src}
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(py_${name} PROPERTIES
+    FIXTURES_REQUIRED models
+    ENVIRONMENT "CELER_BIN=$<TARGET_FILE:celer>;CELER_BUILD_DIR=${PROJECT_BINARY_DIR}"
+    TIMEOUT 600)
+endforeach()

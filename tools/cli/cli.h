@@ -1,0 +1,21 @@
+/* Shared by the celer subcommands. */
+#ifndef CELER_CLI_H
+#define CELER_CLI_H
+
+#include "celer.h"
+
+#include <stdio.h>
+
+/* Exit codes every subcommand uses; README.md documents them. */
+enum { EXIT_OK = 0, EXIT_BAD_INPUT = 2, EXIT_RUNTIME = 3 };
+
+/* Prints "celer: <msg>" on stderr and returns the exit code for err. */
+int cli_report(const celer_error *err);
+/* Prints "celer CMD: <msg>; see celer CMD --help" and returns EXIT_BAD_INPUT. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "93.8 MiB" */
+const char *cli_bytes(uint64_t n, char *buf, size_t cap);
+
+int cmd_info(int argc, char **argv);
+
+#endif

@@ -1,0 +1,74 @@
+/* celer: the command line. main() is a flat dispatch; each subcommand is one function in its
+ * own file and returns the process exit code. */
+#include "cli.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} commands[] = {
+    {"info", cmd_info, "describe this machine, or a model file (-m MODEL)"},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out, "celer %s — LLM inference for MLX and GGUF checkpoints on ROCm, CUDA and the CPU\n\n"
+                 "usage: celer COMMAND [options]      (celer COMMAND --help for its options)\n\ncommands:\n",
+            CELER_VERSION);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\noptions:\n  -h, --help     show this help\n  -V, --version  print the version\n\n"
+                 "exit codes: 0 success, 2 bad input (arguments, files, unsupported models), 3 runtime failure\n"
+                 "(out of memory, device failure). Generated text goes to stdout; diagnostics to stderr.\n");
+}
+
+int cli_report(const celer_error *err)
+{
+    fprintf(stderr, "celer: %s\n", err->msg[0] ? err->msg : celer_status_name(err->code));
+    return celer_status_exit_code(err->code);
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "celer %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "; see celer %s --help\n", cmd);
+    va_end(ap);
+    return EXIT_BAD_INPUT;
+}
+
+const char *cli_bytes(uint64_t n, char *buf, size_t cap)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double                   v       = (double)n;
+    int                      u       = 0;
+    while (v >= 1024 && u < 4) v /= 1024, u++;
+    snprintf(buf, cap, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+    return buf;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_BAD_INPUT;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return EXIT_OK;
+    }
+    if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version")) {
+        printf("celer %s\n", CELER_VERSION);
+        return EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(cmd, commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "celer: unknown command '%s'; see celer --help\n", cmd);
+    return EXIT_BAD_INPUT;
+}
