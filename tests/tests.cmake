@@ -21,6 +21,16 @@ add_test(NAME fetch_models
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(fetch_models PROPERTIES FIXTURES_SETUP models TIMEOUT 900)
 
+# tests/tools/<name>.c: helper programs the Python tests run (not tests themselves), built into
+# the build folder next to celer.
+file(GLOB CELER_TEST_TOOLS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/tools/*.c)
+foreach(src ${CELER_TEST_TOOLS})
+  get_filename_component(name ${src} NAME_WE)
+  add_executable(${name} ${src})
+  target_link_libraries(${name} PRIVATE celer_core)
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR})
+endforeach()
+
 # tests/reference/test_<name>.py: pytest, given the celer binary and the build folder.
 file(GLOB CELER_PY_TESTS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/reference/test_*.py)
 foreach(src ${CELER_PY_TESTS})
@@ -30,6 +40,18 @@ foreach(src ${CELER_PY_TESTS})
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   set_tests_properties(py_${name} PROPERTIES
     FIXTURES_REQUIRED models
+    ENVIRONMENT "CELER_BIN=$<TARGET_FILE:celer>;CELER_BUILD_DIR=${PROJECT_BINARY_DIR}"
+    TIMEOUT 600)
+endforeach()
+
+# tests/cli/test_<name>.py: pytest on the command line with crafted files; no models needed.
+file(GLOB CELER_CLI_TESTS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/cli/test_*.py)
+foreach(src ${CELER_CLI_TESTS})
+  get_filename_component(name ${src} NAME_WE)
+  add_test(NAME cli_${name}
+           COMMAND ${CELER_TEST_PYTHON} -m pytest -q -p no:cacheprovider ${src}
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(cli_${name} PROPERTIES
     ENVIRONMENT "CELER_BIN=$<TARGET_FILE:celer>;CELER_BUILD_DIR=${PROJECT_BINARY_DIR}"
     TIMEOUT 600)
 endforeach()

@@ -35,7 +35,8 @@ static celer_status need(reader *r, uint64_t n, const char *what)
 
 static celer_status read_u32(reader *r, uint32_t *v, const char *what)
 {
-    if (need(r, 4, what)) return r->err->code;
+    celer_status st = need(r, 4, what);
+    if (st) return st;
     memcpy(v, r->base + r->pos, 4);
     r->pos += 4;
     return CELER_OK;
@@ -43,7 +44,8 @@ static celer_status read_u32(reader *r, uint32_t *v, const char *what)
 
 static celer_status read_u64(reader *r, uint64_t *v, const char *what)
 {
-    if (need(r, 8, what)) return r->err->code;
+    celer_status st = need(r, 8, what);
+    if (st) return st;
     memcpy(v, r->base + r->pos, 8);
     r->pos += 8;
     return CELER_OK;
@@ -51,9 +53,10 @@ static celer_status read_u64(reader *r, uint64_t *v, const char *what)
 
 static celer_status read_str(reader *r, celer_gguf_str *s, const char *what)
 {
-    uint64_t len;
-    if (read_u64(r, &len, what)) return r->err->code;
-    if (need(r, len, what)) return r->err->code;
+    uint64_t     len = 0;
+    celer_status st  = read_u64(r, &len, what);
+    if (!st) st = need(r, len, what);
+    if (st) return st;
     s->ptr = (const char *)r->base + r->pos;
     s->len = len;
     r->pos += len;
@@ -141,8 +144,8 @@ static celer_status skip_value(reader *r, uint32_t type, int depth, const char *
     if (depth >= MAX_ARRAY_DEPTH)
         return celer_fail(r->err, CELER_ERR_FORMAT, "gguf: %s: key '%s': arrays nested deeper than %d at byte %llu",
                           r->name, key, MAX_ARRAY_DEPTH, (unsigned long long)r->pos);
-    uint32_t elem;
-    uint64_t count;
+    uint32_t elem  = 0;
+    uint64_t count = 0;
     if (read_u32(r, &elem, "array element type") || check_value_type(r, elem, key)) return r->err->code;
     if (read_u64(r, &count, "array length")) return r->err->code;
     uint64_t min_size = elem == CELER_GGUF_STRING ? 8 : elem == CELER_GGUF_ARRAY ? 12 : scalar_size[elem];
@@ -161,14 +164,18 @@ static celer_status skip_value(reader *r, uint32_t type, int depth, const char *
     return CELER_OK;
 }
 
+/* A name from the file, cut to fit buf, with control bytes shown as '?' so that a message
+ * stays one line. */
 static const char *kv_key_buf(celer_gguf_str k, char *buf, size_t cap)
 {
     size_t n = k.len < cap - 1 ? (size_t)k.len : cap - 1;
-    memcpy(buf, k.ptr, n);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t c = (uint8_t)k.ptr[i];
+        buf[i]    = c < 0x20 || c == 0x7f ? '?' : (char)c;
+    }
     buf[n] = '\0';
     return buf;
 }
-
 
 /* ---- header ------------------------------------------------------------ */
 
@@ -187,7 +194,7 @@ static celer_status parse_kvs(celer_gguf *g, reader *r)
     for (uint64_t i = 0; i < g->n_kv; i++) {
         celer_gguf_kv *kv      = &g->kv[i];
         uint64_t       key_at  = r->pos;
-        uint32_t       type;
+        uint32_t       type    = 0;
         if (read_str(r, &kv->key, "metadata key")) return r->err->code;
         if (kv->key.len > MAX_KEY_LEN)
             return celer_fail(r->err, CELER_ERR_FORMAT, "gguf: %s: metadata key at byte %llu is %llu bytes long (limit %d)",
@@ -201,7 +208,7 @@ static celer_status parse_kvs(celer_gguf *g, reader *r)
         kv->type   = (celer_gguf_type)type;
         kv->offset = r->pos;
         if (type == CELER_GGUF_ARRAY) {
-            uint32_t elem;
+            uint32_t elem = 0;
             if (read_u32(r, &elem, "array element type") || check_value_type(r, elem, key)) return r->err->code;
             if (read_u64(r, &kv->array_len, "array length")) return r->err->code;
             kv->array_type = (celer_gguf_type)elem;
@@ -218,8 +225,8 @@ static celer_status parse_kvs(celer_gguf *g, reader *r)
 
 static celer_status parse_tensor_info(reader *r, celer_gguf_tensor *t)
 {
-    uint64_t at = r->pos;
-    uint32_t type;
+    uint64_t at   = r->pos;
+    uint32_t type = 0;
     char     nm[128];
     if (read_str(r, &t->name, "tensor name")) return r->err->code;
     const char *name = kv_key_buf(t->name, nm, sizeof nm);
@@ -281,14 +288,16 @@ static celer_status place_tensors(celer_gguf *g, reader *r)
                               (unsigned long long)(g->data_offset + t->offset), (unsigned long long)r->size);
         t->data = r->base + g->data_offset + t->offset;
     }
-    if (g->n_tensors < 2) return CELER_OK;
-    const celer_gguf_tensor **order = malloc(g->n_tensors * sizeof *order);
+    /* tensors holding bytes, by offset: each must end before the next begins */
+    const celer_gguf_tensor **order = malloc((g->n_tensors ? g->n_tensors : 1) * sizeof *order);
     if (!order) return celer_fail(r->err, CELER_ERR_OOM, "gguf: %s: out of memory", r->name);
-    for (uint64_t i = 0; i < g->n_tensors; i++) order[i] = &g->tensors[i];
-    qsort(order, g->n_tensors, sizeof *order, cmp_by_offset);
-    for (uint64_t i = 0; i + 1 < g->n_tensors; i++) {
+    uint64_t n = 0;
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i].n_bytes) order[n++] = &g->tensors[i];
+    qsort(order, n, sizeof *order, cmp_by_offset);
+    for (uint64_t i = 0; i + 1 < n; i++) {
         const celer_gguf_tensor *a = order[i], *b = order[i + 1];
-        if (a->offset + a->n_bytes > b->offset && a->n_bytes && b->n_bytes) {
+        if (a->offset + a->n_bytes > b->offset) {
             celer_fail(r->err, CELER_ERR_FORMAT, "gguf: %s: tensors '%s' and '%s' overlap at data offset %llu",
                        r->name, kv_key_buf(a->name, nm, sizeof nm), kv_key_buf(b->name, nm2, sizeof nm2),
                        (unsigned long long)b->offset);

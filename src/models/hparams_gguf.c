@@ -82,10 +82,11 @@ celer_status celer_hparams_from_gguf(const celer_gguf *g, celer_hparams *hp, cel
     if (get_f64(g, a, "attention.layer_norm_rms_epsilon", &hp->norm_eps, err)) return err->code;
     if (hp->norm_eps == 0 && get_f64(g, a, "attention.layer_norm_epsilon", &hp->norm_eps, err)) return err->code;
 
+    if (celer_hparams_check(hp, g->name, err)) return err->code;
     /* defaults the converters leave implicit */
     if (!hp->n_head_kv) hp->n_head_kv = hp->n_head;
     if (!hp->head_dim_k && hp->n_head) hp->head_dim_k = hp->n_embd / hp->n_head;
-    if (!hp->head_dim_v) hp->head_dim_v = hp->head_dim_k;
+    if (!hp->head_dim_v && hp->n_head) hp->head_dim_v = hp->n_embd / hp->n_head;
     if (!hp->n_vocab) {
         const celer_gguf_kv *tok = celer_gguf_find(g, "tokenizer.ggml.tokens");
         if (tok && tok->type == CELER_GGUF_ARRAY) hp->n_vocab = (int64_t)tok->array_len;

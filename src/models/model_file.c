@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -95,27 +96,60 @@ const celer_tensor_desc *celer_model_file_tensor(const celer_model_file *mf, uin
     return i < mf->n_tensors ? &mf->tensors[i] : NULL;
 }
 
+celer_status celer_hparams_check(const celer_hparams *hp, const char *what, celer_error *err)
+{
+    static const struct {
+        const char *name;
+        size_t      off;
+        int64_t     max;
+    } limits[] = {
+#define L(f, m) {#f, offsetof(celer_hparams, f), m}
+        L(n_layer, 1 << 16),      L(n_embd, 1 << 20),        L(n_head, 1 << 16),      L(n_head_kv, 1 << 16),
+        L(head_dim_k, 1 << 16),   L(head_dim_v, 1 << 16),    L(n_ff, 1 << 24),        L(n_vocab, 1 << 24),
+        L(n_ctx_train, 1ll << 32), L(n_expert, 1 << 16),     L(n_expert_used, 1 << 16), L(n_ff_expert, 1 << 24),
+        L(sliding_window, 1ll << 32),
+#undef L
+    };
+    for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+        int64_t v = *(const int64_t *)((const char *)hp + limits[i].off);
+        if (v < 0 || v > limits[i].max)
+            return celer_fail(err, CELER_ERR_FORMAT, "%s: hyper-parameter %s is %lld, outside 0..%lld; the file is corrupt",
+                              what, limits[i].name, (long long)v, (long long)limits[i].max);
+    }
+    if (hp->n_embd && !hp->n_head)
+        return celer_fail(err, CELER_ERR_FORMAT, "%s: the model has an embedding width but no attention heads", what);
+    if (hp->n_expert_used > hp->n_expert)
+        return celer_fail(err, CELER_ERR_FORMAT, "%s: %lld experts used per token but only %lld experts", what,
+                          (long long)hp->n_expert_used, (long long)hp->n_expert);
+    return CELER_OK;
+}
+
 int64_t celer_model_file_default_ctx(const celer_model_file *mf)
 {
     int64_t n = mf->hp.n_ctx_train;
     return n > 0 && n < 4096 ? n : 4096;
 }
 
+/* Estimates are computed in double: the checked limits still allow products past 2^64. */
+static uint64_t to_bytes(double v) { return v >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)v; }
+
 void celer_model_file_estimate_memory(const celer_model_file *mf, int64_t n_ctx, celer_memory_estimate *e)
 {
     const celer_hparams *hp = &mf->hp;
     memset(e, 0, sizeof *e);
-    e->n_ctx = n_ctx;
-    for (uint64_t i = 0; i < mf->n_tensors; i++) e->weights += mf->tensors[i].n_bytes;
+    e->n_ctx       = n_ctx;
+    double weights = 0;
+    for (uint64_t i = 0; i < mf->n_tensors; i++) weights += (double)mf->tensors[i].n_bytes;
     /* f16 keys and values, every layer, every kv head */
-    e->kv_cache = (uint64_t)hp->n_layer * (uint64_t)n_ctx * (uint64_t)hp->n_head_kv *
-                  (uint64_t)(hp->head_dim_k + hp->head_dim_v) * 2;
+    double kv = (double)hp->n_layer * (double)n_ctx * (double)hp->n_head_kv * (double)(hp->head_dim_k + hp->head_dim_v) * 2;
     /* one prefill chunk of up to 512 tokens in f32 (residual, norm, q/k/v, out, ffn; attention runs in
      * tiles and adds no n_ctx-sized term) plus one row of logits */
-    uint64_t chunk = (uint64_t)(n_ctx < 512 ? n_ctx : 512);
-    uint64_t ff    = (uint64_t)(hp->n_ff > hp->n_ff_expert ? hp->n_ff : hp->n_ff_expert);
-    uint64_t qkv   = (uint64_t)(hp->n_head * hp->head_dim_k + 2 * hp->n_head_kv * hp->head_dim_k);
-    e->scratch     = chunk * (4 * (uint64_t)hp->n_embd + qkv + 3 * ff) * 4 +
-                 (uint64_t)hp->n_vocab * 4;
-    e->total = e->weights + e->kv_cache + e->scratch;
+    double chunk = (double)(n_ctx < 512 ? n_ctx : 512);
+    double ff    = (double)(hp->n_ff > hp->n_ff_expert ? hp->n_ff : hp->n_ff_expert);
+    double qkv   = (double)hp->n_head * (double)hp->head_dim_k + 2.0 * (double)hp->n_head_kv * (double)hp->head_dim_k;
+    double scratch = chunk * (4.0 * (double)hp->n_embd + qkv + 3.0 * ff) * 4.0 + (double)hp->n_vocab * 4.0;
+    e->weights  = to_bytes(weights);
+    e->kv_cache = to_bytes(kv);
+    e->scratch  = to_bytes(scratch);
+    e->total    = to_bytes(weights + kv + scratch);
 }

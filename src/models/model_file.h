@@ -17,6 +17,10 @@ struct celer_model_file {
     bool               has_chat_template;
 };
 
+/* Refuses hyper-parameters no model has (negative, or past generous limits), so that no later
+ * arithmetic on them can overflow or divide by zero. what names the file in the message. */
+celer_status celer_hparams_check(const celer_hparams *hp, const char *what, celer_error *err);
+
 /* Fills hp from GGUF metadata (keys under general.* and <arch>.*). */
 celer_status celer_hparams_from_gguf(const celer_gguf *g, celer_hparams *hp, celer_error *err);
 

@@ -36,6 +36,8 @@ static const celer_ggml_type_info types[CELER_GGML_TYPE_LIMIT] = {
     [CELER_GGML_TQ1_0]   = {"TQ1_0", 256, 48 + 4 + 2},
     [CELER_GGML_TQ2_0]   = {"TQ2_0", 256, 64 + 2},
     [CELER_GGML_MXFP4]   = {"MXFP4", 32, 1 + 16},
+    [CELER_GGML_NVFP4]   = {"NVFP4", 64, 4 + 32},   /* four e4m3 scales per 16, 64 nibbles */
+    [CELER_GGML_Q1_0]    = {"Q1_0", 128, 2 + 16},
 };
 
 const celer_ggml_type_info *celer_ggml_type_get(uint32_t type)

@@ -39,6 +39,8 @@ typedef enum {
     CELER_GGML_TQ1_0   = 34,
     CELER_GGML_TQ2_0   = 35,
     CELER_GGML_MXFP4   = 39,
+    CELER_GGML_NVFP4   = 40,
+    CELER_GGML_Q1_0    = 41,
     CELER_GGML_TYPE_LIMIT /* one past the largest number */
 } celer_ggml_type;
 
