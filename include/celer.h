@@ -109,6 +109,56 @@ typedef struct {
 int64_t celer_model_file_default_ctx(const celer_model_file *mf);
 void    celer_model_file_estimate_memory(const celer_model_file *mf, int64_t n_ctx, celer_memory_estimate *out);
 
+/* ---- tokenizer ---------------------------------------------------------- */
+
+typedef struct celer_tokenizer celer_tokenizer;
+
+/* Builds the tokenizer a model file describes (GGUF tokenizer.ggml.* metadata). A tokenizer
+ * model or pre-tokenizer celer does not know is CELER_ERR_UNSUPPORTED naming it. */
+celer_status celer_tokenizer_load(celer_tokenizer **out, const celer_model_file *mf, celer_error *err);
+void         celer_tokenizer_free(celer_tokenizer *t);
+
+int32_t celer_tokenizer_n_vocab(const celer_tokenizer *t);
+int32_t celer_tokenizer_bos(const celer_tokenizer *t); /* -1 when the model has none */
+int32_t celer_tokenizer_eos(const celer_tokenizer *t);
+/* Whether id is a control token (BOS, EOS, chat markers). */
+bool    celer_tokenizer_is_control(const celer_tokenizer *t, int32_t id);
+/* The token's text as the vocabulary spells it (byte-level alphabet, ▁); NULL for a bad id. */
+const char *celer_tokenizer_piece(const celer_tokenizer *t, int32_t id, size_t *len);
+
+typedef struct {
+    bool add_special;   /* add BOS/EOS where the model's config says to */
+    bool parse_special; /* match special-token text in the input; false: treat it as plain text */
+} celer_encode_opts;
+
+/* Token ids of text[0, n) into *ids (malloc'd; the caller frees). Text must be valid UTF-8:
+ * anything else is CELER_ERR_INVALID naming the byte offset. */
+celer_status celer_tokenizer_encode(const celer_tokenizer *t, const char *text, size_t n, celer_encode_opts opts,
+                                    int32_t **ids, size_t *n_ids, celer_error *err);
+
+/* The text of ids (malloc'd and NUL-terminated; the caller frees). Special tokens are included
+ * as their text; byte sequences that are not valid UTF-8 become U+FFFD. */
+celer_status celer_tokenizer_decode(const celer_tokenizer *t, const int32_t *ids, size_t n, char **out,
+                                    size_t *out_n, celer_error *err);
+
+/* Streaming decode for one sequence: push ids one at a time and get back the text that is
+ * complete — never half of a UTF-8 sequence. Zero-initialize, then celer_detok_init. */
+typedef struct {
+    const celer_tokenizer *tok;
+    char                   pending[64]; /* bytes of an unfinished UTF-8 sequence / byte tokens */
+    size_t                 n_pending;
+    bool                   started;     /* something was emitted (for leading-space stripping) */
+    char                  *out;         /* the text returned by the last call */
+    size_t                 out_cap;
+} celer_detok;
+
+void         celer_detok_init(celer_detok *d, const celer_tokenizer *t);
+/* Appends id; *text / *n is what can be shown now (valid until the next call). */
+celer_status celer_detok_push(celer_detok *d, int32_t id, const char **text, size_t *n, celer_error *err);
+/* Whatever is still held (an incomplete sequence, as U+FFFD), at the end of the sequence. */
+celer_status celer_detok_flush(celer_detok *d, const char **text, size_t *n, celer_error *err);
+void         celer_detok_free(celer_detok *d);
+
 #ifdef __cplusplus
 }
 #endif

@@ -16,6 +16,15 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 /* "93.8 MiB" */
 const char *cli_bytes(uint64_t n, char *buf, size_t cap);
 
+/* The model to use when none is given: the default model in the model cache, or NULL with a
+ * message on stderr saying how to fetch it. */
+const char *cli_default_model(void);
+
+/* One JSON string (a whole line, surrounding spaces allowed) → malloc'd bytes; -1 if malformed. */
+int  cli_json_string_decode(const char *s, size_t n, char **out, size_t *out_n);
+void cli_json_string_print(FILE *f, const char *s, size_t n);
+
 int cmd_info(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 #endif

@@ -3,7 +3,9 @@
 #include "cli.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const struct {
     const char *name;
@@ -11,6 +13,7 @@ static const struct {
     const char *summary;
 } commands[] = {
     {"info", cmd_info, "describe this machine, or a model file (-m MODEL)"},
+    {"tokenize", cmd_tokenize, "token ids of a text, or the text of token ids, with a model's tokenizer"},
 };
 
 static void usage(FILE *out)
@@ -50,6 +53,25 @@ const char *cli_bytes(uint64_t n, char *buf, size_t cap)
     while (v >= 1024 && u < 4) v /= 1024, u++;
     snprintf(buf, cap, u ? "%.1f %s" : "%.0f %s", v, units[u]);
     return buf;
+}
+
+/* The default model's file name, as scripts/models.json records it for smollm2-135m. */
+#define DEFAULT_MODEL_FILE "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+const char *cli_default_model(void)
+{
+    static char path[4096];
+    const char *dir = getenv("CELER_MODELS_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (dir && *dir)
+        snprintf(path, sizeof path, "%s/%s", dir, DEFAULT_MODEL_FILE);
+    else if (xdg && *xdg)
+        snprintf(path, sizeof path, "%s/celer/models/%s", xdg, DEFAULT_MODEL_FILE);
+    else
+        snprintf(path, sizeof path, "%s/.cache/celer/models/%s", home ? home : "", DEFAULT_MODEL_FILE);
+    if (access(path, R_OK) == 0) return path;
+    fprintf(stderr, "celer: no model given and the default model is not at %s; fetch it with "
+                    "scripts/fetch-model smollm2-135m, or give -m MODEL\n", path);
+    return NULL;
 }
 
 int main(int argc, char **argv)

@@ -1,0 +1,221 @@
+/* Ids → text, whole or streamed. Byte-level vocabularies map their alphabet back to bytes; the
+ * result is made valid UTF-8 by replacing each ill-formed subsequence with U+FFFD.
+ * SentencePiece vocabularies turn ▁ into a space and <0xXX> tokens into bytes; a run of byte
+ * tokens that is not valid UTF-8 as a whole becomes one U+FFFD per byte (what Hugging Face's
+ * ByteFallback decoder does), and a Metaspace-prefixed vocabulary drops the leading space. */
+#include "core/error.h"
+#include "core/utf8.h"
+#include "tokenizer/tokenizer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    char  *p;
+    size_t n, cap;
+    bool   oom;
+} buf;
+
+static void put(buf *b, const void *s, size_t n)
+{
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->p = p, b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+
+static const char FFFD[] = "\xef\xbf\xbd";
+
+/* Appends s[0, n) with each ill-formed subsequence replaced by U+FFFD. */
+static void put_lossy(buf *b, const char *s, size_t n)
+{
+    size_t run = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        size_t   k = celer_utf8_decode(s + i, n - i, &cp);
+        if (cp == CELER_UTF8_BAD) {
+            put(b, s + run, i - run);
+            put(b, FFFD, 3);
+            run = i + k;
+        }
+        i += k;
+    }
+    put(b, s + run, n - run);
+}
+
+/* A SentencePiece byte token "<0xXX>": its byte, or -1. */
+static int spm_byte(const tok_entry *e)
+{
+    if (e->len != 6 || memcmp(e->text, "<0x", 3) || e->text[5] != '>') return -1;
+    int v = 0;
+    for (int i = 3; i < 5; i++) {
+        char c = e->text[i];
+        int  d = c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0) return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* The bytes of one token as its decoder spells them, appended to b. */
+static void put_token(const celer_tokenizer *t, const tok_entry *e, buf *b)
+{
+    if (t->decoder == DEC_BYTE_LEVEL) {
+        size_t start = b->n;
+        for (size_t i = 0; i < e->len;) {
+            uint32_t cp;
+            size_t   k    = celer_utf8_decode(e->text + i, e->len - i, &cp);
+            int      byte = cp == CELER_UTF8_BAD ? -1 : tok_cp_to_byte(cp);
+            if (byte < 0) { /* not in the alphabet (an added token): its own text */
+                b->n = start;
+                put(b, e->text, e->len);
+                return;
+            }
+            uint8_t c = (uint8_t)byte;
+            put(b, &c, 1);
+            i += k;
+        }
+        return;
+    }
+    size_t run = 0;
+    for (size_t i = 0; i + 2 < e->len; i++)
+        if (!memcmp(e->text + i, "\xe2\x96\x81", 3)) {
+            put(b, e->text + run, i - run);
+            put(b, " ", 1);
+            run = i + 3, i += 2;
+        }
+    put(b, e->text + run, e->len - run);
+}
+
+static celer_status check_id(const celer_tokenizer *t, int32_t id, celer_error *err)
+{
+    if (id < 0 || id >= t->n_vocab)
+        return celer_fail(err, CELER_ERR_INVALID, "tokenizer: token id %d is outside the vocabulary (0..%d)", id,
+                          t->n_vocab - 1);
+    return CELER_OK;
+}
+
+celer_status celer_tokenizer_decode(const celer_tokenizer *t, const int32_t *ids, size_t n, char **out,
+                                    size_t *out_n, celer_error *err)
+{
+    celer_error local;
+    if (!err) err = &local;
+    *out = NULL;
+    buf b = {0}, raw = {0};
+    put(&b, "", 0);
+    for (size_t i = 0; i < n; i++) {
+        if (check_id(t, ids[i], err)) {
+            free(b.p), free(raw.p);
+            return err->code;
+        }
+        const tok_entry *e = &t->vocab[ids[i]];
+        if (t->decoder == DEC_BYTE_LEVEL) {
+            put_token(t, e, &raw);
+            continue;
+        }
+        int byte = spm_byte(e);
+        if (byte >= 0) {
+            uint8_t c = (uint8_t)byte;
+            put(&raw, &c, 1);
+            continue;
+        }
+        if (raw.n) { /* a finished run of byte tokens */
+            if (celer_utf8_validate(raw.p, raw.n) == raw.n) put(&b, raw.p, raw.n);
+            else for (size_t k = 0; k < raw.n; k++) put(&b, FFFD, 3);
+            raw.n = 0;
+        }
+        put_token(t, e, &b);
+    }
+    if (t->decoder == DEC_BYTE_LEVEL)
+        put_lossy(&b, raw.p ? raw.p : "", raw.n);
+    else if (raw.n) {
+        if (celer_utf8_validate(raw.p, raw.n) == raw.n) put(&b, raw.p, raw.n);
+        else for (size_t k = 0; k < raw.n; k++) put(&b, FFFD, 3);
+    }
+    free(raw.p);
+    if (b.oom || raw.oom) {
+        free(b.p);
+        return celer_fail(err, CELER_ERR_OOM, "tokenizer: out of memory decoding %zu ids", n);
+    }
+    size_t skip = t->decoder == DEC_SPM_STRIP_LEAD && b.n && b.p[0] == ' ';
+    memmove(b.p, b.p + skip, b.n - skip + 1);
+    *out = b.p, *out_n = b.n - skip;
+    return CELER_OK;
+}
+
+/* ---- streaming ---------------------------------------------------------- */
+
+void celer_detok_init(celer_detok *d, const celer_tokenizer *t)
+{
+    memset(d, 0, sizeof *d);
+    d->tok = t;
+}
+
+void celer_detok_free(celer_detok *d)
+{
+    if (!d) return;
+    free(d->out);
+    memset(d, 0, sizeof *d);
+}
+
+/* Shows all[0, k) (the leading space dropped once where the decoder strips it) and keeps
+ * all[k, n) — at most the start of one UTF-8 sequence — for the next token. */
+static celer_status emit(celer_detok *d, buf *all, size_t k, const char **text, size_t *n, celer_error *err)
+{
+    const char *s     = all->p ? all->p : "";
+    size_t      start = 0, rest = all->n - k;
+    CELER_ASSERT(rest <= sizeof d->pending);
+    if (!d->started && k) {
+        start      = d->tok->decoder == DEC_SPM_STRIP_LEAD && s[0] == ' ';
+        d->started = true;
+    }
+    buf o = {.p = d->out, .cap = d->out_cap};
+    put(&o, "", 0);
+    put_lossy(&o, s + start, k - start);
+    memcpy(d->pending, s + k, rest);
+    d->n_pending = rest;
+    bool oom     = o.oom || all->oom;
+    free(all->p);
+    d->out = o.p, d->out_cap = o.cap;
+    if (oom) return celer_fail(err, CELER_ERR_OOM, "tokenizer: out of memory streaming text");
+    *text = d->out, *n = o.n;
+    return CELER_OK;
+}
+
+celer_status celer_detok_push(celer_detok *d, int32_t id, const char **text, size_t *n, celer_error *err)
+{
+    celer_error local;
+    if (!err) err = &local;
+    *text = "", *n = 0;
+    if (check_id(d->tok, id, err)) return err->code;
+    buf              all = {0};
+    const tok_entry *e   = &d->tok->vocab[id];
+    put(&all, d->pending, d->n_pending);
+    int byte = d->tok->decoder == DEC_BYTE_LEVEL ? -1 : spm_byte(e);
+    if (byte >= 0) {
+        uint8_t c = (uint8_t)byte;
+        put(&all, &c, 1);
+    } else {
+        put_token(d->tok, e, &all);
+    }
+    return emit(d, &all, celer_utf8_complete_prefix(all.p ? all.p : "", all.n), text, n, err);
+}
+
+celer_status celer_detok_flush(celer_detok *d, const char **text, size_t *n, celer_error *err)
+{
+    celer_error local;
+    if (!err) err = &local;
+    buf all = {0};
+    put(&all, d->pending, d->n_pending);
+    return emit(d, &all, all.n, text, n, err);
+}

@@ -1,0 +1,156 @@
+/* The tokenizer: a vocabulary, BPE merges, and the pipeline around them (added-token matching,
+ * normalizer, pre-tokenizer steps, decoder), configured from explicit metadata by tables —
+ * GGUF's tokenizer.ggml.model / tokenizer.ggml.pre, or tokenizer.json's components — never by
+ * sniffing token text. The pipeline mirrors Hugging Face `tokenizers`, which is the reference
+ * the parity tests hold it to. */
+#ifndef CELER_TOKENIZER_TOKENIZER_H
+#define CELER_TOKENIZER_TOKENIZER_H
+
+#include "celer.h"
+#include "tokenizer/regex.h"
+
+/* Token types, numbered as GGUF's tokenizer.ggml.token_type. */
+enum {
+    TOKEN_NORMAL       = 1,
+    TOKEN_UNKNOWN      = 2,
+    TOKEN_CONTROL      = 3,
+    TOKEN_USER_DEFINED = 4,
+    TOKEN_UNUSED       = 5,
+    TOKEN_BYTE         = 6,
+};
+
+typedef enum {
+    TOK_MODEL_BYTE_LEVEL, /* GPT-2 lineage: BPE over bytes spelled as printable code points */
+    TOK_MODEL_SPM,        /* SentencePiece BPE: ▁ for spaces, byte fallback */
+} tok_model;
+
+/* Normalizers, applied in order to the text between added tokens. */
+typedef enum {
+    NORM_NFC,           /* Unicode NFC */
+    NORM_SPACE_TO_META, /* Replace(" ", "▁") */
+    NORM_PREPEND_META,  /* Prepend("▁") */
+} tok_norm;
+
+/* Pre-tokenizer steps, applied in order; each splits every piece further. */
+typedef enum {
+    PRE_DIGITS_INDIVIDUAL, /* Digits(individual_digits=true): each numeric char alone */
+    PRE_SPLIT_ISOLATED,    /* Split(regex, Isolated): matches and the gaps between them */
+    PRE_BYTE_LEVEL,        /* ByteLevel: bytes to the GPT-2 alphabet (after an optional regex split) */
+    PRE_METASPACE_FIRST,   /* Metaspace(▁, prepend_scheme=first, split=false) */
+} tok_pre_kind;
+
+typedef struct {
+    tok_pre_kind kind;
+    celer_regex *re; /* PRE_SPLIT_ISOLATED, and PRE_BYTE_LEVEL with use_regex (else NULL) */
+} tok_pre;
+
+typedef enum {
+    DEC_BYTE_LEVEL,     /* map the GPT-2 alphabet back to bytes */
+    DEC_SPM,            /* ▁ → space, <0xXX> → byte, fuse */
+    DEC_SPM_STRIP_LEAD, /* DEC_SPM, then strip one leading space (Metaspace prepend) */
+} tok_decoder;
+
+typedef struct {
+    const char *text; /* the vocabulary's spelling (what BPE and the decoder see); not NUL-terminated */
+    uint32_t    len;
+    const char *orig; /* as the file spells it (what added-token matching sees) */
+    uint32_t    orig_len;
+    uint8_t     type; /* TOKEN_* */
+} tok_entry;
+
+/* An added token, matched in the raw text before anything else. */
+typedef struct {
+    const char *text; /* its content: the token as the file spells it */
+    uint32_t    len;
+    int32_t     id;
+    bool        special; /* skipped when special-token text is treated as plain text */
+} tok_added;
+
+/* text → id, open addressing; later insertions of the same text overwrite (as a Python dict). */
+typedef struct {
+    int32_t *slots; /* (cap) id + 1; 0 is empty */
+    uint32_t cap;
+} tok_str_map;
+
+/* (left id, right id) → (rank, merged id). */
+typedef struct {
+    uint64_t *keys;  /* (cap) left << 32 | right, UINT64_MAX empty */
+    uint32_t *ranks; /* (cap) */
+    int32_t  *ids;   /* (cap) */
+    uint32_t  cap;
+} tok_merge_map;
+
+#define TOK_MAX_NORM 3
+#define TOK_MAX_PRE  4
+
+struct celer_tokenizer {
+    tok_model     model;
+    int32_t       n_vocab;
+    tok_entry    *vocab;      /* (n_vocab) */
+    char         *pool;       /* respelled token texts */
+    tok_str_map   ids;        /* text → id */
+    tok_merge_map merges;
+    uint32_t      n_norm;
+    tok_norm      norm[TOK_MAX_NORM];
+    uint32_t      n_pre;
+    tok_pre       pre[TOK_MAX_PRE];
+    tok_decoder   decoder;
+    bool          byte_fallback;
+    bool          fuse_unk;
+    bool          ignore_merges;
+    int32_t       byte_ids[256]; /* id of <0xXX> for byte fallback; -1 where absent */
+    int32_t       unk_id;        /* -1: none */
+    int32_t       bos_id, eos_id, pad_id;
+    bool          add_bos, add_eos;
+    uint32_t      n_added;
+    tok_added    *added;         /* (n_added) sorted by text, for matching */
+    uint8_t       added_first[256 / 8]; /* bit per first byte of some added token */
+    uint32_t      added_max_len;
+};
+
+/* ---- building (tokenizer_load.c, vocab_gguf.c) ---- */
+celer_status tok_str_map_build(tok_str_map *m, const tok_entry *vocab, int32_t n, celer_error *err);
+int32_t      tok_str_map_get(const tok_str_map *m, const tok_entry *vocab, const char *s, size_t n);
+celer_status tok_merge_map_init(tok_merge_map *m, uint32_t n_merges, celer_error *err);
+void         tok_merge_map_put(tok_merge_map *m, int32_t left, int32_t right, uint32_t rank, int32_t merged);
+bool         tok_merge_map_get(const tok_merge_map *m, int32_t left, int32_t right, uint32_t *rank, int32_t *merged);
+celer_status tok_finish(celer_tokenizer *t, celer_error *err); /* added tokens, byte ids */
+
+/* ---- encoding (bpe.c, encode.c) ---- */
+typedef struct {
+    int32_t *ids;
+    size_t   n, cap;
+} tok_ids;
+
+typedef struct {
+    int32_t id;
+    int32_t prev, next; /* neighbours in the word; -1 at the ends */
+} tok_symbol;
+
+typedef struct {
+    uint32_t rank, pos;
+    int32_t  merged;
+} tok_merge;
+
+/* Working memory of one encode call, grown as needed and reused across pieces. */
+typedef struct {
+    tok_symbol       *sym;
+    size_t            sym_cap;
+    tok_merge        *heap;
+    size_t            heap_cap;
+    celer_regex_stack re;
+    char             *buf[2]; /* normalization and respelling */
+    size_t            buf_cap[2];
+} tok_scratch;
+
+void         tok_scratch_free(tok_scratch *s);
+celer_status tok_ids_push(tok_ids *v, int32_t id, celer_error *err);
+/* Appends the ids of one pre-tokenized piece (in the vocabulary's spelling) to out. */
+celer_status tok_bpe_piece(const celer_tokenizer *t, const char *s, size_t n, tok_ids *out, tok_scratch *sc,
+                           celer_error *err);
+
+/* The GPT-2 byte alphabet: byte b is spelled as code point tok_byte_to_cp(b). */
+uint32_t tok_byte_to_cp(uint8_t b);
+int      tok_cp_to_byte(uint32_t cp); /* -1 when cp is not in the alphabet */
+
+#endif
