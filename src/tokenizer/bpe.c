@@ -23,6 +23,7 @@ celer_status tok_ids_push(tok_ids *v, int32_t id, celer_error *err)
 
 void tok_scratch_free(tok_scratch *s)
 {
+    free(s->cache);
     free(s->sym);
     free(s->heap);
     celer_regex_stack_free(&s->re);
@@ -79,10 +80,9 @@ static celer_status grow(void **p, size_t *cap, size_t need, size_t elem, celer_
     return CELER_OK;
 }
 
-celer_status tok_bpe_piece(const celer_tokenizer *t, const char *s, size_t n, tok_ids *out, tok_scratch *sc,
-                           celer_error *err)
+static celer_status bpe_word(const celer_tokenizer *t, const char *s, size_t n, tok_ids *out, tok_scratch *sc,
+                             celer_error *err)
 {
-    if (!n) return CELER_OK;
     if (t->ignore_merges) {
         int32_t id = tok_str_map_get(&t->ids, t->vocab, s, n);
         if (id >= 0) return tok_ids_push(out, id, err);
@@ -138,4 +138,63 @@ celer_status tok_bpe_piece(const celer_tokenizer *t, const char *s, size_t n, to
     for (int32_t i = 0; i >= 0 && i < nsym; i = sym[i].next)
         if (tok_ids_push(out, sym[i].id, err)) return err->code;
     return CELER_OK;
+}
+
+static uint32_t hash_piece(const char *s, size_t n)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 16777619u;
+    return h ^ h >> 15;
+}
+
+celer_status tok_bpe_piece(const celer_tokenizer *t, const char *s, size_t n, tok_ids *out, tok_scratch *sc,
+                           celer_error *err)
+{
+    if (!n) return CELER_OK;
+    /* the cache pays off only on long inputs: make it after the first few hundred pieces */
+    if (!sc->cache && ++sc->n_pieces == 256) sc->cache = calloc(TOK_CACHE_SLOTS, sizeof *sc->cache);
+    if (!sc->cache || n > TOK_CACHE_KEY) return bpe_word(t, s, n, out, sc, err);
+    tok_cache_slot *c = &sc->cache[hash_piece(s, n) & (TOK_CACHE_SLOTS - 1)];
+    if (c->len == n && !memcmp(c->key, s, n)) {
+        for (uint8_t i = 0; i < c->n_ids; i++)
+            if (tok_ids_push(out, c->ids[i], err)) return err->code;
+        return CELER_OK;
+    }
+    size_t first = out->n;
+    if (bpe_word(t, s, n, out, sc, err)) return err->code;
+    if (out->n - first <= TOK_CACHE_IDS) {
+        c->len = (uint8_t)n, c->n_ids = (uint8_t)(out->n - first);
+        memcpy(c->key, s, n);
+        memcpy(c->ids, out->ids + first, c->n_ids * sizeof *c->ids);
+    }
+    return CELER_OK;
+}
+
+static bool is_glue(const celer_tokenizer *t, uint32_t cp)
+{
+    size_t lo = 0, hi = t->n_glue;
+    while (lo < hi) {
+        size_t m = (lo + hi) / 2;
+        if (t->glue[m] < cp) lo = m + 1; else hi = m;
+    }
+    return lo < t->n_glue && t->glue[lo] == cp;
+}
+
+celer_status tok_bpe_text(const celer_tokenizer *t, const char *s, size_t n, tok_ids *out, tok_scratch *sc,
+                          celer_error *err)
+{
+    if (!t->meta_chunks) return tok_bpe_piece(t, s, n, out, sc, err);
+    size_t   start = 0;
+    uint32_t prev  = 0x2581;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        size_t   k = celer_utf8_decode(s + i, n - i, &cp);
+        if (cp == 0x2581 && prev != 0x2581 && i > start && !is_glue(t, prev)) {
+            if (tok_bpe_piece(t, s + start, i - start, out, sc, err)) return err->code;
+            start = i;
+        }
+        prev = cp;
+        i += k;
+    }
+    return tok_bpe_piece(t, s + start, n - start, out, sc, err);
 }

@@ -38,7 +38,7 @@ static celer_status pre_step(encoder *e, uint32_t step, const char *s, size_t n)
 static celer_status next_step(encoder *e, uint32_t step, const char *s, size_t n)
 {
     if (!n) return CELER_OK;
-    return step + 1 < e->t->n_pre ? pre_step(e, step + 1, s, n) : tok_bpe_piece(e->t, s, n, e->out, e->sc, e->err);
+    return step + 1 < e->t->n_pre ? pre_step(e, step + 1, s, n) : tok_bpe_text(e->t, s, n, e->out, e->sc, e->err);
 }
 
 /* Split(regex, Isolated): each match, and each gap between matches, is a piece. An empty
@@ -156,7 +156,7 @@ static celer_status encode_segment(encoder *e, const char *s, size_t n)
         }
         }
     }
-    celer_status st = t->n_pre ? pre_step(e, 0, s, n) : tok_bpe_piece(t, s, n, e->out, e->sc, e->err);
+    celer_status st = t->n_pre ? pre_step(e, 0, s, n) : tok_bpe_text(t, s, n, e->out, e->sc, e->err);
     free(nfc);
     return st;
 }

@@ -60,11 +60,9 @@ celer_status tok_merge_map_init(tok_merge_map *m, uint32_t n_merges, celer_error
 {
     m->cap = 16;
     while (m->cap < 2 * n_merges) m->cap <<= 1;
-    m->keys  = malloc(m->cap * sizeof *m->keys);
-    m->ranks = malloc(m->cap * sizeof *m->ranks);
-    m->ids   = malloc(m->cap * sizeof *m->ids);
-    if (!m->keys || !m->ranks || !m->ids) return celer_fail(err, CELER_ERR_OOM, "tokenizer: out of memory for merges");
-    memset(m->keys, 0xff, m->cap * sizeof *m->keys);
+    m->slots = malloc(m->cap * sizeof *m->slots);
+    if (!m->slots) return celer_fail(err, CELER_ERR_OOM, "tokenizer: out of memory for merges");
+    for (uint32_t i = 0; i < m->cap; i++) m->slots[i].key = UINT64_MAX;
     return CELER_OK;
 }
 
@@ -72,22 +70,22 @@ void tok_merge_map_put(tok_merge_map *m, int32_t left, int32_t right, uint32_t r
 {
     uint64_t key = (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
     uint32_t h   = hash_pair(key) & (m->cap - 1);
-    while (m->keys[h] != UINT64_MAX && m->keys[h] != key) h = (h + 1) & (m->cap - 1);
-    m->keys[h] = key, m->ranks[h] = rank, m->ids[h] = merged; /* a repeated pair: the later one wins */
+    while (m->slots[h].key != UINT64_MAX && m->slots[h].key != key) h = (h + 1) & (m->cap - 1);
+    m->slots[h] = (tok_merge_slot){key, rank, merged}; /* a repeated pair: the later one wins */
 }
 
 bool tok_merge_map_get(const tok_merge_map *m, int32_t left, int32_t right, uint32_t *rank, int32_t *merged)
 {
     uint64_t key = (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
     uint32_t h   = hash_pair(key) & (m->cap - 1);
-    while (m->keys[h] != UINT64_MAX) {
-        if (m->keys[h] == key) {
-            *rank = m->ranks[h], *merged = m->ids[h];
+    for (;; h = (h + 1) & (m->cap - 1)) {
+        const tok_merge_slot *s = &m->slots[h];
+        if (s->key == key) {
+            *rank = s->rank, *merged = s->merged;
             return true;
         }
-        h = (h + 1) & (m->cap - 1);
+        if (s->key == UINT64_MAX) return false;
     }
-    return false;
 }
 
 /* ---- added tokens and byte tokens -------------------------------------- */
@@ -101,6 +99,41 @@ static int cmp_added(const void *a, const void *b)
 }
 
 static bool spelled_in_byte_alphabet(const char *s, uint32_t n);
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The characters some token joins to a following ▁ ("a▁" inside a token), for meta_chunks. */
+static celer_status find_glue(celer_tokenizer *t, celer_error *err)
+{
+    static const char META[] = "\xe2\x96\x81";
+    if (tok_str_map_get(&t->ids, t->vocab, META, 3) < 0) return CELER_OK; /* no ▁ token: no chunks */
+    uint32_t cap = 16;
+    t->glue      = malloc(cap * sizeof *t->glue);
+    if (!t->glue) return celer_fail(err, CELER_ERR_OOM, "tokenizer: out of memory");
+    for (int32_t id = 0; id < t->n_vocab; id++) {
+        const tok_entry *e = &t->vocab[id];
+        for (uint32_t i = 1; i + 3 <= e->len; i++) {
+            if (memcmp(e->text + i, META, 3)) continue;
+            uint32_t start = i - 1, cp;
+            while (start && ((uint8_t)e->text[start] & 0xC0) == 0x80) start--;
+            celer_utf8_decode(e->text + start, i - start, &cp);
+            if (cp == 0x2581) continue; /* a run of ▁ */
+            if (t->n_glue == cap) {
+                uint32_t *g = realloc(t->glue, (cap *= 2) * sizeof *g);
+                if (!g) return celer_fail(err, CELER_ERR_OOM, "tokenizer: out of memory");
+                t->glue = g;
+            }
+            t->glue[t->n_glue++] = cp;
+        }
+    }
+    qsort(t->glue, t->n_glue, sizeof *t->glue, cmp_u32);
+    t->meta_chunks = true;
+    return CELER_OK;
+}
 
 /* Control tokens become special added tokens, user-defined ones plain added tokens (both
  * matched whole before BPE), and so do the BOS/EOS/UNK/PAD tokens the metadata names. In a
@@ -139,6 +172,7 @@ celer_status tok_finish(celer_tokenizer *t, celer_error *err)
         t->added[w++] = t->added[i];
     }
     t->n_added = w;
+    if (t->model == TOK_MODEL_SPM && find_glue(t, err)) return err->code;
     for (uint32_t i = 0; i < t->n_added; i++) {
         uint8_t c = (uint8_t)t->added[i].text[0];
         t->added_first[c >> 3] |= (uint8_t)(1u << (c & 7));
@@ -167,10 +201,9 @@ void celer_tokenizer_free(celer_tokenizer *t)
     free(t->vocab);
     free(t->pool);
     free(t->ids.slots);
-    free(t->merges.keys);
-    free(t->merges.ranks);
-    free(t->merges.ids);
+    free(t->merges.slots);
     free(t->added);
+    free(t->glue);
     free(t);
 }
 

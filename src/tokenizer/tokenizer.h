@@ -7,6 +7,7 @@
 #define CELER_TOKENIZER_TOKENIZER_H
 
 #include "celer.h"
+#include "formats/gguf.h"
 #include "tokenizer/regex.h"
 
 /* Token types, numbered as GGUF's tokenizer.ggml.token_type. */
@@ -72,12 +73,17 @@ typedef struct {
     uint32_t cap;
 } tok_str_map;
 
-/* (left id, right id) → (rank, merged id). */
+/* (left id, right id) → (rank, merged id); one 16-byte slot per entry, so a lookup touches one
+ * cache line. */
 typedef struct {
-    uint64_t *keys;  /* (cap) left << 32 | right, UINT64_MAX empty */
-    uint32_t *ranks; /* (cap) */
-    int32_t  *ids;   /* (cap) */
-    uint32_t  cap;
+    uint64_t key; /* left << 32 | right; UINT64_MAX: empty */
+    uint32_t rank;
+    int32_t  merged;
+} tok_merge_slot;
+
+typedef struct {
+    tok_merge_slot *slots; /* (cap) */
+    uint32_t        cap;
 } tok_merge_map;
 
 #define TOK_MAX_NORM 3
@@ -102,19 +108,28 @@ struct celer_tokenizer {
     int32_t       unk_id;        /* -1: none */
     int32_t       bos_id, eos_id, pad_id;
     bool          add_bos, add_eos;
+    /* SentencePiece text is BPE'd in chunks cut before each ▁ that follows another character,
+     * which gives the same tokens as one long word wherever no token spans the cut: glue[] lists
+     * the characters that some token joins to a following ▁ (cuts after them are skipped). */
+    bool          meta_chunks;
+    uint32_t      n_glue;
+    uint32_t     *glue;          /* (n_glue) code points, sorted */
     uint32_t      n_added;
     tok_added    *added;         /* (n_added) sorted by text, for matching */
     uint8_t       added_first[256 / 8]; /* bit per first byte of some added token */
     uint32_t      added_max_len;
 };
 
-/* ---- building (tokenizer_load.c, vocab_gguf.c) ---- */
+/* ---- building (tokenizer.c, vocab_gguf.c) ---- */
+/* From GGUF metadata; arch is general.architecture (it picks the SentencePiece variant). The
+ * tokenizer points into g's mapping: g must outlive it. */
+celer_status tok_load_gguf(celer_tokenizer **out, const celer_gguf *g, const char *arch, celer_error *err);
 celer_status tok_str_map_build(tok_str_map *m, const tok_entry *vocab, int32_t n, celer_error *err);
 int32_t      tok_str_map_get(const tok_str_map *m, const tok_entry *vocab, const char *s, size_t n);
 celer_status tok_merge_map_init(tok_merge_map *m, uint32_t n_merges, celer_error *err);
 void         tok_merge_map_put(tok_merge_map *m, int32_t left, int32_t right, uint32_t rank, int32_t merged);
 bool         tok_merge_map_get(const tok_merge_map *m, int32_t left, int32_t right, uint32_t *rank, int32_t *merged);
-celer_status tok_finish(celer_tokenizer *t, celer_error *err); /* added tokens, byte ids */
+celer_status tok_finish(celer_tokenizer *t, celer_error *err); /* added tokens, byte ids, chunking */
 
 /* ---- encoding (bpe.c, encode.c) ---- */
 typedef struct {
@@ -132,8 +147,20 @@ typedef struct {
     int32_t  merged;
 } tok_merge;
 
+/* A direct-mapped cache of short pieces already encoded in this call: prose repeats its words. */
+#define TOK_CACHE_SLOTS 8192
+#define TOK_CACHE_KEY   23
+#define TOK_CACHE_IDS   8
+typedef struct {
+    uint8_t len, n_ids; /* len 0: empty */
+    char    key[TOK_CACHE_KEY];
+    int32_t ids[TOK_CACHE_IDS];
+} tok_cache_slot;
+
 /* Working memory of one encode call, grown as needed and reused across pieces. */
 typedef struct {
+    tok_cache_slot   *cache;    /* (TOK_CACHE_SLOTS), made after the first pieces */
+    uint32_t          n_pieces;
     tok_symbol       *sym;
     size_t            sym_cap;
     tok_merge        *heap;
@@ -145,7 +172,10 @@ typedef struct {
 
 void         tok_scratch_free(tok_scratch *s);
 celer_status tok_ids_push(tok_ids *v, int32_t id, celer_error *err);
-/* Appends the ids of one pre-tokenized piece (in the vocabulary's spelling) to out. */
+/* Appends the ids of one pre-tokenized piece (in the vocabulary's spelling) to out; for
+ * SentencePiece vocabularies tok_bpe_text cuts it into chunks first (see meta_chunks). */
+celer_status tok_bpe_text(const celer_tokenizer *t, const char *s, size_t n, tok_ids *out, tok_scratch *sc,
+                          celer_error *err);
 celer_status tok_bpe_piece(const celer_tokenizer *t, const char *s, size_t n, tok_ids *out, tok_scratch *sc,
                            celer_error *err);
 

@@ -306,15 +306,10 @@ static celer_status setup_spm(celer_tokenizer *t, const celer_gguf *g, const cha
     return merges_from_vocab(t, (const float *)sc->data, err);
 }
 
-celer_status celer_tokenizer_load(celer_tokenizer **out, const celer_model_file *mf, celer_error *err)
+celer_status tok_load_gguf(celer_tokenizer **out, const celer_gguf *g, const char *arch, celer_error *err)
 {
-    celer_error local;
-    if (!err) err = &local;
-    *out = NULL;
-    if (mf->kind != MODEL_FILE_GGUF)
-        return celer_fail(err, CELER_ERR_UNSUPPORTED, "tokenizer: tokenizer.json is not read yet; use a GGUF model");
-    const celer_gguf *g = &mf->gguf;
-    celer_tokenizer  *t = calloc(1, sizeof *t);
+    *out               = NULL;
+    celer_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return celer_fail(err, CELER_ERR_OOM, "tokenizer: out of memory");
     celer_gguf_str model = {0}, pre = {0};
     bool           has_model, has_pre;
@@ -343,7 +338,7 @@ celer_status celer_tokenizer_load(celer_tokenizer **out, const celer_model_file 
             if (!st) st = m ? merges_from_list(t, g, m, err) : err->code;
             if (!st) st = setup_byte_level(t, g, pre_s, err);
         } else if (!strcmp(model_s, "llama")) {
-            st = setup_spm(t, g, mf->hp.arch, err);
+            st = setup_spm(t, g, arch, err);
         } else {
             st = celer_fail(err, CELER_ERR_UNSUPPORTED,
                             "tokenizer: %s: tokenizer model '%s' is not supported (celer reads 'gpt2' byte-level BPE "
@@ -357,4 +352,14 @@ celer_status celer_tokenizer_load(celer_tokenizer **out, const celer_model_file 
     }
     *out = t;
     return CELER_OK;
+}
+
+celer_status celer_tokenizer_load(celer_tokenizer **out, const celer_model_file *mf, celer_error *err)
+{
+    celer_error local;
+    if (!err) err = &local;
+    *out = NULL;
+    if (mf->kind != MODEL_FILE_GGUF)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "tokenizer: tokenizer.json is not read yet; use a GGUF model");
+    return tok_load_gguf(out, &mf->gguf, mf->hp.arch, err);
 }
