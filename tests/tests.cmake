@@ -17,7 +17,7 @@ else()
 endif()
 
 add_test(NAME fetch_models
-         COMMAND ${PROJECT_SOURCE_DIR}/scripts/fetch-model smollm2-135m gemma3-270m
+         COMMAND ${PROJECT_SOURCE_DIR}/scripts/fetch-model smollm2-135m gemma3-270m qwen2.5-coder-0.5b
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(fetch_models PROPERTIES FIXTURES_SETUP models TIMEOUT 900)
 

@@ -108,8 +108,8 @@ static celer_status bpe_word(const celer_tokenizer *t, const char *s, size_t n, 
             if (bytes) {
                 for (size_t b = 0; b < k; b++) sym[nsym++] = (tok_symbol){.id = t->byte_ids[(uint8_t)s[i + b]]};
                 last_unk = false;
-            } else if (t->unk_id >= 0) {
-                if (!(t->fuse_unk && last_unk)) sym[nsym++] = (tok_symbol){.id = t->unk_id};
+            } else if (t->bpe_unk >= 0) {
+                if (!(t->fuse_unk && last_unk)) sym[nsym++] = (tok_symbol){.id = t->bpe_unk};
                 last_unk = true;
             } /* no unknown token: the character is dropped */
         }

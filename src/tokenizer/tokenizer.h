@@ -105,7 +105,8 @@ struct celer_tokenizer {
     bool          fuse_unk;
     bool          ignore_merges;
     int32_t       byte_ids[256]; /* id of <0xXX> for byte fallback; -1 where absent */
-    int32_t       unk_id;        /* -1: none */
+    int32_t       unk_id;        /* the metadata's unknown token (an added special token); -1: none */
+    int32_t       bpe_unk;       /* what BPE emits for a character it cannot spell; -1: drop it */
     int32_t       bos_id, eos_id, pad_id;
     bool          add_bos, add_eos;
     /* SentencePiece text is BPE'd in chunks cut before each ▁ that follows another character,

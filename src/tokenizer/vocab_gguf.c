@@ -284,6 +284,7 @@ static celer_status setup_spm(celer_tokenizer *t, const celer_gguf *g, const cha
         t->norm[t->n_norm++] = NORM_SPACE_TO_META;
         t->decoder           = DEC_SPM;
         if (respell_gemma_spaces(t, err) || tok_str_map_build(&t->ids, t->vocab, t->n_vocab, err)) return err->code;
+        t->bpe_unk = tok_str_map_get(&t->ids, t->vocab, "<unk>", 5); /* GemmaTokenizer's unknown token */
         return merges_from_vocab(t, NULL, err);
     }
     if (kind == SPM_PHI3) {
@@ -292,9 +293,6 @@ static celer_status setup_spm(celer_tokenizer *t, const celer_gguf *g, const cha
     } else if (add_pre(t, PRE_METASPACE_FIRST, NULL, err))
         return err->code;
     t->decoder = DEC_SPM_STRIP_LEAD;
-    /* The Llama tokenizer Hugging Face builds has no unknown token: characters with neither a
-     * token nor byte tokens are dropped. */
-    t->unk_id = -1;
     if (tok_str_map_build(&t->ids, t->vocab, t->n_vocab, err)) return err->code;
     const celer_gguf_kv *merges = celer_gguf_find(g, "tokenizer.ggml.merges");
     if (merges) {
@@ -310,6 +308,7 @@ celer_status tok_load_gguf(celer_tokenizer **out, const celer_gguf *g, const cha
 {
     *out               = NULL;
     celer_tokenizer *t = calloc(1, sizeof *t);
+    if (t) t->bpe_unk = -1; /* Hugging Face's GPT-2 and Llama BPE drop characters they cannot spell */
     if (!t) return celer_fail(err, CELER_ERR_OOM, "tokenizer: out of memory");
     celer_gguf_str model = {0}, pre = {0};
     bool           has_model, has_pre;
