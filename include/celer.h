@@ -159,6 +159,66 @@ celer_status celer_detok_push(celer_detok *d, int32_t id, const char **text, siz
 celer_status celer_detok_flush(celer_detok *d, const char **text, size_t *n, celer_error *err);
 void         celer_detok_free(celer_detok *d);
 
+/* ---- sampling ------------------------------------------------------------ */
+
+typedef struct {
+    float    temperature;       /* <= 0: greedy (the highest logit, lowest id on ties) */
+    int32_t  top_k;             /* 0: off */
+    float    top_p;             /* 1: off */
+    float    min_p;             /* 0: off */
+    float    repeat_penalty;    /* 1: off; divides positive logits of recent tokens, multiplies negative */
+    float    presence_penalty;  /* 0: off; subtracted once from each recent token's logit */
+    float    frequency_penalty; /* 0: off; subtracted per occurrence */
+    int32_t  penalty_last_n;    /* how many recent tokens the penalties see */
+    uint64_t seed;
+} celer_sampling;
+
+/* Defaults: greedy, no filters, no penalties, the last 64 tokens for penalties, seed 0. */
+celer_sampling celer_sampling_default(void);
+
+/* ---- the engine: a model loaded on a backend, generating --------------------------------- */
+
+typedef struct celer_engine celer_engine;
+
+typedef struct {
+    const char *backend;   /* "cpu", or NULL for the best available */
+    int         n_threads; /* 0: one per physical core */
+    int64_t     n_ctx;     /* 0: the trained context, at most 4096 */
+} celer_engine_config;
+
+/* Opens the model, builds its tokenizer, checks that it fits (refusing with the numbers and the
+ * flag to change when it does not), loads it onto the backend. */
+celer_status celer_engine_create(celer_engine **out, const char *model_path, const celer_engine_config *cfg,
+                                 celer_error *err);
+void         celer_engine_free(celer_engine *e);
+
+const celer_model_file *celer_engine_model_file(const celer_engine *e);
+const celer_tokenizer  *celer_engine_tokenizer(const celer_engine *e);
+const char             *celer_engine_backend_name(const celer_engine *e);
+int                     celer_engine_threads(const celer_engine *e);
+int64_t                 celer_engine_ctx(const celer_engine *e);
+
+typedef struct {
+    celer_sampling sampling;
+    int32_t        max_tokens; /* generated tokens at most */
+    const char    *const *stop; /* stop strings (the text before them is kept), NULL-terminated, or NULL */
+} celer_gen_params;
+
+/* Called with each piece of generated text as soon as it is complete UTF-8 (stop strings held
+ * back until decided). Return false to stop. */
+typedef bool (*celer_text_fn)(void *user, const char *text, size_t n);
+
+typedef struct {
+    int64_t     n_prompt, n_reused, n_gen;
+    double      t_prompt, t_gen, t_first; /* seconds: prefill, decode, time to first token */
+    const char *finish;                   /* "stop" (EOS or a stop string), "length", "callback" */
+} celer_gen_stats;
+
+/* Generates from prompt token ids on the engine's one interactive sequence. Positions already
+ * in the cache that match the prompt's beginning are reused (multi-turn chat). */
+celer_status celer_engine_generate(celer_engine *e, const int32_t *prompt, size_t n_prompt, const celer_gen_params *p,
+                                   celer_text_fn on_text, void *user, celer_gen_stats *stats, celer_error *err);
+
 #ifdef __cplusplus
 }
 #endif

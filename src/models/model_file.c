@@ -63,7 +63,7 @@ celer_status celer_model_file_open(celer_model_file **out, const char *path, cel
         s = celer_fail(err, CELER_ERR_IO, "%s: no such file or directory; give a .gguf file or a model directory",
                        path);
     else if (S_ISDIR(st.st_mode))
-        s = celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: model directories are not read yet; give a .gguf file", path);
+        s = celer_model_dir_open(mf, path, err);
     else
         s = open_gguf(mf, path, err);
     if (s != CELER_OK) {
@@ -78,6 +78,7 @@ void celer_model_file_close(celer_model_file *mf)
 {
     if (!mf) return;
     celer_gguf_close(&mf->gguf);
+    celer_model_dir_close(mf);
     free(mf->tensors);
     free(mf->name_pool);
     free(mf);

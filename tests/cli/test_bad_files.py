@@ -201,8 +201,6 @@ def test_not_a_regular_file() -> None:
 
 # ---- safetensors model directories ------------------------------------------------------------
 
-DIRS_PENDING = pytest.mark.xfail(strict=True, reason="model directories land with the safetensors reader")
-
 CONFIG = {
     "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 32, "intermediate_size": 64,
     "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 8,
@@ -235,7 +233,6 @@ def model_dir(tmp_path: Path, st: bytes) -> Path:
     return d
 
 
-@DIRS_PENDING
 def test_safetensors_valid_dir(tmp_path: Path) -> None:
     d = model_dir(tmp_path, safetensors(st_header(), ST_DATA))
     r = celer("info", "--json", d)
@@ -246,26 +243,22 @@ def test_safetensors_valid_dir(tmp_path: Path) -> None:
     assert {t["name"] for t in j["tensors"]} == {"model.embed_tokens.weight", "model.norm.weight"}
 
 
-@DIRS_PENDING
 def test_safetensors_header_longer_than_file(tmp_path: Path) -> None:
     d = model_dir(tmp_path, safetensors(st_header(), ST_DATA, header_len=1 << 20))
     assert_one_line_error(celer("info", d), r"header", names="model.safetensors")
 
 
-@DIRS_PENDING
 def test_safetensors_header_length_huge(tmp_path: Path) -> None:
     d = model_dir(tmp_path, safetensors(st_header(), ST_DATA, header_len=(1 << 64) - 1))
     assert_one_line_error(celer("info", d), r"header", names="model.safetensors")
 
 
-@DIRS_PENDING
 def test_safetensors_malformed_json(tmp_path: Path) -> None:
     h = json.dumps(st_header()).encode()[:-7] + b"}"  # cut inside the last tensor's entry
     d = model_dir(tmp_path, safetensors(h, ST_DATA))
     assert_one_line_error(celer("info", d), r"JSON|json|header", names="model.safetensors")
 
 
-@DIRS_PENDING
 def test_safetensors_data_past_eof(tmp_path: Path) -> None:
     d = model_dir(tmp_path, safetensors(st_header(), ST_DATA[:-64]))
     assert_one_line_error(celer("info", d), r"model\.norm\.weight", names="model.safetensors")

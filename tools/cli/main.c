@@ -12,6 +12,7 @@ static const struct {
     int (*run)(int argc, char **argv);
     const char *summary;
 } commands[] = {
+    {"generate", cmd_generate, "generate text from a prompt"},
     {"info", cmd_info, "describe this machine, or a model file (-m MODEL)"},
     {"tokenize", cmd_tokenize, "token ids of a text, or the text of token ids, with a model's tokenizer"},
 };

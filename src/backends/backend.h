@@ -1,0 +1,124 @@
+/* The backend contract: one table of operations that every backend (cpu, cuda, rocm) fills.
+ * backends/ knows nothing of models: an op sees weights, activations and the KV cache, never a
+ * tensor name. Activations are f32 rows in the backend's memory; weights stay in their storage
+ * format (quantized blocks) and are converted inside the kernels.
+ *
+ * A batch is a set of tokens, each with the sequence it belongs to and its position there, so
+ * one call can mix the prefill of one sequence with the decode steps of others (continuous
+ * batching); a single generate is the same with one sequence. */
+#ifndef CELER_BACKENDS_BACKEND_H
+#define CELER_BACKENDS_BACKEND_H
+
+#include "celer.h"
+#include "quant/ggml_types.h"
+
+typedef enum { CELER_BACKEND_CPU, CELER_BACKEND_CUDA, CELER_BACKEND_ROCM, CELER_BACKEND_KIND_COUNT } celer_backend_kind;
+
+/* A weight on a backend: a matrix (rows, cols) with cols contiguous, or a vector (rows 1). */
+typedef struct {
+    celer_ggml_type type;
+    int64_t         rows, cols;
+    const void     *data; /* backend memory; NULL: absent (an optional weight) */
+} celer_weight;
+
+typedef enum { CELER_ROPE_NORM, CELER_ROPE_NEOX } celer_rope_mode;
+typedef enum { CELER_ACT_SILU, CELER_ACT_GELU_TANH } celer_act;
+
+/* Rotary position embedding of one layer. */
+typedef struct {
+    celer_rope_mode mode;
+    int64_t         n_rot;        /* rotated dimensions of each head (<= head_dim) */
+    float           base;         /* theta */
+    float           pos_scale;    /* linear scaling: position multiplier (1 / factor) */
+    const float    *freq_factors; /* (n_rot / 2) divisors of each frequency (llama 3 scaling), or NULL */
+} celer_rope;
+
+typedef struct {
+    int64_t        n_tokens;
+    const int32_t *pos; /* (n_tokens) position of each token in its sequence */
+    const int32_t *seq; /* (n_tokens) the sequence (KV cache slot) of each token */
+} celer_batch;
+
+/* Paged KV cache: fixed-size blocks of block_size positions; each sequence has a table of the
+ * blocks holding its positions in order. Keys and values are f32 rows of
+ * (n_kv_heads × head_dim) in backend memory, one pool per layer. */
+typedef struct {
+    int32_t   n_layers;
+    int64_t   n_kv_heads, head_dim_k, head_dim_v;
+    int32_t   block_size;
+    int32_t   n_blocks;
+    float   **k, **v;        /* (n_layers) pools of (n_blocks, block_size, n_kv_heads, head_dim) */
+    int32_t   n_seqs;
+    int32_t   max_blocks;    /* per sequence */
+    int32_t  *tables;        /* (n_seqs, max_blocks) block ids; -1 unused */
+    int32_t  *seq_len;       /* (n_seqs) positions written */
+    int32_t  *free_blocks;   /* stack of free block ids */
+    int32_t   n_free;
+} celer_kv_cache;
+
+/* Attention of one layer. */
+typedef struct {
+    int64_t n_heads, n_kv_heads, head_dim;
+    float   scale;   /* applied to q·k */
+    int32_t window;  /* sliding window in positions (a key j is seen by a query p when p - j < window); 0: all */
+} celer_attn;
+
+typedef struct celer_backend celer_backend;
+
+typedef struct {
+    const char        *name; /* "cpu", "cuda", "rocm" */
+    celer_backend_kind kind;
+    void (*free)(celer_backend *be);
+
+    /* memory for activations and the KV cache */
+    celer_status (*alloc)(celer_backend *be, size_t bytes, void **out, celer_error *err);
+    void (*release)(celer_backend *be, void *p);
+    /* makes a host weight usable here (the CPU keeps the view; a GPU uploads) */
+    celer_status (*weight_load)(celer_backend *be, celer_weight *w, celer_error *err);
+    celer_status (*read)(celer_backend *be, const void *src, void *host_dst, size_t n, celer_error *err);
+    celer_status (*copy)(celer_backend *be, void *dst, const void *src, size_t n, celer_error *err);
+
+    /* y (n, cols) = rows ids of w, as f32 */
+    celer_status (*get_rows)(celer_backend *be, const celer_weight *w, const int32_t *ids, int64_t n, float *y,
+                             celer_error *err);
+    /* y (rows, d) = x / rms(x) * w; w is a vector of d (f32); y may be x */
+    celer_status (*rmsnorm)(celer_backend *be, const float *x, const celer_weight *w, int64_t rows, int64_t d,
+                            float eps, float *y, celer_error *err);
+    /* y (T, w.rows) = x (T, w.cols) · wᵀ */
+    celer_status (*matmul)(celer_backend *be, const celer_weight *w, const float *x, int64_t T, float *y,
+                           celer_error *err);
+    /* y (T, n) += b (n) */
+    celer_status (*add_bias)(celer_backend *be, float *y, const celer_weight *b, int64_t T, celer_error *err);
+    /* x (T, n_heads, head_dim) rotated in place at the batch's positions */
+    celer_status (*rope)(celer_backend *be, float *x, const celer_batch *b, int64_t n_heads, int64_t head_dim,
+                         const celer_rope *r, celer_error *err);
+    /* writes k (T, n_kv_heads, head_dim_k) and v into the cache at the batch's (seq, pos) */
+    celer_status (*kv_write)(celer_backend *be, celer_kv_cache *kv, int32_t layer, const float *k, const float *v,
+                             const celer_batch *b, celer_error *err);
+    /* out (T, n_heads, head_dim) = causal softmax(q kᵀ · scale) v over each token's sequence */
+    celer_status (*attention)(celer_backend *be, const float *q, const celer_kv_cache *kv, int32_t layer,
+                              const celer_batch *b, const celer_attn *a, float *out, celer_error *err);
+    /* x (n) += y (n) */
+    celer_status (*add)(celer_backend *be, float *x, const float *y, int64_t n, celer_error *err);
+    /* gate (n) = act(gate) * up */
+    celer_status (*glu)(celer_backend *be, float *gate, const float *up, int64_t n, celer_act act, celer_error *err);
+    /* x (n) *= s */
+    celer_status (*scale)(celer_backend *be, float *x, int64_t n, float s, celer_error *err);
+} celer_backend_ops;
+
+/* Every backend instance starts with its ops table. */
+struct celer_backend {
+    const celer_backend_ops *ops;
+};
+
+/* ---- the registry (backends/registry.c) ---- */
+typedef struct {
+    int n_threads; /* cpu: worker threads, 0 = one per physical core */
+} celer_backend_config;
+
+/* Creates the backend called name ("cpu"), or the best available when name is NULL. */
+celer_status celer_backend_create(celer_backend **out, const char *name, const celer_backend_config *cfg,
+                                  celer_error *err);
+void         celer_backend_destroy(celer_backend *be);
+
+#endif

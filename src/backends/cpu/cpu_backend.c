@@ -1,0 +1,146 @@
+/* The CPU backend: a thread pool and the ops table. Weights stay views into the mapped file. */
+#include "backends/cpu/cpu_backend.h"
+
+#include "core/error.h"
+#include "quant/dequant.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    celer_backend base;
+    celer_pool   *pool;
+    float        *row;     /* scratch: one dequantized weight row per thread */
+    int64_t       row_cap; /* floats per thread */
+} cpu_backend;
+
+celer_pool *cpu_pool(celer_backend *be) { return ((cpu_backend *)be)->pool; }
+
+static void cpu_free(celer_backend *be)
+{
+    cpu_backend *c = (cpu_backend *)be;
+    if (!c) return;
+    celer_pool_free(c->pool);
+    free(c->row);
+    free(c);
+}
+
+static celer_status cpu_alloc(celer_backend *be, size_t bytes, void **out, celer_error *err)
+{
+    (void)be;
+    *out = calloc(1, bytes ? bytes : 1);
+    if (!*out) return celer_fail(err, CELER_ERR_OOM, "cpu: cannot allocate %zu bytes", bytes);
+    return CELER_OK;
+}
+
+static void cpu_release(celer_backend *be, void *p)
+{
+    (void)be;
+    free(p);
+}
+
+static celer_status cpu_weight_load(celer_backend *be, celer_weight *w, celer_error *err)
+{
+    (void)be;
+    if (w->data && !celer_dequant_supported(w->type))
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "cpu: weights of type %s are not supported",
+                          celer_ggml_type_get(w->type)->name);
+    return CELER_OK;
+}
+
+static celer_status cpu_read(celer_backend *be, const void *src, void *dst, size_t n, celer_error *err)
+{
+    (void)be, (void)err;
+    memcpy(dst, src, n);
+    return CELER_OK;
+}
+
+static celer_status cpu_copy(celer_backend *be, void *dst, const void *src, size_t n, celer_error *err)
+{
+    return cpu_read(be, src, dst, n, err);
+}
+
+/* ---- matmul: one dequantized row at a time (the reference path) ---------------------- */
+
+typedef struct {
+    cpu_backend        *c;
+    const celer_weight *w;
+    const float        *x;
+    int64_t             T;
+    float              *y;
+} mm_job;
+
+static void mm_rows(void *ctx, int ith, int nth)
+{
+    const mm_job               *j  = ctx;
+    const celer_ggml_type_info *ti = celer_ggml_type_get(j->w->type);
+    size_t                      rb = (size_t)(j->w->cols / ti->block_elems) * ti->block_bytes;
+    float                      *row = j->c->row + (int64_t)ith * j->c->row_cap;
+    int64_t                     r0, r1;
+    celer_pool_slice(j->w->rows, ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        celer_dequant_row(j->w->type, (const char *)j->w->data + (size_t)r * rb, row, j->w->cols);
+        for (int64_t t = 0; t < j->T; t++) {
+            const float *x = j->x + t * j->w->cols;
+            float        s = 0;
+            for (int64_t i = 0; i < j->w->cols; i++) s += row[i] * x[i];
+            j->y[t * j->w->rows + r] = s;
+        }
+    }
+}
+
+celer_status cpu_matmul_op(celer_backend *be, const celer_weight *w, const float *x, int64_t T, float *y,
+                           celer_error *err)
+{
+    cpu_backend *c = (cpu_backend *)be;
+    if (w->cols > c->row_cap) {
+        int    n   = celer_pool_size(c->pool);
+        float *row = realloc(c->row, (size_t)w->cols * (size_t)n * sizeof *row);
+        if (!row) return celer_fail(err, CELER_ERR_OOM, "cpu: out of memory for matmul scratch");
+        c->row = row, c->row_cap = w->cols;
+    }
+    mm_job j = {c, w, x, T, y};
+    celer_pool_run(c->pool, mm_rows, &j);
+    return CELER_OK;
+}
+
+const celer_backend_ops celer_cpu_ops = {
+    .name        = "cpu",
+    .kind        = CELER_BACKEND_CPU,
+    .free        = cpu_free,
+    .alloc       = cpu_alloc,
+    .release     = cpu_release,
+    .weight_load = cpu_weight_load,
+    .read        = cpu_read,
+    .copy        = cpu_copy,
+    .get_rows    = cpu_get_rows,
+    .rmsnorm     = cpu_rmsnorm,
+    .matmul      = cpu_matmul_op,
+    .add_bias    = cpu_add_bias,
+    .rope        = cpu_rope,
+    .kv_write    = cpu_kv_write,
+    .attention   = cpu_attention,
+    .add         = cpu_add,
+    .glu         = cpu_glu,
+    .scale       = cpu_scale,
+};
+
+celer_status celer_cpu_backend_create(celer_backend **out, const celer_backend_config *cfg, celer_error *err)
+{
+    *out           = NULL;
+    cpu_backend *c = calloc(1, sizeof *c);
+    if (!c) return celer_fail(err, CELER_ERR_OOM, "cpu: out of memory");
+    c->base.ops = &celer_cpu_ops;
+    int n       = cfg ? cfg->n_threads : 0;
+    if (n <= 0) {
+        celer_host_info h;
+        celer_host_info_read(&h);
+        n = h.physical_cores > 0 ? h.physical_cores : h.logical_cpus;
+    }
+    if (celer_pool_init(&c->pool, n, err)) {
+        cpu_free(&c->base);
+        return err->code;
+    }
+    *out = &c->base;
+    return CELER_OK;
+}

@@ -1,0 +1,129 @@
+/* The decoder forward pass shared by llama, qwen2, qwen3 and gemma3; celer_arch switches the
+ * differences (biases, q/k norms, sandwich norms, embedding scale, activation, sliding window). */
+#include "models/forward.h"
+
+#include "core/error.h"
+#include "quant/half.h"
+
+#include <math.h>
+#include <string.h>
+
+#define WIDTHS(hp)                                                                                                  \
+    int64_t d = (hp)->n_embd, nq = (hp)->n_head * (hp)->head_dim_k, nk = (hp)->n_head_kv * (hp)->head_dim_k,        \
+            nv = (hp)->n_head_kv * (hp)->head_dim_v, na = (hp)->n_head * (hp)->head_dim_v, ff = (hp)->n_ff
+
+uint64_t celer_acts_bytes(const celer_hparams *hp, int64_t cap, int64_t cap_out)
+{
+    WIDTHS(hp);
+    (void)nv;
+    uint64_t per_token = (uint64_t)(3 * d + nq + 2 * nk + na + 2 * ff);
+    return ((uint64_t)cap * per_token + (uint64_t)cap_out * (uint64_t)(d + hp->n_vocab)) * sizeof(float);
+}
+
+celer_status celer_acts_init(celer_acts *a, const celer_model *m, celer_backend *be, int64_t cap, int64_t cap_out,
+                             celer_error *err)
+{
+    memset(a, 0, sizeof *a);
+    const celer_hparams *hp = &m->hp;
+    WIDTHS(hp);
+    struct {
+        float **p;
+        int64_t n;
+    } bufs[] = {
+        {&a->x, cap * d},   {&a->h, cap * d},     {&a->q, cap * nq},    {&a->k, cap * nk},
+        {&a->v, cap * nv},  {&a->att, cap * na},  {&a->o, cap * d},     {&a->gate, cap * ff},
+        {&a->up, cap * ff}, {&a->last, cap_out * d}, {&a->logits, cap_out * hp->n_vocab},
+    };
+    a->cap = cap, a->cap_out = cap_out;
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (be->ops->alloc(be, (size_t)bufs[i].n * sizeof(float), (void **)bufs[i].p, err)) {
+            celer_acts_free(a, be);
+            return err->code;
+        }
+    return CELER_OK;
+}
+
+void celer_acts_free(celer_acts *a, celer_backend *be)
+{
+    float *bufs[] = {a->x, a->h, a->q, a->k, a->v, a->att, a->o, a->gate, a->up, a->last, a->logits};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i]) be->ops->release(be, bufs[i]);
+    memset(a, 0, sizeof *a);
+}
+
+#define TRY(call)                                                                                                   \
+    do {                                                                                                            \
+        celer_status st_ = (call);                                                                                  \
+        if (st_) return st_;                                                                                        \
+    } while (0)
+
+static celer_status attention_block(const celer_model *m, celer_backend *be, celer_kv_cache *kv, const celer_batch *b,
+                                    int32_t il, celer_acts *a, celer_error *err)
+{
+    const celer_backend_ops *op = be->ops;
+    const celer_hparams     *hp = &m->hp;
+    const celer_layer       *l  = &m->layers[il];
+    int64_t                  T  = b->n_tokens;
+    WIDTHS(hp);
+    (void)nq, (void)nk, (void)nv, (void)ff;
+    TRY(op->rmsnorm(be, a->x, &l->attn_norm, T, d, m->norm_eps, a->h, err));
+    TRY(op->matmul(be, &l->wq, a->h, T, a->q, err));
+    TRY(op->matmul(be, &l->wk, a->h, T, a->k, err));
+    TRY(op->matmul(be, &l->wv, a->h, T, a->v, err));
+    if (l->bq.data) TRY(op->add_bias(be, a->q, &l->bq, T, err));
+    if (l->bk.data) TRY(op->add_bias(be, a->k, &l->bk, T, err));
+    if (l->bv.data) TRY(op->add_bias(be, a->v, &l->bv, T, err));
+    if (m->arch->qk_norm) {
+        TRY(op->rmsnorm(be, a->q, &l->q_norm, T * hp->n_head, hp->head_dim_k, m->norm_eps, a->q, err));
+        TRY(op->rmsnorm(be, a->k, &l->k_norm, T * hp->n_head_kv, hp->head_dim_k, m->norm_eps, a->k, err));
+    }
+    TRY(op->rope(be, a->q, b, hp->n_head, hp->head_dim_k, &l->rope, err));
+    TRY(op->rope(be, a->k, b, hp->n_head_kv, hp->head_dim_k, &l->rope, err));
+    TRY(op->kv_write(be, kv, il, a->k, a->v, b, err));
+    TRY(op->attention(be, a->q, kv, il, b, &l->attn, a->att, err));
+    TRY(op->matmul(be, &l->wo, a->att, T, a->o, err));
+    (void)na;
+    if (m->arch->sandwich_norm) TRY(op->rmsnorm(be, a->o, &l->post_attn_norm, T, d, m->norm_eps, a->o, err));
+    return op->add(be, a->x, a->o, T * d, err);
+}
+
+static celer_status ffn_block(const celer_model *m, celer_backend *be, int64_t T, int32_t il, celer_acts *a,
+                              celer_error *err)
+{
+    const celer_backend_ops *op = be->ops;
+    const celer_layer       *l  = &m->layers[il];
+    int64_t                  d = m->hp.n_embd, ff = m->hp.n_ff;
+    TRY(op->rmsnorm(be, a->x, &l->ffn_norm, T, d, m->norm_eps, a->h, err));
+    TRY(op->matmul(be, &l->w_gate, a->h, T, a->gate, err));
+    TRY(op->matmul(be, &l->w_up, a->h, T, a->up, err));
+    TRY(op->glu(be, a->gate, a->up, T * ff, m->arch->act, err));
+    TRY(op->matmul(be, &l->w_down, a->gate, T, a->o, err));
+    if (m->arch->sandwich_norm) TRY(op->rmsnorm(be, a->o, &l->post_ffn_norm, T, d, m->norm_eps, a->o, err));
+    return op->add(be, a->x, a->o, T * d, err);
+}
+
+celer_status celer_model_forward(const celer_model *m, celer_backend *be, celer_kv_cache *kv, const celer_batch *b,
+                                 const int32_t *ids, const int32_t *out_idx, int64_t n_out, celer_acts *a,
+                                 celer_error *err)
+{
+    const celer_backend_ops *op = be->ops;
+    int64_t                  T = b->n_tokens, d = m->hp.n_embd;
+    if (T > a->cap || n_out > a->cap_out)
+        return celer_fail(err, CELER_ERR_INVALID, "model: a step of %lld tokens (%lld with logits) exceeds the %lld (%lld) "
+                          "the buffers hold", (long long)T, (long long)n_out, (long long)a->cap, (long long)a->cap_out);
+    TRY(op->get_rows(be, &m->tok_embd, ids, T, a->x, err));
+    if (m->arch->embd_scale) /* sqrt(n_embd) in bf16, as the reference implementations round it */
+        TRY(op->scale(be, a->x, T * d, celer_bf16_to_f32(celer_f32_to_bf16(sqrtf((float)d))), err));
+    for (int32_t il = 0; il < m->n_layers; il++) {
+        TRY(attention_block(m, be, kv, b, il, a, err));
+        TRY(ffn_block(m, be, T, il, a, err));
+    }
+    for (int64_t i = 0; i < n_out; i++) {
+        if (out_idx[i] < 0 || out_idx[i] >= T)
+            return celer_fail(err, CELER_ERR_INVALID, "model: logits asked for token %d of a %lld-token step", out_idx[i],
+                              (long long)T);
+        TRY(op->copy(be, a->last + i * d, a->x + (int64_t)out_idx[i] * d, (size_t)d * sizeof(float), err));
+    }
+    TRY(op->rmsnorm(be, a->last, &m->output_norm, n_out, d, m->norm_eps, a->last, err));
+    return op->matmul(be, &m->output, a->last, n_out, a->logits, err);
+}

@@ -1,0 +1,178 @@
+/* A celer_model from GGUF tensors: the names converters use (token_embd, blk.N.attn_q, ...),
+ * each checked for presence, type and shape before the backend sees it. */
+#include "core/error.h"
+#include "models/model.h"
+#include "quant/dequant.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const celer_gguf *g;
+    celer_backend    *be;
+    celer_error      *err;
+} loader;
+
+/* Fills w from tensor name, which must be (rows, cols) — a vector when rows is 0 — unless it is
+ * optional and absent. */
+static celer_status take(loader *L, const char *name, int64_t rows, int64_t cols, bool optional, celer_weight *w)
+{
+    const celer_gguf_tensor *t = celer_gguf_find_tensor(L->g, name);
+    memset(w, 0, sizeof *w);
+    if (!t) {
+        if (optional) return CELER_OK;
+        return celer_fail(L->err, CELER_ERR_FORMAT, "model: %s: tensor '%s' is missing", L->g->name, name);
+    }
+    bool vector = rows == 0;
+    if ((vector && (t->n_dims != 1 || (int64_t)t->ne[0] != cols)) ||
+        (!vector && (t->n_dims != 2 || (int64_t)t->ne[0] != cols || (int64_t)t->ne[1] != rows)))
+        return celer_fail(L->err, CELER_ERR_FORMAT,
+                          "model: %s: tensor '%s' is %llu x %llu, the hyper-parameters say %lld x %lld", L->g->name,
+                          name, (unsigned long long)t->ne[1], (unsigned long long)t->ne[0],
+                          (long long)(vector ? 1 : rows), (long long)cols);
+    if (!celer_dequant_supported(t->type))
+        return celer_fail(L->err, CELER_ERR_UNSUPPORTED,
+                          "model: %s: tensor '%s' has type %s, which celer cannot run; requantize the model to one "
+                          "of F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K",
+                          L->g->name, name, celer_ggml_type_get(t->type)->name);
+    if (vector && t->type != CELER_GGML_F32)
+        return celer_fail(L->err, CELER_ERR_UNSUPPORTED, "model: %s: tensor '%s' is %s; norms and biases must be F32",
+                          L->g->name, name, celer_ggml_type_get(t->type)->name);
+    *w = (celer_weight){.type = t->type, .rows = vector ? 1 : rows, .cols = cols, .data = t->data};
+    return L->be->ops->weight_load(L->be, w, L->err);
+}
+
+static celer_status take_layer(loader *L, int il, const char *what, int64_t rows, int64_t cols, bool optional,
+                               celer_weight *w)
+{
+    char name[96];
+    snprintf(name, sizeof name, "blk.%d.%s", il, what);
+    return take(L, name, rows, cols, optional, w);
+}
+
+static celer_status get_f(const celer_gguf *g, const char *arch, const char *suffix, double *v, celer_error *err)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    return celer_gguf_get_f64(g, key, v, NULL, err);
+}
+
+/* RoPE of the model's global layers: base, linear scaling, llama 3 frequency factors. */
+static celer_status read_rope(celer_model *m, const celer_gguf *g, loader *L, celer_rope *r)
+{
+    const char *a    = m->hp.arch;
+    double      base = m->hp.rope_theta > 0 ? m->hp.rope_theta : 10000.0, factor = 0;
+    int64_t     n_rot = m->hp.head_dim_k;
+    char        key[128];
+    snprintf(key, sizeof key, "%s.rope.dimension_count", a);
+    if (celer_gguf_get_i64(g, key, &n_rot, NULL, L->err)) return L->err->code;
+    if (n_rot <= 0 || n_rot > m->hp.head_dim_k || n_rot % 2)
+        return celer_fail(L->err, CELER_ERR_FORMAT, "model: %s: rope.dimension_count %lld does not fit head size %lld",
+                          g->name, (long long)n_rot, (long long)m->hp.head_dim_k);
+    celer_gguf_str type = {0};
+    bool           has_type;
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    if (celer_gguf_get_str(g, key, &type, &has_type, L->err)) return L->err->code;
+    if (get_f(g, a, "rope.scaling.factor", &factor, L->err)) return L->err->code;
+    *r = (celer_rope){.mode = m->arch->rope, .n_rot = n_rot, .base = (float)base, .pos_scale = 1.0f};
+    if (has_type && !celer_gguf_str_eq(type, "none")) {
+        if (!celer_gguf_str_eq(type, "linear"))
+            return celer_fail(L->err, CELER_ERR_UNSUPPORTED, "model: %s: RoPE scaling '%.*s' is not supported yet (none, "
+                              "linear and llama3 frequency factors are)", g->name, (int)type.len, type.ptr);
+        if (factor > 0) r->pos_scale = (float)(1.0 / factor);
+    }
+    celer_weight ff;
+    if (take(L, "rope_freqs.weight", 0, n_rot / 2, true, &ff)) return L->err->code;
+    if (ff.data) {
+        m->freq_factors = malloc((size_t)(n_rot / 2) * sizeof *m->freq_factors);
+        if (!m->freq_factors) return celer_fail(L->err, CELER_ERR_OOM, "model: out of memory");
+        memcpy(m->freq_factors, ff.data, (size_t)(n_rot / 2) * sizeof *m->freq_factors);
+        r->freq_factors = m->freq_factors;
+    }
+    return CELER_OK;
+}
+
+static celer_status load_layer(celer_model *m, loader *L, int il, const celer_rope *rope)
+{
+    const celer_hparams *hp = &m->hp;
+    celer_layer         *l  = &m->layers[il];
+    int64_t              d = hp->n_embd, hk = hp->head_dim_k, hv = hp->head_dim_v;
+    int64_t              nq = hp->n_head * hk, nk = hp->n_head_kv * hk, nv = hp->n_head_kv * hv, ff = hp->n_ff;
+    if (take_layer(L, il, "attn_norm.weight", 0, d, false, &l->attn_norm) ||
+        take_layer(L, il, "attn_q.weight", nq, d, false, &l->wq) || take_layer(L, il, "attn_k.weight", nk, d, false, &l->wk) ||
+        take_layer(L, il, "attn_v.weight", nv, d, false, &l->wv) ||
+        take_layer(L, il, "attn_output.weight", d, hp->n_head * hv, false, &l->wo) ||
+        take_layer(L, il, "attn_q.bias", 0, nq, true, &l->bq) || take_layer(L, il, "attn_k.bias", 0, nk, true, &l->bk) ||
+        take_layer(L, il, "attn_v.bias", 0, nv, true, &l->bv) ||
+        take_layer(L, il, "ffn_norm.weight", 0, d, false, &l->ffn_norm) ||
+        take_layer(L, il, "ffn_gate.weight", ff, d, false, &l->w_gate) ||
+        take_layer(L, il, "ffn_up.weight", ff, d, false, &l->w_up) ||
+        take_layer(L, il, "ffn_down.weight", d, ff, false, &l->w_down))
+        return L->err->code;
+    if (m->arch->qk_norm && (take_layer(L, il, "attn_q_norm.weight", 0, hk, false, &l->q_norm) ||
+                             take_layer(L, il, "attn_k_norm.weight", 0, hk, false, &l->k_norm)))
+        return L->err->code;
+    if (m->arch->sandwich_norm && (take_layer(L, il, "post_attention_norm.weight", 0, d, false, &l->post_attn_norm) ||
+                                   take_layer(L, il, "post_ffw_norm.weight", 0, d, false, &l->post_ffn_norm)))
+        return L->err->code;
+    bool sliding = m->arch->swa_period && hp->sliding_window && (il + 1) % m->arch->swa_period != 0;
+    l->rope      = *rope;
+    if (sliding) {
+        l->rope.base         = m->arch->swa_rope_base;
+        l->rope.pos_scale    = 1.0f;
+        l->rope.freq_factors = NULL;
+    }
+    l->attn = (celer_attn){.n_heads = hp->n_head, .n_kv_heads = hp->n_head_kv, .head_dim = hk,
+                           .scale = 1.0f / sqrtf((float)hk), .window = sliding ? (int32_t)hp->sliding_window : 0};
+    return CELER_OK;
+}
+
+celer_status celer_model_load(celer_model *m, const celer_model_file *mf, celer_backend *be, celer_error *err)
+{
+    memset(m, 0, sizeof *m);
+    if (mf->kind != MODEL_FILE_GGUF)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "model: only GGUF models run yet");
+    const celer_gguf *g = &mf->gguf;
+    m->hp               = mf->hp;
+    m->arch             = celer_arch_find(m->hp.arch);
+    if (!m->arch)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "model: %s: architecture '%s' is not supported (celer runs: %s)",
+                          g->name, m->hp.arch, celer_arch_names());
+    const celer_hparams *hp = &m->hp;
+    if (hp->n_layer <= 0 || hp->n_embd <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0 || hp->n_ff <= 0 ||
+        hp->n_vocab <= 0 || hp->head_dim_k <= 0 || hp->head_dim_v <= 0 || hp->n_head % hp->n_head_kv)
+        return celer_fail(err, CELER_ERR_FORMAT,
+                          "model: %s: incomplete hyper-parameters (layers %lld, embedding %lld, heads %lld/%lld, "
+                          "feed-forward %lld, vocabulary %lld)",
+                          g->name, (long long)hp->n_layer, (long long)hp->n_embd, (long long)hp->n_head,
+                          (long long)hp->n_head_kv, (long long)hp->n_ff, (long long)hp->n_vocab);
+    m->norm_eps = hp->norm_eps > 0 ? (float)hp->norm_eps : 1e-5f;
+    loader L    = {.g = g, .be = be, .err = err};
+    double scale = 0;
+    if (get_f(g, hp->arch, "attention.scale", &scale, err)) return err->code;
+    celer_rope rope;
+    if (read_rope(m, g, &L, &rope)) return err->code;
+    if (take(&L, "token_embd.weight", hp->n_vocab, hp->n_embd, false, &m->tok_embd) ||
+        take(&L, "output_norm.weight", 0, hp->n_embd, false, &m->output_norm) ||
+        take(&L, "output.weight", hp->n_vocab, hp->n_embd, true, &m->output))
+        return err->code;
+    if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
+    m->n_layers = (int32_t)hp->n_layer;
+    m->layers   = calloc((size_t)m->n_layers, sizeof *m->layers);
+    if (!m->layers) return celer_fail(err, CELER_ERR_OOM, "model: out of memory");
+    for (int il = 0; il < m->n_layers; il++) {
+        if (load_layer(m, &L, il, &rope)) return err->code;
+        if (scale > 0) m->layers[il].attn.scale = (float)scale;
+    }
+    return CELER_OK;
+}
+
+void celer_model_free(celer_model *m)
+{
+    if (!m) return;
+    free(m->layers);
+    free(m->freq_factors);
+    memset(m, 0, sizeof *m);
+}

@@ -1,0 +1,57 @@
+/* A decoder-only transformer ready to run on a backend: its architecture's switches, its
+ * hyper-parameters and its weights. The only code that knows tensor names lives in models/. */
+#ifndef CELER_MODELS_MODEL_H
+#define CELER_MODELS_MODEL_H
+
+#include "backends/backend.h"
+#include "models/model_file.h"
+
+/* What distinguishes one architecture family's forward pass from another's. */
+typedef struct {
+    const char     *name;          /* general.architecture */
+    celer_rope_mode rope;
+    celer_act       act;
+    bool            qk_norm;       /* per-head RMSNorm of q and k (qwen3, gemma3) */
+    bool            sandwich_norm; /* norms after attention and after the FFN too (gemma3) */
+    bool            embd_scale;    /* embeddings times sqrt(n_embd) (gemma) */
+    int32_t         swa_period;    /* every swa_period-th layer is global, the others sliding (gemma3: 6) */
+    float           swa_rope_base; /* RoPE base of the sliding layers */
+} celer_arch;
+
+/* The architecture called name, or NULL. */
+const celer_arch *celer_arch_find(const char *name);
+/* Names of every supported architecture, comma-separated, for messages. */
+const char *celer_arch_names(void);
+
+typedef struct {
+    celer_weight attn_norm;            /* (n_embd) */
+    celer_weight wq, wk, wv, wo;       /* (n_head·hd, n_embd), (n_kv·hd, n_embd) ×2, (n_embd, n_head·hd) */
+    celer_weight bq, bk, bv;           /* optional biases */
+    celer_weight q_norm, k_norm;       /* (hd), with qk_norm */
+    celer_weight post_attn_norm;       /* (n_embd), with sandwich_norm */
+    celer_weight ffn_norm;             /* (n_embd) */
+    celer_weight w_gate, w_up, w_down; /* (n_ff, n_embd) ×2, (n_embd, n_ff) */
+    celer_weight post_ffn_norm;        /* (n_embd), with sandwich_norm */
+    celer_rope   rope;
+    celer_attn   attn;
+} celer_layer;
+
+typedef struct {
+    const celer_arch *arch;
+    celer_hparams     hp;
+    float             norm_eps;
+    celer_weight      tok_embd;    /* (n_vocab, n_embd) */
+    celer_weight      output_norm; /* (n_embd) */
+    celer_weight      output;      /* (n_vocab, n_embd); the embeddings when tied */
+    int32_t           n_layers;
+    celer_layer      *layers;      /* (n_layers) */
+    float            *freq_factors; /* (n_rot / 2) llama 3 RoPE scaling, or NULL */
+} celer_model;
+
+/* Builds the model from a GGUF file for a backend: checks every tensor's presence, type and
+ * shape (errors name the tensor and the file) and loads the weights onto the backend. The model
+ * points into mf's mapping: mf must outlive it. */
+celer_status celer_model_load(celer_model *m, const celer_model_file *mf, celer_backend *be, celer_error *err);
+void         celer_model_free(celer_model *m);
+
+#endif

@@ -1,0 +1,121 @@
+/* A Hugging Face or MLX model directory described like a GGUF file: hyper-parameters from
+ * config.json, tensors from the safetensors shards. An MLX-quantized weight is a U32 tensor of
+ * packed codes with .scales (and .biases) beside it; it is shown with its logical shape and a
+ * storage name such as "affine4-g64" or "mxfp4". */
+#include "core/error.h"
+#include "models/model_file.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void copy_name(char *dst, size_t cap, const char *s)
+{
+    snprintf(dst, cap, "%s", s ? s : "");
+}
+
+static void hparams_from_config(celer_hparams *hp, const celer_hf_config *c, const char *path)
+{
+    memset(hp, 0, sizeof *hp);
+    copy_name(hp->arch, sizeof hp->arch, c->model_type);
+    const char *base = strrchr(path, '/');
+    while (base && !base[1] && base > path) { /* a trailing slash */
+        const char *p = base - 1;
+        while (p > path && *p != '/') p--;
+        base = p;
+    }
+    copy_name(hp->name, sizeof hp->name, base && *base == '/' ? base + 1 : path);
+    char *slash = strchr(hp->name, '/');
+    if (slash) *slash = '\0';
+    hp->n_layer        = c->num_hidden_layers;
+    hp->n_embd         = c->hidden_size;
+    hp->n_head         = c->num_attention_heads;
+    hp->n_head_kv      = c->num_key_value_heads;
+    hp->head_dim_k     = c->head_dim;
+    hp->head_dim_v     = c->head_dim;
+    hp->n_ff           = c->intermediate_size;
+    hp->n_vocab        = c->vocab_size;
+    hp->n_ctx_train    = c->max_position_embeddings;
+    hp->n_expert       = c->num_experts > 0 ? c->num_experts : 0;
+    hp->n_expert_used  = c->num_experts_per_tok > 0 ? c->num_experts_per_tok : 0;
+    hp->n_ff_expert    = c->moe_intermediate_size > 0 ? c->moe_intermediate_size : 0;
+    hp->sliding_window = c->sliding_window > 0 ? c->sliding_window : 0;
+    hp->rope_theta     = c->rope_theta > 0 ? c->rope_theta : 0;
+    hp->norm_eps       = c->rms_norm_eps > 0 ? c->rms_norm_eps : 0;
+}
+
+/* The module path of a weight: "model.layers.0.mlp.up_proj" for "….up_proj.weight". */
+static bool module_of(const char *name, char *buf, size_t cap)
+{
+    size_t n = strlen(name);
+    if (n < 8 || strcmp(name + n - 7, ".weight") || n - 7 >= cap) return false;
+    memcpy(buf, name, n - 7);
+    buf[n - 7] = '\0';
+    return true;
+}
+
+static celer_status describe_tensors(celer_model_file *mf, celer_error *err)
+{
+    const celer_safetensors_set *set = &mf->st;
+    size_t                       pool = 0;
+    for (uint64_t i = 0; i < set->n_tensors; i++) pool += strlen(set->tensors[i].tensor->name) + 1;
+    mf->n_tensors  = set->n_tensors;
+    mf->tensors    = calloc(set->n_tensors ? set->n_tensors : 1, sizeof *mf->tensors);
+    mf->type_names = calloc(set->n_tensors ? set->n_tensors : 1, sizeof *mf->type_names);
+    mf->name_pool  = malloc(pool ? pool : 1);
+    if (!mf->tensors || !mf->type_names || !mf->name_pool)
+        return celer_fail(err, CELER_ERR_OOM, "%s: out of memory", set->dir);
+    char *p = mf->name_pool;
+    for (uint64_t i = 0; i < set->n_tensors; i++) {
+        const celer_st_tensor *t = set->tensors[i].tensor;
+        celer_tensor_desc     *d = &mf->tensors[i];
+        size_t                 len = strlen(t->name);
+        memcpy(p, t->name, len + 1);
+        d->name    = p;
+        p         += len + 1;
+        d->n_dims  = (int)t->n_dims;
+        d->n_elems = t->n_elems;
+        d->n_bytes = t->n_bytes;
+        for (uint32_t k = 0; k < t->n_dims && k < 8; k++) d->shape[k] = t->shape[k];
+        copy_name(mf->type_names[i], sizeof mf->type_names[i], celer_st_dtype_name(t->dtype));
+        char module[256], scales[300];
+        if (t->dtype == CELER_ST_U32 && t->n_dims >= 1 && module_of(t->name, module, sizeof module)) {
+            snprintf(scales, sizeof scales, "%s.scales", module);
+            celer_hf_quant q = celer_hf_config_quant(&mf->cfg, module);
+            if (q.quantized && q.bits && celer_safetensors_set_find(set, scales)) {
+                d->shape[t->n_dims - 1] = t->shape[t->n_dims - 1] * 32 / q.bits;
+                d->n_elems              = t->n_elems * 32 / q.bits;
+                if (q.mode == CELER_HF_QUANT_AFFINE)
+                    snprintf(mf->type_names[i], sizeof mf->type_names[i], "affine%u-g%u", q.bits, q.group_size);
+                else
+                    copy_name(mf->type_names[i], sizeof mf->type_names[i], celer_hf_quant_mode_name(q.mode));
+            }
+        }
+        d->type = mf->type_names[i];
+    }
+    return CELER_OK;
+}
+
+celer_status celer_model_dir_open(celer_model_file *mf, const char *path, celer_error *err)
+{
+    mf->kind = MODEL_FILE_SAFETENSORS;
+    if (celer_hf_config_load(&mf->cfg, path, err) || celer_hf_tokenizer_config_load(&mf->tcfg, path, err) ||
+        celer_safetensors_set_open(&mf->st, path, err))
+        return err->code;
+    if (!mf->cfg.model_type)
+        return celer_fail(err, CELER_ERR_FORMAT, "%s/config.json: no model_type; celer cannot tell the architecture",
+                          path);
+    hparams_from_config(&mf->hp, &mf->cfg, path);
+    if (celer_hparams_check(&mf->hp, path, err)) return err->code;
+    mf->has_chat_template = celer_hf_tokenizer_config_template(&mf->tcfg, NULL) != NULL;
+    return describe_tensors(mf, err);
+}
+
+void celer_model_dir_close(celer_model_file *mf)
+{
+    celer_safetensors_set_close(&mf->st);
+    celer_hf_config_free(&mf->cfg);
+    celer_hf_tokenizer_config_free(&mf->tcfg);
+    free(mf->type_names);
+    mf->type_names = NULL;
+}

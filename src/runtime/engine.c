@@ -1,0 +1,263 @@
+/* The engine: a model on a backend with its KV cache, activation buffers and one interactive
+ * sequence. Generation prefills the prompt in chunks, then decodes token by token, streaming
+ * text through the detokenizer and stopping on end-of-generation tokens, stop strings or the
+ * length limit. Everything the decode loop touches is allocated before it starts. */
+#include "core/error.h"
+#include "models/forward.h"
+#include "models/model_file.h"
+#include "runtime/kv_cache.h"
+#include "runtime/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { PREFILL_CHUNK = 256 };
+
+struct celer_engine {
+    celer_model_file *mf;
+    celer_tokenizer  *tok;
+    celer_backend    *be;
+    celer_model       model;
+    celer_kv_cache    kv;
+    celer_acts        acts;
+    int64_t           n_ctx;
+    int32_t          *tokens; /* (n_ctx) the interactive sequence's tokens in the cache */
+    int32_t           n_tokens;
+    int32_t          *pos, *seq; /* (PREFILL_CHUNK) batch scratch */
+    float            *logits;    /* (n_vocab) host copy */
+    int32_t           eog[8];    /* end-of-generation token ids */
+    int               n_eog;
+    int               n_threads;
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* End of generation: EOS, and the end-of-turn tokens chat models emit instead. */
+static void find_eog(celer_engine *e)
+{
+    static const char *const names[] = {"<|im_end|>", "<end_of_turn>", "<|eot_id|>", "<|end|>", "<|endoftext|>"};
+    const celer_tokenizer   *t       = e->tok;
+    if (t->eos_id >= 0) e->eog[e->n_eog++] = t->eos_id;
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && e->n_eog < 8; i++)
+        for (uint32_t k = 0; k < t->n_added; k++)
+            if (t->added[k].special && t->added[k].len == strlen(names[i]) && !memcmp(t->added[k].text, names[i], t->added[k].len) &&
+                t->added[k].id != t->eos_id)
+                e->eog[e->n_eog++] = t->added[k].id;
+}
+
+static bool is_eog(const celer_engine *e, int32_t id)
+{
+    for (int i = 0; i < e->n_eog; i++)
+        if (e->eog[i] == id) return true;
+    return false;
+}
+
+void celer_engine_free(celer_engine *e)
+{
+    if (!e) return;
+    if (e->be) {
+        celer_acts_free(&e->acts, e->be);
+        celer_kv_cache_free(&e->kv, e->be);
+    }
+    celer_model_free(&e->model);
+    celer_backend_destroy(e->be);
+    celer_tokenizer_free(e->tok);
+    celer_model_file_close(e->mf);
+    free(e->tokens);
+    free(e->pos);
+    free(e->seq);
+    free(e->logits);
+    free(e);
+}
+
+celer_status celer_engine_create(celer_engine **out, const char *model_path, const celer_engine_config *cfg,
+                                 celer_error *err)
+{
+    celer_error local;
+    if (!err) err = &local;
+    *out            = NULL;
+    celer_engine *e = calloc(1, sizeof *e);
+    if (!e) return celer_fail(err, CELER_ERR_OOM, "engine: out of memory");
+    celer_backend_config bc = {.n_threads = cfg ? cfg->n_threads : 0};
+    celer_status         st = celer_model_file_open(&e->mf, model_path, err);
+    if (!st) st = celer_tokenizer_load(&e->tok, e->mf, err);
+    if (!st) st = celer_backend_create(&e->be, cfg ? cfg->backend : NULL, &bc, err);
+    if (!st) st = celer_model_load(&e->model, e->mf, e->be, err);
+    if (st) {
+        celer_engine_free(e);
+        return st;
+    }
+    const celer_hparams *hp = &e->model.hp;
+    int64_t              n_ctx = cfg && cfg->n_ctx > 0 ? cfg->n_ctx : celer_model_file_default_ctx(e->mf);
+    if (n_ctx > (int64_t)1 << 24)
+        st = celer_fail(err, CELER_ERR_INVALID, "engine: a context of %lld tokens is more than celer supports (16M)",
+                        (long long)n_ctx);
+    e->n_ctx         = n_ctx;
+    int32_t n_blocks = (int32_t)((n_ctx + CELER_KV_BLOCK - 1) / CELER_KV_BLOCK);
+    if (!st)
+        st = celer_kv_cache_init(&e->kv, e->be, e->model.n_layers, hp->n_head_kv, hp->head_dim_k, hp->head_dim_v, 1,
+                                 n_ctx, n_blocks, err);
+    if (!st) st = celer_acts_init(&e->acts, &e->model, e->be, PREFILL_CHUNK, 1, err);
+    if (!st) {
+        e->tokens = malloc((size_t)n_ctx * sizeof *e->tokens);
+        e->pos    = malloc(PREFILL_CHUNK * sizeof *e->pos);
+        e->seq    = calloc(PREFILL_CHUNK, sizeof *e->seq);
+        e->logits = malloc((size_t)hp->n_vocab * sizeof *e->logits);
+        if (!e->tokens || !e->pos || !e->seq || !e->logits) st = celer_fail(err, CELER_ERR_OOM, "engine: out of memory");
+    }
+    if (st) {
+        celer_engine_free(e);
+        return st;
+    }
+    e->n_threads = bc.n_threads;
+    find_eog(e);
+    *out = e;
+    return CELER_OK;
+}
+
+const celer_model_file *celer_engine_model_file(const celer_engine *e) { return e->mf; }
+const celer_tokenizer  *celer_engine_tokenizer(const celer_engine *e) { return e->tok; }
+const char             *celer_engine_backend_name(const celer_engine *e) { return e->be->ops->name; }
+int64_t                 celer_engine_ctx(const celer_engine *e) { return e->n_ctx; }
+
+/* Runs ids at positions [start, start + n) of the sequence and leaves the last token's logits
+ * in e->logits. */
+static celer_status run_tokens(celer_engine *e, const int32_t *ids, int32_t start, int32_t n, celer_error *err)
+{
+    for (int32_t done = 0; done < n;) {
+        int32_t k = n - done < PREFILL_CHUNK ? n - done : PREFILL_CHUNK;
+        for (int32_t i = 0; i < k; i++) e->pos[i] = start + done + i;
+        if (celer_kv_cache_reserve(&e->kv, 0, start + done + k, err)) return err->code;
+        celer_batch b    = {.n_tokens = k, .pos = e->pos, .seq = e->seq};
+        int32_t     last = k - 1;
+        if (celer_model_forward(&e->model, e->be, &e->kv, &b, ids + done, &last, 1, &e->acts, err)) return err->code;
+        done += k;
+    }
+    return e->be->ops->read(e->be, e->acts.logits, e->logits, (size_t)e->model.hp.n_vocab * sizeof(float), err);
+}
+
+/* ---- stop strings: text is held back while it could still be the start of one ---------- */
+
+typedef struct {
+    const char *const *stop;
+    char              *held;
+    size_t             n_held, cap;
+    bool               stopped;
+} stop_filter;
+
+/* Appends text; emits what can no longer be part of a stop string. */
+static bool stop_push(stop_filter *f, const char *text, size_t n, celer_text_fn cb, void *user)
+{
+    if (f->n_held + n + 1 > f->cap) {
+        size_t cap = (f->n_held + n + 1) * 2;
+        char  *p   = realloc(f->held, cap);
+        if (!p) return false;
+        f->held = p, f->cap = cap;
+    }
+    memcpy(f->held + f->n_held, text, n);
+    f->n_held += n;
+    size_t emit = f->n_held;
+    for (const char *const *s = f->stop; s && *s; s++) {
+        size_t sl = strlen(*s);
+        if (!sl) continue;
+        for (size_t i = 0; i + sl <= f->n_held; i++)
+            if (!memcmp(f->held + i, *s, sl)) {
+                f->stopped = true;
+                if (i < emit) emit = i;
+            }
+        /* a suffix that begins a stop string is held */
+        for (size_t k = sl - 1; k > 0 && !f->stopped; k--)
+            if (k <= f->n_held && !memcmp(f->held + f->n_held - k, *s, k) && f->n_held - k < emit) emit = f->n_held - k;
+    }
+    bool go = true;
+    if (emit && cb) go = cb(user, f->held, emit);
+    memmove(f->held, f->held + emit, f->n_held - emit);
+    f->n_held -= emit;
+    if (f->stopped) f->n_held = 0;
+    return go;
+}
+
+celer_status celer_engine_generate(celer_engine *e, const int32_t *prompt, size_t n_prompt, const celer_gen_params *p,
+                                   celer_text_fn on_text, void *user, celer_gen_stats *stats, celer_error *err)
+{
+    celer_error local;
+    if (!err) err = &local;
+    celer_gen_stats s = {.n_prompt = (int64_t)n_prompt, .finish = "length"};
+    if (!n_prompt) return celer_fail(err, CELER_ERR_INVALID, "generate: the prompt is empty");
+    if ((int64_t)n_prompt >= e->n_ctx)
+        return celer_fail(err, CELER_ERR_INVALID,
+                          "generate: the prompt has %zu tokens but the context holds %lld; shorten it or raise --ctx",
+                          n_prompt, (long long)e->n_ctx);
+    for (size_t i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= e->model.hp.n_vocab)
+            return celer_fail(err, CELER_ERR_INVALID, "generate: prompt token %d is outside the vocabulary", prompt[i]);
+    /* reuse the cached prefix, but always run at least the last prompt token for its logits */
+    int32_t keep = 0;
+    while (keep < e->n_tokens && (size_t)keep + 1 < n_prompt && e->tokens[keep] == prompt[keep]) keep++;
+    celer_kv_cache_truncate(&e->kv, 0, keep);
+    memcpy(e->tokens + keep, prompt + keep, (n_prompt - (size_t)keep) * sizeof *prompt);
+    e->n_tokens  = keep;
+    s.n_reused   = keep;
+    celer_sampler sm;
+    celer_detok   dt;
+    stop_filter   sf = {.stop = p->stop};
+    celer_detok_init(&dt, e->tok);
+    if (celer_sampler_init(&sm, &p->sampling, (int32_t)e->model.hp.n_vocab, err)) return err->code;
+    double       t0 = now();
+    celer_status st = run_tokens(e, prompt + keep, keep, (int32_t)n_prompt - keep, err);
+    e->n_tokens     = (int32_t)n_prompt;
+    s.t_prompt      = now() - t0;
+    double t1       = now();
+    bool   go       = true;
+    while (!st && go) {
+        if (s.n_gen >= p->max_tokens) break;
+        if (e->n_tokens >= e->n_ctx) {
+            s.finish = "length";
+            break;
+        }
+        int32_t id = celer_sampler_sample(&sm, e->logits, e->tokens, (size_t)e->n_tokens);
+        if (s.n_gen == 0) s.t_first = now() - t0;
+        s.n_gen++;
+        if (is_eog(e, id)) {
+            s.finish = "stop";
+            break;
+        }
+        const char *text;
+        size_t      n;
+        st = celer_detok_push(&dt, id, &text, &n, err);
+        if (!st && n) go = stop_push(&sf, text, n, on_text, user);
+        if (sf.stopped) {
+            s.finish = "stop";
+            break;
+        }
+        if (!go) {
+            s.finish = "callback";
+            break;
+        }
+        e->tokens[e->n_tokens] = id;
+        if (!st && s.n_gen < p->max_tokens) st = run_tokens(e, &id, e->n_tokens, 1, err);
+        e->n_tokens++;
+    }
+    if (!st && !sf.stopped) {
+        const char *text;
+        size_t      n;
+        st = celer_detok_flush(&dt, &text, &n, err);
+        if (!st && n) stop_push(&sf, text, n, on_text, user);
+        if (!st && sf.n_held && on_text) on_text(user, sf.held, sf.n_held);
+    }
+    /* the cache holds what was run: a token sampled but not run is not part of it */
+    if (e->n_tokens > 0 && e->kv.seq_len[0] < e->n_tokens) e->kv.seq_len[0] = e->n_tokens;
+    s.t_gen = now() - t1;
+    celer_sampler_free(&sm);
+    celer_detok_free(&dt);
+    free(sf.held);
+    if (stats) *stats = s;
+    return st;
+}

@@ -1,0 +1,126 @@
+#include "runtime/sampler.h"
+
+#include "core/error.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+celer_sampling celer_sampling_default(void)
+{
+    return (celer_sampling){.temperature = 0, .top_k = 0, .top_p = 1, .min_p = 0, .repeat_penalty = 1,
+                            .penalty_last_n = 64, .seed = 0};
+}
+
+static uint64_t splitmix(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z          = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z          = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t next_u64(uint64_t s[4])
+{
+    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0], s[3] ^= s[1], s[1] ^= s[2], s[0] ^= s[3], s[2] ^= t, s[3] = rotl(s[3], 45);
+    return r;
+}
+
+celer_status celer_sampler_init(celer_sampler *s, const celer_sampling *p, int32_t n_vocab, celer_error *err)
+{
+    memset(s, 0, sizeof *s);
+    s->p       = *p;
+    s->n_vocab = n_vocab;
+    uint64_t x = p->seed;
+    for (int i = 0; i < 4; i++) s->rng[i] = splitmix(&x);
+    s->cand  = malloc((size_t)n_vocab * sizeof *s->cand);
+    s->count = calloc((size_t)n_vocab, sizeof *s->count);
+    if (!s->cand || !s->count) {
+        celer_sampler_free(s);
+        return celer_fail(err, CELER_ERR_OOM, "sampler: out of memory for %d tokens", n_vocab);
+    }
+    return CELER_OK;
+}
+
+void celer_sampler_free(celer_sampler *s)
+{
+    if (!s) return;
+    free(s->cand);
+    free(s->count);
+    memset(s, 0, sizeof *s);
+}
+
+static void apply_penalties(celer_sampler *s, float *logits, const int32_t *hist, size_t n)
+{
+    const celer_sampling *p = &s->p;
+    if (p->repeat_penalty == 1 && p->presence_penalty == 0 && p->frequency_penalty == 0) return;
+    size_t from = p->penalty_last_n >= 0 && n > (size_t)p->penalty_last_n ? n - (size_t)p->penalty_last_n : 0;
+    for (size_t i = from; i < n; i++)
+        if (hist[i] >= 0 && hist[i] < s->n_vocab) s->count[hist[i]]++;
+    for (size_t i = from; i < n; i++) {
+        int32_t t = hist[i];
+        if (t < 0 || t >= s->n_vocab || !s->count[t]) continue;
+        float l = logits[t];
+        if (p->repeat_penalty != 1) l = l > 0 ? l / p->repeat_penalty : l * p->repeat_penalty;
+        l -= (float)s->count[t] * p->frequency_penalty + p->presence_penalty;
+        logits[t]    = l;
+        s->count[t]  = 0; /* each token once */
+    }
+}
+
+static int32_t argmax(const float *x, int32_t n)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+/* descending by probability, ascending id on ties */
+static int cmp_desc(const void *a, const void *b)
+{
+    const struct celer_candidate *x = a, *y = b;
+    if (x->p != y->p) return x->p > y->p ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+int32_t celer_sampler_sample(celer_sampler *s, float *logits, const int32_t *history, size_t n_history)
+{
+    apply_penalties(s, logits, history, n_history);
+    const celer_sampling *p = &s->p;
+    int32_t               n = s->n_vocab;
+    if (p->temperature <= 0) return argmax(logits, n);
+    /* softmax at temperature */
+    float mx = logits[argmax(logits, n)];
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++) {
+        float e    = expf((logits[i] - mx) / p->temperature);
+        logits[i]  = e;
+        sum       += e;
+    }
+    for (int32_t i = 0; i < n; i++) logits[i] = (float)(logits[i] / sum);
+    /* candidates, best first */
+    int32_t m = 0;
+    float   floor_p = p->min_p > 0 ? p->min_p * logits[argmax(logits, n)] : 0;
+    for (int32_t i = 0; i < n; i++)
+        if (logits[i] >= floor_p && logits[i] > 0) s->cand[m++] = (struct celer_candidate){logits[i], i};
+    qsort(s->cand, (size_t)m, sizeof *s->cand, cmp_desc);
+    if (p->top_k > 0 && m > p->top_k) m = p->top_k;
+    if (p->top_p < 1) {
+        double  acc = 0;
+        int32_t k   = 0;
+        while (k < m && acc < p->top_p) acc += s->cand[k++].p;
+        m = k > 0 ? k : 1;
+    }
+    double total = 0;
+    for (int32_t i = 0; i < m; i++) total += s->cand[i].p;
+    double r = (double)(next_u64(s->rng) >> 11) * 0x1.0p-53 * total;
+    for (int32_t i = 0; i < m; i++) {
+        r -= s->cand[i].p;
+        if (r < 0) return s->cand[i].id;
+    }
+    return s->cand[m - 1].id;
+}

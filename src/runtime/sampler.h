@@ -1,0 +1,24 @@
+/* Token sampling from logits: penalties over recent tokens, temperature, top-k, top-p, min-p,
+ * then a draw from a seeded generator (xoshiro256**), or the argmax when greedy. */
+#ifndef CELER_RUNTIME_SAMPLER_H
+#define CELER_RUNTIME_SAMPLER_H
+
+#include "celer.h"
+
+typedef struct {
+    celer_sampling p;
+    uint64_t       rng[4];
+    int32_t        n_vocab;
+    struct celer_candidate {
+        float   p;
+        int32_t id;
+    } *cand;              /* (n_vocab) scratch: candidates and their probabilities */
+    int32_t       *count; /* (n_vocab) occurrences in the penalty window */
+} celer_sampler;
+
+celer_status celer_sampler_init(celer_sampler *s, const celer_sampling *p, int32_t n_vocab, celer_error *err);
+void         celer_sampler_free(celer_sampler *s);
+/* Picks the next token; logits (n_vocab) are modified. history: the sequence so far. */
+int32_t      celer_sampler_sample(celer_sampler *s, float *logits, const int32_t *history, size_t n_history);
+
+#endif
