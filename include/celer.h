@@ -99,7 +99,7 @@ bool                 celer_model_file_has_chat_template(const celer_model_file *
 /* Memory needed to run the model at n_ctx tokens of context, in bytes. */
 typedef struct {
     uint64_t weights;
-    uint64_t kv_cache;     /* f16 keys and values for n_ctx tokens */
+    uint64_t kv_cache;     /* keys and values for n_ctx tokens, f32 as the CPU backend keeps them */
     uint64_t scratch;      /* activations and logits of one prefill chunk */
     uint64_t total;
     int64_t  n_ctx;
@@ -202,6 +202,7 @@ typedef struct {
     celer_sampling sampling;
     int32_t        max_tokens; /* generated tokens at most */
     const char    *const *stop; /* stop strings (the text before them is kept), NULL-terminated, or NULL */
+    bool           ignore_eos;  /* keep going past end-of-generation tokens (benchmarks) */
 } celer_gen_params;
 
 /* Called with each piece of generated text as soon as it is complete UTF-8 (stop strings held
@@ -213,6 +214,9 @@ typedef struct {
     double      t_prompt, t_gen, t_first; /* seconds: prefill, decode, time to first token */
     const char *finish;                   /* "stop" (EOS or a stop string), "length", "callback" */
 } celer_gen_stats;
+
+/* Forgets the interactive sequence: the next generate starts from an empty cache. */
+void celer_engine_reset(celer_engine *e);
 
 /* Generates from prompt token ids on the engine's one interactive sequence. Positions already
  * in the cache that match the prompt's beginning are reused (multi-turn chat). */

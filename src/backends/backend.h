@@ -69,6 +69,7 @@ typedef struct {
     const char        *name; /* "cpu", "cuda", "rocm" */
     celer_backend_kind kind;
     void (*free)(celer_backend *be);
+    int (*n_threads)(celer_backend *be); /* host threads it computes with */
 
     /* memory for activations and the KV cache */
     celer_status (*alloc)(celer_backend *be, size_t bytes, void **out, celer_error *err);

@@ -141,8 +141,8 @@ void celer_model_file_estimate_memory(const celer_model_file *mf, int64_t n_ctx,
     e->n_ctx       = n_ctx;
     double weights = 0;
     for (uint64_t i = 0; i < mf->n_tensors; i++) weights += (double)mf->tensors[i].n_bytes;
-    /* f16 keys and values, every layer, every kv head */
-    double kv = (double)hp->n_layer * (double)n_ctx * (double)hp->n_head_kv * (double)(hp->head_dim_k + hp->head_dim_v) * 2;
+    /* f32 keys and values, every layer, every kv head */
+    double kv = (double)hp->n_layer * (double)n_ctx * (double)hp->n_head_kv * (double)(hp->head_dim_k + hp->head_dim_v) * 4;
     /* one prefill chunk of up to 512 tokens in f32 (residual, norm, q/k/v, out, ffn; attention runs in
      * tiles and adds no n_ctx-sized term) plus one row of logits */
     double chunk = (double)(n_ctx < 512 ? n_ctx : 512);

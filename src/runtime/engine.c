@@ -59,6 +59,23 @@ static bool is_eog(const celer_engine *e, int32_t id)
     return false;
 }
 
+/* Refuses, with the numbers and the flag to change, a model that does not fit in the memory
+ * available now. The weights are mapped, not copied, but every page is read each token. */
+static celer_status check_memory(const celer_engine *e, int64_t n_ctx, celer_error *err)
+{
+    celer_memory_estimate m;
+    celer_host_info       h;
+    celer_model_file_estimate_memory(e->mf, n_ctx, &m);
+    celer_host_info_read(&h);
+    if (!h.mem_available || m.total <= h.mem_available) return CELER_OK;
+    double gib = 1024.0 * 1024 * 1024;
+    return celer_fail(err, CELER_ERR_INVALID, /* the fix is a flag: bad input, exit 2 */
+                      "engine: the model needs %.2f GiB (weights %.2f + KV cache %.2f at --ctx %lld + scratch %.2f) but "
+                      "%.2f GiB are available; lower --ctx or use a smaller model",
+                      (double)m.total / gib, (double)m.weights / gib, (double)m.kv_cache / gib, (long long)n_ctx,
+                      (double)m.scratch / gib, (double)h.mem_available / gib);
+}
+
 void celer_engine_free(celer_engine *e)
 {
     if (!e) return;
@@ -101,6 +118,7 @@ celer_status celer_engine_create(celer_engine **out, const char *model_path, con
                         (long long)n_ctx);
     e->n_ctx         = n_ctx;
     int32_t n_blocks = (int32_t)((n_ctx + CELER_KV_BLOCK - 1) / CELER_KV_BLOCK);
+    if (!st) st = check_memory(e, n_ctx, err);
     if (!st)
         st = celer_kv_cache_init(&e->kv, e->be, e->model.n_layers, hp->n_head_kv, hp->head_dim_k, hp->head_dim_v, 1,
                                  n_ctx, n_blocks, err);
@@ -116,16 +134,23 @@ celer_status celer_engine_create(celer_engine **out, const char *model_path, con
         celer_engine_free(e);
         return st;
     }
-    e->n_threads = bc.n_threads;
+    e->n_threads = e->be->ops->n_threads(e->be);
     find_eog(e);
     *out = e;
     return CELER_OK;
+}
+
+void celer_engine_reset(celer_engine *e)
+{
+    celer_kv_cache_truncate(&e->kv, 0, 0);
+    e->n_tokens = 0;
 }
 
 const celer_model_file *celer_engine_model_file(const celer_engine *e) { return e->mf; }
 const celer_tokenizer  *celer_engine_tokenizer(const celer_engine *e) { return e->tok; }
 const char             *celer_engine_backend_name(const celer_engine *e) { return e->be->ops->name; }
 int64_t                 celer_engine_ctx(const celer_engine *e) { return e->n_ctx; }
+int                     celer_engine_threads(const celer_engine *e) { return e->n_threads; }
 
 /* Runs ids at positions [start, start + n) of the sequence and leaves the last token's logits
  * in e->logits. */
@@ -225,7 +250,7 @@ celer_status celer_engine_generate(celer_engine *e, const int32_t *prompt, size_
         int32_t id = celer_sampler_sample(&sm, e->logits, e->tokens, (size_t)e->n_tokens);
         if (s.n_gen == 0) s.t_first = now() - t0;
         s.n_gen++;
-        if (is_eog(e, id)) {
+        if (!p->ignore_eos && is_eog(e, id)) {
             s.finish = "stop";
             break;
         }

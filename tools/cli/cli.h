@@ -26,6 +26,8 @@ void cli_json_string_print(FILE *f, const char *s, size_t n);
 
 int cmd_info(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_template(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 #endif

@@ -13,8 +13,10 @@ static const struct {
     const char *summary;
 } commands[] = {
     {"generate", cmd_generate, "generate text from a prompt"},
+    {"bench", cmd_bench, "prefill and decode speed of a model"},
     {"info", cmd_info, "describe this machine, or a model file (-m MODEL)"},
     {"tokenize", cmd_tokenize, "token ids of a text, or the text of token ids, with a model's tokenizer"},
+    {"template", cmd_template, "render a chat template (a model's or a .jinja file) for a conversation"},
 };
 
 static void usage(FILE *out)

@@ -16,6 +16,8 @@ typedef struct {
 
 celer_pool *cpu_pool(celer_backend *be) { return ((cpu_backend *)be)->pool; }
 
+static int cpu_n_threads(celer_backend *be) { return celer_pool_size(cpu_pool(be)); }
+
 static void cpu_free(celer_backend *be)
 {
     cpu_backend *c = (cpu_backend *)be;
@@ -108,6 +110,7 @@ const celer_backend_ops celer_cpu_ops = {
     .name        = "cpu",
     .kind        = CELER_BACKEND_CPU,
     .free        = cpu_free,
+    .n_threads   = cpu_n_threads,
     .alloc       = cpu_alloc,
     .release     = cpu_release,
     .weight_load = cpu_weight_load,
