@@ -1,0 +1,77 @@
+/* Matrix multiply of f32 activations by weights in their GGUF storage type, on the CPU:
+ *
+ *     Y[t][r] = Σ_i W[r][i] · X[t][i]        W (rows, k), X (T, k), Y (T, rows)
+ *
+ * Quantized weights never become f32: the activations are quantized once per call (Q8_0 for
+ * the 32-element block types, Q8_K for the K-quants) and each weight block is dotted with the
+ * activation blocks in integers. F32, F16 and BF16 weights are dotted with f32 activations.
+ *
+ * Accuracy contract (tests/test_cpu_matmul.c checks it for every type, shape and variant):
+ *   against the exact product of the dequantized weights and the f32 activations (in double),
+ *     |Y - exact| <= 1.05 · Σ_i |w_i| · e(i) + 1e-5 · Σ_i (|a_i| + |b_i|) · |x_i|
+ *   where e(i) is the worst error of activation i's Q8 code: half a step of its block, d / 2
+ *   with d = amax / 127, plus 127 · |d - binary16(d)| for Q8_0 (whose scale is stored in
+ *   binary16; together at most 0.5625 · d for normal d); 0 for F32/F16/BF16. w_i = a_i + b_i
+ *   splits a weight into its scale · code part and its min part (b = 0 but for Q4_1, Q5_1, Q4_K
+ *   and Q5_K, whose two parts are summed separately and may cancel). For activation blocks
+ *   without outliers the bound is below 1e-2 · Σ|w x|.
+ *   Every SIMD variant equals the scalar reference (_ref) on the same quantized activations x̂
+ *   within float summation order: |Y_simd - Y_ref| <= 1e-5 · Σ_i (|a_i| + |b_i|) · |x̂_i|.
+ *
+ * Kernels are chosen once, when the scratch is made, from the CPU's features; every variant
+ * has the same signature (dot.h) and the scalar reference is the fallback for any CPU. */
+#ifndef CELER_BACKENDS_CPU_MATMUL_H
+#define CELER_BACKENDS_CPU_MATMUL_H
+
+#include "celer.h"
+#include "core/threads.h"
+#include "quant/ggml_types.h"
+
+/* Instruction-set levels of the kernel sets, lowest first. A level falls back, per weight
+ * type, to the best lower level that has a kernel for the type. */
+typedef enum {
+    CELER_CPU_ISA_REF,        /* scalar C: the definition, and the fallback on any CPU */
+    CELER_CPU_ISA_AVX2,       /* AVX2 + FMA + F16C: maddubs/madd integer dots, 256-bit */
+    CELER_CPU_ISA_AVX512VNNI, /* AVX-512 F/BW/VL + VNNI: vpdpbusd, 512-bit where it pays */
+    CELER_CPU_ISA_COUNT
+} celer_cpu_isa;
+
+const char   *celer_cpu_isa_name(celer_cpu_isa isa); /* "ref", "avx2", "avx512vnni" */
+/* Whether the host can run the level's kernels. */
+bool          celer_cpu_isa_available(celer_cpu_isa isa, const celer_host_info *h);
+/* The highest level the host can run. */
+celer_cpu_isa celer_cpu_isa_best(const celer_host_info *h);
+/* The level whose kernel celer_cpu_matmul actually runs for wtype at level isa (after the
+ * fallback to lower levels); CELER_CPU_ISA_COUNT when no level has one. */
+celer_cpu_isa celer_cpu_isa_for_type(celer_cpu_isa isa, celer_ggml_type wtype);
+
+/* Whether celer_cpu_matmul takes weights of this type. */
+bool celer_cpu_matmul_supported(celer_ggml_type wtype);
+
+/* Per-call working memory (the quantized activations), allocated once by the caller for the
+ * largest (wtype, k, T) it will run, so the decode loop never allocates. Zero-initialized is
+ * "no buffer, reference kernels"; celer_cpu_scratch_free on it is safe. */
+typedef struct {
+    celer_cpu_isa isa;   /* kernel level, picked at init */
+    void         *buf;   /* 64-byte aligned */
+    size_t        size;  /* bytes in buf */
+} celer_cpu_scratch;
+
+/* Bytes of scratch that celer_cpu_matmul needs for weights of wtype with rows of k elements
+ * and T tokens (0 for F32/F16/BF16, which use X directly); 0 for an unsupported type. */
+size_t       celer_cpu_matmul_scratch_size(celer_ggml_type wtype, int64_t k, int64_t T);
+/* Allocates bytes of scratch (0 is fine) running kernels of level isa (use celer_cpu_isa_best;
+ * a level the host lacks is CELER_ERR_UNSUPPORTED). */
+celer_status celer_cpu_scratch_init(celer_cpu_scratch *s, celer_cpu_isa isa, size_t bytes, celer_error *err);
+void         celer_cpu_scratch_free(celer_cpu_scratch *s);
+
+/* Y (T, rows) = X (T, k) · W (rows, k)ᵀ.
+ * W: rows of k elements in wtype's block layout, row-major, rows · (k / block) blocks
+ * X: (T, k) f32, rows contiguous; Y: (T, rows) f32
+ * k must be a multiple of wtype's block size (32 or 256). pool may be NULL (one thread).
+ * Errors: CELER_ERR_UNSUPPORTED naming an unsupported wtype; CELER_ERR_INVALID for a k that
+ * is not a multiple of the block or a scratch smaller than celer_cpu_matmul_scratch_size. */
+celer_status celer_cpu_matmul(celer_pool *pool, celer_ggml_type wtype, const void *W, int64_t rows, int64_t k,
+                              const float *X, int64_t T, float *Y, celer_cpu_scratch *scratch, celer_error *err);
+
+#endif
