@@ -1,6 +1,7 @@
 /* The CPU backend: a thread pool and the ops table. Weights stay views into the mapped file. */
 #include "backends/cpu/cpu_backend.h"
 
+#include "backends/cpu/matmul.h"
 #include "core/error.h"
 #include "quant/dequant.h"
 
@@ -8,10 +9,9 @@
 #include <string.h>
 
 typedef struct {
-    celer_backend base;
-    celer_pool   *pool;
-    float        *row;     /* scratch: one dequantized weight row per thread */
-    int64_t       row_cap; /* floats per thread */
+    celer_backend     base;
+    celer_pool       *pool;
+    celer_cpu_scratch scratch; /* quantized activations of the matmul */
 } cpu_backend;
 
 celer_pool *cpu_pool(celer_backend *be) { return ((cpu_backend *)be)->pool; }
@@ -23,7 +23,7 @@ static void cpu_free(celer_backend *be)
     cpu_backend *c = (cpu_backend *)be;
     if (!c) return;
     celer_pool_free(c->pool);
-    free(c->row);
+    celer_cpu_scratch_free(&c->scratch);
     free(c);
 }
 
@@ -44,7 +44,7 @@ static void cpu_release(celer_backend *be, void *p)
 static celer_status cpu_weight_load(celer_backend *be, celer_weight *w, celer_error *err)
 {
     (void)be;
-    if (w->data && !celer_dequant_supported(w->type))
+    if (w->data && (!celer_dequant_supported(w->type) || (w->rows > 1 && !celer_cpu_matmul_supported(w->type))))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "cpu: weights of type %s are not supported",
                           celer_ggml_type_get(w->type)->name);
     return CELER_OK;
@@ -62,48 +62,21 @@ static celer_status cpu_copy(celer_backend *be, void *dst, const void *src, size
     return cpu_read(be, src, dst, n, err);
 }
 
-/* ---- matmul: one dequantized row at a time (the reference path) ---------------------- */
+/* ---- matmul ---------------------------------------------------------------------------- */
 
-typedef struct {
-    cpu_backend        *c;
-    const celer_weight *w;
-    const float        *x;
-    int64_t             T;
-    float              *y;
-} mm_job;
-
-static void mm_rows(void *ctx, int ith, int nth)
-{
-    const mm_job               *j  = ctx;
-    const celer_ggml_type_info *ti = celer_ggml_type_get(j->w->type);
-    size_t                      rb = (size_t)(j->w->cols / ti->block_elems) * ti->block_bytes;
-    float                      *row = j->c->row + (int64_t)ith * j->c->row_cap;
-    int64_t                     r0, r1;
-    celer_pool_slice(j->w->rows, ith, nth, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++) {
-        celer_dequant_row(j->w->type, (const char *)j->w->data + (size_t)r * rb, row, j->w->cols);
-        for (int64_t t = 0; t < j->T; t++) {
-            const float *x = j->x + t * j->w->cols;
-            float        s = 0;
-            for (int64_t i = 0; i < j->w->cols; i++) s += row[i] * x[i];
-            j->y[t * j->w->rows + r] = s;
-        }
-    }
-}
-
+/* The scratch grows to the largest (type, width, tokens) seen: after the first prefill chunk
+ * and the first decode step nothing is allocated again. */
 celer_status cpu_matmul_op(celer_backend *be, const celer_weight *w, const float *x, int64_t T, float *y,
                            celer_error *err)
 {
-    cpu_backend *c = (cpu_backend *)be;
-    if (w->cols > c->row_cap) {
-        int    n   = celer_pool_size(c->pool);
-        float *row = realloc(c->row, (size_t)w->cols * (size_t)n * sizeof *row);
-        if (!row) return celer_fail(err, CELER_ERR_OOM, "cpu: out of memory for matmul scratch");
-        c->row = row, c->row_cap = w->cols;
+    cpu_backend *c    = (cpu_backend *)be;
+    size_t       need = celer_cpu_matmul_scratch_size(w->type, w->cols, T);
+    if (need > c->scratch.size) {
+        celer_cpu_isa isa = c->scratch.isa;
+        celer_cpu_scratch_free(&c->scratch);
+        if (celer_cpu_scratch_init(&c->scratch, isa, need, err)) return err->code;
     }
-    mm_job j = {c, w, x, T, y};
-    celer_pool_run(c->pool, mm_rows, &j);
-    return CELER_OK;
+    return celer_cpu_matmul(c->pool, w->type, w->data, w->rows, w->cols, x, T, y, &c->scratch, err);
 }
 
 const celer_backend_ops celer_cpu_ops = {
@@ -134,13 +107,11 @@ celer_status celer_cpu_backend_create(celer_backend **out, const celer_backend_c
     cpu_backend *c = calloc(1, sizeof *c);
     if (!c) return celer_fail(err, CELER_ERR_OOM, "cpu: out of memory");
     c->base.ops = &celer_cpu_ops;
-    int n       = cfg ? cfg->n_threads : 0;
-    if (n <= 0) {
-        celer_host_info h;
-        celer_host_info_read(&h);
-        n = h.physical_cores > 0 ? h.physical_cores : h.logical_cpus;
-    }
-    if (celer_pool_init(&c->pool, n, err)) {
+    int             n = cfg ? cfg->n_threads : 0;
+    celer_host_info h;
+    celer_host_info_read(&h);
+    if (n <= 0) n = h.physical_cores > 0 ? h.physical_cores : h.logical_cpus;
+    if (celer_pool_init(&c->pool, n, err) || celer_cpu_scratch_init(&c->scratch, celer_cpu_isa_best(&h), 0, err)) {
         cpu_free(&c->base);
         return err->code;
     }
