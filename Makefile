@@ -17,8 +17,9 @@ build:
 	@cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=$(CC) -DCELER_WERROR=$(WERROR) >/dev/null
 	@cmake --build build -j $(JOBS)
 
+PROMPT ?= What is the capital of France?
 run: build
-	@path=$$(scripts/fetch-model $(MODEL)) && ./build/celer info -m "$$path"
+	@path=$$(scripts/fetch-model $(MODEL)) && ./build/celer generate -m "$$path" -p "$(PROMPT)"
 
 # Everything CI runs: unit tests, reference parity tests, bad-input tests, fuzzers (20 s each).
 test:

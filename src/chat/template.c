@@ -281,17 +281,32 @@ static char *token_text(const celer_gguf *g, const char *key, celer_error *err, 
     return t;
 }
 
+const char *celer_chat_template_source(const celer_model_file *mf, size_t *n)
+{
+    if (mf->kind != MODEL_FILE_GGUF) {
+        const char *t = celer_hf_tokenizer_config_template(&mf->tcfg, NULL);
+        if (t) *n = strlen(t);
+        return t;
+    }
+    celer_gguf_str src = {0};
+    bool           found = false;
+    if (celer_gguf_get_str(&mf->gguf, "tokenizer.chat_template", &src, &found, NULL) || !found) return NULL;
+    *n = (size_t)src.len;
+    return src.ptr;
+}
+
 celer_status celer_chat_apply(const celer_model_file *mf, const cJSON *messages, const cJSON *tools,
                               bool add_generation_prompt, const cJSON *extra_vars, char **out, size_t *n,
                               bool *used_template, celer_error *err)
 {
     *out = NULL, *n = 0, *used_template = false;
-    celer_gguf_str src   = {0};
-    bool           found = false;
-    if (mf->kind == MODEL_FILE_GGUF) {
-        celer_status st = celer_gguf_get_str(&mf->gguf, "tokenizer.chat_template", &src, &found, err);
-        if (st) return st;
-    }
+    size_t         src_n = 0;
+    const char    *src_p = celer_chat_template_source(mf, &src_n);
+    celer_gguf_str src   = {.ptr = src_p, .len = src_n};
+    bool           found = src_p != NULL;
+    if (found && mf->kind != MODEL_FILE_GGUF)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "template: chat templates of model directories arrive with "
+                                                      "their tokenizer (tokenizer.json); use a GGUF model");
     if (!found) {
         cJSON       *ctx = NULL;
         celer_status st  = celer_chat_context(messages, tools, NULL, add_generation_prompt, NULL, NULL, extra_vars, &ctx, err);

@@ -45,6 +45,10 @@ celer_status celer_chat_concat(const cJSON *messages, char **out, size_t *n, cel
 /* Renders the chat template of a GGUF model (tokenizer.chat_template), with bos_token and
  * eos_token the texts of tokenizer.ggml.tokens[bos_token_id / eos_token_id]. A model without a
  * template gets celer_chat_concat and *used_template = false (the caller should warn). */
+/* The model's own chat template (GGUF tokenizer.chat_template, or tokenizer_config.json's), or
+ * NULL; *n its length. Points into the model file. */
+const char *celer_chat_template_source(const celer_model_file *mf, size_t *n);
+
 celer_status celer_chat_apply(const celer_model_file *mf, const cJSON *messages, const cJSON *tools,
                               bool add_generation_prompt, const cJSON *extra_vars, char **out, size_t *n,
                               bool *used_template, celer_error *err);

@@ -101,6 +101,22 @@ const celer_backend_ops celer_cpu_ops = {
     .scale       = cpu_scale,
 };
 
+/* The best kernel level of this CPU, or the one CELER_CPU_ISA names (to compare levels). */
+static celer_status pick_isa(const celer_host_info *h, celer_cpu_isa *isa, celer_error *err)
+{
+    const char *want = getenv("CELER_CPU_ISA");
+    *isa             = celer_cpu_isa_best(h);
+    if (!want || !*want) return CELER_OK;
+    for (int i = 0; i < CELER_CPU_ISA_COUNT; i++)
+        if (!strcmp(want, celer_cpu_isa_name((celer_cpu_isa)i))) {
+            if (!celer_cpu_isa_available((celer_cpu_isa)i, h))
+                return celer_fail(err, CELER_ERR_UNSUPPORTED, "cpu: CELER_CPU_ISA=%s, but this CPU cannot run it", want);
+            *isa = (celer_cpu_isa)i;
+            return CELER_OK;
+        }
+    return celer_fail(err, CELER_ERR_INVALID, "cpu: CELER_CPU_ISA=%s is not a kernel level (ref, avx2, avx512vnni)", want);
+}
+
 celer_status celer_cpu_backend_create(celer_backend **out, const celer_backend_config *cfg, celer_error *err)
 {
     *out           = NULL;
@@ -111,7 +127,8 @@ celer_status celer_cpu_backend_create(celer_backend **out, const celer_backend_c
     celer_host_info h;
     celer_host_info_read(&h);
     if (n <= 0) n = h.physical_cores > 0 ? h.physical_cores : h.logical_cpus;
-    if (celer_pool_init(&c->pool, n, err) || celer_cpu_scratch_init(&c->scratch, celer_cpu_isa_best(&h), 0, err)) {
+    celer_cpu_isa isa;
+    if (pick_isa(&h, &isa, err) || celer_pool_init(&c->pool, n, err) || celer_cpu_scratch_init(&c->scratch, isa, 0, err)) {
         cpu_free(&c->base);
         return err->code;
     }
