@@ -304,9 +304,6 @@ celer_status celer_chat_apply(const celer_model_file *mf, const cJSON *messages,
     const char    *src_p = celer_chat_template_source(mf, &src_n);
     celer_gguf_str src   = {.ptr = src_p, .len = src_n};
     bool           found = src_p != NULL;
-    if (found && mf->kind != MODEL_FILE_GGUF)
-        return celer_fail(err, CELER_ERR_UNSUPPORTED, "template: chat templates of model directories arrive with "
-                                                      "their tokenizer (tokenizer.json); use a GGUF model");
     if (!found) {
         cJSON       *ctx = NULL;
         celer_status st  = celer_chat_context(messages, tools, NULL, add_generation_prompt, NULL, NULL, extra_vars, &ctx, err);
@@ -314,12 +311,19 @@ celer_status celer_chat_apply(const celer_model_file *mf, const cJSON *messages,
         return st ? st : celer_chat_concat(messages, out, n, err);
     }
     celer_status    st  = CELER_OK;
-    char           *bos = token_text(&mf->gguf, "tokenizer.ggml.bos_token_id", err, &st), *eos = NULL;
+    char           *bos = NULL, *eos = NULL;
     cJSON          *ctx = NULL;
     celer_template *t   = NULL;
-    if (!st) eos = token_text(&mf->gguf, "tokenizer.ggml.eos_token_id", err, &st);
+    if (mf->kind == MODEL_FILE_GGUF) {
+        bos = token_text(&mf->gguf, "tokenizer.ggml.bos_token_id", err, &st);
+        if (!st) eos = token_text(&mf->gguf, "tokenizer.ggml.eos_token_id", err, &st);
+    } else { /* tokenizer_config.json names them */
+        bos = mf->tcfg.bos_token ? strdup(mf->tcfg.bos_token) : NULL;
+        eos = mf->tcfg.eos_token ? strdup(mf->tcfg.eos_token) : NULL;
+    }
     if (!st) st = celer_chat_context(messages, tools, NULL, add_generation_prompt, bos, eos, extra_vars, &ctx, err);
-    if (!st) st = celer_template_parse(&t, src.ptr, src.len, mf->gguf.name ? mf->gguf.name : "model", err);
+    const char *name = mf->kind == MODEL_FILE_GGUF ? mf->gguf.name : mf->st.dir;
+    if (!st) st = celer_template_parse(&t, src.ptr, src.len, name ? name : "model", err);
     if (!st) st = celer_template_render(t, ctx, out, n, err);
     if (!st) *used_template = true;
     celer_template_free(t);
