@@ -29,5 +29,7 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_template(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
 
 #endif

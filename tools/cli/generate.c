@@ -1,10 +1,6 @@
 /* celer generate: one prompt in, generated text out. stdout carries the generated content and
  * nothing else; stderr carries the backend line and the summary. */
-#include "cli.h"
-
-#include "chat/output.h"
-#include "chat/template.h"
-#include "models/model_file.h"
+#include "reply.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -46,78 +42,6 @@ static bool parse_num(const char *s, double lo, double hi, double *v)
     if (errno || end == s || *end || !isfinite(x) || x < lo || x > hi) return false;
     *v = x;
     return true;
-}
-
-typedef struct {
-    celer_chat_output out;
-    bool              show_reasoning;
-    bool              in_reasoning; /* the last text printed was reasoning */
-    celer_error       err;
-    bool              failed;
-} printer;
-
-/* Content to stdout; reasoning too with --show-reasoning (marked off); tool calls as JSON. */
-static void on_event(const celer_chat_event *ev, void *user)
-{
-    printer *p = user;
-    switch (ev->kind) {
-    case CELER_CHAT_EVENT_REASONING:
-        if (!p->show_reasoning) return;
-        if (!p->in_reasoning) fputs("<think>", stdout), p->in_reasoning = true;
-        fwrite(ev->text, 1, ev->len, stdout);
-        break;
-    case CELER_CHAT_EVENT_CONTENT:
-        if (p->in_reasoning) fputs("</think>\n", stdout), p->in_reasoning = false;
-        fwrite(ev->text, 1, ev->len, stdout);
-        break;
-    case CELER_CHAT_EVENT_TOOL_CALL_BEGIN: printf("{\"tool_call\": \"%s\", \"arguments\": ", ev->name); break;
-    case CELER_CHAT_EVENT_TOOL_CALL_ARGS: fwrite(ev->text, 1, ev->len, stdout); break;
-    case CELER_CHAT_EVENT_TOOL_CALL_END: puts("}"); break;
-    case CELER_CHAT_EVENT_ERROR: fwrite(ev->text, 1, ev->len, stdout); break; /* a malformed call: show what came */
-    default: break;
-    }
-    fflush(stdout);
-}
-
-static bool write_text(void *user, const char *text, size_t n)
-{
-    printer *p = user;
-    if (celer_chat_output_push(&p->out, text, n, on_event, p, &p->err)) {
-        p->failed = true;
-        return false;
-    }
-    return true;
-}
-
-/* The prompt as the model expects it: its chat template over [system,] user, or the raw text. */
-static int build_prompt(celer_engine *e, const char *system, const char *user, bool chat, char **out, size_t *n,
-                        celer_error *err)
-{
-    const celer_model_file *mf = celer_engine_model_file(e);
-    if (!chat) {
-        *n   = strlen(user);
-        *out = malloc(*n + 1);
-        if (!*out) return EXIT_RUNTIME;
-        memcpy(*out, user, *n + 1);
-        return EXIT_OK;
-    }
-    cJSON *msgs = cJSON_CreateArray();
-    if (system) {
-        cJSON *m = cJSON_CreateObject();
-        cJSON_AddStringToObject(m, "role", "system");
-        cJSON_AddStringToObject(m, "content", system);
-        cJSON_AddItemToArray(msgs, m);
-    }
-    cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "role", "user");
-    cJSON_AddStringToObject(m, "content", user);
-    cJSON_AddItemToArray(msgs, m);
-    bool used;
-    celer_status st = celer_chat_apply(mf, msgs, NULL, true, NULL, out, n, &used, err);
-    cJSON_Delete(msgs);
-    if (st) return cli_report(err);
-    if (!used) fprintf(stderr, "celer: the model has no chat template; joining the messages as plain text\n");
-    return EXIT_OK;
 }
 
 int cmd_generate(int argc, char **argv)
@@ -221,51 +145,26 @@ int cmd_generate(int argc, char **argv)
     const celer_hparams *hp = celer_model_file_hparams(celer_engine_model_file(e));
     fprintf(stderr, "celer: %s (%s, %lld layers) on %s, context %lld\n", model, hp->arch, (long long)hp->n_layer,
             celer_engine_backend_name(e), (long long)celer_engine_ctx(e));
-    const celer_model_file *mf = celer_engine_model_file(e);
-    if (chat < 0) chat = celer_model_file_has_chat_template(mf);
+    if (chat < 0) chat = celer_model_file_has_chat_template(celer_engine_model_file(e));
     if (system && !chat) {
         celer_engine_free(e);
         return cli_usage_error("generate", "--system needs chat mode (the model has no template, or --no-chat)");
     }
-    char  *text;
-    size_t text_n;
-    int    rc = build_prompt(e, system, prompt, chat, &text, &text_n, &err);
-    if (rc) {
-        celer_engine_free(e);
-        return rc;
+    cJSON *msgs = cJSON_CreateArray();
+    if (system) {
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "role", "system");
+        cJSON_AddStringToObject(m, "content", system);
+        cJSON_AddItemToArray(msgs, m);
     }
-    int32_t *ids = NULL;
-    size_t   n_ids;
-    /* a rendered template writes BOS itself, as transformers' apply_chat_template assumes */
-    if (celer_tokenizer_encode(celer_engine_tokenizer(e), text, text_n,
-                               (celer_encode_opts){.add_special = !chat, .parse_special = chat}, &ids, &n_ids, &err)) {
-        free(text);
-        celer_engine_free(e);
-        return cli_report(&err);
-    }
-    size_t             src_n = 0;
-    const char        *src   = chat ? celer_chat_template_source(mf, &src_n) : NULL;
-    printer            pr    = {.show_reasoning = show_reasoning};
-    celer_chat_output_cfg oc = {.family = chat ? celer_chat_family_pick(hp->arch, src) : CELER_CHAT_FAMILY_PLAIN};
-    oc.starts_in_reasoning   = celer_chat_prompt_opens_reasoning(oc.family, text, text_n);
-    free(text);
-    celer_gen_stats st;
-    if (celer_chat_output_init(&pr.out, &oc, &err))
-        rc = cli_report(&err);
-    else if (celer_engine_generate(e, ids, n_ids, &gp, write_text, &pr, &st, &err))
-        rc = cli_report(&err);
-    else if (pr.failed || celer_chat_output_finish(&pr.out, on_event, &pr, &pr.err))
-        rc = cli_report(&pr.err);
-    else {
-        putchar('\n');
-        fprintf(stderr, "celer: prompt %lld tokens, %.1f tok/s; generated %lld tokens, %.1f tok/s; first token %.0f ms; "
-                        "finish: %s\n",
-                (long long)st.n_prompt, st.t_prompt > 0 ? (double)(st.n_prompt - st.n_reused) / st.t_prompt : 0.0,
-                (long long)st.n_gen, st.t_gen > 0 ? (double)(st.n_gen > 1 ? st.n_gen - 1 : st.n_gen) / st.t_gen : 0.0,
-                st.t_first * 1e3, st.finish);
-    }
-    celer_chat_output_free(&pr.out);
-    free(ids);
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "role", "user");
+    cJSON_AddStringToObject(m, "content", prompt);
+    cJSON_AddItemToArray(msgs, m);
+    reply_opts ro = {.chat = chat, .show_reasoning = show_reasoning};
+    int        rc = reply_run(e, msgs, &gp, &ro);
+    free(ro.content);
+    cJSON_Delete(msgs);
     celer_engine_free(e);
     return rc;
 }

@@ -13,10 +13,12 @@ static const struct {
     const char *summary;
 } commands[] = {
     {"generate", cmd_generate, "generate text from a prompt"},
+    {"chat", cmd_chat, "talk with a model interactively"},
     {"bench", cmd_bench, "prefill and decode speed of a model"},
     {"info", cmd_info, "describe this machine, or a model file (-m MODEL)"},
     {"tokenize", cmd_tokenize, "token ids of a text, or the text of token ids, with a model's tokenizer"},
     {"template", cmd_template, "render a chat template (a model's or a .jinja file) for a conversation"},
+    {"synth", cmd_synth, "write a random-weight GGUF model of a real shape, for benchmarks"},
 };
 
 static void usage(FILE *out)
