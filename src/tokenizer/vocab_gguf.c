@@ -301,7 +301,13 @@ static celer_status setup_spm(celer_tokenizer *t, const celer_gguf *g, const cha
     }
     const celer_gguf_kv *sc = array_of(g, "tokenizer.ggml.scores", CELER_GGUF_FLOAT32, (uint64_t)t->n_vocab, true, err);
     if (!sc) return err->code;
-    return merges_from_vocab(t, (const float *)sc->data, err);
+    /* the array sits at any byte offset in the file: copy it out rather than read it in place */
+    float *scores = malloc((size_t)t->n_vocab * sizeof *scores);
+    if (!scores) return celer_fail(err, CELER_ERR_OOM, "tokenizer: out of memory for %d scores", t->n_vocab);
+    memcpy(scores, sc->data, (size_t)t->n_vocab * sizeof *scores);
+    celer_status st = merges_from_vocab(t, scores, err);
+    free(scores);
+    return st;
 }
 
 celer_status tok_load_gguf(celer_tokenizer **out, const celer_gguf *g, const char *arch, celer_error *err)
