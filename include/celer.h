@@ -113,8 +113,9 @@ void    celer_model_file_estimate_memory(const celer_model_file *mf, int64_t n_c
 
 typedef struct celer_tokenizer celer_tokenizer;
 
-/* Builds the tokenizer a model file describes (GGUF tokenizer.ggml.* metadata). A tokenizer
- * model or pre-tokenizer celer does not know is CELER_ERR_UNSUPPORTED naming it. */
+/* Builds the tokenizer a model file describes: GGUF tokenizer.ggml.* metadata, or a model
+ * directory's tokenizer.json (+ tokenizer_config.json). A tokenizer model, normalizer or
+ * pre-tokenizer celer cannot reproduce exactly is CELER_ERR_UNSUPPORTED naming it. */
 celer_status celer_tokenizer_load(celer_tokenizer **out, const celer_model_file *mf, celer_error *err);
 void         celer_tokenizer_free(celer_tokenizer *t);
 

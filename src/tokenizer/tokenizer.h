@@ -132,6 +132,16 @@ void         tok_merge_map_put(tok_merge_map *m, int32_t left, int32_t right, ui
 bool         tok_merge_map_get(const tok_merge_map *m, int32_t left, int32_t right, uint32_t *rank, int32_t *merged);
 celer_status tok_finish(celer_tokenizer *t, celer_error *err); /* added tokens, byte ids, chunking */
 
+/* ---- building from a model directory (vocab_json.c, vocab_json_pipeline.c) ---- */
+struct cJSON;
+/* From the directory's tokenizer.json, with tokenizer_config.json for BOS/EOS and the special
+ * tokens transformers adds; a component celer cannot reproduce exactly is CELER_ERR_UNSUPPORTED
+ * naming it. */
+celer_status tok_load_json(celer_tokenizer **out, const celer_model_file *mf, celer_error *err);
+/* Maps tokenizer.json's normalizer, pre_tokenizer and decoder onto t (whose vocabulary and text
+ * index are built); what names the file in messages. */
+celer_status tok_json_pipeline(celer_tokenizer *t, const struct cJSON *root, const char *what, celer_error *err);
+
 /* ---- encoding (bpe.c, encode.c) ---- */
 typedef struct {
     int32_t *ids;

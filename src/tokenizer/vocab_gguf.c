@@ -364,7 +364,6 @@ celer_status celer_tokenizer_load(celer_tokenizer **out, const celer_model_file 
     celer_error local;
     if (!err) err = &local;
     *out = NULL;
-    if (mf->kind != MODEL_FILE_GGUF)
-        return celer_fail(err, CELER_ERR_UNSUPPORTED, "tokenizer: tokenizer.json is not read yet; use a GGUF model");
+    if (mf->kind == MODEL_FILE_SAFETENSORS) return tok_load_json(out, mf, err); /* a model directory */
     return tok_load_gguf(out, &mf->gguf, mf->hp.arch, err);
 }
