@@ -112,3 +112,15 @@ celer_status celer_file_read_all(const char *path, uint64_t max_size, char **out
     if (size) *size = n;
     return CELER_OK;
 }
+
+char *celer_path_join(const char *dir, const char *name)
+{
+    size_t a = strlen(dir), b = strlen(name);
+    char  *p = malloc(a + b + 2);
+    if (!p) return NULL;
+    memcpy(p, dir, a);
+    size_t n = a;
+    if (a && dir[a - 1] != '/') p[n++] = '/';
+    memcpy(p + n, name, b + 1);
+    return p;
+}

@@ -20,4 +20,7 @@ void celer_mapped_file_close(celer_mapped_file *f);
 celer_status celer_file_read_all(const char *path, uint64_t max_size, char **out, uint64_t *size,
                                  celer_error *err);
 
+/* dir + "/" + name (no doubled slash) in a malloc'd string; NULL when out of memory. */
+char *celer_path_join(const char *dir, const char *name);
+
 #endif

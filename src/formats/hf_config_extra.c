@@ -24,17 +24,6 @@ static char *dup_str(const char *s)
     return d;
 }
 
-static char *join_path(const char *dir, const char *name)
-{
-    size_t a = strlen(dir), b = strlen(name);
-    char  *p = malloc(a + b + 2);
-    if (!p) return NULL;
-    memcpy(p, dir, a);
-    size_t n = a;
-    if (a && dir[a - 1] != '/') p[n++] = '/';
-    memcpy(p + n, name, b + 1);
-    return p;
-}
 
 /* 1 when path exists, 0 when it does not; -1 with err set when it cannot be checked. */
 static int exists(const char *path, celer_error *err)
@@ -50,7 +39,7 @@ static int exists(const char *path, celer_error *err)
 static celer_status read_optional(const char *dir, const char *name, cJSON **root, celer_error *err)
 {
     *root      = NULL;
-    char *path = join_path(dir, name);
+    char *path = celer_path_join(dir, name);
     if (!path) return celer_fail(err, CELER_ERR_OOM, "%s: out of memory", name);
     int          e = exists(path, err);
     celer_status s = e < 0 ? (err ? err->code : CELER_ERR_IO) : CELER_OK;
@@ -123,7 +112,7 @@ celer_status celer_hf_generation_config_load(celer_hf_generation_config *g, cons
     cJSON       *root = NULL;
     celer_status s    = read_optional(dir, "generation_config.json", &root, err);
     if (s == CELER_OK && root) {
-        char *what = join_path(dir, "generation_config.json");
+        char *what = celer_path_join(dir, "generation_config.json");
         s          = what ? gen_from_json(g, root, what, err) : celer_fail(err, CELER_ERR_OOM, "out of memory");
         free(what);
     }
@@ -289,7 +278,7 @@ static int cmp_name(const void *a, const void *b)
 /* additional_chat_templates/<name>.jinja, in name order. */
 static celer_status read_template_dir(celer_hf_tokenizer_config *list, const char *dir, celer_error *err)
 {
-    char *tdir = join_path(dir, TEMPLATE_DIR);
+    char *tdir = celer_path_join(dir, TEMPLATE_DIR);
     if (!tdir) return celer_fail(err, CELER_ERR_OOM, "out of memory");
     DIR *d = opendir(tdir);
     if (!d) {
@@ -315,7 +304,7 @@ static celer_status read_template_dir(celer_hf_tokenizer_config *list, const cha
     closedir(d);
     if (names) qsort(names, n, sizeof *names, cmp_name);
     for (size_t i = 0; i < n && s == CELER_OK; i++) {
-        char *path = join_path(tdir, names[i]);
+        char *path = celer_path_join(tdir, names[i]);
         names[i][strlen(names[i]) - 6] = '\0';
         s = path ? read_template_file(list, path, names[i], err) : celer_fail(err, CELER_ERR_OOM, "out of memory");
         free(path);
@@ -330,7 +319,7 @@ static celer_status read_template_dir(celer_hf_tokenizer_config *list, const cha
 static celer_status read_template_files(celer_hf_tokenizer_config *t, const char *dir, celer_error *err)
 {
     celer_hf_tokenizer_config files = {0};
-    char                     *path  = join_path(dir, "chat_template.jinja");
+    char                     *path  = celer_path_join(dir, "chat_template.jinja");
     celer_status s = path ? read_template_file(&files, path, "default", err) : celer_fail(err, CELER_ERR_OOM, "out of memory");
     free(path);
     if (s == CELER_OK) s = read_template_dir(&files, dir, err);
@@ -351,7 +340,7 @@ celer_status celer_hf_tokenizer_config_load(celer_hf_tokenizer_config *t, const 
     cJSON       *root = NULL;
     celer_status s    = read_optional(dir, "tokenizer_config.json", &root, err);
     if (s == CELER_OK && root) {
-        char *what = join_path(dir, "tokenizer_config.json");
+        char *what = celer_path_join(dir, "tokenizer_config.json");
         s          = what ? tok_from_json(t, root, what, err) : celer_fail(err, CELER_ERR_OOM, "out of memory");
         free(what);
     }

@@ -2,6 +2,7 @@
 #include "formats/safetensors.h"
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "core/json.h"
 
 #include <dirent.h>
@@ -17,17 +18,6 @@
 
 typedef unsigned long long ull;
 
-static char *join_path(const char *dir, const char *name)
-{
-    size_t a = strlen(dir), b = strlen(name);
-    char  *p = malloc(a + b + 2);
-    if (!p) return NULL;
-    memcpy(p, dir, a);
-    size_t n = a;
-    if (a && dir[a - 1] != '/') p[n++] = '/';
-    memcpy(p + n, name, b + 1);
-    return p;
-}
 
 static char *dup_str(const char *s)
 {
@@ -188,7 +178,7 @@ static celer_status open_files(celer_safetensors_set *s, const char *dir, char *
     s->files = calloc(n ? n : 1, sizeof *s->files);
     if (!s->files) return celer_fail(err, CELER_ERR_OOM, "safetensors: out of memory");
     for (uint32_t i = 0; i < n; i++) {
-        char *path = dir ? join_path(dir, names[i]) : dup_str(names[i]);
+        char *path = dir ? celer_path_join(dir, names[i]) : dup_str(names[i]);
         if (!path) return celer_fail(err, CELER_ERR_OOM, "safetensors: out of memory");
         celer_status st = celer_safetensors_open(&s->files[i], path, err);
         if (st == CELER_ERR_IO && s->index_path && err) {
@@ -267,8 +257,8 @@ static celer_status open_indexed(celer_safetensors_set *s, celer_error *err)
 
 static celer_status open_dir(celer_safetensors_set *s, celer_error *err)
 {
-    s->index_path = join_path(s->dir, INDEX_NAME);
-    char *single  = join_path(s->dir, SINGLE_NAME);
+    s->index_path = celer_path_join(s->dir, INDEX_NAME);
+    char *single  = celer_path_join(s->dir, SINGLE_NAME);
     if (!s->index_path || !single) {
         free(single);
         return celer_fail(err, CELER_ERR_OOM, "safetensors: out of memory");
