@@ -13,14 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define CHECK(c)                                                                                             \
-    do {                                                                                                     \
-        if (!(c)) {                                                                                          \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #c);                                          \
-            return 1;                                                                                        \
-        }                                                                                                    \
-    } while (0)
+#include "check.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 

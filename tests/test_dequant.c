@@ -9,14 +9,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #c);                                \
-            return 1;                                                                              \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 /* Same float, by bits (so -0 != +0 and NaN == the same NaN). */
 static int same(float a, float b) { return celer_f32_bits(a) == celer_f32_bits(b); }

@@ -5,14 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #c);                                \
-            return 1;                                                                              \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 /* ---- a little writer --------------------------------------------------- */
 

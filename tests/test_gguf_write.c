@@ -9,14 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #c);                                \
-            return 1;                                                                              \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 static char dir[256];
 

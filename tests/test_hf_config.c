@@ -10,14 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-#define CHECK(c)                                                                                             \
-    do {                                                                                                     \
-        if (!(c)) {                                                                                          \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #c);                                          \
-            return 1;                                                                                        \
-        }                                                                                                    \
-    } while (0)
+#include "check.h"
 
 #define CHECK_ERR(call, want, needle)                                                                        \
     do {                                                                                                     \

@@ -7,14 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #c);                                \
-            return 1;                                                                              \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 /* All matches of pattern in text, joined as "m1|m2|...". */
 static int split(const char *pattern, const char *text, char *out, size_t cap)

@@ -10,14 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#define CHECK(c)                                                                                             \
-    do {                                                                                                     \
-        if (!(c)) {                                                                                          \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #c);                                          \
-            return 1;                                                                                        \
-        }                                                                                                    \
-    } while (0)
+#include "check.h"
 
 /* The call fails with code and its message contains needle. */
 #define CHECK_ERR(call, want, needle)                                                                        \
