@@ -1,0 +1,161 @@
+"""celer's forward pass against the mlx-lm reference on the real models, through the fixtures in
+tests/data/mlx/ (written by make_mlx_fixtures.py; this test needs no mlx) and tests/tools/logits_dump.
+
+Decided positions (docs/correctness.md): the greedy token is compared only where the reference's
+top-1 logit beats its top-2 by at least THRESHOLD nats; below that, float rounding or a legitimate
+approximation may flip the choice and a disagreement says nothing.
+
+- teacher-forced: prompt + the reference's continuation run through celer as a prefill (chunks of
+  CHUNK tokens); at every decided position celer's top-1 must be the reference's. At least
+  MIN_DECIDED decided positions per model, and no mismatch.
+- free-running: celer's own greedy continuation (one forward per token, like decode) must equal
+  the reference's until they first differ, and that first difference must be at an undecided
+  step (so at least up to the first undecided position; usually all N_GEN tokens).
+
+CELER_PARITY_SLOW=1 adds the slow prompts (gemma3's prompt past its 512-token sliding window).
+Each model's numbers are printed and written to $CELER_BUILD_DIR/mlx_parity.txt."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("CELER_BUILD_DIR") or ROOT / "build")
+DUMP = BUILD / "logits_dump"
+FIXTURES = ROOT / "tests" / "data" / "mlx"
+MODELS = ["smollm2-135m", "gemma3-270m", "qwen2.5-coder-0.5b"]
+
+THRESHOLD = 1.0  # nats: the reference's top-1 must beat its top-2 by this much to be decided
+MIN_DECIDED = 200  # decided positions each model must have
+TRIPWIRE = 0.5  # nats: largest median |Δ| of the top-1 logit, over positions where the choices agree
+CHUNK = 24  # prefill tokens per forward: not a multiple of the 16-position KV block
+FREE_PROMPTS = 2  # prompts per model for the free-running check (decode is the slow path)
+SLOW = os.environ.get("CELER_PARITY_SLOW") == "1"
+
+
+def fixture(name: str) -> dict:
+    path = FIXTURES / f"{name}.json"
+    assert path.exists(), f"{path} is missing: run `make check-reference` (needs mlx) to write it"
+    return json.loads(path.read_text())
+
+
+def model_path(name: str, fx: dict) -> str:
+    r = subprocess.run([str(ROOT / "scripts" / "fetch-model"), name], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, f"scripts/fetch-model {name} failed: {r.stderr}"
+    path = r.stdout.strip().splitlines()[-1]
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    assert h.hexdigest() == fx["sha256"], (
+        f"{path} is not the file tests/data/mlx/{name}.json was made from; "
+        "regenerate the fixtures with `make check-reference`")
+    return path
+
+
+def dump(*args: str) -> list[dict]:
+    assert DUMP.exists(), f"{DUMP} is missing: build celer first (cmake --build build)"
+    r = subprocess.run([str(DUMP), *args], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, f"logits_dump {' '.join(args[:1])} ...: exit {r.returncode}: {r.stderr}"
+    return [json.loads(line) for line in r.stdout.splitlines()]
+
+
+def ids_arg(ids: list[int]) -> str:
+    return ",".join(str(i) for i in ids)
+
+
+def prompts(fx: dict) -> list[dict]:
+    return [p for p in fx["prompts"] if SLOW or not p["slow"]]
+
+
+def report(name: str, line: str) -> None:
+    print(line)
+    try:
+        with open(BUILD / "mlx_parity.txt", "a") as f:
+            f.write(line + "\n")
+    except OSError:
+        pass
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_teacher_forced(name: str) -> None:
+    fx = fixture(name)
+    path = model_path(name, fx)
+    positions = decided = undecided_diff = 0
+    dls, worst = [], (0.0, "")
+    mismatches = []
+    for p in prompts(fx):
+        seq = p["ids"] + p["gen"]
+        rows = dump(path, "--ids", ids_arg(seq), "--top", "2", "--chunk", str(CHUNK))
+        assert len(rows) == len(seq) == len(p["top1"]), f"{name}/{p['name']}: {len(rows)} rows for {len(seq)} tokens"
+        for i, row in enumerate(rows):
+            assert row["pos"] == i
+            got, got_l1 = row["top"][0]
+            want, want_l1, margin = p["top1"][i], p["l1"][i], p["margin"][i]
+            positions += 1
+            if got == want:
+                dls.append(abs(got_l1 - want_l1))
+                if dls[-1] > worst[0]:
+                    worst = (dls[-1], f"{p['name']} pos {i}")
+            if margin < THRESHOLD:
+                undecided_diff += got != want
+                continue
+            decided += 1
+            if got != want:
+                mismatches.append(f"{p['name']} pos {i}: celer {got} ({got_l1:.4f}; runner-up {row['top'][1]}), "
+                                  f"reference {want} ({want_l1:.4f}, margin {margin:.4f})")
+    report(name, f"mlx parity {name}: {positions} positions, {decided} decided (margin >= {THRESHOLD}), "
+                 f"{len(mismatches)} mismatches ({len(mismatches) / max(decided, 1):.2%}), "
+                 f"{undecided_diff} undecided disagreements; |dlogit| of top-1: median {statistics.median(dls):.2e}, "
+                 f"p99 {sorted(dls)[int(0.99 * (len(dls) - 1))]:.2e}, max {worst[0]:.2e} ({worst[1]})")
+    assert not mismatches, f"{name}: {len(mismatches)} of {decided} decided positions differ:\n" + "\n".join(mismatches[:20])
+    assert decided >= MIN_DECIDED, f"{name}: only {decided} decided positions; the fixture needs more prompts"
+    # A systematic error (a scale, an offset) can leave every argmax alone; the median catches it
+    # while tolerating the few positions where activation outliers meet Q8 activations.
+    assert statistics.median(dls) <= TRIPWIRE, (
+        f"{name}: the top-1 logit is off by a median {statistics.median(dls):.3f} nats (> {TRIPWIRE})")
+
+
+def decided_prefix(p: dict) -> int:
+    """Continuation tokens before the first undecided one: the reference's greedy choice at
+    continuation step s is made at position len(ids) - 1 + s."""
+    n = len(p["ids"])
+    u = 0
+    while u < len(p["gen"]) and p["margin"][n - 1 + u] >= THRESHOLD:
+        u += 1
+    return u
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_free_running(name: str) -> None:
+    fx = fixture(name)
+    path = model_path(name, fx)
+    chosen = sorted(prompts(fx), key=decided_prefix, reverse=True)[:FREE_PROMPTS]
+    equal = decided_checked = 0
+    for p in chosen:
+        n, want = len(p["ids"]), p["gen"]
+        rows = dump(path, "--greedy", str(len(want)), "--prompt-ids", ids_arg(p["ids"]), "--top", "2",
+                    "--chunk", str(CHUNK))
+        got = rows[-1]["greedy"]
+        assert len(got) == len(want)
+        # Equal up to the first disagreement, and that one must be at an undecided step: past it
+        # the two runs condition on different tokens and are no longer comparable.
+        k = next((s for s in range(len(want)) if got[s] != want[s]), len(want))
+        if k < len(want):
+            margin = p["margin"][n - 1 + k]
+            assert margin < THRESHOLD, (
+                f"{name}/{p['name']}: celer's greedy continuation leaves the reference's at step {k} "
+                f"(celer {got[k]}, reference {want[k]}), where the reference's margin is {margin:.4f} "
+                f">= {THRESHOLD}\nceler:     {got}\nreference: {want}")
+        equal += k
+        decided_checked += sum(p["margin"][n - 1 + s] >= THRESHOLD for s in range(k))
+    report(name, f"mlx parity {name}: free-running greedy: {equal} of {FREE_PROMPTS * fx['n_gen']} tokens equal "
+                 f"({decided_checked} of them decided) over {len(chosen)} prompts")
+    assert decided_checked > 0, f"{name}: no decided token was checked"
