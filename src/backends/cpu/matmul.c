@@ -7,6 +7,7 @@
 #include "backends/cpu/dot.h"
 #include "core/error.h"
 #include "quant/dequant.h"
+#include "quant/half.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +74,8 @@ static size_t act_row_bytes(celer_cpu_act act, int64_t k)
 {
     switch (act) {
     case CELER_CPU_ACT_F32: return (size_t)k * sizeof(float);
-    case CELER_CPU_ACT_Q8_0: return (size_t)(k / CELER_QK8_0) * sizeof(celer_block_q8_0);
+    case CELER_CPU_ACT_Q8_0: /* the blocks, then d·Σq of each block (the min term of Q4_1/Q5_1) */
+        return CELER_Q8_0_SUMS_AT(k / CELER_QK8_0) + (size_t)(k / CELER_QK8_0) * sizeof(float);
     case CELER_CPU_ACT_Q8_K: return (size_t)(k / CELER_QK_K) * sizeof(celer_block_q8_K);
     default: return 0;
     }
@@ -135,10 +137,19 @@ static void quantize_job(void *ctx, int ith, int nth)
     const job *j  = ctx;
     int64_t    nb = j->k / j->blk, b0, b1;
     celer_pool_slice(j->T * nb, ith, nth, &b0, &b1);
-    size_t bbytes = j->xb / (size_t)nb;
+    bool   q8_0   = j->blk == CELER_QK8_0;
+    size_t bbytes = q8_0 ? sizeof(celer_block_q8_0) : sizeof(celer_block_q8_K);
     while (b0 < b1) {
         int64_t t = b0 / nb, i = b0 % nb, n = nb - i < b1 - b0 ? nb - i : b1 - b0;
-        j->quantize(j->X + t * j->k + i * j->blk, j->xq + t * j->xb + i * bbytes, n * j->blk);
+        char   *row = j->xq + t * j->xb;
+        j->quantize(j->X + t * j->k + i * j->blk, row + i * bbytes, n * j->blk);
+        for (int64_t b = i; q8_0 && b < i + n; b++) {
+            const celer_block_q8_0 *blk = (const celer_block_q8_0 *)row + b;
+            int32_t                 sum = 0;
+            for (int e = 0; e < CELER_QK8_0; e++) sum += blk->qs[e];
+            float s = celer_half_to_f32(blk->d) * (float)sum;
+            memcpy(row + CELER_Q8_0_SUMS_AT(nb) + (size_t)b * sizeof(float), &s, sizeof s);
+        }
         b0 += n;
     }
 }
