@@ -151,6 +151,8 @@ typedef struct {
     bool                   started;     /* something was emitted (for leading-space stripping) */
     char                  *out;         /* the text returned by the last call */
     size_t                 out_cap;
+    char                  *work;        /* scratch reused from token to token */
+    size_t                 work_cap;
 } celer_detok;
 
 void         celer_detok_init(celer_detok *d, const celer_tokenizer *t);

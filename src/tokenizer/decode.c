@@ -165,6 +165,7 @@ void celer_detok_free(celer_detok *d)
 {
     if (!d) return;
     free(d->out);
+    free(d->work);
     memset(d, 0, sizeof *d);
 }
 
@@ -185,7 +186,7 @@ static celer_status emit(celer_detok *d, buf *all, size_t k, const char **text, 
     memcpy(d->pending, s + k, rest);
     d->n_pending = rest;
     bool oom     = o.oom || all->oom;
-    free(all->p);
+    d->work = all->p, d->work_cap = all->cap; /* kept for the next token: no allocation per token */
     d->out = o.p, d->out_cap = o.cap;
     if (oom) return celer_fail(err, CELER_ERR_OOM, "tokenizer: out of memory streaming text");
     *text = d->out, *n = o.n;
@@ -198,7 +199,7 @@ celer_status celer_detok_push(celer_detok *d, int32_t id, const char **text, siz
     if (!err) err = &local;
     *text = "", *n = 0;
     if (check_id(d->tok, id, err)) return err->code;
-    buf              all = {0};
+    buf              all = {.p = d->work, .cap = d->work_cap};
     const tok_entry *e   = &d->tok->vocab[id];
     put(&all, d->pending, d->n_pending);
     int byte = d->tok->decoder == DEC_BYTE_LEVEL ? -1 : spm_byte(e);
@@ -215,7 +216,7 @@ celer_status celer_detok_flush(celer_detok *d, const char **text, size_t *n, cel
 {
     celer_error local;
     if (!err) err = &local;
-    buf all = {0};
+    buf all = {.p = d->work, .cap = d->work_cap};
     put(&all, d->pending, d->n_pending);
     return emit(d, &all, all.n, text, n, err);
 }
