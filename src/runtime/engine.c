@@ -39,25 +39,30 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* End of generation: EOS, and the end-of-turn tokens chat models emit instead. */
-static void find_eog(celer_engine *e)
-{
-    static const char *const names[] = {"<|im_end|>", "<end_of_turn>", "<|eot_id|>", "<|end|>", "<|endoftext|>"};
-    const celer_tokenizer   *t       = e->tok;
-    if (t->eos_id >= 0) e->eog[e->n_eog++] = t->eos_id;
-    for (size_t i = 0; i < sizeof names / sizeof names[0] && e->n_eog < 8; i++)
-        for (uint32_t k = 0; k < t->n_added; k++)
-            if (t->added[k].special && t->added[k].len == strlen(names[i]) && !memcmp(t->added[k].text, names[i], t->added[k].len) &&
-                t->added[k].id != t->eos_id)
-                e->eog[e->n_eog++] = t->added[k].id;
-}
-
 static bool is_eog(const celer_engine *e, int32_t id)
 {
     for (int i = 0; i < e->n_eog; i++)
         if (e->eog[i] == id) return true;
     return false;
 }
+
+/* End of generation: EOS and the end-of-turn / end-of-message ids the metadata names, then the
+ * end-of-turn control tokens of the chat formats celer knows (files converted before those keys
+ * existed name only EOS, e.g. Gemma's <eos> while its chats end with <end_of_turn>). */
+static void find_eog(celer_engine *e)
+{
+    static const char *const names[] = {"<|im_end|>", "<end_of_turn>", "<|eot_id|>", "<|end|>", "<|endoftext|>"};
+    const celer_tokenizer   *t       = e->tok;
+    int32_t                  ids[3]  = {t->eos_id, t->eot_id, t->eom_id};
+    for (int i = 0; i < 3; i++)
+        if (ids[i] >= 0 && !is_eog(e, ids[i])) e->eog[e->n_eog++] = ids[i];
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && e->n_eog < 8; i++)
+        for (uint32_t k = 0; k < t->n_added; k++)
+            if (t->added[k].special && t->added[k].len == strlen(names[i]) &&
+                !memcmp(t->added[k].text, names[i], t->added[k].len) && !is_eog(e, t->added[k].id))
+                e->eog[e->n_eog++] = t->added[k].id;
+}
+
 
 /* Refuses, with the numbers and the flag to change, a model that does not fit in the memory
  * available now. The weights are mapped, not copied, but every page is read each token. */

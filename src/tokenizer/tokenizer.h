@@ -108,6 +108,7 @@ struct celer_tokenizer {
     int32_t       unk_id;        /* the metadata's unknown token (an added special token); -1: none */
     int32_t       bpe_unk;       /* what BPE emits for a character it cannot spell; -1: drop it */
     int32_t       bos_id, eos_id, pad_id;
+    int32_t       eot_id, eom_id;  /* end of turn / end of message (GGUF metadata); -1: none */
     bool          add_bos, add_eos;
     /* SentencePiece text is BPE'd in chunks cut before each ▁ that follows another character,
      * which gives the same tokens as one long word wherever no token spans the cut: glue[] lists

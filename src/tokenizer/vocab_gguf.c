@@ -314,7 +314,7 @@ celer_status tok_load_gguf(celer_tokenizer **out, const celer_gguf *g, const cha
 {
     *out               = NULL;
     celer_tokenizer *t = calloc(1, sizeof *t);
-    if (t) t->bpe_unk = -1; /* Hugging Face's GPT-2 and Llama BPE drop characters they cannot spell */
+    if (t) t->bpe_unk = t->eot_id = t->eom_id = -1; /* none yet; HF GPT-2/Llama BPE drop unspellable characters */
     if (!t) return celer_fail(err, CELER_ERR_OOM, "tokenizer: out of memory");
     celer_gguf_str model = {0}, pre = {0};
     bool           has_model, has_pre;
@@ -332,6 +332,8 @@ celer_status tok_load_gguf(celer_tokenizer **out, const celer_gguf *g, const cha
     if (!st) st = get_id(g, "tokenizer.ggml.eos_token_id", t->n_vocab, &t->eos_id, err);
     if (!st) st = get_id(g, "tokenizer.ggml.unknown_token_id", t->n_vocab, &t->unk_id, err);
     if (!st) st = get_id(g, "tokenizer.ggml.padding_token_id", t->n_vocab, &t->pad_id, err);
+    if (!st) st = get_id(g, "tokenizer.ggml.eot_token_id", t->n_vocab, &t->eot_id, err);
+    if (!st) st = get_id(g, "tokenizer.ggml.eom_token_id", t->n_vocab, &t->eom_id, err);
     /* llama.cpp and Hugging Face add BOS to a SentencePiece vocabulary that does not say otherwise */
     t->add_bos = !strcmp(model_s, "llama");
     if (!st) st = celer_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &t->add_bos, NULL, err);

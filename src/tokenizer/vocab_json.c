@@ -497,7 +497,7 @@ celer_status tok_load_json(celer_tokenizer **out, const celer_model_file *mf, ce
     if (!st) st = read_optional_json(L.cfg_what, &cfg, err);
     if (!st && !(L.t = calloc(1, sizeof *L.t))) st = celer_fail(err, CELER_ERR_OOM, "tokenizer: out of memory");
     if (!st) {
-        L.t->bpe_unk = L.t->bos_id = L.t->eos_id = L.t->unk_id = L.t->pad_id = -1;
+        L.t->bpe_unk = L.t->bos_id = L.t->eos_id = L.t->unk_id = L.t->pad_id = L.t->eot_id = L.t->eom_id = -1;
         st = load(&L, root, cJSON_IsObject(cfg) ? cfg : NULL, &mf->tcfg, err);
     }
     cJSON_Delete(root);
