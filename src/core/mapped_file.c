@@ -11,14 +11,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char *dup_str(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char  *d = malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
-
 /* Opens path for reading and checks it is a regular file; returns the fd or -1 with err set. */
 static int open_regular(const char *path, struct stat *st, celer_error *err)
 {
@@ -46,7 +38,7 @@ celer_status celer_mapped_file_open(celer_mapped_file *f, const char *path, cele
     struct stat st;
     int         fd = open_regular(path, &st, err);
     if (fd < 0) return err ? err->code : CELER_ERR_IO;
-    f->path = dup_str(path);
+    f->path = strdup(path);
     if (!f->path) {
         close(fd);
         return celer_fail(err, CELER_ERR_OOM, "%s: out of memory", path);

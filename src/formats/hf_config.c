@@ -13,14 +13,6 @@
 #define CONFIG_MAX_SIZE (16u << 20) /* bytes */
 #define NO_FLAG         ((size_t)-1)
 
-static char *dup_str(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char  *d = malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
-
 /* obj[key] copied into *dst (replacing it) when present. */
 static celer_status get_str(const cJSON *obj, const char *key, const char *what, char **dst, celer_error *err)
 {
@@ -28,7 +20,7 @@ static celer_status get_str(const cJSON *obj, const char *key, const char *what,
     bool         found = false;
     celer_status s     = celer_json_get_string(obj, key, what, &v, &found, err);
     if (s != CELER_OK || !found) return s;
-    char *d = dup_str(v);
+    char *d = strdup(v);
     if (!d) return celer_fail(err, CELER_ERR_OOM, "%s: out of memory", what);
     free(*dst);
     *dst = d;
@@ -154,7 +146,7 @@ static celer_status read_overrides(const cJSON *block, const char *what, celer_h
     {
         if (is_block_key(e->string) || !(cJSON_IsObject(e) || cJSON_IsBool(e))) continue;
         celer_hf_quant_override *o = &q->overrides[q->n_overrides];
-        if (!(o->module = dup_str(e->string))) return celer_fail(err, CELER_ERR_OOM, "%s: out of memory", what);
+        if (!(o->module = strdup(e->string))) return celer_fail(err, CELER_ERR_OOM, "%s: out of memory", what);
         q->n_overrides++;
         char sub[512];
         snprintf(sub, sizeof sub, "%.300s['%.200s']", what, e->string);
@@ -379,7 +371,7 @@ static celer_status read_fields(celer_hf_config *c, const cJSON *obj, const char
         if (!cJSON_IsArray(arch) || (arch->child && !cJSON_IsString(arch->child)))
             return celer_fail(err, CELER_ERR_FORMAT, "%s: 'architectures' must be a list of strings", what);
         if (arch->child) {
-            char *a = dup_str(arch->child->valuestring);
+            char *a = strdup(arch->child->valuestring);
             if (!a) return celer_fail(err, CELER_ERR_OOM, "%s: out of memory", what);
             free(c->architecture);
             c->architecture = a;

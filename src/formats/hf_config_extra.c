@@ -16,14 +16,6 @@
 #define TEMPLATE_MAX_SIZE (16u << 20)
 #define TEMPLATE_DIR      "additional_chat_templates" /* transformers' CHAT_TEMPLATE_DIR */
 
-static char *dup_str(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char  *d = malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
-
 
 /* 1 when path exists, 0 when it does not; -1 with err set when it cannot be checked. */
 static int exists(const char *path, celer_error *err)
@@ -140,7 +132,7 @@ static celer_status read_token(const cJSON *obj, const char *key, const char *wh
     if (!cJSON_IsString(it))
         return celer_fail(err, CELER_ERR_FORMAT, "%s: '%s' must be a string or an object with a string 'content'",
                           what, key);
-    if (!(*dst = dup_str(it->valuestring))) return celer_fail(err, CELER_ERR_OOM, "%s: out of memory", what);
+    if (!(*dst = strdup(it->valuestring))) return celer_fail(err, CELER_ERR_OOM, "%s: out of memory", what);
     return CELER_OK;
 }
 
@@ -165,8 +157,8 @@ static celer_status add_template(celer_hf_tokenizer_config *t, char *name, char 
     if (s == CELER_OK) {
         celer_hf_chat_template *n2 = realloc(t->templates, (t->n_templates + 1) * sizeof *n2);
         if (n2) t->templates = n2;
-        nm = own ? name : dup_str(name);
-        tx = own ? text : dup_str(text);
+        nm = own ? name : strdup(name);
+        tx = own ? text : strdup(text);
         if (n2 && nm && tx) {
             t->templates[t->n_templates++] = (celer_hf_chat_template){nm, tx};
             return CELER_OK;
@@ -262,7 +254,7 @@ static celer_status read_template_file(celer_hf_tokenizer_config *list, const ch
     char        *text = NULL;
     celer_status s    = celer_file_read_all(path, TEMPLATE_MAX_SIZE, &text, NULL, err);
     if (s != CELER_OK) return s;
-    char *nm = dup_str(name);
+    char *nm = strdup(name);
     if (!nm) {
         free(text);
         return celer_fail(err, CELER_ERR_OOM, "%s: out of memory", path);
@@ -296,7 +288,7 @@ static celer_status read_template_dir(celer_hf_tokenizer_config *list, const cha
         size_t len = strlen(de->d_name);
         if (len <= 6 || strcmp(de->d_name + len - 6, ".jinja") != 0) continue;
         char **n2 = realloc(names, (n + 1) * sizeof *n2);
-        char  *nm = n2 ? dup_str(de->d_name) : NULL;
+        char  *nm = n2 ? strdup(de->d_name) : NULL;
         if (n2) names = n2;
         if (!nm) s = celer_fail(err, CELER_ERR_OOM, "%s: out of memory", tdir);
         else names[n++] = nm;

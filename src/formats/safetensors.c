@@ -69,14 +69,6 @@ static uint64_t read_u64_le(const uint8_t *p)
     return v;
 }
 
-static char *dup_str(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char  *d = malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
-
 /* "[49152, 576]" into buf (from the JSON, for messages about shapes that did not parse). */
 static const char *shape_str(const uint64_t *shape, uint32_t n_dims, char *buf, size_t cap)
 {
@@ -361,7 +353,7 @@ static celer_status parse_image(celer_safetensors *st, const uint8_t *data, uint
 static celer_status parse_named(celer_safetensors *st, const uint8_t *data, uint64_t size, const char *name,
                                 celer_error *err)
 {
-    st->name = dup_str(name ? name : "(memory)");
+    st->name = strdup(name ? name : "(memory)");
     if (!st->name) return celer_fail(err, CELER_ERR_OOM, "safetensors: out of memory");
     celer_status s = parse_image(st, data, size, err);
     if (s != CELER_OK) celer_safetensors_close(st);

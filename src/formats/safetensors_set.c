@@ -18,15 +18,6 @@
 
 typedef unsigned long long ull;
 
-
-static char *dup_str(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char  *d = malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
-
 /* 1: a regular file, 0: nothing there, -1: something else or an error (err set). */
 static int is_file(const char *path, celer_error *err)
 {
@@ -81,7 +72,7 @@ static celer_status scan_dir(const char *dir, char ***out, uint32_t *n_out, cele
             names = n2;
             cap   = cap2;
         }
-        if (!(names[n] = dup_str(de->d_name)))
+        if (!(names[n] = strdup(de->d_name)))
             s = celer_fail(err, CELER_ERR_OOM, "safetensors: %s: out of memory listing shards", dir);
         else n++;
     }
@@ -162,7 +153,7 @@ static celer_status read_index(const char *index, const cJSON *root, map_entry *
     celer_status s = CELER_OK;
     for (uint32_t k = 0; k < i && s == CELER_OK; k++) {
         if (k && strcmp(tmp[k - 1], tmp[k]) == 0) continue;
-        if (!((*names)[*n_names] = dup_str(tmp[k]))) s = celer_fail(err, CELER_ERR_OOM, "safetensors: out of memory");
+        if (!((*names)[*n_names] = strdup(tmp[k]))) s = celer_fail(err, CELER_ERR_OOM, "safetensors: out of memory");
         else (*n_names)++;
     }
     free(tmp);
@@ -178,7 +169,7 @@ static celer_status open_files(celer_safetensors_set *s, const char *dir, char *
     s->files = calloc(n ? n : 1, sizeof *s->files);
     if (!s->files) return celer_fail(err, CELER_ERR_OOM, "safetensors: out of memory");
     for (uint32_t i = 0; i < n; i++) {
-        char *path = dir ? celer_path_join(dir, names[i]) : dup_str(names[i]);
+        char *path = dir ? celer_path_join(dir, names[i]) : strdup(names[i]);
         if (!path) return celer_fail(err, CELER_ERR_OOM, "safetensors: out of memory");
         celer_status st = celer_safetensors_open(&s->files[i], path, err);
         if (st == CELER_ERR_IO && s->index_path && err) {
@@ -275,7 +266,7 @@ static celer_status open_dir(celer_safetensors_set *s, celer_error *err)
         uint32_t n     = 0;
         if (has_one) {
             names = malloc(sizeof *names);
-            if (names && (names[0] = dup_str(SINGLE_NAME))) n = 1;
+            if (names && (names[0] = strdup(SINGLE_NAME))) n = 1;
             else st = celer_fail(err, CELER_ERR_OOM, "safetensors: out of memory");
         } else st = scan_dir(s->dir, &names, &n, err);
         if (st == CELER_OK) st = open_files(s, s->dir, names, n, err);
@@ -289,7 +280,7 @@ static celer_status open_dir(celer_safetensors_set *s, celer_error *err)
 celer_status celer_safetensors_set_open(celer_safetensors_set *s, const char *path, celer_error *err)
 {
     memset(s, 0, sizeof *s);
-    s->dir = dup_str(path);
+    s->dir = strdup(path);
     if (!s->dir) return celer_fail(err, CELER_ERR_OOM, "safetensors: out of memory");
     struct stat sb;
     celer_status st;
