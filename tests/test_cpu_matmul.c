@@ -78,7 +78,22 @@ static void random_acts(float *x, int64_t T, int64_t k)
     if (T > 2) memset(x + k, 0, (size_t)k * sizeof *x);
 }
 
-/* Per activation i: the worst error of its Q8 code e(i) (matmul.h), and its dequantized value. */
+/* One Q8 block of n values as the reference quantizers make it: the dequantized values into xq
+ * and the worst error of each code (half a step, plus the binary16 rounding of a Q8_0 scale). */
+static void q8_block(celer_cpu_act act, const float *x, int64_t n, float *xq, float *e)
+{
+    float amax = 0;
+    for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
+    float d  = amax / 127.0f;
+    float hd = act == CELER_CPU_ACT_Q8_0 ? celer_half_to_f32(celer_f32_to_half(d)) : d;
+    for (int64_t i = 0; i < n; i++) {
+        e[i]  = 0.5f * d + 127.0f * fabsf(d - hd);
+        xq[i] = hd ? roundf(x[i] * (1.0f / d)) * hd : 0;
+    }
+}
+
+/* Per activation i: the worst error e(i) of its two codes (matmul.h) and its dequantized
+ * value x̂ = codes + residual codes. */
 static void act_error(celer_cpu_act act, const float *x, int64_t k, float *e, float *xq)
 {
     if (act == CELER_CPU_ACT_F32) {
@@ -86,15 +101,12 @@ static void act_error(celer_cpu_act act, const float *x, int64_t k, float *e, fl
         return;
     }
     int64_t blk = act == CELER_CPU_ACT_Q8_0 ? CELER_QK8_0 : CELER_QK_K;
+    float   r[CELER_QK_K], rq[CELER_QK_K], e0[CELER_QK_K];
     for (int64_t b = 0; b < k; b += blk) {
-        float amax = 0;
-        for (int64_t i = b; i < b + blk; i++) amax = fmaxf(amax, fabsf(x[i]));
-        float d  = amax / 127.0f;
-        float hd = act == CELER_CPU_ACT_Q8_0 ? celer_half_to_f32(celer_f32_to_half(d)) : d;
-        for (int64_t i = b; i < b + blk; i++) {
-            e[i]    = 0.5f * d + 127.0f * fabsf(d - hd);
-            xq[i]   = hd ? roundf(x[i] * (1.0f / d)) * hd : 0; /* as the reference quantizers */
-        }
+        q8_block(act, x + b, blk, xq + b, e0);
+        for (int64_t i = 0; i < blk; i++) r[i] = x[b + i] - xq[b + i];
+        q8_block(act, r, blk, rq, e + b);
+        for (int64_t i = 0; i < blk; i++) xq[b + i] += rq[i];
     }
 }
 
@@ -157,7 +169,7 @@ static int check_shape(const ctx *c, celer_ggml_type t, int64_t rows, int64_t k,
             n_skipped++;
             continue;
         }
-        CHECK(celer_cpu_scratch_init(&s, (celer_cpu_isa)isa, celer_cpu_matmul_scratch_size(t, k, T), &err) == CELER_OK);
+        CHECK(celer_cpu_scratch_init(&s, (celer_cpu_isa)isa, celer_cpu_matmul_scratch_size(t, rows, k, T), &err) == CELER_OK);
         for (int p = 0; p < c->n_pool; p++) {
             for (int64_t i = 0; i < T * rows; i++) Y[i] = NAN;
             if (celer_cpu_matmul(c->pool[p], t, W, rows, k, X, T, Y, &s, &err) != CELER_OK) {
@@ -231,7 +243,10 @@ static int test_errors(void)
     CHECK(celer_cpu_matmul(NULL, CELER_GGML_Q4_0, w, 1, 32, x, 1, y, &s, &err) == CELER_ERR_INVALID); /* no scratch */
     CHECK(strstr(err.msg, "scratch") != NULL);
     CHECK(celer_cpu_matmul(NULL, CELER_GGML_F32, w, 1, 5, x, 1, y, &s, &err) == CELER_OK); /* F32 needs none */
-    CHECK(celer_cpu_matmul_scratch_size(CELER_GGML_Q4_K, 512, 3) == 3 * 2 * sizeof(celer_block_q8_K));
+    /* 3 tokens of 2 blocks, two rows each, 64-aligned; then 2 · 3 partial rows of 10 floats */
+    CHECK(celer_cpu_matmul_scratch_size(CELER_GGML_Q4_K, 10, 512, 3) ==
+          (3 * 2 * 2 * sizeof(celer_block_q8_K) + 63) / 64 * 64 + 2 * 3 * 10 * sizeof(float));
+    CHECK(celer_cpu_matmul_scratch_size(CELER_GGML_F16, 10, 512, 3) == 0);
     celer_cpu_scratch_free(&s);
     celer_cpu_scratch_free(&s);
     celer_cpu_scratch_free(NULL);

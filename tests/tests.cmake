@@ -55,3 +55,9 @@ foreach(src ${CELER_CLI_TESTS})
     ENVIRONMENT "CELER_BIN=$<TARGET_FILE:celer>;CELER_BUILD_DIR=${PROJECT_BINARY_DIR}"
     TIMEOUT 600)
 endforeach()
+
+# scripts/smoke.sh: the default model answers "What is the capital of France?" through its own
+# chat template, as `make run` does.
+add_test(NAME smoke COMMAND ${PROJECT_SOURCE_DIR}/scripts/smoke.sh $<TARGET_FILE:celer>
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(smoke PROPERTIES FIXTURES_REQUIRED models TIMEOUT 300)

@@ -36,23 +36,10 @@ celer_cpu_gemm_fn celer_cpu_gemm_ref(celer_ggml_type wtype);
 #if defined(__x86_64__)
 celer_cpu_gemm_fn celer_cpu_gemm_avx2(celer_ggml_type wtype);
 celer_cpu_gemm_fn celer_cpu_gemm_avx512vnni(celer_ggml_type wtype);
-/* A Q8_0 activation row of nb blocks holds the blocks, then (at this 4-aligned offset) one float
- * per block: d · Σ codes, which the unsigned-code kernels (Q4_1, Q5_1) use for the min term
- * instead of summing the codes again for every weight row. */
-#define CELER_Q8_0_SUMS_AT(nb) ((((size_t)(nb) * sizeof(celer_block_q8_0)) + 3) & ~(size_t)3)
-
-#endif
-
-#if defined(__x86_64__)
 /* AVX2 activation quantizers: the results of quant/dequant.h's celer_quantize_row_q8_0_ref and
  * celer_quantize_row_q8_K_ref, bit for bit. n is a multiple of the block size. */
 void celer_cpu_quantize_q8_0_avx2(const float *x, celer_block_q8_0 *y, int64_t n);
 void celer_cpu_quantize_q8_K_avx2(const float *x, celer_block_q8_K *y, int64_t n);
-/* A Q8_0 activation row of nb blocks holds the blocks, then (at this 4-aligned offset) one float
- * per block: d · Σ codes, which the unsigned-code kernels (Q4_1, Q5_1) use for the min term
- * instead of summing the codes again for every weight row. */
-#define CELER_Q8_0_SUMS_AT(nb) ((((size_t)(nb) * sizeof(celer_block_q8_0)) + 3) & ~(size_t)3)
-
 #endif
 
 /* Q4_K / Q5_K: the 8 six-bit scales and 8 mins packed in 12 bytes, unpacked to bytes. */
