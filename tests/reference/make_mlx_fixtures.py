@@ -1,5 +1,6 @@
 """Writes tests/data/mlx/<model>.json: the mlx-lm reference's greedy continuations and per-position
-top-1 / top-2 logits on the real models, for test_mlx_parity.py (which needs no mlx).
+top-1 / top-2 logits on the real models and the tiny random ones, for test_mlx_parity.py (which
+needs no mlx).
 
 For each model and prompt: the prompt text (chat prompts formatted by hand in the model's own
 format) is tokenized by celer (`celer tokenize --jsonl`), so the ids are celer's; the reference
@@ -7,8 +8,14 @@ format) is tokenized by celer (`celer tokenize --jsonl`), so the ids are celer's
 greedily with its KV cache, with no end-of-turn stop; then one uncached forward over prompt +
 continuation gives, for every position, the top-1 id, its logit and the margin to the top-2.
 
+The tiny models (tiny_models.py: a qwen3 and a qwen2 with random float32 weights) have no text:
+their prompts are random token ids, and the reference is mlx-lm's qwen3 / qwen2 Model built
+from the generator's arrays. The GGUF file that celer runs is written to a temporary folder and
+pinned by its sha256; the reference read back from that file (mlx_ref.Reference) must give
+bit-identical logits, which checks that the file holds the same model.
+
 Run by `make check-reference` (needs tests/requirements-reference.txt). Options:
-    --models NAME,...   only these (default: all in MODELS)
+    --models NAME,...   only these (default: all in MODELS; `make check-reference REF_MODELS=...`)
     --out DIR           default tests/data/mlx
 The celer binary is $CELER_BIN or build/celer; models come from scripts/fetch-model.
 """
@@ -27,6 +34,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mlx_ref  # noqa: E402
+import tiny_models  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 N_GEN = 32
@@ -96,6 +104,7 @@ MODELS = {
     + [(f"plain{i}", t, False) for i, t in enumerate(GEMMA_PLAIN)]
     + [("long", LONG_TEXT, True)],
 }
+TINY = list(tiny_models.MODELS)  # prompts: tiny_models.prompts(name)
 
 
 def fetch_model(name):
@@ -128,11 +137,25 @@ def sha256(path):
     return h.hexdigest()
 
 
-def make_fixture(name, celer):
-    path = fetch_model(name)
-    prompts = MODELS[name]
-    all_ids = tokenize(celer, path, [t for _, t, _ in prompts])
-    ref = mlx_ref.Reference(path)
+def make_fixture(name, celer, tmp):
+    if name in TINY:
+        path = str(tiny_models.write_gguf(name, os.path.join(tmp, f"{name}.gguf")))
+        prompts = [(pname, None, False) for pname, _ in tiny_models.prompts(name)]
+        all_ids = [ids for _, ids in tiny_models.prompts(name)]
+        ref = tiny_models.reference(name)
+        from_file = mlx_ref.Reference(path)
+        for ids in all_ids:
+            if not np.array_equal(ref.logits(ids), from_file.logits(ids)):
+                raise RuntimeError(f"{name}: the GGUF file read back by mlx_ref gives other logits than the model "
+                                   "tiny_models.py built: the file does not hold the same model")
+        what = (f"mlx-lm's {ref.module} Model with tiny_models.py's random float32 weights (seed "
+                f"{tiny_models.SEED}), CPU; celer runs the same weights written as GGUF (F32)")
+    else:
+        path = fetch_model(name)
+        prompts = MODELS[name]
+        all_ids = tokenize(celer, path, [t for _, t, _ in prompts])
+        ref = mlx_ref.Reference(path)
+        what = "mlx-lm on the GGUF's weights dequantized by gguf-py to float32, CPU (tests/reference/mlx_ref.py)"
     records = []
     for (pname, text, slow), ids in zip(prompts, all_ids):
         gen = ref.greedy(ids, N_GEN)
@@ -163,7 +186,7 @@ def make_fixture(name, celer):
         "file": os.path.basename(path),
         "sha256": sha256(path),
         "reference": {
-            "what": "mlx-lm on the GGUF's weights dequantized by gguf-py to float32, CPU (tests/reference/mlx_ref.py)",
+            "what": what,
             "module": f"mlx_lm.models.{ref.module}",
             "mlx": metadata.version("mlx"),
             "mlx_lm": metadata.version("mlx-lm"),
@@ -200,16 +223,19 @@ def write_compact(obj, path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--models", default=",".join([*MODELS, *TINY]))
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "data", "mlx"))
     a = ap.parse_args()
     celer = os.environ.get("CELER_BIN", os.path.join(ROOT, "build", "celer"))
     os.makedirs(a.out, exist_ok=True)
     mlx_ref._selfcheck()
-    for name in a.models.split(","):
-        if name not in MODELS:
-            ap.error(f"unknown model '{name}'; known: {', '.join(MODELS)}")
-        fx = make_fixture(name, celer)
+    names = a.models.split(",")
+    for name in names:
+        if name not in MODELS and name not in TINY:
+            ap.error(f"unknown model '{name}'; known: {', '.join([*MODELS, *TINY])}")
+    for name in names:
+        with tempfile.TemporaryDirectory() as tmp:
+            fx = make_fixture(name, celer, tmp)
         path = os.path.join(a.out, f"{name}.json")
         write_compact(fx, path)
         print(f"wrote {path} ({os.path.getsize(path)} bytes)", file=sys.stderr)

@@ -38,12 +38,13 @@ _LAYER_NAMES = {
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
 }
-# The norm before the FFN: Hugging Face calls it post_attention_layernorm in llama and qwen2
+# The norm before the FFN: Hugging Face calls it post_attention_layernorm in llama and qwen2/3
 # (it follows the attention); gemma3 has a real post-attention norm and calls this one
 # pre_feedforward_layernorm.
 _ARCH_LAYER_NAMES = {
     "llama": {"ffn_norm": "post_attention_layernorm"},
     "qwen2": {"ffn_norm": "post_attention_layernorm"},
+    "qwen3": {"ffn_norm": "post_attention_layernorm"},
     "gemma3": {
         "ffn_norm": "pre_feedforward_layernorm",
         "post_attention_norm": "post_attention_layernorm",
@@ -52,7 +53,7 @@ _ARCH_LAYER_NAMES = {
 }
 # mlx-lm module per GGUF architecture (gemma3 is the text-only model; mlx_lm.models.gemma3 is
 # the vision-language wrapper around it).
-_MODULES = {"llama": "llama", "qwen2": "qwen2", "gemma3": "gemma3_text"}
+_MODULES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma3": "gemma3_text"}
 
 
 def _field(reader, key, default=None):
@@ -171,13 +172,26 @@ class Reference:
     """An mlx-lm model on a GGUF file's dequantized weights, in float32 on the CPU."""
 
     def __init__(self, path):
-        mx.set_default_device(mx.cpu)
         reader = gguf.GGUFReader(path)
         self.arch = _field(reader, "general.architecture")
-        self.module, self.args = model_args(reader)
+        module, args = model_args(reader)
+        self._build(module, args, load_weights(reader, self.arch, args))
+
+    @classmethod
+    def from_weights(cls, module, args, weights):
+        """mlx_lm.models.<module>.Model with ModelArgs args and weights ({mlx-lm name: float32
+        numpy array}), not from a file (tiny_models.py's random models)."""
+        ref = cls.__new__(cls)
+        ref.arch = args["model_type"]
+        ref._build(module, args, dict(weights))
+        return ref
+
+    def _build(self, module_name, args, weights):
+        mx.set_default_device(mx.cpu)
+        self.module, self.args = module_name, args
         module = importlib.import_module(f"mlx_lm.models.{self.module}")
         self.model = module.Model(module.ModelArgs.from_dict(self.args))
-        weights = self.model.sanitize(load_weights(reader, self.arch, self.args))
+        weights = self.model.sanitize(weights)
         self.model.load_weights([(k, mx.array(v)) for k, v in weights.items()], strict=True)
         self.model.eval()
         mx.eval(self.model.parameters())

@@ -1,5 +1,6 @@
-"""celer's forward pass against the mlx-lm reference on the real models, through the fixtures in
-tests/data/mlx/ (written by make_mlx_fixtures.py; this test needs no mlx) and tests/tools/logits_dump.
+"""celer's forward pass against the mlx-lm reference on the real models and on two tiny random-weight
+ones (tiny_models.py: qwen3 and qwen2), through the fixtures in tests/data/mlx/ (written by
+make_mlx_fixtures.py; this test needs no mlx) and tests/tools/logits_dump.
 
 Decided positions (docs/correctness.md): the greedy token is compared only where the reference's
 top-1 logit beats its top-2 by at least THRESHOLD nats; below that, float rounding or a legitimate
@@ -22,15 +23,20 @@ import json
 import os
 import statistics
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import tiny_models  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("CELER_BUILD_DIR") or ROOT / "build")
 DUMP = BUILD / "logits_dump"
 FIXTURES = ROOT / "tests" / "data" / "mlx"
-MODELS = ["smollm2-135m", "gemma3-270m", "qwen2.5-coder-0.5b"]
+# Real models come from scripts/fetch-model; the tiny ones are written by tiny_models.py.
+MODELS = ["smollm2-135m", "gemma3-270m", "qwen2.5-coder-0.5b", *tiny_models.MODELS]
 
 THRESHOLD = 0.05  # nats: the reference's top-1 must beat its top-2 by this much to be decided
 MIN_DECIDED = 200  # decided positions each model must have
@@ -46,17 +52,22 @@ def fixture(name: str) -> dict:
     return json.loads(path.read_text())
 
 
-def model_path(name: str, fx: dict) -> str:
-    r = subprocess.run([str(ROOT / "scripts" / "fetch-model"), name], capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, f"scripts/fetch-model {name} failed: {r.stderr}"
-    path = r.stdout.strip().splitlines()[-1]
+def model_path(name: str, fx: dict, tmp_path_factory: pytest.TempPathFactory) -> str:
+    if name in tiny_models.MODELS:
+        path = str(tiny_models.write_gguf(name, tmp_path_factory.mktemp(name) / fx["file"]))
+    else:
+        r = subprocess.run([str(ROOT / "scripts" / "fetch-model"), name], capture_output=True, text=True,
+                           timeout=900)
+        assert r.returncode == 0, f"scripts/fetch-model {name} failed: {r.stderr}"
+        path = r.stdout.strip().splitlines()[-1]
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
+    what = "tiny_models.py (or gguf-py) wrote a different file than" if name in tiny_models.MODELS else "is not"
     assert h.hexdigest() == fx["sha256"], (
-        f"{path} is not the file tests/data/mlx/{name}.json was made from; "
-        "regenerate the fixtures with `make check-reference`")
+        f"{path} {what} the file tests/data/mlx/{name}.json was made from; "
+        f"regenerate the fixture with `make check-reference REF_MODELS={name}`")
     return path
 
 
@@ -85,9 +96,9 @@ def report(name: str, line: str) -> None:
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_teacher_forced(name: str) -> None:
+def test_teacher_forced(name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     fx = fixture(name)
-    path = model_path(name, fx)
+    path = model_path(name, fx, tmp_path_factory)
     positions = decided = undecided_diff = 0
     dls, worst = [], (0.0, "")
     mismatches = []
@@ -134,9 +145,9 @@ def decided_prefix(p: dict) -> int:
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_free_running(name: str) -> None:
+def test_free_running(name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     fx = fixture(name)
-    path = model_path(name, fx)
+    path = model_path(name, fx, tmp_path_factory)
     chosen = sorted(prompts(fx), key=decided_prefix, reverse=True)[:FREE_PROMPTS]
     equal = decided_checked = 0
     for p in chosen:

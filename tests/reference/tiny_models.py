@@ -1,0 +1,255 @@
+"""Tiny random-weight qwen2 and qwen3 models for the mlx-lm parity check (test_mlx_parity.py,
+make_mlx_fixtures.py), so that the qwen3 path (per-head q/k RMSNorm, NEOX RoPE, head size
+independent of the width) and the qwen2 path (q/k/v biases) are checked against mlx-lm like the
+real models are.
+
+One set of float32 weights per model, a pure function of (name, SEED), goes two ways:
+  * write_gguf: a GGUF file as llama.cpp's converter writes these architectures (its tensor
+    names and hyper-parameter keys; qwen2/qwen3 keep Hugging Face's Q/K row order), F32
+    tensors, with the placeholder vocabulary of `celer synth` (src/models/synth_vocab.c). The
+    test writes it into a temporary folder and checks its sha256 against the fixture's, so a
+    change of this generator (or of gguf-py's writer) shows up as a stale fixture.
+  * reference: mlx-lm's own qwen2 / qwen3 Model, built from ModelArgs and filled with the same
+    arrays under their Hugging Face names (needs mlx; only make_mlx_fixtures.py calls it).
+
+The random numbers are SplitMix64 on a counter, computed with numpy's wrapping uint64
+arithmetic, and turned into uniform floats with exact operations only: the bytes do not
+depend on the numpy version or the machine (numpy's own generators promise no stable stream).
+Prompts are random token ids after BOS, from the same generator.
+
+Needs numpy and gguf (tests/requirements.txt); `python tiny_models.py DIR` writes both files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+SEED = 20261130
+
+# name → shape. qwen3: head_dim 32 with 4 heads on a 64-wide model (q is 128 wide, as in real
+# Qwen3 where n_head * head_dim != n_embd), tied embeddings. qwen2: head_dim = width / heads (mlx-lm's
+# qwen2 derives it), q/k/v biases, a separate output matrix.
+MODELS = {
+    "tiny-qwen3": dict(arch="qwen3", n_layer=3, n_embd=64, n_ff=128, n_head=4, n_head_kv=2, head_dim=32,
+                       n_vocab=384, tied=True),
+    "tiny-qwen2": dict(arch="qwen2", n_layer=3, n_embd=64, n_ff=128, n_head=4, n_head_kv=2, head_dim=16,
+                       n_vocab=384, tied=False),
+}
+ROPE_THETA = 1e6
+NORM_EPS = 1e-6
+N_CTX = 4096
+N_PROMPTS = 8
+PROMPT_LEN = (16, 64)  # prompt lengths, BOS included, drawn from [lo, hi)
+N_SPECIAL = 3  # <unk>, <s>, </s>: prompts draw from the ids after them
+BOS = 1
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+
+
+def _stream(key: str, n: int) -> np.ndarray:
+    """n uint64s of SplitMix64 seeded from SEED and key."""
+    start = np.uint64(int.from_bytes(hashlib.sha256(f"{SEED}:{key}".encode()).digest()[:8], "little"))
+    with np.errstate(over="ignore"):
+        z = start + np.arange(1, n + 1, dtype=np.uint64) * _GOLDEN
+        z = (z ^ (z >> np.uint64(30))) * _M1
+        z = (z ^ (z >> np.uint64(27))) * _M2
+        return z ^ (z >> np.uint64(31))
+
+
+def _uniform(key: str, shape: tuple[int, ...], mean: float, std: float) -> np.ndarray:
+    """float32 array, uniform with the given mean and standard deviation."""
+    n = math.prod(shape)
+    u = (_stream(key, n) >> np.uint64(11)).astype(np.float64) * 2.0**-53  # [0, 1), exact
+    half = std * math.sqrt(3.0)
+    return (mean + (2.0 * u - 1.0) * half).astype(np.float32).reshape(shape)
+
+
+def _shape(name: str) -> dict:
+    if name not in MODELS:
+        raise ValueError(f"tiny_models: unknown model '{name}'; known: {', '.join(MODELS)}")
+    return MODELS[name]
+
+
+def hf_weights(name: str) -> dict[str, np.ndarray]:
+    """{Hugging Face / mlx-lm parameter name: float32 array, outermost dimension first}.
+
+    Scales: attention scores with a spread of a few units (so attention is neither uniform nor
+    one-hot), norms around 1 but not 1 (so a norm applied to the wrong tensor shows), biases as
+    large as the projections they add to (so a missing bias shows), and logits with a spread of
+    about 3 nats, so that most positions are decided."""
+    s = _shape(name)
+    d, ff, hd, v = s["n_embd"], s["n_ff"], s["head_dim"], s["n_vocab"]
+    nq, nkv = s["n_head"] * hd, s["n_head_kv"] * hd
+
+    def u(key, shape, mean=0.0, std=1.0):
+        return _uniform(f"{name}:{key}", shape, mean, std)
+
+    w = {"model.embed_tokens.weight": u("model.embed_tokens.weight", (v, d), std=0.4 if s["tied"] else 1.0),
+         "model.norm.weight": u("model.norm.weight", (d,), 1.0, 0.2)}
+    if not s["tied"]:
+        w["lm_head.weight"] = u("lm_head.weight", (v, d), std=0.4)
+    for i in range(s["n_layer"]):
+        p = f"model.layers.{i}."
+        layer = {
+            "input_layernorm.weight": ((d,), 1.0, 0.2),
+            "self_attn.q_proj.weight": ((nq, d), 0.0, 0.2),
+            "self_attn.k_proj.weight": ((nkv, d), 0.0, 0.2),
+            "self_attn.v_proj.weight": ((nkv, d), 0.0, 1.0 / math.sqrt(d)),
+            "self_attn.o_proj.weight": ((d, nq), 0.0, 1.0 / math.sqrt(nq)),
+            "post_attention_layernorm.weight": ((d,), 1.0, 0.2),
+            "mlp.gate_proj.weight": ((ff, d), 0.0, 1.5 / math.sqrt(d)),
+            "mlp.up_proj.weight": ((ff, d), 0.0, 1.5 / math.sqrt(d)),
+            "mlp.down_proj.weight": ((d, ff), 0.0, 1.0 / math.sqrt(ff)),
+        }
+        if s["arch"] == "qwen3":
+            layer["self_attn.q_norm.weight"] = ((hd,), 1.0, 0.3)
+            layer["self_attn.k_norm.weight"] = ((hd,), 1.0, 0.3)
+        if s["arch"] == "qwen2":
+            layer["self_attn.q_proj.bias"] = ((nq,), 0.0, 1.0)
+            layer["self_attn.k_proj.bias"] = ((nkv,), 0.0, 1.0)
+            layer["self_attn.v_proj.bias"] = ((nkv,), 0.0, 0.5)
+        for k, (shape, mean, std) in layer.items():
+            w[p + k] = u(p + k, shape, mean, std)
+    return w
+
+
+# Hugging Face names → GGUF names, as llama.cpp's converter (gguf-py's tensor map) renames them.
+_TOP = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+        "lm_head.weight": "output.weight"}
+_LAYER = {
+    "input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "self_attn.q_norm": "attn_q_norm",
+    "self_attn.k_norm": "attn_k_norm", "post_attention_layernorm": "ffn_norm", "mlp.gate_proj": "ffn_gate",
+    "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+}
+
+
+def gguf_name(hf: str) -> str:
+    if hf in _TOP:
+        return _TOP[hf]
+    parts = hf.split(".")  # model.layers.N.<module...>.<weight|bias>
+    return f"blk.{parts[2]}.{_LAYER['.'.join(parts[3:-1])]}.{parts[-1]}"
+
+
+def _letters(k: int) -> str:
+    """Bijective base 26, as synth_vocab.c: 0 → a, 25 → z, 26 → aa."""
+    out = ""
+    k += 1
+    while k:
+        out = chr(ord("a") + (k - 1) % 26) + out
+        k = (k - 1) // 26
+    return out
+
+
+def vocab(n: int) -> tuple[list[str], list[float], list[int]]:
+    """`celer synth`'s placeholder vocabulary (src/models/synth_vocab.c): <unk> <s> </s>, the 256
+    byte tokens, then ▁, ▁a, a, ▁b, b, ... with descending scores."""
+    tokens, scores, types = ["<unk>", "<s>", "</s>"], [0.0] * 3, [2, 3, 3]
+    for b in range(256):
+        tokens.append(f"<0x{b:02X}>")
+        scores.append(0.0)
+        types.append(6)
+    for k in range(n - len(tokens)):
+        tokens.append("\u2581" if k == 0 else ("\u2581" + _letters((k - 1) // 2) if k % 2 else _letters((k - 1) // 2)))
+        scores.append(-float(k + 1))
+        types.append(1)
+    return tokens, scores, types
+
+
+def write_gguf(name: str, path) -> Path:
+    """Writes the model as GGUF (F32 tensors) to path; returns the path."""
+    import gguf
+
+    s = _shape(name)
+    path = Path(path)
+    w = gguf.GGUFWriter(str(path), s["arch"])
+    w.add_name(name)
+    w.add_description(f"random weights from tests/reference/tiny_models.py (seed {SEED}): not a trained model")
+    w.add_context_length(N_CTX)
+    w.add_embedding_length(s["n_embd"])
+    w.add_block_count(s["n_layer"])
+    w.add_feed_forward_length(s["n_ff"])
+    w.add_head_count(s["n_head"])
+    w.add_head_count_kv(s["n_head_kv"])
+    if s["arch"] == "qwen3":  # the converter writes head_dim where the config has it: Qwen3's does
+        w.add_key_length(s["head_dim"])
+        w.add_value_length(s["head_dim"])
+    w.add_rope_freq_base(ROPE_THETA)
+    w.add_layer_norm_rms_eps(NORM_EPS)
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    tokens, scores, types = vocab(s["n_vocab"])
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_unk_token_id(0)
+    w.add_bos_token_id(BOS)
+    w.add_eos_token_id(2)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    for hf, a in hf_weights(name).items():
+        w.add_tensor(gguf_name(hf), a)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def model_args(name: str) -> tuple[str, dict]:
+    """(mlx-lm module name, ModelArgs dict)."""
+    s = _shape(name)
+    return s["arch"], {
+        "model_type": s["arch"],
+        "hidden_size": s["n_embd"],
+        "num_hidden_layers": s["n_layer"],
+        "intermediate_size": s["n_ff"],
+        "num_attention_heads": s["n_head"],
+        "num_key_value_heads": s["n_head_kv"],
+        "head_dim": s["head_dim"],
+        "rms_norm_eps": NORM_EPS,
+        "vocab_size": s["n_vocab"],
+        "rope_theta": ROPE_THETA,
+        "max_position_embeddings": N_CTX,
+        "tie_word_embeddings": s["tied"],
+    }
+
+
+def reference(name: str):
+    """mlx-lm's own Model of the architecture with these weights (mlx_ref.Reference; needs mlx)."""
+    import mlx_ref
+
+    module, args = model_args(name)
+    return mlx_ref.Reference.from_weights(module, args, hf_weights(name))
+
+
+def prompts(name: str) -> list[tuple[str, list[int]]]:
+    """N_PROMPTS (prompt name, token ids): BOS, then random ids past the special tokens."""
+    v = _shape(name)["n_vocab"]
+    out = []
+    for i in range(N_PROMPTS):
+        r = [int(x) for x in _stream(f"{name}:prompt{i}", PROMPT_LEN[1])]
+        n = PROMPT_LEN[0] + r[0] % (PROMPT_LEN[1] - PROMPT_LEN[0])
+        out.append((f"random{i}", [BOS] + [N_SPECIAL + x % (v - N_SPECIAL) for x in r[1:n]]))
+    return out
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: tiny_models.py DIR   (writes DIR/<name>.gguf for each tiny model)", file=sys.stderr)
+        return 1
+    for name in MODELS:
+        print(write_gguf(name, Path(argv[1]) / f"{name}.gguf"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
