@@ -78,36 +78,32 @@ static void random_acts(float *x, int64_t T, int64_t k)
     if (T > 2) memset(x + k, 0, (size_t)k * sizeof *x);
 }
 
-/* One Q8 block of n values as the reference quantizers make it: the dequantized values into xq
- * and the worst error of each code (half a step, plus the binary16 rounding of a Q8_0 scale). */
-static void q8_block(celer_cpu_act act, const float *x, int64_t n, float *xq, float *e)
-{
-    float amax = 0;
-    for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
-    float d  = amax / 127.0f;
-    float hd = act == CELER_CPU_ACT_Q8_0 ? celer_half_to_f32(celer_f32_to_half(d)) : d;
-    for (int64_t i = 0; i < n; i++) {
-        e[i]  = 0.5f * d + 127.0f * fabsf(d - hd);
-        xq[i] = hd ? roundf(x[i] * (1.0f / d)) * hd : 0;
-    }
-}
-
-/* Per activation i: the worst error e(i) of its two codes (matmul.h) and its dequantized
- * value x̂ = codes + residual codes. */
+/* Per activation i: the bound e(i) of its error (matmul.h: one fine step of its block) and its
+ * quantized value x̂ = d · (256 · hi + lo) as the reference quantizer makes it. */
 static void act_error(celer_cpu_act act, const float *x, int64_t k, float *e, float *xq)
 {
     if (act == CELER_CPU_ACT_F32) {
         for (int64_t i = 0; i < k; i++) e[i] = 0, xq[i] = x[i];
         return;
     }
-    int64_t blk = act == CELER_CPU_ACT_Q8_0 ? CELER_QK8_0 : CELER_QK_K;
-    float   r[CELER_QK_K], rq[CELER_QK_K], e0[CELER_QK_K];
-    for (int64_t b = 0; b < k; b += blk) {
-        q8_block(act, x + b, blk, xq + b, e0);
-        for (int64_t i = 0; i < blk; i++) r[i] = x[b + i] - xq[b + i];
-        q8_block(act, r, blk, rq, e + b);
-        for (int64_t i = 0; i < blk; i++) xq[b + i] += rq[i];
+    int64_t blk = act == CELER_CPU_ACT_X32 ? 32 : 256, nb = k / blk;
+    void   *row = malloc(nb * (sizeof(celer_cpu_x256) + sizeof(float)));
+    if (!row) abort();
+    if (act == CELER_CPU_ACT_X32) celer_cpu_quantize_x32_ref(x, row, nb, 0, nb);
+    else celer_cpu_quantize_x256_ref(x, row, nb, 0, nb);
+    for (int64_t b = 0; b < nb; b++) {
+        const char   *p  = (const char *)row + b * (blk == 32 ? sizeof(celer_cpu_x32) : sizeof(celer_cpu_x256));
+        const int8_t *hi = blk == 32 ? ((const celer_cpu_x32 *)p)->hi : ((const celer_cpu_x256 *)p)->hi;
+        const int8_t *lo = blk == 32 ? ((const celer_cpu_x32 *)p)->lo : ((const celer_cpu_x256 *)p)->lo;
+        float         d, amax = 0;
+        memcpy(&d, p, sizeof d);
+        for (int64_t i = 0; i < blk; i++) amax = fmaxf(amax, fabsf(x[b * blk + i]));
+        for (int64_t i = 0; i < blk; i++) {
+            xq[b * blk + i] = (float)((double)d * (256.0 * hi[i] + lo[i]));
+            e[b * blk + i]  = amax / 127.0f / 256.0f;
+        }
     }
+    free(row);
 }
 
 typedef struct {
@@ -169,7 +165,7 @@ static int check_shape(const ctx *c, celer_ggml_type t, int64_t rows, int64_t k,
             n_skipped++;
             continue;
         }
-        CHECK(celer_cpu_scratch_init(&s, (celer_cpu_isa)isa, celer_cpu_matmul_scratch_size(t, rows, k, T), &err) == CELER_OK);
+        CHECK(celer_cpu_scratch_init(&s, (celer_cpu_isa)isa, celer_cpu_matmul_scratch_size(t, k, T), &err) == CELER_OK);
         for (int p = 0; p < c->n_pool; p++) {
             for (int64_t i = 0; i < T * rows; i++) Y[i] = NAN;
             if (celer_cpu_matmul(c->pool[p], t, W, rows, k, X, T, Y, &s, &err) != CELER_OK) {
@@ -203,24 +199,29 @@ static int check_shape(const ctx *c, celer_ggml_type t, int64_t rows, int64_t k,
     return 0;
 }
 
+/* The AVX2 activation quantizers give the reference's bytes, on random rows, ties, non-finite
+ * values and zero blocks, for whole rows and for block ranges. */
 static int test_quantizers(const celer_host_info *host)
 {
 #if defined(__x86_64__)
     if (!celer_cpu_isa_available(CELER_CPU_ISA_AVX2, host)) return 0;
-    enum { N = 4096 };
-    static float            x[N];
-    static celer_block_q8_0 a0[N / 32], b0[N / 32];
-    static celer_block_q8_K aK[N / 256], bK[N / 256];
+    enum { N = 4096, NB32 = N / 32, NB256 = N / 256 };
+    static float x[N];
+    static char  a[NB32 * (sizeof(celer_cpu_x32) + sizeof(float))], b[sizeof a];
+    static char  aK[NB256 * sizeof(celer_cpu_x256)], bK[sizeof aK];
     for (int rep = 0; rep < 20; rep++) {
         random_acts(x, 1, N);
         if (rep == 1) /* ties: d = 1 exactly, x / d on .5 */
             for (int i = 0; i < N; i++) x[i] = i % 32 == 0 ? 127.0f : (float)(i % 64 - 32) + 0.5f;
         if (rep == 2) x[5] = NAN, x[300] = INFINITY, x[700] = -INFINITY;
-        celer_quantize_row_q8_0_ref(x, a0, N);
-        celer_cpu_quantize_q8_0_avx2(x, b0, N);
-        CHECK(memcmp(a0, b0, sizeof a0) == 0);
-        celer_quantize_row_q8_K_ref(x, aK, N);
-        celer_cpu_quantize_q8_K_avx2(x, bK, N);
+        if (rep == 3) memset(x + 64, 0, 256 * sizeof *x);
+        memset(a, 0x5a, sizeof a), memset(b, 0x5a, sizeof b), memset(aK, 0x5a, sizeof aK), memset(bK, 0x5a, sizeof bK);
+        int64_t lo = rep % 4 == 0 ? 3 : 0; /* a block range that is not the whole row */
+        celer_cpu_quantize_x32_ref(x, a, NB32, lo, NB32);
+        celer_cpu_quantize_x32_avx2(x, b, NB32, lo, NB32);
+        CHECK(memcmp(a, b, sizeof a) == 0);
+        celer_cpu_quantize_x256_ref(x, aK, NB256, lo, NB256);
+        celer_cpu_quantize_x256_avx2(x, bK, NB256, lo, NB256);
         CHECK(memcmp(aK, bK, sizeof aK) == 0);
     }
 #else
@@ -243,10 +244,9 @@ static int test_errors(void)
     CHECK(celer_cpu_matmul(NULL, CELER_GGML_Q4_0, w, 1, 32, x, 1, y, &s, &err) == CELER_ERR_INVALID); /* no scratch */
     CHECK(strstr(err.msg, "scratch") != NULL);
     CHECK(celer_cpu_matmul(NULL, CELER_GGML_F32, w, 1, 5, x, 1, y, &s, &err) == CELER_OK); /* F32 needs none */
-    /* 3 tokens of 2 blocks, two rows each, 64-aligned; then 2 · 3 partial rows of 10 floats */
-    CHECK(celer_cpu_matmul_scratch_size(CELER_GGML_Q4_K, 10, 512, 3) ==
-          (3 * 2 * 2 * sizeof(celer_block_q8_K) + 63) / 64 * 64 + 2 * 3 * 10 * sizeof(float));
-    CHECK(celer_cpu_matmul_scratch_size(CELER_GGML_F16, 10, 512, 3) == 0);
+    CHECK(celer_cpu_matmul_scratch_size(CELER_GGML_Q4_K, 512, 3) == 3 * 2 * sizeof(celer_cpu_x256));
+    CHECK(celer_cpu_matmul_scratch_size(CELER_GGML_Q4_0, 64, 3) == 3 * 2 * (sizeof(celer_cpu_x32) + sizeof(float)));
+    CHECK(celer_cpu_matmul_scratch_size(CELER_GGML_F16, 512, 3) == 0);
     celer_cpu_scratch_free(&s);
     celer_cpu_scratch_free(&s);
     celer_cpu_scratch_free(NULL);

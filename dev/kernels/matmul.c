@@ -143,7 +143,7 @@ int main(int argc, char **argv)
                     (int)celer_cpu_isa_for_type((celer_cpu_isa)isa, t) != isa)
                     continue;
                 celer_cpu_scratch sc = {0};
-                if (celer_cpu_scratch_init(&sc, (celer_cpu_isa)isa, celer_cpu_matmul_scratch_size(t, s.rows, s.k, T_PREFILL),
+                if (celer_cpu_scratch_init(&sc, (celer_cpu_isa)isa, celer_cpu_matmul_scratch_size(t, s.k, T_PREFILL),
                                            &err) != CELER_OK)
                     return fprintf(stderr, "%s\n", err.msg), 1;
                 int reps = isa == CELER_CPU_ISA_REF ? 2 : 40;

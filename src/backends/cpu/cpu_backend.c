@@ -70,7 +70,7 @@ celer_status cpu_matmul_op(celer_backend *be, const celer_weight *w, const float
                            celer_error *err)
 {
     cpu_backend *c    = (cpu_backend *)be;
-    size_t       need = celer_cpu_matmul_scratch_size(w->type, w->rows, w->cols, T);
+    size_t       need = celer_cpu_matmul_scratch_size(w->type, w->cols, T);
     if (need > c->scratch.size) {
         celer_cpu_isa isa = c->scratch.isa;
         celer_cpu_scratch_free(&c->scratch);

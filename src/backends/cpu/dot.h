@@ -25,21 +25,53 @@ typedef void (*celer_cpu_gemm_fn)(int64_t k, const void *w, size_t wb, int64_t n
 typedef enum {
     CELER_CPU_ACT_NONE, /* type not supported */
     CELER_CPU_ACT_F32,  /* X as given: k floats */
-    CELER_CPU_ACT_Q8_0, /* k / 32 celer_block_q8_0 */
-    CELER_CPU_ACT_Q8_K, /* k / 256 celer_block_q8_K */
+    CELER_CPU_ACT_X32,  /* k / 32 celer_cpu_x32, then k / 32 floats (below) */
+    CELER_CPU_ACT_X256, /* k / 256 celer_cpu_x256 */
 } celer_cpu_act;
 
 celer_cpu_act celer_cpu_act_of(celer_ggml_type wtype);
+
+/* Quantized activations: per block, two rows of 8-bit codes,
+ *     x_i ≈ d · (256 · hi_i + lo_i)
+ * hi are the codes of x at a step of amax / 127 (ggml's Q8_0 / Q8_K codes), lo the codes of
+ * what they miss, x - 256 · d · hi, at a step 256 times finer: about 15 bits in all. An integer
+ * dot of a block of weight codes with them is 256 · (w · hi) + (w · lo), which stays exact in
+ * int32 for every weight type's code range (Q6_K, whose scaled sums do not fit, combines the
+ * two in float).
+ * In f32, with D = amax / 127 and id = 1 / D (0 for a zero block):
+ *     hi = code(x · id),  r = x - hi · D,  lo = code(r · (256 · id)),  d = D / 256
+ * where code rounds half away from zero, clamps to ±127 and maps NaN to 0.
+ * An X32 row of nb blocks is followed by nb floats, Σ of each block's x̂ = d · (256 Σhi + Σlo),
+ * for the types with a min (Q4_1, Q5_1) and the offset of Q4_0. */
+typedef struct {
+    float  d;
+    int8_t hi[32];
+    int8_t lo[32];
+} celer_cpu_x32;
+
+typedef struct {
+    float   d;
+    int8_t  hi[256];
+    int8_t  lo[256];
+    int16_t hsums[16]; /* Σ of hi over each 16, for the K-quants' mins and offsets */
+    int16_t lsums[16];
+} celer_cpu_x256;
+
+#define CELER_CPU_X32_SUMS_AT(nb) ((size_t)(nb) * sizeof(celer_cpu_x32))
+
+/* Quantizes blocks [b0, b1) of an activation row of nb blocks: x is the row's floats, row its
+ * quantized bytes (blocks, and for X32 the sums). Every level's quantizer gives the same bytes. */
+typedef void (*celer_cpu_quantize_fn)(const float *x, void *row, int64_t nb, int64_t b0, int64_t b1);
+void celer_cpu_quantize_x32_ref(const float *x, void *row, int64_t nb, int64_t b0, int64_t b1);
+void celer_cpu_quantize_x256_ref(const float *x, void *row, int64_t nb, int64_t b0, int64_t b1);
 
 /* Kernel lookups per instruction set: NULL where the set has no kernel for the type. */
 celer_cpu_gemm_fn celer_cpu_gemm_ref(celer_ggml_type wtype);
 #if defined(__x86_64__)
 celer_cpu_gemm_fn celer_cpu_gemm_avx2(celer_ggml_type wtype);
 celer_cpu_gemm_fn celer_cpu_gemm_avx512vnni(celer_ggml_type wtype);
-/* AVX2 activation quantizers: the results of quant/dequant.h's celer_quantize_row_q8_0_ref and
- * celer_quantize_row_q8_K_ref, bit for bit. n is a multiple of the block size. */
-void celer_cpu_quantize_q8_0_avx2(const float *x, celer_block_q8_0 *y, int64_t n);
-void celer_cpu_quantize_q8_K_avx2(const float *x, celer_block_q8_K *y, int64_t n);
+void              celer_cpu_quantize_x32_avx2(const float *x, void *row, int64_t nb, int64_t b0, int64_t b1);
+void              celer_cpu_quantize_x256_avx2(const float *x, void *row, int64_t nb, int64_t b0, int64_t b1);
 #endif
 
 /* Q4_K / Q5_K: the 8 six-bit scales and 8 mins packed in 12 bytes, unpacked to bytes. */
@@ -52,10 +84,5 @@ static inline void celer_cpu_unpack_k_scales(const uint8_t q[12], uint8_t sc[8],
         mn[j + 4] = (uint8_t)((q[j + 8] >> 4) | ((q[j + 4] >> 6) << 4));
     }
 }
-
-/* A Q8_0 activation row of nb blocks holds the blocks, then (at this 4-aligned offset) one float
- * per block: d · Σ codes, which the unsigned-code kernels (Q4_1, Q5_1) use for the min term
- * instead of summing the codes again for every weight row. */
-#define CELER_Q8_0_SUMS_AT(nb) ((((size_t)(nb) * sizeof(celer_block_q8_0)) + 3) & ~(size_t)3)
 
 #endif

@@ -74,24 +74,17 @@ static size_t act_row_bytes(celer_cpu_act act, int64_t k)
 {
     switch (act) {
     case CELER_CPU_ACT_F32: return (size_t)k * sizeof(float);
-    case CELER_CPU_ACT_Q8_0: /* the blocks, then d·Σq of each block (the min term of Q4_1/Q5_1) */
-        return CELER_Q8_0_SUMS_AT(k / CELER_QK8_0) + (size_t)(k / CELER_QK8_0) * sizeof(float);
-    case CELER_CPU_ACT_Q8_K: return (size_t)(k / CELER_QK_K) * sizeof(celer_block_q8_K);
+    case CELER_CPU_ACT_X32: return CELER_CPU_X32_SUMS_AT(k / 32) + (size_t)(k / 32) * sizeof(float);
+    case CELER_CPU_ACT_X256: return (size_t)(k / 256) * sizeof(celer_cpu_x256);
     default: return 0;
     }
 }
 
-/* The quantized rows, then the partial products at a 64-byte boundary. */
-static size_t part_offset(celer_cpu_act act, int64_t k, int64_t T)
-{
-    return (act_row_bytes(act, k) * 2 * (size_t)T + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
-}
-
-size_t celer_cpu_matmul_scratch_size(celer_ggml_type wtype, int64_t rows, int64_t k, int64_t T)
+size_t celer_cpu_matmul_scratch_size(celer_ggml_type wtype, int64_t k, int64_t T)
 {
     celer_cpu_act act = celer_cpu_act_of(wtype);
-    if (act == CELER_CPU_ACT_F32 || act == CELER_CPU_ACT_NONE || rows <= 0 || k <= 0 || T <= 0) return 0;
-    return part_offset(act, k, T) + 2 * (size_t)T * (size_t)rows * sizeof(float);
+    if (act == CELER_CPU_ACT_F32 || act == CELER_CPU_ACT_NONE || k <= 0 || T <= 0) return 0;
+    return act_row_bytes(act, k) * (size_t)T;
 }
 
 celer_status celer_cpu_scratch_init(celer_cpu_scratch *s, celer_cpu_isa isa, size_t bytes, celer_error *err)
@@ -121,63 +114,30 @@ void celer_cpu_scratch_free(celer_cpu_scratch *s)
 
 /* ---- the two passes ------------------------------------------------------------------------ */
 
-typedef void (*quantize_fn)(const float *x, void *y, int64_t n);
-
 typedef struct {
-    celer_cpu_gemm_fn gemm;
-    quantize_fn       quantize;
-    const char       *W;      /* (rows, k) */
-    size_t            wb;     /* bytes per weight row */
-    int64_t           rows, k, T;
-    const float      *X;      /* (T, k) */
-    char             *xq;     /* (2T, xb) quantized activations: codes and residual codes */
-    bool              pair;   /* quantized: each token is two rows of xq, summed into Y */
-    float            *part;   /* (2T, rows) products of the two rows of each token */
-    size_t            xb;     /* bytes per activation row */
-    int64_t           blk;    /* elements per activation block */
-    int64_t           tblock; /* tokens per pass over the weights */
-    float            *Y;      /* (T, rows) */
+    celer_cpu_gemm_fn     gemm;
+    celer_cpu_quantize_fn quantize;
+    const char           *W;      /* (rows, k) */
+    size_t                wb;     /* bytes per weight row */
+    int64_t               rows, k, T;
+    const float          *X;      /* (T, k) */
+    char                 *xq;     /* (T, xb) quantized activations, or X itself */
+    size_t                xb;     /* bytes per activation row */
+    int64_t               blk;    /* elements per activation block */
+    int64_t               tblock; /* tokens per pass over the weights */
+    float                *Y;      /* (T, rows) */
 } job;
 
-/* Dequantized block b of an activation row, into v (blk floats). */
-static void block_values(const char *row, int64_t b, int64_t blk, float *v)
-{
-    if (blk == CELER_QK8_0) {
-        const celer_block_q8_0 *q = (const celer_block_q8_0 *)row + b;
-        float                   d = celer_half_to_f32(q->d);
-        for (int e = 0; e < CELER_QK8_0; e++) v[e] = d * (float)q->qs[e];
-    } else {
-        const celer_block_q8_K *q = (const celer_block_q8_K *)row + b;
-        for (int e = 0; e < CELER_QK_K; e++) v[e] = q->d * (float)q->qs[e];
-    }
-}
-
-/* Quantizes this thread's share of the T · (k / blk) activation blocks: token t's codes into
- * row 2t, then what they miss (x minus their value, computed exactly enough in f32) into row
- * 2t + 1. Q8_0 rows also get each block's d · Σq. */
+/* Quantizes this thread's share of the T · (k / blk) activation blocks. */
 static void quantize_job(void *ctx, int ith, int nth)
 {
     const job *j  = ctx;
     int64_t    nb = j->k / j->blk, b0, b1;
     celer_pool_slice(j->T * nb, ith, nth, &b0, &b1);
-    bool  q8_0 = j->blk == CELER_QK8_0;
-    float v[CELER_QK_K];
-    for (int64_t g = b0; g < b1; g++) {
-        int64_t      t = g / nb, b = g % nb;
-        const float *x = j->X + t * j->k + b * j->blk;
-        char        *hi = j->xq + 2 * t * j->xb, *lo = hi + j->xb;
-        size_t       at = q8_0 ? (size_t)b * sizeof(celer_block_q8_0) : (size_t)b * sizeof(celer_block_q8_K);
-        j->quantize(x, hi + at, j->blk);
-        block_values(hi, b, j->blk, v);
-        for (int64_t e = 0; e < j->blk; e++) v[e] = x[e] - v[e];
-        j->quantize(v, lo + at, j->blk);
-        for (char *row = hi; q8_0 && row <= lo; row += j->xb) {
-            const celer_block_q8_0 *blk = (const celer_block_q8_0 *)row + b;
-            int32_t                 sum = 0;
-            for (int e = 0; e < CELER_QK8_0; e++) sum += blk->qs[e];
-            float sd = celer_half_to_f32(blk->d) * (float)sum;
-            memcpy(row + CELER_Q8_0_SUMS_AT(nb) + (size_t)b * sizeof(float), &sd, sizeof sd);
-        }
+    while (b0 < b1) {
+        int64_t t = b0 / nb, i = b0 % nb, n = nb - i < b1 - b0 ? nb - i : b1 - b0;
+        j->quantize(j->X + t * j->k, j->xq + t * j->xb, nb, i, i + n);
+        b0 += n;
     }
 }
 
@@ -189,38 +149,20 @@ static void gemm_job(void *ctx, int ith, int nth)
     if (r0 >= r1) return;
     for (int64_t t0 = 0; t0 < j->T; t0 += j->tblock) {
         int64_t nt = j->T - t0 < j->tblock ? j->T - t0 : j->tblock;
-        if (!j->pair) {
-            j->gemm(j->k, j->W + r0 * j->wb, j->wb, r1 - r0, j->X + t0 * j->k, j->xb, nt, j->Y + t0 * j->rows + r0,
-                    (size_t)j->rows);
-            continue;
-        }
-        /* both rows of each token, then their sum */
-        float *part = j->part + 2 * t0 * j->rows;
-        j->gemm(j->k, j->W + r0 * j->wb, j->wb, r1 - r0, j->xq + 2 * t0 * j->xb, j->xb, 2 * nt, part + r0,
+        j->gemm(j->k, j->W + r0 * j->wb, j->wb, r1 - r0, j->xq + t0 * j->xb, j->xb, nt, j->Y + t0 * j->rows + r0,
                 (size_t)j->rows);
-        for (int64_t t = 0; t < nt; t++) {
-            const float *a = part + 2 * t * j->rows, *b = a + j->rows;
-            float       *y = j->Y + (t0 + t) * j->rows;
-            for (int64_t r = r0; r < r1; r++) y[r] = a[r] + b[r];
-        }
     }
 }
 
-static void quantize_q8_0(const float *x, void *y, int64_t n) { celer_quantize_row_q8_0_ref(x, y, n); }
-static void quantize_q8_K(const float *x, void *y, int64_t n) { celer_quantize_row_q8_K_ref(x, y, n); }
-#if defined(__x86_64__)
-static void quantize_q8_0_avx2(const float *x, void *y, int64_t n) { celer_cpu_quantize_q8_0_avx2(x, y, n); }
-static void quantize_q8_K_avx2(const float *x, void *y, int64_t n) { celer_cpu_quantize_q8_K_avx2(x, y, n); }
-#endif
-
-static quantize_fn quantizer(celer_cpu_act act, celer_cpu_isa isa)
+static celer_cpu_quantize_fn quantizer(celer_cpu_act act, celer_cpu_isa isa)
 {
 #if defined(__x86_64__)
-    if (isa >= CELER_CPU_ISA_AVX2) return act == CELER_CPU_ACT_Q8_0 ? quantize_q8_0_avx2 : quantize_q8_K_avx2;
+    if (isa >= CELER_CPU_ISA_AVX2)
+        return act == CELER_CPU_ACT_X32 ? celer_cpu_quantize_x32_avx2 : celer_cpu_quantize_x256_avx2;
 #else
     (void)isa;
 #endif
-    return act == CELER_CPU_ACT_Q8_0 ? quantize_q8_0 : quantize_q8_K;
+    return act == CELER_CPU_ACT_X32 ? celer_cpu_quantize_x32_ref : celer_cpu_quantize_x256_ref;
 }
 
 celer_status celer_cpu_matmul(celer_pool *pool, celer_ggml_type wtype, const void *W, int64_t rows, int64_t k,
@@ -237,11 +179,11 @@ celer_status celer_cpu_matmul(celer_pool *pool, celer_ggml_type wtype, const voi
         return celer_fail(err, CELER_ERR_INVALID, "cpu: matmul %s of (%lld, %lld) by %lld tokens: k must be a positive "
                           "multiple of %u", ti->name, (long long)rows, (long long)k, (long long)T, ti->block_elems);
     if (rows == 0 || T == 0) return CELER_OK;
-    size_t need = celer_cpu_matmul_scratch_size(wtype, rows, k, T);
+    size_t need = celer_cpu_matmul_scratch_size(wtype, k, T);
     if (need > scratch->size)
-        return celer_fail(err, CELER_ERR_INVALID, "cpu: matmul %s rows=%lld k=%lld T=%lld needs %zu bytes of scratch, has %zu; "
-                          "size it with celer_cpu_matmul_scratch_size for the largest call", ti->name, (long long)rows,
-                          (long long)k, (long long)T, need, scratch->size);
+        return celer_fail(err, CELER_ERR_INVALID, "cpu: matmul %s k=%lld T=%lld needs %zu bytes of scratch, has %zu; "
+                          "size it with celer_cpu_matmul_scratch_size for the largest call", ti->name, (long long)k,
+                          (long long)T, need, scratch->size);
     celer_cpu_isa level = celer_cpu_isa_for_type(scratch->isa, wtype);
     CELER_ASSERT(level < CELER_CPU_ISA_COUNT);
 
@@ -256,18 +198,18 @@ celer_status celer_cpu_matmul(celer_pool *pool, celer_ggml_type wtype, const voi
         .xb   = act_row_bytes(act, k),
         .Y    = Y,
     };
-    if (act != CELER_CPU_ACT_F32) {
+    if (act == CELER_CPU_ACT_F32) {
+        j.xq = (char *)X;
+    } else {
         j.xq       = scratch->buf;
-        j.pair     = true;
-        j.part     = (float *)((char *)scratch->buf + part_offset(act, k, T));
-        j.blk      = act == CELER_CPU_ACT_Q8_0 ? CELER_QK8_0 : CELER_QK_K;
+        j.blk      = act == CELER_CPU_ACT_X32 ? 32 : 256;
         j.quantize = quantizer(act, scratch->isa);
         if (pool && celer_pool_size(pool) > 1 && T * k >= 4096)
             celer_pool_run(pool, quantize_job, &j);
         else
             quantize_job(&j, 0, 1);
     }
-    j.tblock = (int64_t)(ACT_L2_BUDGET / (j.pair ? 2 * j.xb : j.xb));
+    j.tblock = (int64_t)(ACT_L2_BUDGET / j.xb);
     if (j.tblock < 4) j.tblock = 4;
     if (pool && celer_pool_size(pool) > 1)
         celer_pool_run(pool, gemm_job, &j);

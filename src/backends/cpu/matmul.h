@@ -3,21 +3,19 @@
  *     Y[t][r] = Σ_i W[r][i] · X[t][i]        W (rows, k), X (T, k), Y (T, rows)
  *
  * Quantized weights never become f32: the activations are quantized once per call and each
- * weight block is dotted with the activation blocks in integers. A token's activations become
- * two rows of codes (Q8_0 for the 32-element block types, Q8_K for the K-quants): the codes of
- * x, then the codes of what they miss, x - x̂; the products of both rows are summed. One row of
- * 8-bit codes alone (as llama.cpp does) costs ~0.17 nat of median logit error on SmolLM2 and
- * flips near ties such as its first answer token to "What is the capital of France?"; the
- * second row brings the activations to ~15 bits for about a second integer dot per block. F32,
- * F16 and BF16 weights are dotted with f32 activations.
+ * weight block is dotted with the activation blocks in integers. Every activation becomes two
+ * 8-bit codes (dot.h): ggml's Q8 code and the code of what it misses, 256 times finer; the
+ * kernels dot a weight block with both in one int32 sum. One code alone (as llama.cpp does)
+ * costs ~0.17 nat of median logit error on SmolLM2 and flips near ties such as its first
+ * answer token to "What is the capital of France?"; two bring the activations to ~15 bits.
+ * F32, F16 and BF16 weights are dotted with f32 activations.
  *
  * Accuracy contract (tests/test_cpu_matmul.c checks it for every type, shape and variant):
  *   against the exact product of the dequantized weights and the f32 activations (in double),
  *     |Y - exact| <= 1.05 · Σ_i |w_i| · e(i) + 1e-5 · Σ_i (|a_i| + |b_i|) · |x_i|
- *   where e(i) is the worst error of activation i's two codes: half a step of its residual
- *   block, d / 2 with d = amax(residual) / 127, plus 127 · |d - binary16(d)| for Q8_0 (whose
- *   scales are stored in binary16); 0 for F32/F16/BF16. w_i = a_i + b_i splits a weight into
- *   its scale · code part and its min part (b = 0 but for Q4_1, Q5_1, Q4_K and Q5_K, whose two
+ *   where e(i) is one fine step of activation i's block, amax / 127 / 256 (the fine code
+ *   is rounded by half a step and may be clamped by up to another half); 0 for F32/F16/BF16.
+ *   w_i = a_i + b_i splits a weight into its scale · code part and its min part (b = 0 but for Q4_1, Q5_1, Q4_K and Q5_K, whose two
  *   parts are summed separately and may cancel).
  *   Every SIMD variant equals the scalar reference (_ref) on the same quantized activations x̂
  *   within float summation order: |Y_simd - Y_ref| <= 1e-5 · Σ_i (|a_i| + |b_i|) · |x̂_i|.
@@ -61,9 +59,9 @@ typedef struct {
     size_t        size;  /* bytes in buf */
 } celer_cpu_scratch;
 
-/* Bytes of scratch that celer_cpu_matmul needs for rows weight rows of wtype, k elements each,
+/* Bytes of scratch that celer_cpu_matmul needs for weights of wtype with rows of k elements
  * and T tokens (0 for F32/F16/BF16, which use X directly); 0 for an unsupported type. */
-size_t       celer_cpu_matmul_scratch_size(celer_ggml_type wtype, int64_t rows, int64_t k, int64_t T);
+size_t       celer_cpu_matmul_scratch_size(celer_ggml_type wtype, int64_t k, int64_t T);
 /* Allocates bytes of scratch (0 is fine) running kernels of level isa (use celer_cpu_isa_best;
  * a level the host lacks is CELER_ERR_UNSUPPORTED). */
 celer_status celer_cpu_scratch_init(celer_cpu_scratch *s, celer_cpu_isa isa, size_t bytes, celer_error *err);

@@ -50,14 +50,37 @@ INLINE __m256i code8(__m256 x, __m256 id)
     return _mm256_cvtps_epi32(t);
 }
 
-/* 32 floats → 32 int8 codes at q. */
-INLINE void quantize32(const float *x, __m256 id, int8_t *q)
+/* Four vectors of 8 int32 codes (elements 0-7, ..., 24-31) → 32 int8 in element order. */
+INLINE __m256i pack32(__m256i i0, __m256i i1, __m256i i2, __m256i i3)
 {
-    __m256i i0 = code8(_mm256_loadu_ps(x), id), i1 = code8(_mm256_loadu_ps(x + 8), id);
-    __m256i i2 = code8(_mm256_loadu_ps(x + 16), id), i3 = code8(_mm256_loadu_ps(x + 24), id);
-    __m256i p  = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
-    p          = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm256_storeu_si256((__m256i *)q, p);
+    __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+    return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* Σ of 32 int8 codes. */
+INLINE int32_t sum32(__m256i q)
+{
+    __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    h         = _mm_add_epi32(h, _mm_unpackhi_epi64(h, h));
+    h         = _mm_add_epi32(h, _mm_srli_epi64(h, 32));
+    return _mm_cvtsi128_si32(h);
+}
+
+/* 32 floats → their hi and lo codes (dot.h), with the reference's arithmetic: the residual is
+ * a multiply then a subtract, never fused. */
+INLINE void quantize32(const float *x, float D, float id, int8_t *hi, int8_t *lo)
+{
+    const __m256 vd = _mm256_set1_ps(D), vid = _mm256_set1_ps(id), vid256 = _mm256_set1_ps(id * 256.0f);
+    __m256i      h[4], l[4];
+    for (int i = 0; i < 4; i++) {
+        __m256 xv = _mm256_loadu_ps(x + 8 * i);
+        h[i]      = code8(xv, vid);
+        __m256 v  = _mm256_mul_ps(_mm256_cvtepi32_ps(h[i]), vd);
+        l[i]      = code8(_mm256_sub_ps(xv, v), vid256);
+    }
+    _mm256_storeu_si256((__m256i *)hi, pack32(h[0], h[1], h[2], h[3]));
+    _mm256_storeu_si256((__m256i *)lo, pack32(l[0], l[1], l[2], l[3]));
 }
 
 INLINE float amax_n(const float *x, int n)
@@ -67,31 +90,44 @@ INLINE float amax_n(const float *x, int n)
     return hmax8(m);
 }
 
-void celer_cpu_quantize_q8_0_avx2(const float *x, celer_block_q8_0 *y, int64_t n)
+void celer_cpu_quantize_x32_avx2(const float *x, void *row, int64_t nb, int64_t b0, int64_t b1)
 {
-    for (int64_t b = 0; b < n / CELER_QK8_0; b++, x += CELER_QK8_0) {
-        float d = amax_n(x, CELER_QK8_0) / 127.0f;
-        y[b].d  = celer_f32_to_half(d);
-        quantize32(x, _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f), y[b].qs);
+    celer_cpu_x32 *y    = row;
+    float         *sums = (float *)((char *)row + CELER_CPU_X32_SUMS_AT(nb));
+    for (int64_t b = b0; b < b1; b++) {
+        const float *xb = x + 32 * b;
+        float        D = amax_n(xb, 32) / 127.0f, id = D != 0.0f ? 1.0f / D : 0.0f;
+        quantize32(xb, D, id, y[b].hi, y[b].lo);
+        y[b].d  = D / 256.0f;
+        __m256i hv = _mm256_loadu_si256((const __m256i *)y[b].hi), lv = _mm256_loadu_si256((const __m256i *)y[b].lo);
+        sums[b] = y[b].d * (float)(256 * sum32(hv) + sum32(lv));
     }
 }
 
-void celer_cpu_quantize_q8_K_avx2(const float *x, celer_block_q8_K *y, int64_t n)
+/* Sums of each 16 codes of 256, as int16. */
+INLINE void sums16(const int8_t *q, int16_t *out)
 {
-    for (int64_t b = 0; b < n / CELER_QK_K; b++, x += CELER_QK_K) {
-        float d = amax_n(x, CELER_QK_K) / 127.0f;
-        y[b].d  = d;
-        __m256 id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
-        for (int i = 0; i < CELER_QK_K; i += 32) quantize32(x + i, id, y[b].qs + i);
-        for (int j = 0; j < CELER_QK_K / 16; j++) {
-            /* sums of 16 codes: widen to int16 and add pairs down */
-            __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(y[b].qs + 16 * j)));
-            __m128i s = _mm_add_epi16(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-            s         = _mm_add_epi16(s, _mm_unpackhi_epi64(s, s));
-            s         = _mm_add_epi16(s, _mm_srli_epi64(s, 32));
-            s         = _mm_add_epi16(s, _mm_srli_epi32(s, 16));
-            y[b].bsums[j] = (int16_t)_mm_cvtsi128_si32(s);
-        }
+    for (int j = 0; j < 16; j++) {
+        __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(q + 16 * j)));
+        __m128i s = _mm_add_epi16(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+        s         = _mm_add_epi16(s, _mm_unpackhi_epi64(s, s));
+        s         = _mm_add_epi16(s, _mm_srli_epi64(s, 32));
+        s         = _mm_add_epi16(s, _mm_srli_epi32(s, 16));
+        out[j]    = (int16_t)_mm_cvtsi128_si32(s);
+    }
+}
+
+void celer_cpu_quantize_x256_avx2(const float *x, void *row, int64_t nb, int64_t b0, int64_t b1)
+{
+    (void)nb;
+    celer_cpu_x256 *y = row;
+    for (int64_t b = b0; b < b1; b++) {
+        const float *xb = x + 256 * b;
+        float        D = amax_n(xb, 256) / 127.0f, id = D != 0.0f ? 1.0f / D : 0.0f;
+        for (int i = 0; i < 256; i += 32) quantize32(xb + i, D, id, y[b].hi + i, y[b].lo + i);
+        y[b].d = D / 256.0f;
+        sums16(y[b].hi, y[b].hsums);
+        sums16(y[b].lo, y[b].lsums);
     }
 }
 

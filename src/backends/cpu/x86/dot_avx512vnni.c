@@ -8,27 +8,26 @@
 
 /* ---- 512-bit Q4_0 and Q8_0: two blocks per zmm --------------------------------------------
  * Lanes 0-7 of the integer sums belong to the first block, 8-15 to the second; their scales
- * d_w · d_x are spread the same way. Q4_0 codes are unsigned nibbles, with the -8 offset taken
- * as 8 · Σx; Q8_0 gives x the weight's sign and dots |w|. */
-
-/* [d0 · e0 ×8, d1 · e1 ×8] from two pairs of binary16 scales. */
-INLINE __m512 pair_scales(__m128 dw, uint16_t e0, uint16_t e1)
-{
-    __m128 de = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)e0 | (uint32_t)e1 << 16)));
-    const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(_mm_mul_ps(dw, de)));
-}
+ * d_w · d_x are spread the same way. Both types dot |w| with x given w's sign (Q4_0's codes
+ * are nibble - 8), so the integer sums stay exact: no offset term that cancels in float. */
 
 INLINE __m128 pair_dw(uint16_t d0, uint16_t d1)
 {
     return _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)d0 | (uint32_t)d1 << 16)));
 }
 
-/* The activation codes of blocks b and b + 1 of token row x. */
-INLINE __m512i x_pair(const celer_block_q8_0 *x, int64_t b)
+/* [dw0 · e0 ×8, dw1 · e1 ×8]: weight scales (lanes 0, 1 of dw) by the two blocks' d. */
+INLINE __m512 pair_scales(__m128 dw, const celer_cpu_x32 *x)
 {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)x[b].qs)),
-                              _mm256_loadu_si256((const __m256i *)x[b + 1].qs), 1);
+    const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    __m128        de  = _mm_setr_ps(x[0].d, x[1].d, 0, 0);
+    return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(_mm_mul_ps(dw, de)));
+}
+
+INLINE __m512i load_pair(const int8_t *a, const int8_t *b)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
+                              _mm256_loadu_si256((const __m256i *)b), 1);
 }
 
 INLINE void row_wide(int is_q8, int64_t k, const char *w, const char *x, size_t xb, int nt, float *y, size_t ys)
@@ -39,45 +38,43 @@ INLINE void row_wide(int is_q8, int64_t k, const char *w, const char *x, size_t 
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps(), tail[t] = _mm256_setzero_ps();
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2) {
-        __m512i  wq;
-        __mmask64 neg = 0;
-        __m128   dw;
+        __m512i wq;
+        __m128  dw;
         /* stream the weights ~0.5 KiB ahead (see row32) */
         _mm_prefetch(w + (size_t)b * (is_q8 ? sizeof(celer_block_q8_0) : sizeof(celer_block_q4_0)) + 512, _MM_HINT_T0);
         if (is_q8) {
             const celer_block_q8_0 *wb = (const celer_block_q8_0 *)w + b;
-            wq  = x_pair(wb, 0);
-            neg = _mm512_movepi8_mask(wq);
-            wq  = _mm512_abs_epi8(wq);
-            dw  = pair_dw(wb[0].d, wb[1].d);
+            wq = load_pair(wb[0].qs, wb[1].qs);
+            dw = pair_dw(wb[0].d, wb[1].d);
         } else {
             const celer_block_q4_0 *wb = (const celer_block_q4_0 *)w + b;
             __m256i q01 = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)wb[1].qs),
                                            _mm_loadu_si128((const __m128i *)wb[0].qs));
             wq = _mm512_inserti64x4(_mm512_castsi256_si512(q01), _mm256_srli_epi16(q01, 4), 1);
             wq = _mm512_and_si512(_mm512_shuffle_i64x2(wq, wq, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(15));
+            wq = _mm512_sub_epi8(wq, _mm512_set1_epi8(8));
             dw = pair_dw(wb[0].d, wb[1].d);
         }
+        __mmask64 neg = _mm512_movepi8_mask(wq);
+        wq            = _mm512_abs_epi8(wq);
         for (int t = 0; t < nt; t++) {
-            const celer_block_q8_0 *xq = (const celer_block_q8_0 *)(x + t * xb);
-            __m512i                 xv = x_pair(xq, b), s;
-            if (is_q8) {
-                s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wq,
-                                        _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv));
-            } else {
-                s = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wq, xv),
-                                     _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(8), xv));
-            }
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), pair_scales(dw, xq[b].d, xq[b + 1].d), acc[t]);
+            const celer_cpu_x32 *xq = (const celer_cpu_x32 *)(x + t * xb) + b;
+            __m512i              xh = load_pair(xq[0].hi, xq[1].hi), xl = load_pair(xq[0].lo, xq[1].lo);
+            xh                      = _mm512_mask_sub_epi8(xh, neg, _mm512_setzero_si512(), xh);
+            xl                      = _mm512_mask_sub_epi8(xl, neg, _mm512_setzero_si512(), xl);
+            __m512i s = _mm512_slli_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wq, xh), 8);
+            s         = _mm512_dpbusd_epi32(s, wq, xl);
+            acc[t]    = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), pair_scales(dw, xq), acc[t]);
         }
     }
     if (b < nb) { /* an odd last block: the 256-bit way */
         wblock wq = is_q8 ? unpack_q8_0(w, b) : unpack_q4_0(w, b);
         __m256i wa = _mm256_abs_epi8(wq.q);
         for (int t = 0; t < nt; t++) {
-            const celer_block_q8_0 *xq = (const celer_block_q8_0 *)(x + t * xb) + b;
-            __m256i s = dot_us(wa, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)xq->qs), wq.q));
-            tail[t]   = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(wq.d * h2f(xq->d)));
+            const celer_cpu_x32 *xq = (const celer_cpu_x32 *)(x + t * xb) + b;
+            __m256i s = dot_hilo(wa, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)xq->hi), wq.q),
+                                 _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)xq->lo), wq.q));
+            tail[t]   = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(wq.d * xq->d));
         }
     }
     for (int t = 0; t < nt; t++) y[t * ys] = _mm512_reduce_add_ps(acc[t]) + hsum8(tail[t]);

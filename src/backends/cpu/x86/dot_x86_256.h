@@ -26,18 +26,24 @@ INLINE float hsum8(__m256 v)
 
 INLINE float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
-/* Σ of u8 · s8 over each 4 bytes, as 8 int32 (u <= 128 with |s| <= 127, or u <= 63). */
-INLINE __m256i dot_us(__m256i u, __m256i s)
+/* acc + Σ of u8 · s8 over each 4 bytes, as 8 int32 (u <= 128 with |s| <= 127, or u <= 63). */
+INLINE __m256i dot_us_acc(__m256i acc, __m256i u, __m256i s)
 {
 #if X86_VNNI
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+    return _mm256_dpbusd_epi32(acc, u, s);
 #else
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
 #endif
 }
 
-/* Signed weights w by signed activations x: |w| · (x with w's sign). */
-INLINE __m256i dot_ss(__m256i w, __m256i x) { return dot_us(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w)); }
+INLINE __m256i dot_us(__m256i u, __m256i s) { return dot_us_acc(_mm256_setzero_si256(), u, s); }
+
+/* 256 · (u · hi) + (u · lo) over each 4 bytes: unsigned codes u by both rows of activation codes
+ * (dot.h), exact in int32 for u <= 128. */
+INLINE __m256i dot_hilo(__m256i u, __m256i hi, __m256i lo)
+{
+    return dot_us_acc(_mm256_slli_epi32(dot_us(u, hi), 8), u, lo);
+}
 
 /* Bit i of m, for the 32 bytes i, as 0x10 or 0. */
 INLINE __m256i bits_to_0x10(uint32_t m)
@@ -100,28 +106,25 @@ INLINE wblock unpack_q8_0(const void *p, int64_t b)
     return (wblock){_mm256_loadu_si256((const __m256i *)w->qs), h2f(w->d), 0};
 }
 
-/* One row of nb blocks against nt <= NT tokens; signed: weights are signed codes, else
- * unsigned codes plus a min. Two accumulators per token alternate blocks, hiding the FMA
- * latency when nt is 1. */
-/* One block b against nt tokens, into the accumulators acc (one per token). */
+/* One block b against nt tokens, into the accumulators acc (one per token); signed: weights are
+ * signed codes, else unsigned codes plus a min, whose term comes from the block sums beside each
+ * activation row. */
 INLINE void block32(wblock (*unpack)(const void *, int64_t), int is_signed, int64_t nb, int64_t b, const void *w,
                     const char *x, size_t xb, int nt, __m256 *acc, float *msum)
 {
     wblock  wq = unpack(w, b);
     __m256i wa = is_signed ? _mm256_abs_epi8(wq.q) : wq.q;
     for (int t = 0; t < nt; t++) {
-        const char             *row = x + t * xb;
-        const celer_block_q8_0 *xq  = (const celer_block_q8_0 *)row + b;
-        __m256i                 xv  = _mm256_loadu_si256((const __m256i *)xq->qs);
-        float                   dx  = h2f(xq->d);
-        if (is_signed) {
-            __m256i s = dot_us(wa, _mm256_sign_epi8(xv, wq.q));
-            acc[t]    = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(wq.d * dx), acc[t]);
-        } else {
+        const char          *row = x + t * xb;
+        const celer_cpu_x32 *xq  = (const celer_cpu_x32 *)row + b;
+        __m256i              xh  = _mm256_loadu_si256((const __m256i *)xq->hi);
+        __m256i              xl  = _mm256_loadu_si256((const __m256i *)xq->lo);
+        if (is_signed) xh = _mm256_sign_epi8(xh, wq.q), xl = _mm256_sign_epi8(xl, wq.q);
+        __m256i s = dot_hilo(wa, xh, xl);
+        acc[t]    = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(wq.d * xq->d), acc[t]);
+        if (!is_signed) {
             float sx;
-            memcpy(&sx, row + CELER_Q8_0_SUMS_AT(nb) + (size_t)b * sizeof(float), sizeof sx);
-            __m256i s = dot_us(wa, xv);
-            acc[t]    = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(wq.d * dx), acc[t]);
+            memcpy(&sx, row + CELER_CPU_X32_SUMS_AT(nb) + (size_t)b * sizeof(float), sizeof sx);
             msum[t] += wq.m * sx;
         }
     }
@@ -223,17 +226,22 @@ INLINE void row_q45_K(int has_qh, int64_t k, const char *w, const char *x, size_
             }
         }
         for (int t = 0; t < nt; t++) {
-            const celer_block_q8_K *xq = (const celer_block_q8_K *)(x + t * xb) + b;
-            __m256i                 is = _mm256_setzero_si256();
+            const celer_cpu_x256 *xq = (const celer_cpu_x256 *)(x + t * xb) + b;
+            __m256i               ih = _mm256_setzero_si256(), il = _mm256_setzero_si256();
             for (int c = 0; c < 4; c++) {
-                __m256i x0 = _mm256_loadu_si256((const __m256i *)(xq->qs + 64 * c));
-                __m256i x1 = _mm256_loadu_si256((const __m256i *)(xq->qs + 64 * c + 32));
-                is = _mm256_add_epi32(is, dot_scaled(lo[c], x0, _mm256_set1_epi16(sc[2 * c])));
-                is = _mm256_add_epi32(is, dot_scaled(hi[c], x1, _mm256_set1_epi16(sc[2 * c + 1])));
+                __m256i s0 = _mm256_set1_epi16(sc[2 * c]), s1 = _mm256_set1_epi16(sc[2 * c + 1]);
+                ih = _mm256_add_epi32(ih, dot_scaled(lo[c], _mm256_loadu_si256((const __m256i *)(xq->hi + 64 * c)), s0));
+                ih = _mm256_add_epi32(ih, dot_scaled(hi[c], _mm256_loadu_si256((const __m256i *)(xq->hi + 64 * c + 32)), s1));
+                il = _mm256_add_epi32(il, dot_scaled(lo[c], _mm256_loadu_si256((const __m256i *)(xq->lo + 64 * c)), s0));
+                il = _mm256_add_epi32(il, dot_scaled(hi[c], _mm256_loadu_si256((const __m256i *)(xq->lo + 64 * c + 32)), s1));
             }
-            __m256i im = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xq->bsums), mins16);
-            acc[t]     = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_set1_ps(d * xq->d), acc[t]);
-            acc[t]     = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(im), _mm256_set1_ps(dmin * xq->d), acc[t]);
+            /* 256 · hi + lo: at most 257 · 8 · 2 · 2 · 31 · 127 · 63 < 2^31 for Q5_K's codes */
+            __m256i is = _mm256_add_epi32(_mm256_slli_epi32(ih, 8), il);
+            __m256i im = _mm256_add_epi32(
+                _mm256_slli_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xq->hsums), mins16), 8),
+                _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xq->lsums), mins16));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_set1_ps(d * xq->d), acc[t]);
+            acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(im), _mm256_set1_ps(dmin * xq->d), acc[t]);
         }
     }
     for (int t = 0; t < nt; t++) y[t * ys] = hsum8(acc[t]);
@@ -277,14 +285,17 @@ INLINE void row_q6_K(int64_t k, const char *w, const char *x, size_t xb, int nt,
             sc[g] = _mm256_set_m128i(_mm_set1_epi16(wq->scales[2 * g + 1]), _mm_set1_epi16(wq->scales[2 * g]));
         __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wq->scales));
         for (int t = 0; t < nt; t++) {
-            const celer_block_q8_K *xq = (const celer_block_q8_K *)(x + t * xb) + b;
-            __m256i                 is = _mm256_setzero_si256();
-            for (int g = 0; g < 8; g++)
-                is = _mm256_add_epi32(
-                    is, dot_scaled(q[g], _mm256_loadu_si256((const __m256i *)(xq->qs + 32 * g)), sc[g]));
-            __m256i im = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xq->bsums), sc16);
-            is         = _mm256_sub_epi32(is, _mm256_slli_epi32(im, 5));
-            acc[t]     = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_set1_ps(d * xq->d), acc[t]);
+            const celer_cpu_x256 *xq = (const celer_cpu_x256 *)(x + t * xb) + b;
+            __m256i               ih = _mm256_setzero_si256(), il = _mm256_setzero_si256();
+            for (int g = 0; g < 8; g++) {
+                ih = _mm256_add_epi32(ih, dot_scaled(q[g], _mm256_loadu_si256((const __m256i *)(xq->hi + 32 * g)), sc[g]));
+                il = _mm256_add_epi32(il, dot_scaled(q[g], _mm256_loadu_si256((const __m256i *)(xq->lo + 32 * g)), sc[g]));
+            }
+            ih = _mm256_sub_epi32(ih, _mm256_slli_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xq->hsums), sc16), 5));
+            il = _mm256_sub_epi32(il, _mm256_slli_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xq->lsums), sc16), 5));
+            /* the int8 scales can take 256 · hi past int32: combine in float */
+            __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ih), _mm256_set1_ps(256.0f), _mm256_cvtepi32_ps(il));
+            acc[t]   = _mm256_fmadd_ps(f, _mm256_set1_ps(d * xq->d), acc[t]);
         }
     }
     for (int t = 0; t < nt; t++) y[t * ys] = hsum8(acc[t]);
