@@ -201,6 +201,14 @@ const char             *celer_engine_backend_name(const celer_engine *e);
 int                     celer_engine_threads(const celer_engine *e);
 int64_t                 celer_engine_ctx(const celer_engine *e);
 
+/* Bytes of weights one decode step reads: every tensor of the model, less the token embedding
+ * table when a separate output matrix exists (a step then reads one row of the table). */
+uint64_t     celer_engine_weight_bytes_per_token(const celer_engine *e);
+/* Measures the backend's copy bandwidth now: buffers of `bytes` copied on the backend (with the
+ * engine's threads), best of reps; *bytes_per_s counts the bytes read plus those written. */
+celer_status celer_engine_copy_bandwidth(celer_engine *e, size_t bytes, int reps, double *bytes_per_s,
+                                         celer_error *err);
+
 typedef struct {
     celer_sampling sampling;
     int32_t        max_tokens; /* generated tokens at most */

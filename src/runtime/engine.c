@@ -157,6 +157,39 @@ const char             *celer_engine_backend_name(const celer_engine *e) { retur
 int64_t                 celer_engine_ctx(const celer_engine *e) { return e->n_ctx; }
 int                     celer_engine_threads(const celer_engine *e) { return e->n_threads; }
 
+uint64_t celer_engine_weight_bytes_per_token(const celer_engine *e)
+{
+    uint64_t total = 0, embd = 0;
+    bool     output = false;
+    for (uint64_t i = 0; i < celer_model_file_n_tensors(e->mf); i++) {
+        const celer_tensor_desc *t = celer_model_file_tensor(e->mf, i);
+        total += t->n_bytes;
+        if (!strcmp(t->name, "token_embd.weight")) embd = t->n_bytes;
+        if (!strcmp(t->name, "output.weight")) output = true;
+    }
+    return output ? total - embd : total;
+}
+
+celer_status celer_engine_copy_bandwidth(celer_engine *e, size_t bytes, int reps, double *bytes_per_s,
+                                         celer_error *err)
+{
+    const celer_backend_ops *op = e->be->ops;
+    void                    *a = NULL, *b = NULL;
+    *bytes_per_s               = 0;
+    celer_status st            = op->alloc(e->be, bytes, &a, err);
+    if (!st) st = op->alloc(e->be, bytes, &b, err);
+    if (!st) st = op->copy(e->be, b, a, bytes, err); /* first touch, outside the timing */
+    for (int r = 0; r < reps && !st; r++) {
+        double t0 = now();
+        st        = op->copy(e->be, r % 2 ? a : b, r % 2 ? b : a, bytes, err);
+        double dt = now() - t0;
+        if (!st && dt > 0 && 2.0 * (double)bytes / dt > *bytes_per_s) *bytes_per_s = 2.0 * (double)bytes / dt;
+    }
+    if (a) op->release(e->be, a);
+    if (b) op->release(e->be, b);
+    return st;
+}
+
 /* Runs ids at positions [start, start + n) of the sequence and leaves the last token's logits
  * in e->logits. */
 static celer_status run_tokens(celer_engine *e, const int32_t *ids, int32_t start, int32_t n, celer_error *err)

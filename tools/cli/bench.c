@@ -13,7 +13,9 @@ static void bench_usage(FILE *out)
 {
     fprintf(out, "usage: celer bench [-m MODEL] [-p P] [-n N] [-r R] [--threads N] [--json]\n\n"
                  "Measures prefill (pp: P prompt tokens at once) and decode (tg: N tokens one by one) speed,\n"
-                 "each from an empty context, repeated R times.\n\n"
+                 "each from an empty context, repeated R times. Decode is then set against the memory\n"
+                 "bound: the weight bytes one step reads, times tok/s, as a share of the backend's copy\n"
+                 "bandwidth (read + write) measured right after, with the same threads.\n\n"
                  "options:\n"
                  "  -m, --model MODEL  a .gguf file (default: the default model)\n"
                  "  -p, --prompt P     prompt tokens for pp (default 512; 0 skips pp)\n"
@@ -123,23 +125,34 @@ int cmd_bench(int argc, char **argv)
             else tg[r] = (double)(st.n_gen - 1) / st.t_gen;
         }
     }
+    double bw = 0; /* copy bandwidth, bytes read + written per second */
+    if (rc == EXIT_OK && N && celer_engine_copy_bandwidth(e, (size_t)256 << 20, 5, &bw, &err)) rc = cli_report(&err);
     if (rc == EXIT_OK) {
-        spread sp = summarize(pp, (int)R), sg = summarize(tg, (int)R);
+        spread   sp = summarize(pp, (int)R), sg = summarize(tg, (int)R);
+        uint64_t wb = celer_engine_weight_bytes_per_token(e);
+        double   share = bw > 0 ? (double)wb * sg.median / bw : 0;
         const celer_hparams *hp = celer_model_file_hparams(celer_engine_model_file(e));
-        if (json)
-            printf("{\"model\": \"%s\", \"arch\": \"%s\", \"backend\": \"%s\", \"threads\": %d, \"reps\": %ld, "
+        if (json) {
+            printf("{\"model\": ");
+            cli_json_string_print(stdout, model, strlen(model));
+            printf(", \"arch\": \"%s\", \"backend\": \"%s\", \"threads\": %d, \"reps\": %ld, "
                    "\"pp\": {\"tokens\": %ld, \"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, "
-                   "\"tg\": {\"tokens\": %ld, \"median\": %.2f, \"min\": %.2f, \"max\": %.2f}}\n",
-                   model, hp->arch, celer_engine_backend_name(e), celer_engine_threads(e), R, P, sp.median, sp.min,
-                   sp.max, N, sg.median, sg.min, sg.max);
-        else {
+                   "\"tg\": {\"tokens\": %ld, \"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, "
+                   "\"weight_bytes_per_token\": %llu, \"copy_bytes_per_s\": %.0f, \"tg_bandwidth_share\": %.4f}\n",
+                   hp->arch, celer_engine_backend_name(e), celer_engine_threads(e), R, P, sp.median, sp.min,
+                   sp.max, N, sg.median, sg.min, sg.max, (unsigned long long)wb, bw, share);
+        } else {
             printf("%-40s %-8s %7s %5s %12s %20s\n", "model", "backend", "threads", "test", "tok/s", "min .. max");
             if (P)
                 printf("%-40.40s %-8s %7d pp%-3ld %12.2f %9.2f .. %-9.2f\n", model, celer_engine_backend_name(e),
                        celer_engine_threads(e), P, sp.median, sp.min, sp.max);
-            if (N)
+            if (N) {
                 printf("%-40.40s %-8s %7d tg%-3ld %12.2f %9.2f .. %-9.2f\n", model, celer_engine_backend_name(e),
                        celer_engine_threads(e), N, sg.median, sg.min, sg.max);
+                printf("tg: %.1f MB of weights per token x %.2f tok/s = %.2f GB/s, %.0f%% of the copy bandwidth "
+                       "%.2f GB/s (read + write)\n",
+                       (double)wb / 1e6, sg.median, (double)wb * sg.median / 1e9, 100 * share, bw / 1e9);
+            }
         }
     }
     free(prompt);

@@ -57,9 +57,29 @@ static celer_status cpu_read(celer_backend *be, const void *src, void *dst, size
     return CELER_OK;
 }
 
+typedef struct {
+    char       *dst;
+    const char *src;
+    size_t      n;
+} copy_job;
+
+static void copy_slice(void *ctx, int ith, int nth)
+{
+    const copy_job *j = ctx;
+    int64_t         c0, c1; /* in 4 KiB pages, so slices do not share a page */
+    celer_pool_slice((int64_t)((j->n + 4095) / 4096), ith, nth, &c0, &c1);
+    size_t a = (size_t)c0 * 4096, b = (size_t)c1 * 4096 < j->n ? (size_t)c1 * 4096 : j->n;
+    if (a < b) memcpy(j->dst + a, j->src + a, b - a);
+}
+
+/* Large copies are split over the pool: one core does not reach the memory bandwidth. */
 static celer_status cpu_copy(celer_backend *be, void *dst, const void *src, size_t n, celer_error *err)
 {
-    return cpu_read(be, src, dst, n, err);
+    cpu_backend *c = (cpu_backend *)be;
+    if (n < ((size_t)4 << 20) || celer_pool_size(c->pool) < 2) return cpu_read(be, src, dst, n, err);
+    copy_job j = {dst, src, n};
+    celer_pool_run(c->pool, copy_slice, &j);
+    return CELER_OK;
 }
 
 /* ---- matmul ---------------------------------------------------------------------------- */
