@@ -35,13 +35,20 @@ static celer_status take(loader *L, const char *name, int64_t rows, int64_t cols
     if (!celer_dequant_supported(t->type))
         return celer_fail(L->err, CELER_ERR_UNSUPPORTED,
                           "model: %s: tensor '%s' has type %s, which celer cannot run; requantize the model to one "
-                          "of F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K",
+                          "of F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K",
                           L->g->name, name, celer_ggml_type_get(t->type)->name);
     if (vector && t->type != CELER_GGML_F32)
         return celer_fail(L->err, CELER_ERR_UNSUPPORTED, "model: %s: tensor '%s' is %s; norms and biases must be F32",
                           L->g->name, name, celer_ggml_type_get(t->type)->name);
     *w = (celer_weight){.type = t->type, .rows = vector ? 1 : rows, .cols = cols, .data = t->data};
-    return L->be->ops->weight_load(L->be, w, L->err);
+    celer_status st = L->be->ops->weight_load(L->be, w, L->err);
+    if (st == CELER_ERR_UNSUPPORTED) { /* the backend's message names the type; add the file and the tensor */
+        char why[sizeof L->err->msg];
+        snprintf(why, sizeof why, "%s", L->err->msg);
+        celer_fail(L->err, st, "model: %s: tensor '%s': %s; requantize the model to one of F32, F16, BF16, Q4_0, "
+                   "Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K", L->g->name, name, why);
+    }
+    return st;
 }
 
 static celer_status take_layer(loader *L, int il, const char *what, int64_t rows, int64_t cols, bool optional,

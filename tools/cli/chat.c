@@ -14,7 +14,9 @@ static void chat_usage(FILE *out)
 {
     fprintf(out, "usage: celer chat [-m MODEL | MODEL] [--system TEXT] [options]\n\n"
                  "Talks with the model: type a message and press Enter; the reply streams back. Lines starting\n"
-                 "with / are commands: /reset forgets the conversation, /exit (or end of input) quits.\n\n"
+                 "with / are commands: /reset forgets the conversation, /exit (or end of input) quits.\n"
+                 "At a terminal a message that cannot be answered (not UTF-8, longer than the context) is\n"
+                 "reported and skipped; from a pipe or a file it ends the chat with exit code 2.\n\n"
                  "options:\n"
                  "  -m, --model MODEL      a .gguf file (default: the default model)\n"
                  "      --system TEXT      a system message for the whole conversation\n"
@@ -78,7 +80,8 @@ int cmd_chat(int argc, char **argv)
         case O_TEMP: {
             char  *end;
             double t = strtod(optarg, &end);
-            if (*end || end == optarg || t < 0 || t > 100) return cli_usage_error("chat", "--temp wants 0 to 100, got '%s'", optarg);
+            if (*end || end == optarg || !(t >= 0 && t <= 100)) /* written so that NaN fails too */
+                return cli_usage_error("chat", "--temp wants 0 to 100, got '%s'", optarg);
             gp.sampling.temperature = (float)t;
             break;
         }
@@ -109,6 +112,7 @@ int cmd_chat(int argc, char **argv)
         model = argv[optind];
     }
     if (!model && !(model = cli_default_model())) return EXIT_BAD_INPUT;
+    if (system && cli_check_utf8("chat", "the system message (--system)", system)) return EXIT_BAD_INPUT;
     celer_error   err = {0};
     celer_engine *e   = NULL;
     if (celer_engine_create(&e, model, &cfg, &err)) return cli_report(&err);
@@ -119,11 +123,13 @@ int cmd_chat(int argc, char **argv)
     char  *line = NULL;
     size_t cap  = 0;
     int    rc   = EXIT_OK;
+    long   no   = 0; /* input line number */
     fprintf(stderr, "celer: chatting with %s; /reset starts over, /exit or Ctrl-D quits\n", model);
     for (;;) {
         if (tty) fputs("> ", stderr);
         ssize_t n = getline(&line, &cap, stdin);
         if (n < 0) break;
+        no++;
         while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
         if (!n) continue;
         if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) break;
@@ -133,12 +139,20 @@ int cmd_chat(int argc, char **argv)
             celer_engine_reset(e);
             continue;
         }
+        char what[64];
+        snprintf(what, sizeof what, "input line %ld", no);
+        if (cli_check_utf8("chat", what, line)) { /* checked here: the tokenizer would count in the templated text */
+            if (tty) continue;
+            rc = EXIT_BAD_INPUT;
+            break;
+        }
         add_message(msgs, "user", line);
         reply_opts ro = {.chat = true, .show_reasoning = reasoning, .quiet_stats = tty};
         rc            = reply_run(e, msgs, &gp, &ro);
         add_message(msgs, "assistant", ro.content ? ro.content : "");
         free(ro.content);
-        if (rc == EXIT_RUNTIME) break; /* a bad turn (too long, a template error) is reported and skipped */
+        /* a bad turn (too long, a template error) is reported and skipped at a terminal; a script gets exit 2 */
+        if (rc == EXIT_RUNTIME || (rc && !tty)) break;
         if (rc) {
             cJSON_DeleteItemFromArray(msgs, cJSON_GetArraySize(msgs) - 1);
             cJSON_DeleteItemFromArray(msgs, cJSON_GetArraySize(msgs) - 1);

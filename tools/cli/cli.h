@@ -13,6 +13,10 @@ enum { EXIT_OK = 0, EXIT_BAD_INPUT = 2, EXIT_RUNTIME = 3 };
 int cli_report(const celer_error *err);
 /* Prints "celer CMD: <msg>; see celer CMD --help" and returns EXIT_BAD_INPUT. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* For text from the user (what names it: "the prompt (-p)"): EXIT_OK when it is valid UTF-8, else
+ * prints "celer CMD: WHAT is not valid UTF-8 at byte N (0xXX); ..." and returns EXIT_BAD_INPUT.
+ * Checked before templating, so that N counts in the user's own text. */
+int cli_check_utf8(const char *cmd, const char *what, const char *text);
 /* "93.8 MiB" */
 const char *cli_bytes(uint64_t n, char *buf, size_t cap);
 

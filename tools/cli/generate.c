@@ -136,6 +136,12 @@ int cmd_generate(int argc, char **argv)
     }
     if (optind < argc) return cli_usage_error("generate", "unexpected argument '%s' (give the prompt with -p)", argv[optind]);
     if (!prompt) return cli_usage_error("generate", "no prompt given (-p TEXT)");
+    /* here, not in the tokenizer: there the byte offset would count in the templated text */
+    if (cli_check_utf8("generate", "the prompt (-p)", prompt) ||
+        (system && cli_check_utf8("generate", "the system message (--system)", system)))
+        return EXIT_BAD_INPUT;
+    for (int i = 0; i < n_stops; i++)
+        if (cli_check_utf8("generate", "a stop string (--stop)", stops[i])) return EXIT_BAD_INPUT;
     if (!model && !(model = cli_default_model())) return EXIT_BAD_INPUT;
     gp.stop = n_stops ? stops : NULL;
 

@@ -2,6 +2,8 @@
  * own file and returns the process exit code. */
 #include "cli.h"
 
+#include "core/utf8.h"
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +49,15 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     fprintf(stderr, "; see celer %s --help\n", cmd);
     va_end(ap);
+    return EXIT_BAD_INPUT;
+}
+
+int cli_check_utf8(const char *cmd, const char *what, const char *text)
+{
+    size_t n = strlen(text), bad = celer_utf8_validate(text, n);
+    if (bad == n) return EXIT_OK;
+    fprintf(stderr, "celer %s: %s is not valid UTF-8 at byte %zu (0x%02x); give UTF-8 text (convert it with iconv -t "
+                    "UTF-8, or set a UTF-8 locale)\n", cmd, what, bad, (unsigned)(unsigned char)text[bad]);
     return EXIT_BAD_INPUT;
 }
 
