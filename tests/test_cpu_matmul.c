@@ -5,6 +5,7 @@
  * for bit, and bad calls fail with the right status. */
 #include "backends/cpu/dot.h"
 #include "backends/cpu/matmul.h"
+#include "backends/cpu/repack.h"
 #include "core/threads.h"
 #include "quant/dequant.h"
 #include "quant/half.h"
@@ -87,7 +88,7 @@ static void act_error(celer_cpu_act act, const float *x, int64_t k, float *e, fl
         return;
     }
     int64_t blk = act == CELER_CPU_ACT_X32 ? 32 : 256, nb = k / blk;
-    void   *row = malloc(nb * (sizeof(celer_cpu_x256) + sizeof(float)));
+    void   *row = malloc(nb * (sizeof(celer_cpu_x256) + sizeof(int32_t)));
     if (!row) abort();
     if (act == CELER_CPU_ACT_X32) celer_cpu_quantize_x32_ref(x, row, nb, 0, nb);
     else celer_cpu_quantize_x256_ref(x, row, nb, 0, nb);
@@ -166,9 +167,15 @@ static int check_shape(const ctx *c, celer_ggml_type t, int64_t rows, int64_t k,
             continue;
         }
         CHECK(celer_cpu_scratch_init(&s, (celer_cpu_isa)isa, celer_cpu_matmul_scratch_size(t, k, T), &err) == CELER_OK);
-        for (int p = 0; p < c->n_pool; p++) {
+        /* the stored layout on every pool, then the r16 layout where this level runs it */
+        bool  r16 = celer_cpu_r16_available((celer_cpu_isa)isa, t);
+        char *P   = r16 ? malloc(celer_cpu_r16_size(t, rows, k)) : NULL;
+        CHECK(!r16 || P);
+        if (r16) celer_cpu_r16_pack(t, W, rows, k, P);
+        for (int p = 0; p < c->n_pool * (r16 ? 2 : 1); p++) {
+            celer_cpu_layout lay = p < c->n_pool ? CELER_CPU_LAYOUT_STORED : CELER_CPU_LAYOUT_R16;
             for (int64_t i = 0; i < T * rows; i++) Y[i] = NAN;
-            if (celer_cpu_matmul(c->pool[p], t, W, rows, k, X, T, Y, &s, &err) != CELER_OK) {
+            if (celer_cpu_matmul(c->pool[p % c->n_pool], t, lay, lay ? P : W, rows, k, X, T, Y, &s, &err) != CELER_OK) {
                 fprintf(stderr, "%s\n", err.msg);
                 return 1;
             }
@@ -176,7 +183,7 @@ static int check_shape(const ctx *c, celer_ggml_type t, int64_t rows, int64_t k,
                 double dev = fabs(Y[i] - exact[i]);
                 if (!(dev <= bound[i])) {
                     fprintf(stderr, "%s %s rows %lld k %lld T %lld pool %d: Y[%lld][%lld] = %.9g, exact %.9g, "
-                            "off by %.3g > bound %.3g\n", ti->name, celer_cpu_isa_name(isa), (long long)rows,
+                            "off by %.3g > bound %.3g\n", ti->name, lay ? "r16" : celer_cpu_isa_name(isa), (long long)rows,
                             (long long)k, (long long)T, p, (long long)(i / rows), (long long)(i % rows), Y[i],
                             exact[i], dev, bound[i]);
                     return 1;
@@ -185,7 +192,7 @@ static int check_shape(const ctx *c, celer_ggml_type t, int64_t rows, int64_t k,
                 double dr = fabs(Y[i] - Yref[i]);
                 if (!(dr <= scale[i])) {
                     fprintf(stderr, "%s %s rows %lld k %lld T %lld pool %d: Y[%lld][%lld] = %.9g, ref %.9g, "
-                            "off by %.3g > 1e-5 of sum |w x| %.3g\n", ti->name, celer_cpu_isa_name(isa),
+                            "off by %.3g > 1e-5 of sum |w x| %.3g\n", ti->name, lay ? "r16" : celer_cpu_isa_name(isa),
                             (long long)rows, (long long)k, (long long)T, p, (long long)(i / rows),
                             (long long)(i % rows), Y[i], Yref[i], dr, scale[i]);
                     return 1;
@@ -193,6 +200,7 @@ static int check_shape(const ctx *c, celer_ggml_type t, int64_t rows, int64_t k,
             }
             n_checked++;
         }
+        free(P);
         celer_cpu_scratch_free(&s);
     }
     free(W), free(Wf), free(Wa), free(X), free(E), free(XQ), free(Y), free(Yref), free(exact), free(bound), free(scale);
@@ -207,7 +215,7 @@ static int test_quantizers(const celer_host_info *host)
     if (!celer_cpu_isa_available(CELER_CPU_ISA_AVX2, host)) return 0;
     enum { N = 4096, NB32 = N / 32, NB256 = N / 256 };
     static float x[N];
-    static char  a[NB32 * (sizeof(celer_cpu_x32) + sizeof(float))], b[sizeof a];
+    static char  a[NB32 * (sizeof(celer_cpu_x32) + sizeof(int32_t))], b[sizeof a];
     static char  aK[NB256 * sizeof(celer_cpu_x256)], bK[sizeof aK];
     for (int rep = 0; rep < 20; rep++) {
         random_acts(x, 1, N);
@@ -237,19 +245,42 @@ static int test_errors(void)
     float             x[256] = {0}, y[4];
     uint8_t           w[1024] = {0};
     CHECK(celer_cpu_scratch_init(&s, CELER_CPU_ISA_REF, 0, &err) == CELER_OK);
-    CHECK(celer_cpu_matmul(NULL, CELER_GGML_Q2_K, w, 1, 256, x, 1, y, &s, &err) == CELER_ERR_UNSUPPORTED);
+    CHECK(celer_cpu_matmul(NULL, CELER_GGML_Q2_K, CELER_CPU_LAYOUT_STORED, w, 1, 256, x, 1, y, &s, &err) == CELER_ERR_UNSUPPORTED);
     CHECK(strstr(err.msg, "Q2_K") != NULL);
-    CHECK(celer_cpu_matmul(NULL, (celer_ggml_type)5, w, 1, 256, x, 1, y, &s, &err) == CELER_ERR_UNSUPPORTED);
-    CHECK(celer_cpu_matmul(NULL, CELER_GGML_Q4_0, w, 1, 48, x, 1, y, &s, &err) == CELER_ERR_INVALID);
-    CHECK(celer_cpu_matmul(NULL, CELER_GGML_Q4_0, w, 1, 32, x, 1, y, &s, &err) == CELER_ERR_INVALID); /* no scratch */
+    CHECK(celer_cpu_matmul(NULL, (celer_ggml_type)5, CELER_CPU_LAYOUT_STORED, w, 1, 256, x, 1, y, &s, &err) == CELER_ERR_UNSUPPORTED);
+    CHECK(celer_cpu_matmul(NULL, CELER_GGML_Q4_0, CELER_CPU_LAYOUT_STORED, w, 1, 48, x, 1, y, &s, &err) == CELER_ERR_INVALID);
+    CHECK(celer_cpu_matmul(NULL, CELER_GGML_Q4_0, CELER_CPU_LAYOUT_STORED, w, 1, 32, x, 1, y, &s, &err) == CELER_ERR_INVALID); /* no scratch */
     CHECK(strstr(err.msg, "scratch") != NULL);
-    CHECK(celer_cpu_matmul(NULL, CELER_GGML_F32, w, 1, 5, x, 1, y, &s, &err) == CELER_OK); /* F32 needs none */
+    CHECK(celer_cpu_matmul(NULL, CELER_GGML_F32, CELER_CPU_LAYOUT_STORED, w, 1, 5, x, 1, y, &s, &err) == CELER_OK); /* F32 needs none */
     CHECK(celer_cpu_matmul_scratch_size(CELER_GGML_Q4_K, 512, 3) == 3 * 2 * sizeof(celer_cpu_x256));
-    CHECK(celer_cpu_matmul_scratch_size(CELER_GGML_Q4_0, 64, 3) == 3 * 2 * (sizeof(celer_cpu_x32) + sizeof(float)));
+    CHECK(celer_cpu_matmul_scratch_size(CELER_GGML_Q4_0, 64, 3) == 3 * 2 * (sizeof(celer_cpu_x32) + sizeof(int32_t)));
     CHECK(celer_cpu_matmul_scratch_size(CELER_GGML_F16, 512, 3) == 0);
     celer_cpu_scratch_free(&s);
     celer_cpu_scratch_free(&s);
     celer_cpu_scratch_free(NULL);
+    return 0;
+}
+
+/* Packing to r16 and reading rows back gives every stored row byte for byte, tail rows too. */
+static int test_r16_rows(void)
+{
+    static const celer_ggml_type types[] = {CELER_GGML_Q4_0, CELER_GGML_Q4_1, CELER_GGML_Q8_0};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        celer_ggml_type t = types[i];
+        int64_t         rows = 37, k = 96;
+        size_t          rb = (size_t)(k / 32) * celer_ggml_type_get(t)->block_bytes;
+        char           *W = malloc(rb * rows), *P = malloc(celer_cpu_r16_size(t, rows, k)), *row = malloc(rb);
+        CHECK(W && P && row && celer_cpu_r16_supported(t));
+        CHECK(celer_cpu_r16_size(t, rows, k) == 2 * 3 * celer_cpu_r16_block_bytes(t) + 5 * rb);
+        random_weights(t, W, rows, k);
+        celer_cpu_r16_pack(t, W, rows, k, P);
+        for (int64_t r = 0; r < rows; r++) {
+            celer_cpu_r16_row(t, P, rows, k, r, row);
+            CHECK(memcmp(row, W + r * rb, rb) == 0);
+        }
+        free(W), free(P), free(row);
+    }
+    CHECK(!celer_cpu_r16_supported(CELER_GGML_Q4_K) && !celer_cpu_r16_supported(CELER_GGML_F16));
     return 0;
 }
 
@@ -267,7 +298,7 @@ int main(void)
     CHECK(celer_pool_init(&c.pool[1], 1, &err) == CELER_OK);
     CHECK(celer_pool_init(&c.pool[2], 2, &err) == CELER_OK);
 
-    if (test_errors() || test_quantizers(&host)) return 1;
+    if (test_errors() || test_quantizers(&host) || test_r16_rows()) return 1;
 
     static const celer_ggml_type types[] = {CELER_GGML_F32,  CELER_GGML_F16,  CELER_GGML_BF16, CELER_GGML_Q4_0,
                                             CELER_GGML_Q4_1, CELER_GGML_Q5_0, CELER_GGML_Q5_1, CELER_GGML_Q8_0,

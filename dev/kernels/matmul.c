@@ -148,7 +148,7 @@ int main(int argc, char **argv)
                     return fprintf(stderr, "%s\n", err.msg), 1;
                 int reps = isa == CELER_CPU_ISA_REF ? 2 : 40;
                 /* correctness against the reference level (prefill shape, first 64 rows) */
-                celer_cpu_matmul(pool, t, W, 64, s.k, X, T_PREFILL, Y, &sc, &err);
+                celer_cpu_matmul(pool, t, CELER_CPU_LAYOUT_STORED, W, 64, s.k, X, T_PREFILL, Y, &sc, &err);
                 double maxerr = 0, maxref = 0; /* max |Y - Yref| / max |Yref| */
                 if (isa == CELER_CPU_ISA_REF) memcpy(Yref, Y, sizeof(float) * 64 * T_PREFILL);
                 for (int i = 0; i < 64 * T_PREFILL; i++) {
@@ -161,13 +161,13 @@ int main(int argc, char **argv)
                 for (int r = 0; r < reps; r++) {
                     const char *Wc = W + (size_t)(r % copies) * wbytes;
                     double      t0 = now();
-                    celer_cpu_matmul(pool, t, Wc, s.rows, s.k, X, 1, Y, &sc, &err);
+                    celer_cpu_matmul(pool, t, CELER_CPU_LAYOUT_STORED, Wc, s.rows, s.k, X, 1, Y, &sc, &err);
                     double dt = now() - t0;
                     if (dt < best) best = dt;
                 }
                 for (int r = 0; r < reps; r++) {
                     double t0 = now();
-                    celer_cpu_matmul(pool, t, W, s.rows, s.k, X, 1, Y, &sc, &err);
+                    celer_cpu_matmul(pool, t, CELER_CPU_LAYOUT_STORED, W, s.rows, s.k, X, 1, Y, &sc, &err);
                     double dt = now() - t0;
                     if (dt < besthot) besthot = dt;
                 }
@@ -176,7 +176,7 @@ int main(int argc, char **argv)
                 for (int r = 0; r < (isa == CELER_CPU_ISA_REF ? 1 : 5); r++) {
                     const char *Wc = W + (size_t)(r % copies) * wbytes;
                     double      t0 = now();
-                    celer_cpu_matmul(pool, t, Wc, s.rows, s.k, X, T_PREFILL, Y, &sc, &err);
+                    celer_cpu_matmul(pool, t, CELER_CPU_LAYOUT_STORED, Wc, s.rows, s.k, X, T_PREFILL, Y, &sc, &err);
                     double dt = now() - t0;
                     if (dt < bestp) bestp = dt;
                 }

@@ -18,7 +18,8 @@ typedef enum { CELER_BACKEND_CPU, CELER_BACKEND_CUDA, CELER_BACKEND_ROCM, CELER_
 typedef struct {
     celer_ggml_type type;
     int64_t         rows, cols;
-    const void     *data; /* backend memory; NULL: absent (an optional weight) */
+    const void     *data;   /* backend memory; NULL: absent (an optional weight) */
+    int             layout; /* the backend's arrangement of data (0: as stored), set by weight_load */
 } celer_weight;
 
 typedef enum { CELER_ROPE_NORM, CELER_ROPE_NEOX } celer_rope_mode;

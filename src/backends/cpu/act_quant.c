@@ -38,10 +38,10 @@ static int32_t sum_codes(const int8_t *q, int n)
 void celer_cpu_quantize_x32_ref(const float *x, void *row, int64_t nb, int64_t b0, int64_t b1)
 {
     celer_cpu_x32 *y    = row;
-    float         *sums = (float *)((char *)row + CELER_CPU_X32_SUMS_AT(nb));
+    int32_t       *sums = (int32_t *)((char *)row + CELER_CPU_X32_SUMS_AT(nb));
     for (int64_t b = b0; b < b1; b++) {
         y[b].d  = quantize_block(x + 32 * b, 32, y[b].hi, y[b].lo);
-        sums[b] = y[b].d * (float)(256 * sum_codes(y[b].hi, 32) + sum_codes(y[b].lo, 32));
+        sums[b] = 256 * sum_codes(y[b].hi, 32) + sum_codes(y[b].lo, 32);
     }
 }
 

@@ -1,7 +1,10 @@
-/* The CPU backend: a thread pool and the ops table. Weights stay views into the mapped file. */
+/* The CPU backend: a thread pool and the ops table. Weights stay views into the mapped file,
+ * except matrices of the types whose kernels run faster on 16 interleaved rows (repack.h),
+ * which are packed once, at load, into memory the backend owns. */
 #include "backends/cpu/cpu_backend.h"
 
 #include "backends/cpu/matmul.h"
+#include "backends/cpu/repack.h"
 #include "core/error.h"
 #include "quant/dequant.h"
 
@@ -12,6 +15,8 @@ typedef struct {
     celer_backend     base;
     celer_pool       *pool;
     celer_cpu_scratch scratch; /* quantized activations of the matmul */
+    void            **packed;  /* weights packed at load, freed with the backend */
+    size_t            n_packed, cap_packed;
 } cpu_backend;
 
 celer_pool *cpu_pool(celer_backend *be) { return ((cpu_backend *)be)->pool; }
@@ -24,6 +29,8 @@ static void cpu_free(celer_backend *be)
     if (!c) return;
     celer_pool_free(c->pool);
     celer_cpu_scratch_free(&c->scratch);
+    for (size_t i = 0; i < c->n_packed; i++) free(c->packed[i]);
+    free(c->packed);
     free(c);
 }
 
@@ -41,12 +48,53 @@ static void cpu_release(celer_backend *be, void *p)
     free(p);
 }
 
+typedef struct {
+    celer_ggml_type type;
+    const char     *src;
+    char           *dst;
+    int64_t         rows, k;
+} pack_job;
+
+/* This thread's whole groups; the last thread also copies the rows after them. */
+static void pack_slice(void *ctx, int ith, int nth)
+{
+    const pack_job *j      = ctx;
+    int64_t         groups = j->rows / CELER_R16_ROWS, g0, g1;
+    size_t          rb     = (size_t)(j->k / 32) * celer_ggml_type_get(j->type)->block_bytes;
+    size_t          gb     = (size_t)(j->k / 32) * celer_cpu_r16_block_bytes(j->type);
+    celer_pool_slice(groups, ith, nth, &g0, &g1);
+    if (g0 < g1)
+        celer_cpu_r16_pack(j->type, j->src + (size_t)(g0 * CELER_R16_ROWS) * rb, (g1 - g0) * CELER_R16_ROWS, j->k,
+                           j->dst + (size_t)g0 * gb);
+    if (ith == nth - 1)
+        celer_cpu_r16_pack(j->type, j->src + (size_t)(groups * CELER_R16_ROWS) * rb, j->rows - groups * CELER_R16_ROWS,
+                           j->k, j->dst + (size_t)groups * gb);
+}
+
 static celer_status cpu_weight_load(celer_backend *be, celer_weight *w, celer_error *err)
 {
-    (void)be;
+    cpu_backend *c = (cpu_backend *)be;
     if (w->data && (!celer_dequant_supported(w->type) || (w->rows > 1 && !celer_cpu_matmul_supported(w->type))))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "cpu: weights of type %s are not supported",
                           celer_ggml_type_get(w->type)->name);
+    w->layout = CELER_CPU_LAYOUT_STORED;
+    if (!w->data || w->rows < CELER_R16_ROWS || !celer_cpu_r16_available(c->scratch.isa, w->type)) return CELER_OK;
+    if (c->n_packed == c->cap_packed) {
+        size_t cap = c->cap_packed ? 2 * c->cap_packed : 64;
+        void **p   = realloc(c->packed, cap * sizeof *p);
+        if (!p) return celer_fail(err, CELER_ERR_OOM, "cpu: out of memory for the list of packed weights");
+        c->packed = p, c->cap_packed = cap;
+    }
+    size_t bytes = celer_cpu_r16_size(w->type, w->rows, w->cols);
+    char  *dst   = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!dst)
+        return celer_fail(err, CELER_ERR_OOM, "cpu: out of memory packing a %lld x %lld %s matrix (%zu bytes)",
+                          (long long)w->rows, (long long)w->cols, celer_ggml_type_get(w->type)->name, bytes);
+    pack_job j = {w->type, w->data, dst, w->rows, w->cols};
+    celer_pool_run(c->pool, pack_slice, &j);
+    c->packed[c->n_packed++] = dst;
+    w->data                  = dst;
+    w->layout                = CELER_CPU_LAYOUT_R16;
     return CELER_OK;
 }
 
@@ -96,7 +144,8 @@ celer_status cpu_matmul_op(celer_backend *be, const celer_weight *w, const float
         celer_cpu_scratch_free(&c->scratch);
         if (celer_cpu_scratch_init(&c->scratch, isa, need, err)) return err->code;
     }
-    return celer_cpu_matmul(c->pool, w->type, w->data, w->rows, w->cols, x, T, y, &c->scratch, err);
+    return celer_cpu_matmul(c->pool, w->type, (celer_cpu_layout)w->layout, w->data, w->rows, w->cols, x, T, y,
+                            &c->scratch, err);
 }
 
 const celer_backend_ops celer_cpu_ops = {

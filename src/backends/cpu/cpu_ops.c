@@ -4,10 +4,13 @@
  * the work. */
 #include "backends/cpu/cpu_backend.h"
 
+#include "backends/cpu/matmul.h"
+#include "backends/cpu/repack.h"
 #include "core/error.h"
 #include "quant/dequant.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { PARALLEL_MIN = 1 << 15 }; /* elements below which an op runs on one thread */
@@ -20,14 +23,23 @@ celer_status cpu_get_rows(celer_backend *be, const celer_weight *w, const int32_
     (void)be;
     const celer_ggml_type_info *ti = celer_ggml_type_get(w->type);
     size_t row_bytes = (size_t)(w->cols / ti->block_elems) * ti->block_bytes;
-    for (int64_t i = 0; i < n; i++) {
-        if (ids[i] < 0 || ids[i] >= w->rows)
-            return celer_fail(err, CELER_ERR_INVALID, "cpu: token id %d is outside the embedding (%lld rows)", ids[i],
-                              (long long)w->rows);
-        if (!celer_dequant_row(w->type, (const char *)w->data + (size_t)ids[i] * row_bytes, y + i * w->cols, w->cols))
-            return celer_fail(err, CELER_ERR_UNSUPPORTED, "cpu: cannot read weights of type %s", ti->name);
+    char  *row       = w->layout == CELER_CPU_LAYOUT_R16 ? malloc(row_bytes) : NULL; /* a row back as stored */
+    if (w->layout == CELER_CPU_LAYOUT_R16 && !row)
+        return celer_fail(err, CELER_ERR_OOM, "cpu: out of memory for an embedding row");
+    celer_status st = CELER_OK;
+    for (int64_t i = 0; i < n && !st; i++) {
+        if (ids[i] < 0 || ids[i] >= w->rows) {
+            st = celer_fail(err, CELER_ERR_INVALID, "cpu: token id %d is outside the embedding (%lld rows)", ids[i],
+                            (long long)w->rows);
+            break;
+        }
+        const char *src = (const char *)w->data + (size_t)ids[i] * row_bytes;
+        if (row) celer_cpu_r16_row(w->type, w->data, w->rows, w->cols, ids[i], row), src = row;
+        if (!celer_dequant_row(w->type, src, y + i * w->cols, w->cols))
+            st = celer_fail(err, CELER_ERR_UNSUPPORTED, "cpu: cannot read weights of type %s", ti->name);
     }
-    return CELER_OK;
+    free(row);
+    return st;
 }
 
 /* ---- RMSNorm ------------------------------------------------------------- */

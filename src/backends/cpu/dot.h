@@ -25,7 +25,7 @@ typedef void (*celer_cpu_gemm_fn)(int64_t k, const void *w, size_t wb, int64_t n
 typedef enum {
     CELER_CPU_ACT_NONE, /* type not supported */
     CELER_CPU_ACT_F32,  /* X as given: k floats */
-    CELER_CPU_ACT_X32,  /* k / 32 celer_cpu_x32, then k / 32 floats (below) */
+    CELER_CPU_ACT_X32,  /* k / 32 celer_cpu_x32, then k / 32 int32 (below) */
     CELER_CPU_ACT_X256, /* k / 256 celer_cpu_x256 */
 } celer_cpu_act;
 
@@ -41,8 +41,8 @@ celer_cpu_act celer_cpu_act_of(celer_ggml_type wtype);
  * In f32, with D = amax / 127 and id = 1 / D (0 for a zero block):
  *     hi = code(x · id),  r = x - hi · D,  lo = code(r · (256 · id)),  d = D / 256
  * where code rounds half away from zero, clamps to ±127 and maps NaN to 0.
- * An X32 row of nb blocks is followed by nb floats, Σ of each block's x̂ = d · (256 Σhi + Σlo),
- * for the types with a min (Q4_1, Q5_1) and the offset of Q4_0. */
+ * An X32 row of nb blocks is followed by nb int32, each block's S = 256 Σhi + Σlo (so that
+ * Σ x̂ = d · S), for the types with a min or an offset. */
 typedef struct {
     float  d;
     int8_t hi[32];
@@ -70,6 +70,9 @@ celer_cpu_gemm_fn celer_cpu_gemm_ref(celer_ggml_type wtype);
 #if defined(__x86_64__)
 celer_cpu_gemm_fn celer_cpu_gemm_avx2(celer_ggml_type wtype);
 celer_cpu_gemm_fn celer_cpu_gemm_avx512vnni(celer_ggml_type wtype);
+/* Kernels for weights in the r16 layout (repack.h), NULL for other types: w is the first group,
+ * wb the bytes of one group of 16 rows, nr a multiple of 16. */
+celer_cpu_gemm_fn celer_cpu_gemm_r16_avx512vnni(celer_ggml_type wtype);
 void              celer_cpu_quantize_x32_avx2(const float *x, void *row, int64_t nb, int64_t b0, int64_t b1);
 void              celer_cpu_quantize_x256_avx2(const float *x, void *row, int64_t nb, int64_t b0, int64_t b1);
 #endif

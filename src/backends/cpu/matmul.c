@@ -5,6 +5,7 @@
 #include "backends/cpu/matmul.h"
 
 #include "backends/cpu/dot.h"
+#include "backends/cpu/repack.h"
 #include "core/error.h"
 #include "quant/dequant.h"
 #include "quant/half.h"
@@ -67,6 +68,11 @@ celer_cpu_isa celer_cpu_isa_for_type(celer_cpu_isa isa, celer_ggml_type wtype)
 
 bool celer_cpu_matmul_supported(celer_ggml_type wtype) { return celer_cpu_act_of(wtype) != CELER_CPU_ACT_NONE; }
 
+bool celer_cpu_r16_available(celer_cpu_isa isa, celer_ggml_type wtype)
+{
+    return isa >= CELER_CPU_ISA_AVX512VNNI && isa < CELER_CPU_ISA_COUNT && celer_cpu_r16_supported(wtype);
+}
+
 /* ---- scratch ----------------------------------------------------------------------------- */
 
 /* Bytes of one token's activations in the kernel's format. */
@@ -74,7 +80,7 @@ static size_t act_row_bytes(celer_cpu_act act, int64_t k)
 {
     switch (act) {
     case CELER_CPU_ACT_F32: return (size_t)k * sizeof(float);
-    case CELER_CPU_ACT_X32: return CELER_CPU_X32_SUMS_AT(k / 32) + (size_t)(k / 32) * sizeof(float);
+    case CELER_CPU_ACT_X32: return CELER_CPU_X32_SUMS_AT(k / 32) + (size_t)(k / 32) * sizeof(int32_t);
     case CELER_CPU_ACT_X256: return (size_t)(k / 256) * sizeof(celer_cpu_x256);
     default: return 0;
     }
@@ -115,7 +121,10 @@ void celer_cpu_scratch_free(celer_cpu_scratch *s)
 /* ---- the two passes ------------------------------------------------------------------------ */
 
 typedef struct {
-    celer_cpu_gemm_fn     gemm;
+    celer_cpu_gemm_fn     gemm;     /* rows in the storage layout (all, or the r16 tail) */
+    celer_cpu_gemm_fn     gemm_r16; /* groups of 16 rows in the r16 layout, or NULL */
+    int64_t               groups;   /* r16: whole groups; the rows after them are stored as is */
+    size_t                gb;       /* r16: bytes per group */
     celer_cpu_quantize_fn quantize;
     const char           *W;      /* (rows, k) */
     size_t                wb;     /* bytes per weight row */
@@ -141,17 +150,29 @@ static void quantize_job(void *ctx, int ith, int nth)
     }
 }
 
+/* Rows r0 .. r1 (stored layout, at W_rows) for every token block. */
+static void gemm_rows(const job *j, celer_cpu_gemm_fn fn, const char *w, size_t wb, int64_t r0, int64_t r1)
+{
+    for (int64_t t0 = 0; t0 < j->T; t0 += j->tblock) {
+        int64_t nt = j->T - t0 < j->tblock ? j->T - t0 : j->tblock;
+        fn(j->k, w, wb, r1 - r0, j->xq + t0 * j->xb, j->xb, nt, j->Y + t0 * j->rows + r0, (size_t)j->rows);
+    }
+}
+
 static void gemm_job(void *ctx, int ith, int nth)
 {
     const job *j = ctx;
     int64_t    r0, r1;
-    celer_pool_slice(j->rows, ith, nth, &r0, &r1);
-    if (r0 >= r1) return;
-    for (int64_t t0 = 0; t0 < j->T; t0 += j->tblock) {
-        int64_t nt = j->T - t0 < j->tblock ? j->T - t0 : j->tblock;
-        j->gemm(j->k, j->W + r0 * j->wb, j->wb, r1 - r0, j->xq + t0 * j->xb, j->xb, nt, j->Y + t0 * j->rows + r0,
-                (size_t)j->rows);
+    if (!j->gemm_r16) {
+        celer_pool_slice(j->rows, ith, nth, &r0, &r1);
+        if (r0 < r1) gemm_rows(j, j->gemm, j->W + r0 * j->wb, j->wb, r0, r1);
+        return;
     }
+    int64_t g0, g1, tail = j->groups * CELER_R16_ROWS;
+    celer_pool_slice(j->groups, ith, nth, &g0, &g1);
+    if (g0 < g1) gemm_rows(j, j->gemm_r16, j->W + g0 * j->gb, j->gb, g0 * CELER_R16_ROWS, g1 * CELER_R16_ROWS);
+    if (ith == nth - 1 && tail < j->rows)
+        gemm_rows(j, j->gemm, j->W + j->groups * j->gb, j->wb, tail, j->rows);
 }
 
 static celer_cpu_quantize_fn quantizer(celer_cpu_act act, celer_cpu_isa isa)
@@ -165,8 +186,9 @@ static celer_cpu_quantize_fn quantizer(celer_cpu_act act, celer_cpu_isa isa)
     return act == CELER_CPU_ACT_X32 ? celer_cpu_quantize_x32_ref : celer_cpu_quantize_x256_ref;
 }
 
-celer_status celer_cpu_matmul(celer_pool *pool, celer_ggml_type wtype, const void *W, int64_t rows, int64_t k,
-                              const float *X, int64_t T, float *Y, celer_cpu_scratch *scratch, celer_error *err)
+celer_status celer_cpu_matmul(celer_pool *pool, celer_ggml_type wtype, celer_cpu_layout layout, const void *W,
+                              int64_t rows, int64_t k, const float *X, int64_t T, float *Y, celer_cpu_scratch *scratch,
+                              celer_error *err)
 {
     const celer_ggml_type_info *ti  = celer_ggml_type_get(wtype);
     celer_cpu_act               act = celer_cpu_act_of(wtype);
@@ -186,9 +208,21 @@ celer_status celer_cpu_matmul(celer_pool *pool, celer_ggml_type wtype, const voi
                           (long long)T, need, scratch->size);
     celer_cpu_isa level = celer_cpu_isa_for_type(scratch->isa, wtype);
     CELER_ASSERT(level < CELER_CPU_ISA_COUNT);
+    celer_cpu_gemm_fn r16 = NULL;
+    if (layout == CELER_CPU_LAYOUT_R16) {
+        if (!celer_cpu_r16_available(scratch->isa, wtype))
+            return celer_fail(err, CELER_ERR_INVALID, "cpu: %s weights in the r16 layout need the avx512vnni kernels, "
+                              "the scratch runs '%s'", ti->name, celer_cpu_isa_name(scratch->isa));
+#if defined(__x86_64__)
+        r16 = celer_cpu_gemm_r16_avx512vnni(wtype);
+#endif
+    }
 
     job j = {
-        .gemm = gemm_at(level, wtype),
+        .gemm     = gemm_at(level, wtype),
+        .gemm_r16 = r16,
+        .groups   = r16 ? rows / CELER_R16_ROWS : 0,
+        .gb       = r16 ? (size_t)(k / 32) * celer_cpu_r16_block_bytes(wtype) : 0,
         .W    = W,
         .wb   = (size_t)(k / ti->block_elems) * ti->block_bytes,
         .rows = rows,

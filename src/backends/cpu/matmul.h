@@ -50,6 +50,12 @@ celer_cpu_isa celer_cpu_isa_for_type(celer_cpu_isa isa, celer_ggml_type wtype);
 /* Whether celer_cpu_matmul takes weights of this type. */
 bool celer_cpu_matmul_supported(celer_ggml_type wtype);
 
+/* How the weight rows are laid out: as stored (GGUF), or interleaved by 16 (backends/cpu/
+ * repack.h), which the kernels of some levels run several times faster. */
+typedef enum { CELER_CPU_LAYOUT_STORED, CELER_CPU_LAYOUT_R16 } celer_cpu_layout;
+/* Whether kernels of level isa run wtype in the r16 layout (pack weights only then). */
+bool celer_cpu_r16_available(celer_cpu_isa isa, celer_ggml_type wtype);
+
 /* Per-call working memory (the quantized activations), allocated once by the caller for the
  * largest (wtype, k, T) it will run, so the decode loop never allocates. Zero-initialized is
  * "no buffer, reference kernels"; celer_cpu_scratch_free on it is safe. */
@@ -68,12 +74,14 @@ celer_status celer_cpu_scratch_init(celer_cpu_scratch *s, celer_cpu_isa isa, siz
 void         celer_cpu_scratch_free(celer_cpu_scratch *s);
 
 /* Y (T, rows) = X (T, k) · W (rows, k)ᵀ.
- * W: rows of k elements in wtype's block layout, row-major, rows · (k / block) blocks
+ * W: rows of k elements in wtype's block layout, row-major, rows · (k / block) blocks; or, with
+ *    layout R16, as celer_cpu_r16_pack wrote them (the scratch's level must run them)
  * X: (T, k) f32, rows contiguous; Y: (T, rows) f32
  * k must be a multiple of wtype's block size (32 or 256). pool may be NULL (one thread).
  * Errors: CELER_ERR_UNSUPPORTED naming an unsupported wtype; CELER_ERR_INVALID for a k that
  * is not a multiple of the block or a scratch smaller than celer_cpu_matmul_scratch_size. */
-celer_status celer_cpu_matmul(celer_pool *pool, celer_ggml_type wtype, const void *W, int64_t rows, int64_t k,
-                              const float *X, int64_t T, float *Y, celer_cpu_scratch *scratch, celer_error *err);
+celer_status celer_cpu_matmul(celer_pool *pool, celer_ggml_type wtype, celer_cpu_layout layout, const void *W,
+                              int64_t rows, int64_t k, const float *X, int64_t T, float *Y, celer_cpu_scratch *scratch,
+                              celer_error *err);
 
 #endif

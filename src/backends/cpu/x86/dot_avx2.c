@@ -93,14 +93,14 @@ INLINE float amax_n(const float *x, int n)
 void celer_cpu_quantize_x32_avx2(const float *x, void *row, int64_t nb, int64_t b0, int64_t b1)
 {
     celer_cpu_x32 *y    = row;
-    float         *sums = (float *)((char *)row + CELER_CPU_X32_SUMS_AT(nb));
+    int32_t       *sums = (int32_t *)((char *)row + CELER_CPU_X32_SUMS_AT(nb));
     for (int64_t b = b0; b < b1; b++) {
         const float *xb = x + 32 * b;
         float        D = amax_n(xb, 32) / 127.0f, id = D != 0.0f ? 1.0f / D : 0.0f;
         quantize32(xb, D, id, y[b].hi, y[b].lo);
         y[b].d  = D / 256.0f;
         __m256i hv = _mm256_loadu_si256((const __m256i *)y[b].hi), lv = _mm256_loadu_si256((const __m256i *)y[b].lo);
-        sums[b] = y[b].d * (float)(256 * sum32(hv) + sum32(lv));
+        sums[b] = 256 * sum32(hv) + sum32(lv);
     }
 }
 

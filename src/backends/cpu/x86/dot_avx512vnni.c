@@ -91,6 +91,98 @@ INLINE void row_q8_0_wide(int64_t k, const char *w, const char *x, size_t xb, in
 GEMM_ROWS(gemm_q4_0_wide, row_q4_0_wide)
 GEMM_ROWS(gemm_q8_0_wide, row_q8_0_wide)
 
+/* ---- r16: 16 interleaved rows (repack.h) against broadcast activation codes ---------------
+ * Lane r of every vector is row r. Per block and token: 8 broadcasts of 4 hi codes and 8 of lo
+ * codes, 16 dot steps into four chains (the chains hide the dot latency when one token runs),
+ * then 256 · hi + lo, the offset of unsigned codes (Q4_0: 8 · S, Q8_0: 128 · S, S the block's
+ * 256 Σhi + Σlo) subtracted in integers, and one multiply-add by d_w · d_x for all 16 rows. */
+
+#define R16_NT 4
+
+INLINE int32_t ld_i32(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+INLINE void r16_group(celer_ggml_type wt, int64_t nb, const uint8_t *w, const char *x, size_t xb, int nt, float *y,
+                      size_t ys)
+{
+    const size_t gbb = wt == CELER_GGML_Q8_0 ? 32 + 512 : wt == CELER_GGML_Q4_1 ? 64 + 256 : 32 + 256;
+    const size_t ca  = wt == CELER_GGML_Q4_1 ? 64 : 32;
+    __m512       acc[R16_NT];
+    for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *gb = w + (size_t)b * gbb;
+        for (size_t off = 0; off < gbb; off += 64) _mm_prefetch((const char *)gb + 1024 + off, _MM_HINT_T0);
+        __m512  dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)gb));
+        __m512  mw = wt == CELER_GGML_Q4_1 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(gb + 32)))
+                                           : _mm512_setzero_ps();
+        __m512i v[8];
+        if (wt == CELER_GGML_Q8_0) {
+            for (int j = 0; j < 8; j++) v[j] = _mm512_loadu_si512(gb + ca + 64 * j);
+        } else {
+            for (int j = 0; j < 4; j++) {
+                __m512i n = _mm512_loadu_si512(gb + ca + 64 * j);
+                v[j]      = _mm512_and_si512(n, _mm512_set1_epi8(15));
+                v[j + 4]  = _mm512_and_si512(_mm512_srli_epi16(n, 4), _mm512_set1_epi8(15));
+            }
+        }
+        for (int t = 0; t < nt; t++) {
+            const char          *row = x + t * xb;
+            const celer_cpu_x32 *xq  = (const celer_cpu_x32 *)row + b;
+            __m512i h0 = _mm512_setzero_si512(), h1 = h0, l0 = h0, l1 = h0;
+            for (int q = 0; q < 8; q += 2) {
+                h0 = _mm512_dpbusd_epi32(h0, v[q], _mm512_set1_epi32(ld_i32(xq->hi + 4 * q)));
+                h1 = _mm512_dpbusd_epi32(h1, v[q + 1], _mm512_set1_epi32(ld_i32(xq->hi + 4 * q + 4)));
+                l0 = _mm512_dpbusd_epi32(l0, v[q], _mm512_set1_epi32(ld_i32(xq->lo + 4 * q)));
+                l1 = _mm512_dpbusd_epi32(l1, v[q + 1], _mm512_set1_epi32(ld_i32(xq->lo + 4 * q + 4)));
+            }
+            __m512i s  = _mm512_add_epi32(_mm512_slli_epi32(_mm512_add_epi32(h0, h1), 8), _mm512_add_epi32(l0, l1));
+            int32_t S  = ld_i32(row + CELER_CPU_X32_SUMS_AT(nb) + (size_t)b * sizeof(int32_t));
+            if (wt == CELER_GGML_Q4_0) s = _mm512_sub_epi32(s, _mm512_set1_epi32(8 * S));
+            if (wt == CELER_GGML_Q8_0) s = _mm512_sub_epi32(s, _mm512_set1_epi32(128 * S));
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(xq->d)), acc[t]);
+            if (wt == CELER_GGML_Q4_1) acc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(xq->d * (float)S), acc[t]);
+        }
+    }
+    for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ys, acc[t]);
+}
+
+/* wb: bytes per group of 16 rows; nr: a multiple of 16. */
+#define GEMM_R16(name, wt)                                                                                   \
+    static void name(int64_t k, const void *w, size_t wb, int64_t nr, const void *x, size_t xb, int64_t nt,    \
+                     float *y, size_t ys)                                                                    \
+    {                                                                                                        \
+        for (int64_t g = 0; g < nr / 16; g++) {                                                              \
+            const uint8_t *wg = (const uint8_t *)w + g * wb;                                                 \
+            int64_t        t  = 0;                                                                           \
+            for (; t + R16_NT <= nt; t += R16_NT)                                                            \
+                r16_group(wt, k / 32, wg, (const char *)x + t * xb, xb, R16_NT, y + t * ys + 16 * g, ys);  \
+            switch (nt - t) {                                                                                \
+            case 3: r16_group(wt, k / 32, wg, (const char *)x + t * xb, xb, 3, y + t * ys + 16 * g, ys); break; \
+            case 2: r16_group(wt, k / 32, wg, (const char *)x + t * xb, xb, 2, y + t * ys + 16 * g, ys); break; \
+            case 1: r16_group(wt, k / 32, wg, (const char *)x + t * xb, xb, 1, y + t * ys + 16 * g, ys); break; \
+            default: break;                                                                                  \
+            }                                                                                                \
+        }                                                                                                    \
+    }
+
+GEMM_R16(gemm_q4_0_r16, CELER_GGML_Q4_0)
+GEMM_R16(gemm_q4_1_r16, CELER_GGML_Q4_1)
+GEMM_R16(gemm_q8_0_r16, CELER_GGML_Q8_0)
+
+celer_cpu_gemm_fn celer_cpu_gemm_r16_avx512vnni(celer_ggml_type wtype)
+{
+    switch (wtype) {
+    case CELER_GGML_Q4_0: return gemm_q4_0_r16;
+    case CELER_GGML_Q4_1: return gemm_q4_1_r16;
+    case CELER_GGML_Q8_0: return gemm_q8_0_r16;
+    default: return NULL;
+    }
+}
+
 celer_cpu_gemm_fn celer_cpu_gemm_avx512vnni(celer_ggml_type wtype)
 {
     switch (wtype) {

@@ -123,9 +123,9 @@ INLINE void block32(wblock (*unpack)(const void *, int64_t), int is_signed, int6
         __m256i s = dot_hilo(wa, xh, xl);
         acc[t]    = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(wq.d * xq->d), acc[t]);
         if (!is_signed) {
-            float sx;
-            memcpy(&sx, row + CELER_CPU_X32_SUMS_AT(nb) + (size_t)b * sizeof(float), sizeof sx);
-            msum[t] += wq.m * sx;
+            int32_t sx;
+            memcpy(&sx, row + CELER_CPU_X32_SUMS_AT(nb) + (size_t)b * sizeof sx, sizeof sx);
+            msum[t] += wq.m * (xq->d * (float)sx);
         }
     }
 }
