@@ -60,8 +60,9 @@ static void pack_slice(void *ctx, int ith, int nth)
 {
     const pack_job *j      = ctx;
     int64_t         groups = j->rows / CELER_R16_ROWS, g0, g1;
-    size_t          rb     = (size_t)(j->k / 32) * celer_ggml_type_get(j->type)->block_bytes;
-    size_t          gb     = (size_t)(j->k / 32) * celer_cpu_r16_block_bytes(j->type);
+    const celer_ggml_type_info *ti = celer_ggml_type_get(j->type);
+    size_t rb = (size_t)(j->k / ti->block_elems) * ti->block_bytes;
+    size_t gb = (size_t)(j->k / ti->block_elems) * celer_cpu_r16_block_bytes(j->type);
     celer_pool_slice(groups, ith, nth, &g0, &g1);
     if (g0 < g1)
         celer_cpu_r16_pack(j->type, j->src + (size_t)(g0 * CELER_R16_ROWS) * rb, (g1 - g0) * CELER_R16_ROWS, j->k,

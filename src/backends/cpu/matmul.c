@@ -222,7 +222,7 @@ celer_status celer_cpu_matmul(celer_pool *pool, celer_ggml_type wtype, celer_cpu
         .gemm     = gemm_at(level, wtype),
         .gemm_r16 = r16,
         .groups   = r16 ? rows / CELER_R16_ROWS : 0,
-        .gb       = r16 ? (size_t)(k / 32) * celer_cpu_r16_block_bytes(wtype) : 0,
+        .gb       = r16 ? (size_t)(k / ti->block_elems) * celer_cpu_r16_block_bytes(wtype) : 0,
         .W    = W,
         .wb   = (size_t)(k / ti->block_elems) * ti->block_bytes,
         .rows = rows,

@@ -106,6 +106,19 @@ INLINE int32_t ld_i32(const void *p)
     return v;
 }
 
+/* Σ over n quads of v[j] · (256 · hi + lo), hi and lo the activation codes from element 4j on. */
+INLINE __m512i r16_dot(const __m512i *v, int n, const int8_t *hi, const int8_t *lo)
+{
+    __m512i h0 = _mm512_setzero_si512(), h1 = h0, l0 = h0, l1 = h0;
+    for (int q = 0; q < n; q += 2) {
+        h0 = _mm512_dpbusd_epi32(h0, v[q], _mm512_set1_epi32(ld_i32(hi + 4 * q)));
+        h1 = _mm512_dpbusd_epi32(h1, v[q + 1], _mm512_set1_epi32(ld_i32(hi + 4 * q + 4)));
+        l0 = _mm512_dpbusd_epi32(l0, v[q], _mm512_set1_epi32(ld_i32(lo + 4 * q)));
+        l1 = _mm512_dpbusd_epi32(l1, v[q + 1], _mm512_set1_epi32(ld_i32(lo + 4 * q + 4)));
+    }
+    return _mm512_add_epi32(_mm512_slli_epi32(_mm512_add_epi32(h0, h1), 8), _mm512_add_epi32(l0, l1));
+}
+
 INLINE void r16_group(celer_ggml_type wt, int64_t nb, const uint8_t *w, const char *x, size_t xb, int nt, float *y,
                       size_t ys)
 {
@@ -132,14 +145,7 @@ INLINE void r16_group(celer_ggml_type wt, int64_t nb, const uint8_t *w, const ch
         for (int t = 0; t < nt; t++) {
             const char          *row = x + t * xb;
             const celer_cpu_x32 *xq  = (const celer_cpu_x32 *)row + b;
-            __m512i h0 = _mm512_setzero_si512(), h1 = h0, l0 = h0, l1 = h0;
-            for (int q = 0; q < 8; q += 2) {
-                h0 = _mm512_dpbusd_epi32(h0, v[q], _mm512_set1_epi32(ld_i32(xq->hi + 4 * q)));
-                h1 = _mm512_dpbusd_epi32(h1, v[q + 1], _mm512_set1_epi32(ld_i32(xq->hi + 4 * q + 4)));
-                l0 = _mm512_dpbusd_epi32(l0, v[q], _mm512_set1_epi32(ld_i32(xq->lo + 4 * q)));
-                l1 = _mm512_dpbusd_epi32(l1, v[q + 1], _mm512_set1_epi32(ld_i32(xq->lo + 4 * q + 4)));
-            }
-            __m512i s  = _mm512_add_epi32(_mm512_slli_epi32(_mm512_add_epi32(h0, h1), 8), _mm512_add_epi32(l0, l1));
+            __m512i              s   = r16_dot(v, 8, xq->hi, xq->lo);
             int32_t S  = ld_i32(row + CELER_CPU_X32_SUMS_AT(nb) + (size_t)b * sizeof(int32_t));
             if (wt == CELER_GGML_Q4_0) s = _mm512_sub_epi32(s, _mm512_set1_epi32(8 * S));
             if (wt == CELER_GGML_Q8_0) s = _mm512_sub_epi32(s, _mm512_set1_epi32(128 * S));
@@ -150,28 +156,126 @@ INLINE void r16_group(celer_ggml_type wt, int64_t nb, const uint8_t *w, const ch
     for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ys, acc[t]);
 }
 
-/* wb: bytes per group of 16 rows; nr: a multiple of 16. */
-#define GEMM_R16(name, wt)                                                                                   \
+/* 16-byte vector of u8 (or s8) per-row values → 16 floats. */
+INLINE __m512 row_u8(const uint8_t *p) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p))); }
+INLINE __m512 row_s8(const uint8_t *p) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p))); }
+
+/* Q4_K (repack.h): d[16] dmin[16] sc[8][16] mn[8][16], then 32 vectors of qs; sub-block s is
+ * the low (s even) or high nibbles of vectors 8 (s / 2) .. + 7. Per sub-block: f += Σ · sc,
+ * g += mn · S (S = 256 Σhi + Σlo of its 32 activations); then d · f - dmin · g. */
+INLINE void r16_q4_K(int64_t nb, const uint8_t *w, const char *x, size_t xb, int nt, float *y, size_t ys)
+{
+    const size_t gbb = 64 + 256 + 2048;
+    __m512       acc[R16_NT];
+    for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *gb = w + (size_t)b * gbb;
+        for (size_t off = 0; off < gbb; off += 64) _mm_prefetch((const char *)gb + 2 * gbb + off, _MM_HINT_T0);
+        __m512 f[R16_NT], g[R16_NT];
+        for (int t = 0; t < nt; t++) f[t] = g[t] = _mm512_setzero_ps();
+        for (int sb = 0; sb < 8; sb++) {
+            __m512  scf = row_u8(gb + 64 + 16 * sb), mnf = row_u8(gb + 192 + 16 * sb);
+            __m512i v[8];
+            for (int j = 0; j < 8; j++) {
+                __m512i n = _mm512_loadu_si512(gb + 320 + 64 * (8 * (sb / 2) + j));
+                v[j]      = _mm512_and_si512(sb & 1 ? _mm512_srli_epi16(n, 4) : n, _mm512_set1_epi8(15));
+            }
+            for (int t = 0; t < nt; t++) {
+                const celer_cpu_x256 *xq = (const celer_cpu_x256 *)(x + t * xb) + b;
+                __m512i               s  = r16_dot(v, 8, xq->hi + 32 * sb, xq->lo + 32 * sb);
+                int32_t S = 256 * (xq->hsums[2 * sb] + xq->hsums[2 * sb + 1]) + xq->lsums[2 * sb] + xq->lsums[2 * sb + 1];
+                f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scf, f[t]);
+                g[t] = _mm512_fmadd_ps(mnf, _mm512_set1_ps((float)S), g[t]);
+            }
+        }
+        __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)gb));
+        __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(gb + 32)));
+        for (int t = 0; t < nt; t++) {
+            __m512 xd = _mm512_set1_ps(((const celer_cpu_x256 *)(x + t * xb))[b].d);
+            acc[t]    = _mm512_fmadd_ps(f[t], _mm512_mul_ps(dw, xd), acc[t]);
+            acc[t]    = _mm512_fnmadd_ps(g[t], _mm512_mul_ps(dm, xd), acc[t]);
+        }
+    }
+    for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ys, acc[t]);
+}
+
+/* Q6_K (repack.h): d[16] sc[16][16], then 32 vectors of ql and 16 of qh. Sub-block g (16
+ * elements) of half n = g / 8 lies in region r = (g % 8) / 2 at element l0 = 16 (g % 2):
+ * low (r < 2) or high nibbles of ql vectors 16n + 8 (r & 1) + l0 / 4 + i, with bits 2r, 2r + 1
+ * of qh vectors 8n + l0 / 4 + i on top; codes 0..63 with an offset of 32 (32 · S in integers). */
+INLINE void r16_q6_K(int64_t nb, const uint8_t *w, const char *x, size_t xb, int nt, float *y, size_t ys)
+{
+    const size_t gbb = 32 + 256 + 2048 + 1024;
+    __m512       acc[R16_NT];
+    for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *gb = w + (size_t)b * gbb, *ql = gb + 288, *qh = gb + 288 + 2048;
+        for (size_t off = 0; off < gbb; off += 64) _mm_prefetch((const char *)gb + 2 * gbb + off, _MM_HINT_T0);
+        __m512 f[R16_NT];
+        for (int t = 0; t < nt; t++) f[t] = _mm512_setzero_ps();
+        for (int sb = 0; sb < 16; sb++) {
+            int     n = sb / 8, r = (sb % 8) / 2, q0 = 4 * (sb % 2);
+            __m512  scf = row_s8(gb + 32 + 16 * sb);
+            __m512i v[4];
+            for (int i = 0; i < 4; i++) {
+                __m512i l = _mm512_loadu_si512(ql + 64 * (16 * n + 8 * (r & 1) + q0 + i));
+                __m512i h = _mm512_loadu_si512(qh + 64 * (8 * n + q0 + i));
+                l         = _mm512_and_si512(r < 2 ? l : _mm512_srli_epi16(l, 4), _mm512_set1_epi8(15));
+                h = _mm512_and_si512(_mm512_srli_epi16(h, (unsigned)(2 * r)), _mm512_set1_epi8(3));
+                v[i] = _mm512_or_si512(l, _mm512_slli_epi16(h, 4));
+            }
+            for (int t = 0; t < nt; t++) {
+                const celer_cpu_x256 *xq = (const celer_cpu_x256 *)(x + t * xb) + b;
+                __m512i               s  = r16_dot(v, 4, xq->hi + 16 * sb, xq->lo + 16 * sb);
+                s    = _mm512_sub_epi32(s, _mm512_set1_epi32(32 * (256 * xq->hsums[sb] + xq->lsums[sb])));
+                f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scf, f[t]);
+            }
+        }
+        __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)gb));
+        for (int t = 0; t < nt; t++)
+            acc[t] = _mm512_fmadd_ps(f[t], _mm512_mul_ps(dw, _mm512_set1_ps(((const celer_cpu_x256 *)(x + t * xb))[b].d)),
+                                     acc[t]);
+    }
+    for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ys, acc[t]);
+}
+
+INLINE void r16_q4_0(int64_t nb, const uint8_t *w, const char *x, size_t xb, int nt, float *y, size_t ys)
+{
+    r16_group(CELER_GGML_Q4_0, nb, w, x, xb, nt, y, ys);
+}
+INLINE void r16_q4_1(int64_t nb, const uint8_t *w, const char *x, size_t xb, int nt, float *y, size_t ys)
+{
+    r16_group(CELER_GGML_Q4_1, nb, w, x, xb, nt, y, ys);
+}
+INLINE void r16_q8_0(int64_t nb, const uint8_t *w, const char *x, size_t xb, int nt, float *y, size_t ys)
+{
+    r16_group(CELER_GGML_Q8_0, nb, w, x, xb, nt, y, ys);
+}
+
+/* wb: bytes per group of 16 rows; nr: a multiple of 16; blk: elements per block. */
+#define GEMM_R16(name, fn, blk)                                                                              \
     static void name(int64_t k, const void *w, size_t wb, int64_t nr, const void *x, size_t xb, int64_t nt,    \
                      float *y, size_t ys)                                                                    \
     {                                                                                                        \
         for (int64_t g = 0; g < nr / 16; g++) {                                                              \
             const uint8_t *wg = (const uint8_t *)w + g * wb;                                                 \
+            const char    *xc = x;                                                                           \
             int64_t        t  = 0;                                                                           \
-            for (; t + R16_NT <= nt; t += R16_NT)                                                            \
-                r16_group(wt, k / 32, wg, (const char *)x + t * xb, xb, R16_NT, y + t * ys + 16 * g, ys);  \
+            for (; t + R16_NT <= nt; t += R16_NT) fn(k / blk, wg, xc + t * xb, xb, R16_NT, y + t * ys + 16 * g, ys); \
             switch (nt - t) {                                                                                \
-            case 3: r16_group(wt, k / 32, wg, (const char *)x + t * xb, xb, 3, y + t * ys + 16 * g, ys); break; \
-            case 2: r16_group(wt, k / 32, wg, (const char *)x + t * xb, xb, 2, y + t * ys + 16 * g, ys); break; \
-            case 1: r16_group(wt, k / 32, wg, (const char *)x + t * xb, xb, 1, y + t * ys + 16 * g, ys); break; \
+            case 3: fn(k / blk, wg, xc + t * xb, xb, 3, y + t * ys + 16 * g, ys); break;                     \
+            case 2: fn(k / blk, wg, xc + t * xb, xb, 2, y + t * ys + 16 * g, ys); break;                     \
+            case 1: fn(k / blk, wg, xc + t * xb, xb, 1, y + t * ys + 16 * g, ys); break;                     \
             default: break;                                                                                  \
             }                                                                                                \
         }                                                                                                    \
     }
 
-GEMM_R16(gemm_q4_0_r16, CELER_GGML_Q4_0)
-GEMM_R16(gemm_q4_1_r16, CELER_GGML_Q4_1)
-GEMM_R16(gemm_q8_0_r16, CELER_GGML_Q8_0)
+GEMM_R16(gemm_q4_0_r16, r16_q4_0, 32)
+GEMM_R16(gemm_q4_1_r16, r16_q4_1, 32)
+GEMM_R16(gemm_q8_0_r16, r16_q8_0, 32)
+GEMM_R16(gemm_q4_K_r16, r16_q4_K, 256)
+GEMM_R16(gemm_q6_K_r16, r16_q6_K, 256)
 
 celer_cpu_gemm_fn celer_cpu_gemm_r16_avx512vnni(celer_ggml_type wtype)
 {
@@ -179,6 +283,8 @@ celer_cpu_gemm_fn celer_cpu_gemm_r16_avx512vnni(celer_ggml_type wtype)
     case CELER_GGML_Q4_0: return gemm_q4_0_r16;
     case CELER_GGML_Q4_1: return gemm_q4_1_r16;
     case CELER_GGML_Q8_0: return gemm_q8_0_r16;
+    case CELER_GGML_Q4_K: return gemm_q4_K_r16;
+    case CELER_GGML_Q6_K: return gemm_q6_K_r16;
     default: return NULL;
     }
 }
