@@ -264,8 +264,8 @@ static int test_errors(void)
 /* Packing to r16 and reading rows back gives every stored row byte for byte, tail rows too. */
 static int test_r16_rows(void)
 {
-    static const celer_ggml_type types[] = {CELER_GGML_Q4_0, CELER_GGML_Q4_1, CELER_GGML_Q8_0, CELER_GGML_Q4_K,
-                                            CELER_GGML_Q6_K};
+    static const celer_ggml_type types[] = {CELER_GGML_Q4_0, CELER_GGML_Q4_1, CELER_GGML_Q5_0, CELER_GGML_Q5_1,
+                                            CELER_GGML_Q8_0, CELER_GGML_Q4_K, CELER_GGML_Q6_K};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
         celer_ggml_type t = types[i];
         int64_t         rows = 37, blk = celer_ggml_type_get(t)->block_elems, k = 3 * blk;

@@ -15,6 +15,8 @@ bool celer_cpu_r16_supported(celer_ggml_type wtype)
     switch (wtype) {
     case CELER_GGML_Q4_0:
     case CELER_GGML_Q4_1:
+    case CELER_GGML_Q5_0:
+    case CELER_GGML_Q5_1:
     case CELER_GGML_Q8_0:
     case CELER_GGML_Q4_K:
     case CELER_GGML_Q6_K: return true;
@@ -34,6 +36,8 @@ static int code_spans(celer_ggml_type t, span s[2])
     switch (t) {
     case CELER_GGML_Q4_0: s[0] = (span){offsetof(celer_block_q4_0, qs), 16}; return 1;
     case CELER_GGML_Q4_1: s[0] = (span){offsetof(celer_block_q4_1, qs), 16}; return 1;
+    case CELER_GGML_Q5_0: s[0] = (span){offsetof(celer_block_q5_0, qs), 16}; return 1;
+    case CELER_GGML_Q5_1: s[0] = (span){offsetof(celer_block_q5_1, qs), 16}; return 1;
     case CELER_GGML_Q8_0: s[0] = (span){offsetof(celer_block_q8_0, qs), 32}; return 1;
     case CELER_GGML_Q4_K: s[0] = (span){offsetof(celer_block_q4_K, qs), 128}; return 1;
     default: /* Q6_K */
@@ -48,6 +52,8 @@ static size_t head_bytes(celer_ggml_type t)
 {
     switch (t) {
     case CELER_GGML_Q4_1: return 2 * 32;
+    case CELER_GGML_Q5_0: return 32 + 64;
+    case CELER_GGML_Q5_1: return 2 * 32 + 64;
     case CELER_GGML_Q4_K: return 2 * 32 + 16 * 16;
     case CELER_GGML_Q6_K: return 32 + 16 * 16;
     default: return 32;
@@ -82,13 +88,42 @@ static void pack_k_scales(const uint8_t sc[8], const uint8_t mn[8], uint8_t q[12
     }
 }
 
+/* Q5's 32 fifth bits of one row (qh, bit e for element e) to and from its 4 bytes of the bit
+ * plane, where byte i holds in bit q the bit of element 4q + i. */
+static void move_qh(bool pack, uint8_t plane[4], uint8_t qh[4])
+{
+    uint32_t bits = 0;
+    if (pack) {
+        memcpy(&bits, qh, 4);
+        for (int i = 0; i < 4; i++) {
+            plane[i] = 0;
+            for (int q = 0; q < 8; q++) plane[i] |= (uint8_t)(((bits >> (4 * q + i)) & 1) << q);
+        }
+    } else {
+        for (int i = 0; i < 4; i++)
+            for (int q = 0; q < 8; q++) bits |= (uint32_t)((plane[i] >> q) & 1) << (4 * q + i);
+        memcpy(qh, &bits, 4);
+    }
+}
+
 /* One stored block of lane `lane` into (pack) or out of (!pack) the group block g. */
 static void move_block(celer_ggml_type t, bool pack, uint8_t *g, int lane, uint8_t *blk)
 {
     const int L = CELER_R16_ROWS;
 #define MOVE(dst, src, n) (pack ? memcpy(dst, src, n) : memcpy(src, dst, n))
     switch (t) {
-    case CELER_GGML_Q4_1: MOVE(g + 2 * (L + lane), blk + 2, 2); /* fall through: d as Q4_0 */
+    case CELER_GGML_Q5_0:
+    case CELER_GGML_Q5_1: move_qh(pack, g + (t == CELER_GGML_Q5_1 ? 64 : 32) + 4 * lane,
+                                  blk + (t == CELER_GGML_Q5_1 ? offsetof(celer_block_q5_1, qh) : offsetof(celer_block_q5_0, qh)));
+        if (t == CELER_GGML_Q5_0) {
+            MOVE(g + 2 * lane, blk, 2);
+            break;
+        }
+        /* fall through: Q5_1's d and m as Q4_1's */
+    case CELER_GGML_Q4_1:
+        MOVE(g + 2 * (L + lane), blk + 2, 2);
+        MOVE(g + 2 * lane, blk, 2);
+        break;
     case CELER_GGML_Q4_0:
     case CELER_GGML_Q8_0: MOVE(g + 2 * lane, blk, 2); break;
     case CELER_GGML_Q4_K: {

@@ -119,19 +119,25 @@ INLINE __m512i r16_dot(const __m512i *v, int n, const int8_t *hi, const int8_t *
     return _mm512_add_epi32(_mm512_slli_epi32(_mm512_add_epi32(h0, h1), 8), _mm512_add_epi32(l0, l1));
 }
 
+/* Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (repack.h): per block, codes v[q] of elements 4q .. 4q+3 for
+ * the 16 rows; Q5's fifth bits come from a plane whose byte (row, i) holds in bit q the bit of
+ * element 4q + i, shifted to bit 4. Unsigned codes: the offset (8 S, 16 S, 128 S) is subtracted
+ * in integers, the min (Q4_1, Q5_1) added as m · d_x · S. */
 INLINE void r16_group(celer_ggml_type wt, int64_t nb, const uint8_t *w, const char *x, size_t xb, int nt, float *y,
                       size_t ys)
 {
-    const size_t gbb = wt == CELER_GGML_Q8_0 ? 32 + 512 : wt == CELER_GGML_Q4_1 ? 64 + 256 : 32 + 256;
-    const size_t ca  = wt == CELER_GGML_Q4_1 ? 64 : 32;
+    const bool   q5 = wt == CELER_GGML_Q5_0 || wt == CELER_GGML_Q5_1, mins = wt == CELER_GGML_Q4_1 || wt == CELER_GGML_Q5_1;
+    const size_t hb  = mins ? 64 : 32;              /* the Q5 bit plane */
+    const size_t ca  = hb + (q5 ? 64 : 0);          /* the codes */
+    const size_t gbb = ca + (wt == CELER_GGML_Q8_0 ? 512 : 256);
+    const int    off = wt == CELER_GGML_Q8_0 ? 128 : wt == CELER_GGML_Q4_0 ? 8 : wt == CELER_GGML_Q5_0 ? 16 : 0;
     __m512       acc[R16_NT];
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *gb = w + (size_t)b * gbb;
-        for (size_t off = 0; off < gbb; off += 64) _mm_prefetch((const char *)gb + 1024 + off, _MM_HINT_T0);
+        for (size_t o = 0; o < gbb; o += 64) _mm_prefetch((const char *)gb + 1024 + o, _MM_HINT_T0);
         __m512  dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)gb));
-        __m512  mw = wt == CELER_GGML_Q4_1 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(gb + 32)))
-                                           : _mm512_setzero_ps();
+        __m512  mw = mins ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(gb + 32))) : _mm512_setzero_ps();
         __m512i v[8];
         if (wt == CELER_GGML_Q8_0) {
             for (int j = 0; j < 8; j++) v[j] = _mm512_loadu_si512(gb + ca + 64 * j);
@@ -142,15 +148,25 @@ INLINE void r16_group(celer_ggml_type wt, int64_t nb, const uint8_t *w, const ch
                 v[j + 4]  = _mm512_and_si512(_mm512_srli_epi16(n, 4), _mm512_set1_epi8(15));
             }
         }
+        if (q5) {
+            __m512i h = _mm512_loadu_si512(gb + hb), m = _mm512_set1_epi8(0x10);
+            v[0]      = _mm512_or_si512(v[0], _mm512_and_si512(_mm512_slli_epi16(h, 4), m));
+            v[1]      = _mm512_or_si512(v[1], _mm512_and_si512(_mm512_slli_epi16(h, 3), m));
+            v[2]      = _mm512_or_si512(v[2], _mm512_and_si512(_mm512_slli_epi16(h, 2), m));
+            v[3]      = _mm512_or_si512(v[3], _mm512_and_si512(_mm512_slli_epi16(h, 1), m));
+            v[4]      = _mm512_or_si512(v[4], _mm512_and_si512(h, m));
+            v[5]      = _mm512_or_si512(v[5], _mm512_and_si512(_mm512_srli_epi16(h, 1), m));
+            v[6]      = _mm512_or_si512(v[6], _mm512_and_si512(_mm512_srli_epi16(h, 2), m));
+            v[7]      = _mm512_or_si512(v[7], _mm512_and_si512(_mm512_srli_epi16(h, 3), m));
+        }
         for (int t = 0; t < nt; t++) {
             const char          *row = x + t * xb;
             const celer_cpu_x32 *xq  = (const celer_cpu_x32 *)row + b;
             __m512i              s   = r16_dot(v, 8, xq->hi, xq->lo);
             int32_t S  = ld_i32(row + CELER_CPU_X32_SUMS_AT(nb) + (size_t)b * sizeof(int32_t));
-            if (wt == CELER_GGML_Q4_0) s = _mm512_sub_epi32(s, _mm512_set1_epi32(8 * S));
-            if (wt == CELER_GGML_Q8_0) s = _mm512_sub_epi32(s, _mm512_set1_epi32(128 * S));
+            if (off) s = _mm512_sub_epi32(s, _mm512_set1_epi32(off * S));
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(xq->d)), acc[t]);
-            if (wt == CELER_GGML_Q4_1) acc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(xq->d * (float)S), acc[t]);
+            if (mins) acc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(xq->d * (float)S), acc[t]);
         }
     }
     for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ys, acc[t]);
@@ -247,6 +263,14 @@ INLINE void r16_q4_1(int64_t nb, const uint8_t *w, const char *x, size_t xb, int
 {
     r16_group(CELER_GGML_Q4_1, nb, w, x, xb, nt, y, ys);
 }
+INLINE void r16_q5_0(int64_t nb, const uint8_t *w, const char *x, size_t xb, int nt, float *y, size_t ys)
+{
+    r16_group(CELER_GGML_Q5_0, nb, w, x, xb, nt, y, ys);
+}
+INLINE void r16_q5_1(int64_t nb, const uint8_t *w, const char *x, size_t xb, int nt, float *y, size_t ys)
+{
+    r16_group(CELER_GGML_Q5_1, nb, w, x, xb, nt, y, ys);
+}
 INLINE void r16_q8_0(int64_t nb, const uint8_t *w, const char *x, size_t xb, int nt, float *y, size_t ys)
 {
     r16_group(CELER_GGML_Q8_0, nb, w, x, xb, nt, y, ys);
@@ -273,6 +297,8 @@ INLINE void r16_q8_0(int64_t nb, const uint8_t *w, const char *x, size_t xb, int
 
 GEMM_R16(gemm_q4_0_r16, r16_q4_0, 32)
 GEMM_R16(gemm_q4_1_r16, r16_q4_1, 32)
+GEMM_R16(gemm_q5_0_r16, r16_q5_0, 32)
+GEMM_R16(gemm_q5_1_r16, r16_q5_1, 32)
 GEMM_R16(gemm_q8_0_r16, r16_q8_0, 32)
 GEMM_R16(gemm_q4_K_r16, r16_q4_K, 256)
 GEMM_R16(gemm_q6_K_r16, r16_q6_K, 256)
@@ -282,6 +308,8 @@ celer_cpu_gemm_fn celer_cpu_gemm_r16_avx512vnni(celer_ggml_type wtype)
     switch (wtype) {
     case CELER_GGML_Q4_0: return gemm_q4_0_r16;
     case CELER_GGML_Q4_1: return gemm_q4_1_r16;
+    case CELER_GGML_Q5_0: return gemm_q5_0_r16;
+    case CELER_GGML_Q5_1: return gemm_q5_1_r16;
     case CELER_GGML_Q8_0: return gemm_q8_0_r16;
     case CELER_GGML_Q4_K: return gemm_q4_K_r16;
     case CELER_GGML_Q6_K: return gemm_q6_K_r16;
