@@ -1,12 +1,25 @@
-/* CPU attention over the paged KV cache: for each (token, head), one pass over the visible
- * keys with an online softmax (running max and sum), so no score buffer is needed and any
- * context length works. Grouped-query attention maps query head h to kv head h / (H / Hkv). */
+/* CPU attention over the paged KV cache, one task per (token, kv head): the query heads that
+ * share the kv head (grouped-query attention maps query head h to kv head h / (H / Hkv)) walk
+ * the visible keys together, in tiles, with an online softmax (running max and sum), so each
+ * key and value row is read once per group, no score buffer grows with the context, and any
+ * context length works.
+ *
+ * The dot products and value sums are written lane-wise (16 independent partial sums) so that
+ * the compiler vectorizes them without reordering a float sum; they are compiled twice, for
+ * baseline x86-64 and for AVX2 + FMA, and the backend's kernel level picks one. */
 #include "backends/cpu/cpu_backend.h"
 
+#include "backends/cpu/matmul.h"
 #include "core/error.h"
 
 #include <math.h>
 #include <string.h>
+
+enum {
+    TILE      = 32, /* keys scored before their values are summed */
+    MAX_GROUP = 16, /* query heads per kv head handled at once (larger groups loop) */
+    LANES     = 16,
+};
 
 typedef struct {
     const float          *q;
@@ -17,45 +30,103 @@ typedef struct {
     float                *out;
 } attn_job;
 
-static void attend(void *ctx, int ith, int nth)
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE float dot(const float *a, const float *b, int64_t n)
 {
-    const attn_job       *j  = ctx;
+    float   acc[LANES] = {0};
+    int64_t i          = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++) acc[j] += a[i + j] * b[i + j];
+    float s = 0;
+    for (; i < n; i++) s += a[i] * b[i];
+    for (int j = 0; j < LANES; j++) s += acc[j];
+    return s;
+}
+
+INLINE void axpy(float *o, float w, const float *v, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) o[i] += w * v[i];
+}
+
+INLINE void scale(float *o, float c, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) o[i] *= c;
+}
+
+/* Query heads h0 .. h0 + ng of token t, all on kv head kvh. */
+INLINE void attend_group(const attn_job *j, int64_t t, int64_t h0, int64_t ng, int64_t kvh)
+{
     const celer_kv_cache *kv = j->kv;
     const celer_attn     *a  = j->a;
-    int64_t               hd = a->head_dim, group = a->n_heads / a->n_kv_heads;
+    int64_t               hd = a->head_dim;
     int64_t               kw = kv->n_kv_heads * kv->head_dim_k, vw = kv->n_kv_heads * kv->head_dim_v;
-    int64_t               t0, t1;
-    celer_pool_slice(j->b->n_tokens * a->n_heads, ith, nth, &t0, &t1);
-    for (int64_t task = t0; task < t1; task++) {
-        int64_t      t = task / a->n_heads, h = task % a->n_heads, kvh = h / group;
-        int32_t      s = j->b->seq[t], p = j->b->pos[t];
-        int32_t      lo = a->window > 0 && p - a->window + 1 > 0 ? p - a->window + 1 : 0;
-        const float *q  = j->q + (t * a->n_heads + h) * hd;
-        float       *o  = j->out + (t * a->n_heads + h) * hd;
-        const int32_t *table = kv->tables + (int64_t)s * kv->max_blocks;
-        float        m = -INFINITY, l = 0;
-        memset(o, 0, (size_t)hd * sizeof *o);
-        for (int32_t pos = lo; pos <= p; pos++) {
-            int64_t      slot = (int64_t)table[pos / kv->block_size] * kv->block_size + pos % kv->block_size;
-            const float *k    = kv->k[j->layer] + slot * kw + kvh * kv->head_dim_k;
-            const float *v    = kv->v[j->layer] + slot * vw + kvh * kv->head_dim_v;
-            float        sc   = 0;
-            for (int64_t i = 0; i < hd; i++) sc += q[i] * k[i];
-            sc *= a->scale;
-            if (sc > m) {
-                float corr = expf(m - sc);
-                l *= corr;
-                for (int64_t i = 0; i < hd; i++) o[i] *= corr;
-                m = sc;
-            }
-            float w = expf(sc - m);
-            l += w;
-            for (int64_t i = 0; i < hd; i++) o[i] += w * v[i];
+    int32_t               s = j->b->seq[t], p = j->b->pos[t];
+    int32_t               lo    = a->window > 0 && p - a->window + 1 > 0 ? p - a->window + 1 : 0;
+    const int32_t        *table = kv->tables + (int64_t)s * kv->max_blocks;
+    float                 m[MAX_GROUP], l[MAX_GROUP], sc[MAX_GROUP][TILE];
+    const float          *kr[TILE], *vr[TILE];
+    for (int64_t g = 0; g < ng; g++) {
+        m[g] = -INFINITY, l[g] = 0;
+        memset(j->out + (t * a->n_heads + h0 + g) * hd, 0, (size_t)hd * sizeof(float));
+    }
+    for (int32_t p0 = lo; p0 <= p; p0 += TILE) {
+        int n = p - p0 + 1 < TILE ? p - p0 + 1 : TILE;
+        for (int i = 0; i < n; i++) {
+            int32_t pos  = p0 + i;
+            int64_t slot = (int64_t)table[pos / kv->block_size] * kv->block_size + pos % kv->block_size;
+            kr[i]        = kv->k[j->layer] + slot * kw + kvh * kv->head_dim_k;
+            vr[i]        = kv->v[j->layer] + slot * vw + kvh * kv->head_dim_v;
         }
-        float inv = l > 0 ? 1.0f / l : 0;
-        for (int64_t i = 0; i < hd; i++) o[i] *= inv;
+        for (int64_t g = 0; g < ng; g++) {
+            const float *q  = j->q + (t * a->n_heads + h0 + g) * hd;
+            float       *o  = j->out + (t * a->n_heads + h0 + g) * hd;
+            float        mx = m[g];
+            for (int i = 0; i < n; i++) {
+                sc[g][i] = dot(q, kr[i], hd) * a->scale;
+                mx       = sc[g][i] > mx ? sc[g][i] : mx;
+            }
+            if (mx > m[g]) { /* a new maximum: rescale what was summed so far */
+                float corr = expf(m[g] - mx);
+                l[g] *= corr;
+                scale(o, corr, hd);
+                m[g] = mx;
+            }
+            for (int i = 0; i < n; i++) {
+                float w = expf(sc[g][i] - mx);
+                l[g] += w;
+                axpy(o, w, vr[i], hd);
+            }
+        }
+    }
+    for (int64_t g = 0; g < ng; g++) scale(j->out + (t * a->n_heads + h0 + g) * hd, l[g] > 0 ? 1.0f / l[g] : 0, hd);
+}
+
+INLINE void attend_body(const attn_job *j, int ith, int nth)
+{
+    const celer_attn *a = j->a;
+    int64_t           group = a->n_heads / a->n_kv_heads, tasks = j->b->n_tokens * a->n_kv_heads, t0, t1;
+    /* query heads per task: the whole group, or fewer when there are too few tasks to share
+     * (decode of a model with few kv heads) */
+    int64_t per = group < MAX_GROUP ? group : MAX_GROUP;
+    while (per > 1 && tasks * ((group + per - 1) / per) < 2 * nth) per = (per + 1) / 2;
+    int64_t chunks = (group + per - 1) / per;
+    celer_pool_slice(tasks * chunks, ith, nth, &t0, &t1);
+    for (int64_t task = t0; task < t1; task++) {
+        int64_t c = task % chunks, tk = task / chunks, t = tk / a->n_kv_heads, kvh = tk % a->n_kv_heads;
+        int64_t g0 = c * per, ng = group - g0 < per ? group - g0 : per;
+        attend_group(j, t, kvh * group + g0, ng, kvh);
     }
 }
+
+static void attend(void *ctx, int ith, int nth) { attend_body(ctx, ith, nth); }
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) static void attend_avx2(void *ctx, int ith, int nth)
+{
+    attend_body(ctx, ith, nth);
+}
+#endif
 
 celer_status cpu_attention(celer_backend *be, const float *q, const celer_kv_cache *kv, int32_t layer,
                            const celer_batch *b, const celer_attn *a, float *out, celer_error *err)
@@ -65,7 +136,11 @@ celer_status cpu_attention(celer_backend *be, const float *q, const celer_kv_cac
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "cpu: attention with %lld heads over %lld kv heads of %lld/%lld",
                           (long long)a->n_heads, (long long)a->n_kv_heads, (long long)kv->head_dim_k,
                           (long long)kv->head_dim_v);
-    attn_job j = {q, kv, layer, b, a, out};
-    celer_pool_run(cpu_pool(be), attend, &j);
+    attn_job      j  = {q, kv, layer, b, a, out};
+    celer_pool_fn fn = attend;
+#if defined(__x86_64__)
+    if (cpu_isa(be) >= CELER_CPU_ISA_AVX2) fn = attend_avx2;
+#endif
+    celer_pool_run(cpu_pool(be), fn, &j);
     return CELER_OK;
 }

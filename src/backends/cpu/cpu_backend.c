@@ -20,6 +20,7 @@ typedef struct {
 } cpu_backend;
 
 celer_pool *cpu_pool(celer_backend *be) { return ((cpu_backend *)be)->pool; }
+int         cpu_isa(celer_backend *be) { return (int)((cpu_backend *)be)->scratch.isa; }
 
 static int cpu_n_threads(celer_backend *be) { return celer_pool_size(cpu_pool(be)); }
 

@@ -9,6 +9,8 @@ extern const celer_backend_ops celer_cpu_ops;
 
 celer_status celer_cpu_backend_create(celer_backend **out, const celer_backend_config *cfg, celer_error *err);
 celer_pool  *cpu_pool(celer_backend *be);
+/* The kernel level the backend runs (backends/cpu/matmul.h). */
+int          cpu_isa(celer_backend *be);
 
 celer_status cpu_get_rows(celer_backend *be, const celer_weight *w, const int32_t *ids, int64_t n, float *y,
                           celer_error *err);
