@@ -6,7 +6,9 @@
 
 For every model and thread count it runs both tools (interleaved, celer first), each with the
 same prompt/generation lengths and repetitions, and prints a Markdown table of median tok/s
-with the celer / llama.cpp ratio, followed by the machine, date and commit, ready to paste into
+with the celer / llama.cpp ratio and each decode rate as a share of the memory bound (the
+weight bytes a decode step reads x tok/s / the copy bandwidth, read + write, that celer bench
+measures right after its runs with the same threads), followed by the machine, date and commit, ready to paste into
 docs/benchmarks/. Machines here are noisy: the medians of R repetitions and the ratios are what
 to quote. Standard library only; llama-bench is the user's own build of llama.cpp.
 """
@@ -29,7 +31,7 @@ def run_json(cmd):
 def celer(binary, model, p, n, reps, threads):
     out = json.loads(run_json([binary, "bench", "-m", model, "-p", str(p), "-n", str(n), "-r", str(reps),
                                "-t", str(threads), "--json"]))
-    return out["pp"]["median"], out["tg"]["median"]
+    return out["pp"]["median"], out["tg"]["median"], out["weight_bytes_per_token"], out["copy_bytes_per_s"]
 
 
 def llama(binary, model, p, n, reps, threads):
@@ -70,15 +72,18 @@ def main():
         if not os.path.exists(path):
             sys.exit(f"compare: {path}: no such file")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    print(f"| model | threads | celer pp{a.p} | llama.cpp pp{a.p} | ratio | celer tg{a.n} | llama.cpp tg{a.n} | ratio |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(f"| model | threads | celer pp{a.p} | llama.cpp pp{a.p} | ratio | celer tg{a.n} | llama.cpp tg{a.n} | ratio "
+          f"| copy GB/s | celer tg / bound | llama.cpp tg / bound |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for model in a.models:
         for t in [int(x) for x in a.threads.split(",")]:
-            cpp, ctg = celer(a.celer, model, a.p, a.n, a.r, t)
+            cpp, ctg, wb, bw = celer(a.celer, model, a.p, a.n, a.r, t)
             lpp, ltg = llama(a.llama_bench, model, a.p, a.n, a.r, t)
             ratio = lambda x, y: f"{x / y:.2f}×" if y else "–"
+            share = lambda tg: f"{100 * wb * tg / bw:.0f}%" if bw else "–"
             print(f"| {os.path.basename(model)} | {t} | {cpp:.1f} | {lpp:.1f} | {ratio(cpp, lpp)} | "
-                  f"{ctg:.1f} | {ltg:.1f} | {ratio(ctg, ltg)} |", flush=True)
+                  f"{ctg:.1f} | {ltg:.1f} | {ratio(ctg, ltg)} | {bw / 1e9:.1f} | {share(ctg)} | {share(ltg)} |",
+                  flush=True)
     print(f"\nMachine: {machine()}. Date: {datetime.date.today()}. celer commit {commit}; "
           f"medians of {a.r} runs, p={a.p}, n={a.n}.")
 
