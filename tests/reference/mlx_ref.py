@@ -94,10 +94,25 @@ def model_args(reader):
     if rope_dims != head_dim:
         raise ValueError(f"mlx_ref: partial RoPE ({rope_dims} of {head_dim}) is not mapped yet")
     scaling = g("rope.scaling.type")
-    if scaling not in (None, "none"):
-        if scaling != "linear":
-            raise ValueError(f"mlx_ref: RoPE scaling '{scaling}' is not mapped yet")
+    if scaling == "linear":
         args["rope_scaling"] = {"type": "linear", "factor": float(g("rope.scaling.factor"))}
+    elif scaling == "yarn":
+        # Back to Hugging Face's rope_scaling, which mlx-lm's YarnRoPE reads. It has no
+        # extrapolation or attention factor (its mscale is DeepSeek's, a multiplier of the log).
+        for key, default in (("yarn_ext_factor", 1.0), ("yarn_attn_factor", 1.0)):
+            if float(g(f"rope.scaling.{key}", default)) != default:
+                raise ValueError(f"mlx_ref: YaRN with rope.scaling.{key} != {default} is not mapped")
+        args["rope_scaling"] = {
+            "type": "yarn",
+            "factor": float(g("rope.scaling.factor")),
+            "original_max_position_embeddings": int(g("rope.scaling.original_context_length",
+                                                      args["max_position_embeddings"])),
+        }
+        for key, hf in (("yarn_beta_fast", "beta_fast"), ("yarn_beta_slow", "beta_slow")):
+            if g(f"rope.scaling.{key}") is not None:
+                args["rope_scaling"][hf] = float(g(f"rope.scaling.{key}"))
+    elif scaling not in (None, "none"):
+        raise ValueError(f"mlx_ref: RoPE scaling '{scaling}' is not mapped yet")
     if arch == "qwen2" and "blk.0.attn_q.bias" not in names:
         raise ValueError("mlx_ref: qwen2 without q/k/v biases: mlx-lm's qwen2 always has them")
     if arch == "llama":

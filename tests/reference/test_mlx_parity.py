@@ -1,6 +1,6 @@
-"""celer's forward pass against the mlx-lm reference on the real models and on two tiny random-weight
-ones (tiny_models.py: qwen3 and qwen2), through the fixtures in tests/data/mlx/ (written by
-make_mlx_fixtures.py; this test needs no mlx) and tests/tools/logits_dump.
+"""celer's forward pass against the mlx-lm reference on the real models and on three tiny random-weight
+ones (tiny_models.py: qwen3, qwen2, and qwen2 with YaRN RoPE scaling), through the fixtures in
+tests/data/mlx/ (written by make_mlx_fixtures.py; this test needs no mlx) and tests/tools/logits_dump.
 
 Decided positions (docs/correctness.md): the greedy token is compared only where the reference's
 top-1 logit beats its top-2 by at least THRESHOLD nats; below that, float rounding or a legitimate

@@ -1,14 +1,15 @@
 """Tiny random-weight qwen2 and qwen3 models for the mlx-lm parity check (test_mlx_parity.py,
 make_mlx_fixtures.py), so that the qwen3 path (per-head q/k RMSNorm, NEOX RoPE, head size
-independent of the width) and the qwen2 path (q/k/v biases) are checked against mlx-lm like the
-real models are.
+independent of the width), the qwen2 path (q/k/v biases) and YaRN RoPE scaling (tiny-qwen2-yarn)
+are checked against mlx-lm like the real models are.
 
 One set of float32 weights per model, a pure function of (name, SEED), goes two ways:
   * write_gguf: a GGUF file as llama.cpp's converter writes these architectures (its tensor
-    names and hyper-parameter keys; qwen2/qwen3 keep Hugging Face's Q/K row order), F32
-    tensors, with the placeholder vocabulary of `celer synth` (src/models/synth_vocab.c). The
-    test writes it into a temporary folder and checks its sha256 against the fixture's, so a
-    change of this generator (or of gguf-py's writer) shows up as a stale fixture.
+    names and hyper-parameter keys, YaRN's rope.scaling keys; qwen2/qwen3 keep Hugging Face's
+    Q/K row order), F32 tensors, with the placeholder vocabulary of `celer synth`
+    (src/models/synth_vocab.c). The test writes it into a temporary folder and checks its sha256
+    against the fixture's, so a change of this generator (or of gguf-py's writer) shows up as a
+    stale fixture.
   * reference: mlx-lm's own qwen2 / qwen3 Model, built from ModelArgs and filled with the same
     arrays under their Hugging Face names (needs mlx; only make_mlx_fixtures.py calls it).
 
@@ -39,12 +40,21 @@ MODELS = {
                        n_vocab=384, tied=True),
     "tiny-qwen2": dict(arch="qwen2", n_layer=3, n_embd=64, n_ff=128, n_head=4, n_head_kv=2, head_dim=16,
                        n_vocab=384, tied=False),
+    # YaRN: qwen2 with RoPE base 10⁴ stretched 4 times past an original context of 64 tokens, which
+    # every prompt (32–95 tokens) plus its 32-token continuation runs past. head_dim 32 (2 heads
+    # on 64): the ramp between beta_fast = 32 and beta_slow = 1 turns (the defaults: the converter
+    # writes only the type, the factor and the original context, as for Qwen2.5) spans pairs 0–5
+    # of 16: pair 0 keeps its frequency, pairs 1–4 mix, pairs 5–15 are divided by 4; q and k are
+    # scaled by 0.1 ln 4 + 1 = 1.139.
+    "tiny-qwen2-yarn": dict(arch="qwen2", n_layer=3, n_embd=64, n_ff=128, n_head=2, n_head_kv=1, head_dim=32,
+                            n_vocab=384, tied=False, rope_theta=1e4, n_ctx=256, prompt_len=(32, 96),
+                            yarn=dict(factor=4.0, original_context_length=64)),
 }
-ROPE_THETA = 1e6
+ROPE_THETA = 1e6  # unless the model says otherwise
 NORM_EPS = 1e-6
 N_CTX = 4096
 N_PROMPTS = 8
-PROMPT_LEN = (16, 64)  # prompt lengths, BOS included, drawn from [lo, hi)
+PROMPT_LEN = (16, 64)  # prompt lengths, BOS included, drawn from [lo, hi) (unless the model says otherwise)
 N_SPECIAL = 3  # <unk>, <s>, </s>: prompts draw from the ids after them
 BOS = 1
 
@@ -172,7 +182,7 @@ def write_gguf(name: str, path) -> Path:
     w = gguf.GGUFWriter(str(path), s["arch"])
     w.add_name(name)
     w.add_description(f"random weights from tests/reference/tiny_models.py (seed {SEED}): not a trained model")
-    w.add_context_length(N_CTX)
+    w.add_context_length(s.get("n_ctx", N_CTX))
     w.add_embedding_length(s["n_embd"])
     w.add_block_count(s["n_layer"])
     w.add_feed_forward_length(s["n_ff"])
@@ -181,7 +191,11 @@ def write_gguf(name: str, path) -> Path:
     if s["arch"] == "qwen3":  # the converter writes head_dim where the config has it: Qwen3's does
         w.add_key_length(s["head_dim"])
         w.add_value_length(s["head_dim"])
-    w.add_rope_freq_base(ROPE_THETA)
+    w.add_rope_freq_base(s.get("rope_theta", ROPE_THETA))
+    if "yarn" in s:  # as convert_hf_to_gguf.py writes a Hugging Face rope_scaling of type "yarn"
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(s["yarn"]["factor"])
+        w.add_rope_scaling_orig_ctx_len(s["yarn"]["original_context_length"])
     w.add_layer_norm_rms_eps(NORM_EPS)
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
     tokens, scores, types = vocab(s["n_vocab"])
@@ -207,7 +221,7 @@ def write_gguf(name: str, path) -> Path:
 def model_args(name: str) -> tuple[str, dict]:
     """(mlx-lm module name, ModelArgs dict)."""
     s = _shape(name)
-    return s["arch"], {
+    args = {
         "model_type": s["arch"],
         "hidden_size": s["n_embd"],
         "num_hidden_layers": s["n_layer"],
@@ -217,10 +231,14 @@ def model_args(name: str) -> tuple[str, dict]:
         "head_dim": s["head_dim"],
         "rms_norm_eps": NORM_EPS,
         "vocab_size": s["n_vocab"],
-        "rope_theta": ROPE_THETA,
-        "max_position_embeddings": N_CTX,
+        "rope_theta": s.get("rope_theta", ROPE_THETA),
+        "max_position_embeddings": s.get("n_ctx", N_CTX),
         "tie_word_embeddings": s["tied"],
     }
+    if "yarn" in s:  # Hugging Face's rope_scaling, which mlx-lm's rope_utils.initialize_rope reads
+        args["rope_scaling"] = {"type": "yarn", "factor": s["yarn"]["factor"],
+                                "original_max_position_embeddings": s["yarn"]["original_context_length"]}
+    return s["arch"], args
 
 
 def reference(name: str):
@@ -234,10 +252,11 @@ def reference(name: str):
 def prompts(name: str) -> list[tuple[str, list[int]]]:
     """N_PROMPTS (prompt name, token ids): BOS, then random ids past the special tokens."""
     v = _shape(name)["n_vocab"]
+    lo, hi = _shape(name).get("prompt_len", PROMPT_LEN)
     out = []
     for i in range(N_PROMPTS):
-        r = [int(x) for x in _stream(f"{name}:prompt{i}", PROMPT_LEN[1])]
-        n = PROMPT_LEN[0] + r[0] % (PROMPT_LEN[1] - PROMPT_LEN[0])
+        r = [int(x) for x in _stream(f"{name}:prompt{i}", hi)]
+        n = lo + r[0] % (hi - lo)
         out.append((f"random{i}", [BOS] + [N_SPECIAL + x % (v - N_SPECIAL) for x in r[1:n]]))
     return out
 
