@@ -1,7 +1,9 @@
 /* The backend contract: one table of operations that every backend (cpu, cuda, rocm) fills.
  * backends/ knows nothing of models: an op sees weights, activations and the KV cache, never a
- * tensor name. Activations are f32 rows in the backend's memory; weights stay in their storage
- * format (quantized blocks) and are converted inside the kernels.
+ * tensor name. Activations are f32 rows in the backend's memory; weights keep their storage
+ * format (quantized blocks), which the kernels decode. A backend may rearrange a weight's
+ * blocks at weight_load for its kernels (the CPU interleaves 16 rows: backends/cpu/repack.h)
+ * and records that in celer_weight.layout; the values are never re-encoded.
  *
  * A batch is a set of tokens, each with the sequence it belongs to and its position there, so
  * one call can mix the prefill of one sequence with the decode steps of others (continuous
@@ -31,7 +33,8 @@ typedef struct {
     int64_t         n_rot;        /* rotated dimensions of each head (<= head_dim) */
     float           base;         /* theta */
     float           pos_scale;    /* linear scaling: position multiplier (1 / factor) */
-    const float    *freq_factors; /* (n_rot / 2) divisors of each frequency (llama 3 scaling), or NULL */
+    const float    *freq_factors; /* (n_rot / 2) divisors of each frequency (llama 3, YaRN), or NULL */
+    float           mscale;       /* cos and sin are multiplied by it (YaRN's attention factor; else 1) */
 } celer_rope;
 
 typedef struct {

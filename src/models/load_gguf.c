@@ -66,7 +66,31 @@ static celer_status get_f(const celer_gguf *g, const char *arch, const char *suf
     return celer_gguf_get_f64(g, key, v, NULL, err);
 }
 
-/* RoPE of the model's global layers: base, linear scaling, llama 3 frequency factors. */
+/* YaRN (Peng et al. 2023, as llama.cpp and transformers compute it): dimension pair i keeps its
+ * frequency where it turns more than beta_fast times over the original context, is divided by
+ * the factor where it turns fewer than beta_slow times, and mixes the two linearly between;
+ * cos and sin grow by 0.1 · ln(factor) + 1 (times attn_factor). As divisors of each frequency:
+ *     ff_i = 1 / ((1 - mix_i) / factor + mix_i),  mix_i = ext · (1 - clamp((i - low) / (high - low), 0, 1))
+ * with low and high the pairs that turn beta_fast and beta_slow times, floored and ceiled, and
+ * ext the extrapolation weight (yarn_ext_factor, 1 by default; 0 is plain linear scaling). */
+static void yarn_factors(int64_t n_rot, double base, double factor, double orig_ctx, double beta_fast,
+                         double beta_slow, double ext, float *ff)
+{
+    const double pi = 3.14159265358979323846;
+#define CORR_DIM(turns) ((double)n_rot * log(orig_ctx / ((turns) * 2 * pi)) / (2 * log(base)))
+    double low = floor(CORR_DIM(beta_fast)), high = ceil(CORR_DIM(beta_slow));
+#undef CORR_DIM
+    if (low < 0) low = 0;
+    if (high > (double)n_rot - 1) high = (double)n_rot - 1;
+    if (high == low) high += 0.001;
+    for (int64_t i = 0; i < n_rot / 2; i++) {
+        double ramp = ((double)i - low) / (high - low);
+        double mix  = (1.0 - (ramp < 0 ? 0 : ramp > 1 ? 1 : ramp)) * ext;
+        ff[i]       = (float)(1.0 / ((1.0 - mix) / factor + mix));
+    }
+}
+
+/* RoPE of the model's global layers: base, linear scaling, llama 3 frequency factors, YaRN. */
 static celer_status read_rope(celer_model *m, const celer_gguf *g, loader *L, celer_rope *r)
 {
     const char *a    = m->hp.arch;
@@ -83,20 +107,55 @@ static celer_status read_rope(celer_model *m, const celer_gguf *g, loader *L, ce
     snprintf(key, sizeof key, "%s.rope.scaling.type", a);
     if (celer_gguf_get_str(g, key, &type, &has_type, L->err)) return L->err->code;
     if (get_f(g, a, "rope.scaling.factor", &factor, L->err)) return L->err->code;
-    *r = (celer_rope){.mode = m->arch->rope, .n_rot = n_rot, .base = (float)base, .pos_scale = 1.0f};
-    if (has_type && !celer_gguf_str_eq(type, "none")) {
+    *r = (celer_rope){.mode = m->arch->rope, .n_rot = n_rot, .base = (float)base, .pos_scale = 1.0f, .mscale = 1.0f};
+    bool yarn = has_type && celer_gguf_str_eq(type, "yarn");
+    if (yarn && !isfinite(factor))
+        return celer_fail(L->err, CELER_ERR_FORMAT, "model: %s: %s.rope.scaling.factor is %g; YaRN needs a finite "
+                          "factor", g->name, a, factor);
+    if (has_type && !celer_gguf_str_eq(type, "none") && !yarn) {
         if (!celer_gguf_str_eq(type, "linear"))
-            return celer_fail(L->err, CELER_ERR_UNSUPPORTED, "model: %s: RoPE scaling '%.*s' is not supported yet (none, "
-                              "linear and llama3 frequency factors are)", g->name, (int)type.len, type.ptr);
+            return celer_fail(L->err, CELER_ERR_UNSUPPORTED, "model: %s: RoPE scaling '%.*s' is not supported (none, "
+                              "linear, yarn and llama3 frequency factors are)", g->name, (int)type.len, type.ptr);
         if (factor > 0) r->pos_scale = (float)(1.0 / factor);
     }
     celer_weight ff;
     if (take(L, "rope_freqs.weight", 0, n_rot / 2, true, &ff)) return L->err->code;
-    if (ff.data) {
+    if (ff.data && yarn)
+        return celer_fail(L->err, CELER_ERR_FORMAT, "model: %s: both YaRN scaling and rope_freqs.weight; a converter "
+                          "writes one or the other", g->name);
+    if (ff.data || (yarn && factor > 1)) {
         m->freq_factors = malloc((size_t)(n_rot / 2) * sizeof *m->freq_factors);
         if (!m->freq_factors) return celer_fail(L->err, CELER_ERR_OOM, "model: out of memory");
-        memcpy(m->freq_factors, ff.data, (size_t)(n_rot / 2) * sizeof *m->freq_factors);
         r->freq_factors = m->freq_factors;
+    }
+    if (ff.data) memcpy(m->freq_factors, ff.data, (size_t)(n_rot / 2) * sizeof *m->freq_factors);
+    if (yarn && factor > 1) {
+        double orig = (double)m->hp.n_ctx_train, fast = 32, slow = 1, attn = 1, ext = 1;
+        if (get_f(g, a, "rope.scaling.original_context_length", &orig, L->err) ||
+            get_f(g, a, "rope.scaling.yarn_beta_fast", &fast, L->err) ||
+            get_f(g, a, "rope.scaling.yarn_beta_slow", &slow, L->err) ||
+            get_f(g, a, "rope.scaling.yarn_attn_factor", &attn, L->err) ||
+            get_f(g, a, "rope.scaling.yarn_ext_factor", &ext, L->err))
+            return L->err->code;
+        char above_slow[64];
+        snprintf(above_slow, sizeof above_slow, "above yarn_beta_slow (%g)", slow);
+        const struct {
+            const char *key, *want;
+            double      v;
+            bool        ok;
+        } check[] = {
+            {"original_context_length", "a length of at least 1", orig, orig >= 1 && isfinite(orig)},
+            {"yarn_beta_slow", "above 0", slow, slow > 0 && isfinite(slow)},
+            {"yarn_beta_fast", above_slow, fast, fast > slow && isfinite(fast)},
+            {"yarn_attn_factor", "above 0", attn, attn > 0 && isfinite(attn)},
+            {"yarn_ext_factor", "in [0, 1]", ext, ext >= 0 && ext <= 1},
+        };
+        for (size_t i = 0; i < sizeof check / sizeof *check; i++)
+            if (!check[i].ok)
+                return celer_fail(L->err, CELER_ERR_FORMAT, "model: %s: %s.rope.scaling.%s is %g; YaRN needs it %s",
+                                  g->name, a, check[i].key, check[i].v, check[i].want);
+        yarn_factors(n_rot, base, factor, orig, fast, slow, ext, m->freq_factors);
+        r->mscale = (float)(attn * (ext != 0 ? 0.1 * log(factor) + 1.0 : 1.0));
     }
     return CELER_OK;
 }
@@ -130,6 +189,7 @@ static celer_status load_layer(celer_model *m, loader *L, int il, const celer_ro
         l->rope.base         = m->arch->swa_rope_base;
         l->rope.pos_scale    = 1.0f;
         l->rope.freq_factors = NULL;
+        l->rope.mscale       = 1.0f;
     }
     l->attn = (celer_attn){.n_heads = hp->n_head, .n_kv_heads = hp->n_head_kv, .head_dim = hk,
                            .scale = 1.0f / sqrtf((float)hk), .window = sliding ? (int32_t)hp->sliding_window : 0};

@@ -155,7 +155,7 @@ celer_status cpu_rope(celer_backend *be, float *x, const celer_batch *b, int64_t
             double freq = pow((double)r->base, -2.0 * (double)i / (double)r->n_rot);
             if (r->freq_factors) freq /= r->freq_factors[i];
             double a = pos * freq;
-            float  c = (float)cos(a), s = (float)sin(a);
+            float  c = (float)(cos(a) * r->mscale), s = (float)(sin(a) * r->mscale);
             for (int64_t h = 0; h < n_heads; h++) {
                 float  *v = x + (t * n_heads + h) * head_dim;
                 int64_t i0 = r->mode == CELER_ROPE_NEOX ? i : 2 * i, i1 = r->mode == CELER_ROPE_NEOX ? i + half : 2 * i + 1;
