@@ -44,8 +44,10 @@ clean:
 	rm -rf build build-asan
 
 # Regenerates tests/data/mlx/*.json with the mlx-lm reference, then runs the parity test against
-# them, slow prompts included. Needs mlx (tests/requirements-reference.txt); `make test` does not.
-# REF_MODELS=tiny-qwen3,tiny-qwen2 regenerates and checks only those models.
+# them, slow prompts included; and tests/data/mlx_quant/*.safetensors (mlx's quantize and
+# dequantize), then the dequantizer test against them. Needs mlx (tests/requirements-reference.txt);
+# `make test` does not. REF_MODELS=tiny-qwen3,tiny-qwen2 regenerates and checks only those models
+# (and not the quantization fixtures).
 REF_PYTHON ?= python3
 REF_MODELS ?=
 comma := ,
@@ -55,3 +57,5 @@ check-reference: build
 	@CELER_BIN=build/celer $(REF_PYTHON) tests/reference/make_mlx_fixtures.py $(if $(REF_MODELS),--models $(REF_MODELS))
 	@rm -f build/mlx_parity.txt
 	@CELER_BUILD_DIR=build CELER_PARITY_SLOW=1 $(REF_PYTHON) -m pytest -q -s -p no:cacheprovider tests/reference/test_mlx_parity.py $(if $(REF_MODELS),-k "$(subst $(comma), or ,$(REF_MODELS))")
+	@$(if $(REF_MODELS),true,$(REF_PYTHON) tests/reference/make_mlx_quant_fixtures.py)
+	@$(if $(REF_MODELS),true,CELER_BUILD_DIR=build $(REF_PYTHON) -m pytest -q -s -p no:cacheprovider tests/reference/test_mlx_dequant.py)
