@@ -2,6 +2,7 @@
  * each checked for presence, type and shape before the backend sees it. */
 #include "core/error.h"
 #include "models/model.h"
+#include "models/rope_scaling.h"
 #include "quant/dequant.h"
 
 #include <math.h>
@@ -64,30 +65,6 @@ static celer_status get_f(const celer_gguf *g, const char *arch, const char *suf
     char key[128];
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
     return celer_gguf_get_f64(g, key, v, NULL, err);
-}
-
-/* YaRN (Peng et al. 2023, as llama.cpp and transformers compute it): dimension pair i keeps its
- * frequency where it turns more than beta_fast times over the original context, is divided by
- * the factor where it turns fewer than beta_slow times, and mixes the two linearly between;
- * cos and sin grow by 0.1 · ln(factor) + 1 (times attn_factor). As divisors of each frequency:
- *     ff_i = 1 / ((1 - mix_i) / factor + mix_i),  mix_i = ext · (1 - clamp((i - low) / (high - low), 0, 1))
- * with low and high the pairs that turn beta_fast and beta_slow times, floored and ceiled, and
- * ext the extrapolation weight (yarn_ext_factor, 1 by default; 0 is plain linear scaling). */
-static void yarn_factors(int64_t n_rot, double base, double factor, double orig_ctx, double beta_fast,
-                         double beta_slow, double ext, float *ff)
-{
-    const double pi = 3.14159265358979323846;
-#define CORR_DIM(turns) ((double)n_rot * log(orig_ctx / ((turns) * 2 * pi)) / (2 * log(base)))
-    double low = floor(CORR_DIM(beta_fast)), high = ceil(CORR_DIM(beta_slow));
-#undef CORR_DIM
-    if (low < 0) low = 0;
-    if (high > (double)n_rot - 1) high = (double)n_rot - 1;
-    if (high == low) high += 0.001;
-    for (int64_t i = 0; i < n_rot / 2; i++) {
-        double ramp = ((double)i - low) / (high - low);
-        double mix  = (1.0 - (ramp < 0 ? 0 : ramp > 1 ? 1 : ramp)) * ext;
-        ff[i]       = (float)(1.0 / ((1.0 - mix) / factor + mix));
-    }
 }
 
 /* RoPE of the model's global layers: base, linear scaling, llama 3 frequency factors, YaRN. */
@@ -154,7 +131,7 @@ static celer_status read_rope(celer_model *m, const celer_gguf *g, loader *L, ce
             if (!check[i].ok)
                 return celer_fail(L->err, CELER_ERR_FORMAT, "model: %s: %s.rope.scaling.%s is %g; YaRN needs it %s",
                                   g->name, a, check[i].key, check[i].v, check[i].want);
-        yarn_factors(n_rot, base, factor, orig, fast, slow, ext, m->freq_factors);
+        celer_rope_yarn_factors(n_rot, base, factor, orig, fast, slow, ext, m->freq_factors);
         r->mscale = (float)(attn * (ext != 0 ? 0.1 * log(factor) + 1.0 : 1.0));
     }
     return CELER_OK;

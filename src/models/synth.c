@@ -12,6 +12,7 @@
 #include "models/synth.h"
 
 #include "core/error.h"
+#include "models/rope_scaling.h"
 #include "models/synth_impl.h"
 
 #include <math.h>
@@ -132,23 +133,6 @@ static celer_status add_metadata(celer_gguf_writer *w, const celer_synth_shape *
     return synth_add_vocab(w, s->n_vocab, err);
 }
 
-/* llama 3 frequency factors: 1 for short wavelengths, factor for long ones, a smooth blend between. */
-static void rope_freqs(const celer_synth_shape *s, float *out, uint64_t n)
-{
-    double lo_wl = (double)s->rope_orig_ctx / s->rope_low, hi_wl = (double)s->rope_orig_ctx / s->rope_high;
-    for (uint64_t i = 0; i < n; i++) {
-        double freq = pow(s->rope_theta, -2.0 * (double)i / (double)s->head_dim), wl = 2 * M_PI / freq;
-        if (wl < hi_wl)
-            out[i] = 1.0f;
-        else if (wl > lo_wl)
-            out[i] = (float)s->rope_factor;
-        else {
-            double smooth = ((double)s->rope_orig_ctx / wl - s->rope_low) / (s->rope_high - s->rope_low);
-            out[i]        = (float)(1.0 / ((1 - smooth) / s->rope_factor + smooth));
-        }
-    }
-}
-
 #define CHUNK_BYTES (8u << 20)
 
 /* Streams one tensor's bytes in chunks of whole blocks. */
@@ -158,7 +142,8 @@ static celer_status write_tensor(celer_gguf_writer *w, const celer_synth_shape *
     const celer_ggml_type_info *ti = celer_ggml_type_get(t->type);
     uint64_t                    total = celer_gguf_tensor_size(t->type, t->n_dims, t->ne);
     if (t->kind == K_ROPE_FREQS) {
-        rope_freqs(s, (float *)buf, t->ne[0]);
+        celer_rope_llama3_factors((int64_t)t->ne[0] * 2, s->rope_theta, s->rope_factor, (double)s->rope_orig_ctx,
+                                  s->rope_low, s->rope_high, (float *)buf);
         return celer_gguf_writer_write(w, buf, (size_t)total, err);
     }
     synth_kind kind = t->kind == K_NORM ? SYNTH_NORM : t->kind == K_BIAS ? SYNTH_BIAS : SYNTH_WEIGHT;
