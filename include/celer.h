@@ -200,6 +200,9 @@ const celer_tokenizer  *celer_engine_tokenizer(const celer_engine *e);
 const char             *celer_engine_backend_name(const celer_engine *e);
 int                     celer_engine_threads(const celer_engine *e);
 int64_t                 celer_engine_ctx(const celer_engine *e);
+/* What loading converted that the user should know (e.g. quantized weights the backend has no
+ * kernel for, dequantized), as one sentence; "" when nothing. */
+const char             *celer_engine_load_note(const celer_engine *e);
 
 /* Bytes of weights one decode step reads: every tensor of the model, less the token embedding
  * table when a separate output matrix exists (a step then reads one row of the table). */

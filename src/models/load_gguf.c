@@ -176,8 +176,7 @@ static celer_status load_layer(celer_model *m, loader *L, int il, const celer_ro
 celer_status celer_model_load(celer_model *m, const celer_model_file *mf, celer_backend *be, celer_error *err)
 {
     memset(m, 0, sizeof *m);
-    if (mf->kind != MODEL_FILE_GGUF)
-        return celer_fail(err, CELER_ERR_UNSUPPORTED, "model: only GGUF models run yet");
+    if (mf->kind != MODEL_FILE_GGUF) return celer_model_load_dir(m, mf, be, err);
     const celer_gguf *g = &mf->gguf;
     m->hp               = mf->hp;
     m->arch             = celer_arch_find(m->hp.arch);
@@ -218,5 +217,7 @@ void celer_model_free(celer_model *m)
     if (!m) return;
     free(m->layers);
     free(m->freq_factors);
+    for (size_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
     memset(m, 0, sizeof *m);
 }

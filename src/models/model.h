@@ -45,13 +45,18 @@ typedef struct {
     celer_weight      output;      /* (n_vocab, n_embd); the embeddings when tied */
     int32_t           n_layers;
     celer_layer      *layers;      /* (n_layers) */
-    float            *freq_factors; /* (n_rot / 2) llama 3 RoPE scaling, or NULL */
+    float            *freq_factors; /* (n_rot / 2) llama 3 or YaRN RoPE scaling, or NULL */
+    void            **owned;        /* weights the loader converted (f32 norms, repacked blocks) */
+    size_t            n_owned, cap_owned;
+    char              load_note[256]; /* what the load converted, for stderr; "" when nothing */
 } celer_model;
 
-/* Builds the model from a GGUF file for a backend: checks every tensor's presence, type and
- * shape (errors name the tensor and the file) and loads the weights onto the backend. The model
- * points into mf's mapping: mf must outlive it. */
+/* Builds the model from a GGUF file or a model directory for a backend: checks every tensor's
+ * presence, type and shape (errors name the tensor and the file) and loads the weights onto the
+ * backend. The model points into mf's mapping: mf must outlive it. */
 celer_status celer_model_load(celer_model *m, const celer_model_file *mf, celer_backend *be, celer_error *err);
+/* The directory half of celer_model_load (load_dir.c); m is zeroed. */
+celer_status celer_model_load_dir(celer_model *m, const celer_model_file *mf, celer_backend *be, celer_error *err);
 void         celer_model_free(celer_model *m);
 
 #endif

@@ -156,6 +156,7 @@ const celer_tokenizer  *celer_engine_tokenizer(const celer_engine *e) { return e
 const char             *celer_engine_backend_name(const celer_engine *e) { return e->be->ops->name; }
 int64_t                 celer_engine_ctx(const celer_engine *e) { return e->n_ctx; }
 int                     celer_engine_threads(const celer_engine *e) { return e->n_threads; }
+const char             *celer_engine_load_note(const celer_engine *e) { return e->model.load_note; }
 
 uint64_t celer_engine_weight_bytes_per_token(const celer_engine *e)
 {

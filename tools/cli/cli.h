@@ -17,6 +17,8 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
  * prints "celer CMD: WHAT is not valid UTF-8 at byte N (0xXX); ..." and returns EXIT_BAD_INPUT.
  * Checked before templating, so that N counts in the user's own text. */
 int cli_check_utf8(const char *cmd, const char *what, const char *text);
+/* Prints "celer: MODEL (arch, N layers) on BACKEND, context N" and what the load converted. */
+void cli_print_loaded(const char *model, const celer_engine *e);
 /* "93.8 MiB" */
 const char *cli_bytes(uint64_t n, char *buf, size_t cap);
 

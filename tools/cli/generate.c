@@ -148,9 +148,7 @@ int cmd_generate(int argc, char **argv)
     celer_error   err = {0};
     celer_engine *e   = NULL;
     if (celer_engine_create(&e, model, &cfg, &err)) return cli_report(&err);
-    const celer_hparams *hp = celer_model_file_hparams(celer_engine_model_file(e));
-    fprintf(stderr, "celer: %s (%s, %lld layers) on %s, context %lld\n", model, hp->arch, (long long)hp->n_layer,
-            celer_engine_backend_name(e), (long long)celer_engine_ctx(e));
+    cli_print_loaded(model, e);
     if (chat < 0) chat = celer_model_file_has_chat_template(celer_engine_model_file(e));
     if (system && !chat) {
         celer_engine_free(e);

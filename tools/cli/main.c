@@ -41,6 +41,14 @@ int cli_report(const celer_error *err)
     return celer_status_exit_code(err->code);
 }
 
+void cli_print_loaded(const char *model, const celer_engine *e)
+{
+    const celer_hparams *hp = celer_model_file_hparams(celer_engine_model_file(e));
+    fprintf(stderr, "celer: %s (%s, %lld layers) on %s, context %lld\n", model, hp->arch, (long long)hp->n_layer,
+            celer_engine_backend_name(e), (long long)celer_engine_ctx(e));
+    if (*celer_engine_load_note(e)) fprintf(stderr, "celer: %s\n", celer_engine_load_note(e));
+}
+
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;

@@ -1,0 +1,364 @@
+/* A celer_model from a Hugging Face or MLX model directory: config.json's hyper-parameters and
+ * the safetensors tensors under their transformers names (model.layers.N.self_attn.q_proj, ...).
+ *
+ * Matrices stored as F32, F16 or BF16 are used where they lie in the mapping. Norms and biases
+ * become f32 copies (Gemma's norms with the 1 its RMSNorm adds folded in, as GGUF stores them).
+ * An MLX-quantized matrix (U32 codes with .scales and .biases beside it) is converted once:
+ * affine 4-bit to Q4_1 blocks, whose d · q + m is the same affine map when every scale and bias
+ * is exact in binary16; every other mode, bit width or scale range to its dequantized values in
+ * the scales' dtype (bf16, f16 or f32: mlx's own values, bit for bit) — correct, but as large
+ * as an unquantized model, which the load note says.
+ *
+ * All four architectures use rotate-half RoPE in transformers' layout (the GGUF converters
+ * permute llama's q and k to interleaved pairs instead), so every layer's RoPE is NeoX here. */
+#include "core/error.h"
+#include "models/model.h"
+#include "models/rope_scaling.h"
+#include "quant/blocks.h"
+#include "quant/half.h"
+#include "quant/mlx_quant.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const celer_model_file *mf;
+    celer_model            *m;
+    celer_backend          *be;
+    celer_error            *err;
+    const char             *dir;
+    float                   norm_add; /* Gemma: 1 */
+    int                     n_q4_1, n_dequant; /* converted matrices, for the load note */
+    char                    dequant_what[48];
+} dloader;
+
+static celer_status keep(dloader *L, void *p)
+{
+    celer_model *m = L->m;
+    if (m->n_owned == m->cap_owned) {
+        size_t cap = m->cap_owned ? 2 * m->cap_owned : 64;
+        void **o   = realloc(m->owned, cap * sizeof *o);
+        if (!o) {
+            free(p);
+            return celer_fail(L->err, CELER_ERR_OOM, "model: out of memory");
+        }
+        m->owned = o, m->cap_owned = cap;
+    }
+    m->owned[m->n_owned++] = p;
+    return CELER_OK;
+}
+
+static float st_value(const celer_st_tensor *t, uint64_t i)
+{
+    switch (t->dtype) {
+    case CELER_ST_F32: {
+        float f;
+        memcpy(&f, t->data + 4 * i, 4);
+        return f;
+    }
+    case CELER_ST_F16: {
+        uint16_t h;
+        memcpy(&h, t->data + 2 * i, 2);
+        return celer_half_to_f32(h);
+    }
+    default: { /* BF16 */
+        uint16_t h;
+        memcpy(&h, t->data + 2 * i, 2);
+        return celer_bf16_to_f32(h);
+    }
+    }
+}
+
+static bool float_dtype(celer_st_dtype d) { return d == CELER_ST_F32 || d == CELER_ST_F16 || d == CELER_ST_BF16; }
+
+static celer_status load_weight(dloader *L, const char *name, celer_weight *w)
+{
+    celer_status st = L->be->ops->weight_load(L->be, w, L->err);
+    if (st == CELER_ERR_UNSUPPORTED) {
+        char why[sizeof L->err->msg];
+        snprintf(why, sizeof why, "%s", L->err->msg);
+        celer_fail(L->err, st, "model: %s: tensor '%s': %s", L->dir, name, why);
+    }
+    return st;
+}
+
+/* A vector of n (a norm weight when add is nonzero... or a bias) as f32. */
+static celer_status take_vec(dloader *L, const char *name, int64_t n, bool optional, float add, celer_weight *w)
+{
+    *w                       = (celer_weight){0};
+    const celer_st_tensor *t = celer_safetensors_set_find(&L->mf->st, name);
+    if (!t) {
+        if (optional) return CELER_OK;
+        return celer_fail(L->err, CELER_ERR_FORMAT, "model: %s: tensor '%s' is missing", L->dir, name);
+    }
+    if (!float_dtype(t->dtype) || t->n_elems != (uint64_t)n || t->n_dims != 1)
+        return celer_fail(L->err, CELER_ERR_FORMAT, "model: %s: tensor '%s' is %s of %llu elements in %u dimensions; "
+                          "the config says a vector of %lld floats", L->dir, name, celer_st_dtype_name(t->dtype),
+                          (unsigned long long)t->n_elems, t->n_dims, (long long)n);
+    float *v = malloc((size_t)n * sizeof *v);
+    if (!v) return celer_fail(L->err, CELER_ERR_OOM, "model: out of memory");
+    for (int64_t i = 0; i < n; i++) v[i] = st_value(t, (uint64_t)i) + add;
+    if (keep(L, v)) return L->err->code;
+    *w = (celer_weight){.type = CELER_GGML_F32, .rows = 1, .cols = n, .data = v};
+    return load_weight(L, name, w);
+}
+
+/* Whether the bf16/f16/f32 value v is exactly a binary16. */
+static bool exact_half(float v) { return celer_half_to_f32(celer_f32_to_half(v)) == v; }
+
+/* Affine 4-bit codes and their group's scale and bias as Q4_1 blocks, when every scale and bias
+ * is a binary16; false (nothing kept) otherwise. */
+static celer_status affine4_to_q4_1(dloader *L, const celer_mlx_quant *q, const celer_st_tensor *wt,
+                                    const celer_st_tensor *sc, const celer_st_tensor *bi, celer_weight *w, bool *done)
+{
+    *done              = false;
+    uint64_t n_groups  = (uint64_t)q->rows * (uint64_t)(q->cols / q->group_size);
+    for (uint64_t g = 0; g < n_groups; g++)
+        if (!exact_half(st_value(sc, g)) || !exact_half(st_value(bi, g))) return CELER_OK;
+    int64_t           nb = q->cols / 32;
+    celer_block_q4_1 *b  = malloc((size_t)(q->rows * nb) * sizeof *b);
+    if (!b) return celer_fail(L->err, CELER_ERR_OOM, "model: out of memory converting %s", q->name);
+    for (int64_t r = 0; r < q->rows; r++) {
+        const uint8_t *words = wt->data + (size_t)r * (size_t)(q->cols / 8) * 4;
+        for (int64_t j = 0; j < nb; j++) {
+            celer_block_q4_1 *o = &b[r * nb + j];
+            uint64_t          g = (uint64_t)r * (uint64_t)(q->cols / q->group_size) + (uint64_t)(32 * j / q->group_size);
+            o->d                = celer_f32_to_half(st_value(sc, g));
+            o->m                = celer_f32_to_half(st_value(bi, g));
+            /* element e: bits 4e.. of the row's little-endian words; Q4_1 keeps e and e + 16 in byte e */
+            for (int e = 0; e < 16; e++) {
+                uint8_t lo = (words[(32 * j + e) / 2] >> (4 * ((32 * j + e) % 2))) & 15;
+                uint8_t hi = (words[(32 * j + e + 16) / 2] >> (4 * ((32 * j + e + 16) % 2))) & 15;
+                o->qs[e]   = (uint8_t)(lo | hi << 4);
+            }
+        }
+    }
+    if (keep(L, b)) return L->err->code;
+    *w    = (celer_weight){.type = CELER_GGML_Q4_1, .rows = q->rows, .cols = q->cols, .data = b};
+    *done = true;
+    L->n_q4_1++;
+    return CELER_OK;
+}
+
+/* Any MLX mode: the dequantized values, exact in dtype, stored in dtype. */
+static celer_status mlx_to_float(dloader *L, const celer_mlx_quant *q, const celer_mlx_quant_data *d, celer_weight *w)
+{
+    size_t esz = q->dtype == CELER_ST_F32 ? 4 : 2;
+    char  *out = malloc((size_t)(q->rows * q->cols) * esz);
+    float *row = malloc((size_t)q->cols * sizeof *row);
+    if (!out || !row) {
+        free(out), free(row);
+        return celer_fail(L->err, CELER_ERR_OOM, "model: out of memory converting %s", q->name);
+    }
+    for (int64_t r = 0; r < q->rows; r++) {
+        if (celer_mlx_dequant_row(q, d, r, row, L->err)) {
+            free(out), free(row);
+            return L->err->code;
+        }
+        for (int64_t c = 0; c < q->cols; c++) {
+            size_t at = (size_t)(r * q->cols + c) * esz;
+            if (esz == 4) memcpy(out + at, &row[c], 4);
+            else {
+                uint16_t h = q->dtype == CELER_ST_F16 ? celer_f32_to_half(row[c]) : celer_f32_to_bf16(row[c]);
+                memcpy(out + at, &h, 2);
+            }
+        }
+    }
+    free(row);
+    if (keep(L, out)) return L->err->code;
+    *w = (celer_weight){.type = q->dtype == CELER_ST_F32 ? CELER_GGML_F32 : q->dtype == CELER_ST_F16 ? CELER_GGML_F16
+                                                                                                     : CELER_GGML_BF16,
+                        .rows = q->rows, .cols = q->cols, .data = out};
+    L->n_dequant++;
+    celer_mlx_quant_describe(q, L->dequant_what, sizeof L->dequant_what);
+    return CELER_OK;
+}
+
+/* The matrix of a module (its .weight, rows × cols), as stored or converted as above. */
+static celer_status take_mat(dloader *L, const char *module, int64_t rows, int64_t cols, bool optional, celer_weight *w)
+{
+    *w = (celer_weight){0};
+    char name[256], sname[272], bname[272];
+    snprintf(name, sizeof name, "%s.weight", module);
+    snprintf(sname, sizeof sname, "%s.scales", module);
+    snprintf(bname, sizeof bname, "%s.biases", module);
+    const celer_safetensors_set *set = &L->mf->st;
+    const celer_st_tensor       *t   = celer_safetensors_set_find(set, name);
+    if (!t) {
+        if (optional) return CELER_OK;
+        return celer_fail(L->err, CELER_ERR_FORMAT, "model: %s: tensor '%s' is missing", L->dir, name);
+    }
+    const celer_st_tensor *sc = celer_safetensors_set_find(set, sname);
+    celer_hf_quant         hq = celer_hf_config_quant(&L->mf->cfg, module);
+    if (t->dtype == CELER_ST_U32 && sc && hq.quantized) {
+        const celer_st_tensor *bi = celer_safetensors_set_find(set, bname);
+        celer_mlx_quant        q  = {.name = module, .mode = hq.mode, .bits = hq.bits, .group_size = hq.group_size,
+                                     .dtype = hq.mode == CELER_HF_QUANT_AFFINE ? sc->dtype : CELER_ST_BF16,
+                                     .rows = rows, .cols = cols};
+        if (celer_mlx_quant_check(&q, L->err) ||
+            celer_mlx_quant_check_tensor(&q, CELER_MLX_QUANT_WEIGHT, name, t->dtype, t->n_dims, t->shape, L->err) ||
+            celer_mlx_quant_check_tensor(&q, CELER_MLX_QUANT_SCALES, sname, sc->dtype, sc->n_dims, sc->shape, L->err))
+            return L->err->code;
+        if (hq.mode == CELER_HF_QUANT_AFFINE) {
+            if (!bi)
+                return celer_fail(L->err, CELER_ERR_FORMAT, "model: %s: tensor '%s' is missing (affine weights need "
+                                  "a bias per group)", L->dir, bname);
+            if (celer_mlx_quant_check_tensor(&q, CELER_MLX_QUANT_BIASES, bname, bi->dtype, bi->n_dims, bi->shape,
+                                             L->err))
+                return L->err->code;
+        }
+        bool done = false;
+        if (hq.mode == CELER_HF_QUANT_AFFINE && hq.bits == 4 && affine4_to_q4_1(L, &q, t, sc, bi, w, &done))
+            return L->err->code;
+        if (!done) {
+            celer_mlx_quant_data d = {t->data, t->n_bytes, sc->data, sc->n_bytes, bi ? bi->data : NULL,
+                                      bi ? bi->n_bytes : 0};
+            if (hq.mode != CELER_HF_QUANT_AFFINE) d.biases = NULL, d.biases_bytes = 0;
+            if (mlx_to_float(L, &q, &d, w)) return L->err->code;
+        }
+        return load_weight(L, name, w);
+    }
+    if (!float_dtype(t->dtype))
+        return celer_fail(L->err, CELER_ERR_UNSUPPORTED, "model: %s: tensor '%s' is %s without MLX quantization in "
+                          "config.json; celer runs F32, F16, BF16 and MLX-quantized weights", L->dir, name,
+                          celer_st_dtype_name(t->dtype));
+    if (t->n_dims != 2 || t->shape[0] != (uint64_t)rows || t->shape[1] != (uint64_t)cols)
+        return celer_fail(L->err, CELER_ERR_FORMAT, "model: %s: tensor '%s' is %llu x %llu, the config says %lld x %lld",
+                          L->dir, name, (unsigned long long)t->shape[0],
+                          (unsigned long long)(t->n_dims > 1 ? t->shape[1] : 1), (long long)rows, (long long)cols);
+    *w = (celer_weight){.type = t->dtype == CELER_ST_F32 ? CELER_GGML_F32 : t->dtype == CELER_ST_F16 ? CELER_GGML_F16
+                                                                                                      : CELER_GGML_BF16,
+                        .rows = rows, .cols = cols, .data = t->data};
+    return load_weight(L, name, w);
+}
+
+/* rope_scaling of config.json, as the GGUF loader reads its keys. */
+static celer_status dir_rope(dloader *L, celer_rope *r)
+{
+    celer_model                 *m  = L->m;
+    const celer_hf_config       *c  = &L->mf->cfg;
+    const celer_hf_rope_scaling *rs = &c->rope_scaling;
+    int64_t                      n_rot = m->hp.head_dim_k;
+    double                       base = m->hp.rope_theta > 0 ? m->hp.rope_theta : 10000.0;
+    *r = (celer_rope){.mode = CELER_ROPE_NEOX, .n_rot = n_rot, .base = (float)base, .pos_scale = 1.0f, .mscale = 1.0f};
+    if (!rs->present || !rs->type || !strcmp(rs->type, "default")) return CELER_OK;
+    double factor = rs->factor, orig = rs->original_max_position_embeddings > 0
+                                           ? (double)rs->original_max_position_embeddings
+                                           : (double)m->hp.n_ctx_train;
+    bool   linear = !strcmp(rs->type, "linear"), llama3 = !strcmp(rs->type, "llama3"), yarn = !strcmp(rs->type, "yarn");
+    if (!linear && !llama3 && !yarn)
+        return celer_fail(L->err, CELER_ERR_UNSUPPORTED, "model: %s/config.json: rope_scaling type '%s' is not "
+                          "supported (linear, llama3 and yarn are)", L->dir, rs->type);
+    if (!(factor >= 1) || !isfinite(factor))
+        return celer_fail(L->err, CELER_ERR_FORMAT, "model: %s/config.json: rope_scaling factor is %g; it must be a "
+                          "number from 1", L->dir, factor);
+    if (linear) {
+        r->pos_scale = (float)(1.0 / factor);
+        return CELER_OK;
+    }
+    m->freq_factors = malloc((size_t)(n_rot / 2) * sizeof *m->freq_factors);
+    if (!m->freq_factors) return celer_fail(L->err, CELER_ERR_OOM, "model: out of memory");
+    r->freq_factors = m->freq_factors;
+    if (llama3) {
+        double lo = rs->low_freq_factor > 0 ? rs->low_freq_factor : 1, hi = rs->high_freq_factor > 0 ? rs->high_freq_factor : 4;
+        if (!(hi > lo))
+            return celer_fail(L->err, CELER_ERR_FORMAT, "model: %s/config.json: rope_scaling high_freq_factor %g must "
+                              "be above low_freq_factor %g", L->dir, hi, lo);
+        celer_rope_llama3_factors(n_rot, base, factor, orig, lo, hi, m->freq_factors);
+        return CELER_OK;
+    }
+    double fast = rs->beta_fast > 0 ? rs->beta_fast : 32, slow = rs->beta_slow > 0 ? rs->beta_slow : 1;
+    if (!(fast > slow))
+        return celer_fail(L->err, CELER_ERR_FORMAT, "model: %s/config.json: rope_scaling beta_fast %g must be above "
+                          "beta_slow %g", L->dir, fast, slow);
+    celer_rope_yarn_factors(n_rot, base, factor, orig, fast, slow, 1.0, m->freq_factors);
+    /* transformers: attention_factor replaces 0.1 ln(factor) + 1 when given */
+    r->mscale = (float)(rs->attention_factor > 0 ? rs->attention_factor : 0.1 * log(factor) + 1.0);
+    return CELER_OK;
+}
+
+static celer_status dir_layer(dloader *L, int il, const celer_rope *rope)
+{
+    celer_model         *m  = L->m;
+    const celer_hparams *hp = &m->hp;
+    celer_layer         *l  = &m->layers[il];
+    int64_t              d = hp->n_embd, hk = hp->head_dim_k, hv = hp->head_dim_v;
+    int64_t              nq = hp->n_head * hk, nk = hp->n_head_kv * hk, nv = hp->n_head_kv * hv, ff = hp->n_ff;
+    bool                 gemma = m->arch->sandwich_norm;
+    float                na    = L->norm_add;
+    char                 p[96], n[160];
+#define MOD(s) (snprintf(n, sizeof n, "%s.%s", p, s), n)
+    snprintf(p, sizeof p, "model.layers.%d", il);
+    if (take_vec(L, MOD("input_layernorm.weight"), d, false, na, &l->attn_norm) ||
+        take_mat(L, MOD("self_attn.q_proj"), nq, d, false, &l->wq) ||
+        take_mat(L, MOD("self_attn.k_proj"), nk, d, false, &l->wk) ||
+        take_mat(L, MOD("self_attn.v_proj"), nv, d, false, &l->wv) ||
+        take_mat(L, MOD("self_attn.o_proj"), d, hp->n_head * hv, false, &l->wo) ||
+        take_vec(L, MOD("self_attn.q_proj.bias"), nq, true, 0, &l->bq) ||
+        take_vec(L, MOD("self_attn.k_proj.bias"), nk, true, 0, &l->bk) ||
+        take_vec(L, MOD("self_attn.v_proj.bias"), nv, true, 0, &l->bv) ||
+        take_mat(L, MOD("mlp.gate_proj"), ff, d, false, &l->w_gate) ||
+        take_mat(L, MOD("mlp.up_proj"), ff, d, false, &l->w_up) ||
+        take_mat(L, MOD("mlp.down_proj"), d, ff, false, &l->w_down))
+        return L->err->code;
+    /* Gemma: post_attention_layernorm is the norm after attention, pre_feedforward_layernorm
+     * the FFN's; elsewhere post_attention_layernorm is the FFN's input norm */
+    if (gemma ? take_vec(L, MOD("post_attention_layernorm.weight"), d, false, na, &l->post_attn_norm) ||
+                    take_vec(L, MOD("pre_feedforward_layernorm.weight"), d, false, na, &l->ffn_norm) ||
+                    take_vec(L, MOD("post_feedforward_layernorm.weight"), d, false, na, &l->post_ffn_norm)
+              : take_vec(L, MOD("post_attention_layernorm.weight"), d, false, na, &l->ffn_norm))
+        return L->err->code;
+    if (m->arch->qk_norm && (take_vec(L, MOD("self_attn.q_norm.weight"), hk, false, na, &l->q_norm) ||
+                             take_vec(L, MOD("self_attn.k_norm.weight"), hk, false, na, &l->k_norm)))
+        return L->err->code;
+#undef MOD
+    bool sliding = m->arch->swa_period && hp->sliding_window && (il + 1) % m->arch->swa_period != 0;
+    l->rope      = *rope;
+    if (sliding) l->rope = (celer_rope){.mode = CELER_ROPE_NEOX, .n_rot = rope->n_rot, .base = m->arch->swa_rope_base,
+                                        .pos_scale = 1.0f, .mscale = 1.0f};
+    double qpas = L->mf->cfg.query_pre_attn_scalar;
+    l->attn     = (celer_attn){.n_heads = hp->n_head, .n_kv_heads = hp->n_head_kv, .head_dim = hk,
+                               .scale = 1.0f / sqrtf(qpas > 0 ? (float)qpas : (float)hk),
+                               .window = sliding ? (int32_t)hp->sliding_window : 0};
+    return CELER_OK;
+}
+
+/* transformers' model_type → celer's architecture name. */
+static const char *arch_name(const char *model_type)
+{
+    return !strcmp(model_type, "gemma3_text") ? "gemma3" : model_type;
+}
+
+celer_status celer_model_load_dir(celer_model *m, const celer_model_file *mf, celer_backend *be, celer_error *err)
+{
+    const char *dir = mf->st.dir;
+    m->hp           = mf->hp;
+    m->arch         = celer_arch_find(arch_name(m->hp.arch));
+    if (!m->arch)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "model: %s: architecture '%s' (config.json model_type) is not "
+                          "supported (celer runs: %s)", dir, m->hp.arch, celer_arch_names());
+    if (mf->cfg.quant.present && mf->cfg.quant.method)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "model: %s: quantization method '%s' is not supported (celer runs "
+                          "unquantized and MLX-quantized directories, and GGUF files)", dir, mf->cfg.quant.method);
+    const celer_hparams *hp = &m->hp;
+    m->norm_eps             = hp->norm_eps > 0 ? (float)hp->norm_eps : 1e-6f;
+    dloader L = {.mf = mf, .m = m, .be = be, .err = err, .dir = dir, .norm_add = m->arch->sandwich_norm ? 1.0f : 0.0f};
+    celer_rope rope;
+    if (dir_rope(&L, &rope) || take_mat(&L, "model.embed_tokens", hp->n_vocab, hp->n_embd, false, &m->tok_embd) ||
+        take_vec(&L, "model.norm.weight", hp->n_embd, false, L.norm_add, &m->output_norm) ||
+        take_mat(&L, "lm_head", hp->n_vocab, hp->n_embd, mf->cfg.tie_word_embeddings != 0, &m->output))
+        return err->code;
+    if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
+    m->n_layers = (int32_t)hp->n_layer;
+    m->layers   = calloc((size_t)m->n_layers, sizeof *m->layers);
+    if (!m->layers) return celer_fail(err, CELER_ERR_OOM, "model: out of memory");
+    for (int il = 0; il < m->n_layers; il++)
+        if (dir_layer(&L, il, &rope)) return err->code;
+    if (L.n_dequant)
+        snprintf(m->load_note, sizeof m->load_note,
+                 "%d matrices (%s) dequantized at load: the CPU has no kernel for them yet, so they take the memory "
+                 "and time of an unquantized model", L.n_dequant, L.dequant_what);
+    return CELER_OK;
+}
