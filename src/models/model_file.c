@@ -1,9 +1,12 @@
 /* celer_model_file: a model on disk described for `celer info` and the loader. */
 #include "models/model_file.h"
 
+#include "models/hf_cache.h"
+
 #include "core/error.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -57,11 +60,16 @@ celer_status celer_model_file_open(celer_model_file **out, const char *path, cel
     *out                 = NULL;
     celer_model_file *mf = calloc(1, sizeof *mf);
     if (!mf) return celer_fail(err, CELER_ERR_OOM, "%s: out of memory", path);
-    struct stat st;
+    struct stat  st;
     celer_status s;
-    if (stat(path, &st) != 0)
-        s = celer_fail(err, CELER_ERR_IO, "%s: no such file or directory; give a .gguf file or a model directory",
-                       path);
+    char         snapshot[4096];
+    if (stat(path, &st) != 0 && celer_hf_cache_is_id(path)) { /* "ORG/NAME" another tool downloaded */
+        s = celer_hf_cache_find(path, snapshot, sizeof snapshot, err);
+        if (!s) s = celer_model_dir_open(mf, snapshot, err);
+        if (!s) snprintf(mf->hp.name, sizeof mf->hp.name, "%s", path);
+    } else if (stat(path, &st) != 0)
+        s = celer_fail(err, CELER_ERR_IO, "%s: no such file or directory; give a .gguf file, a model directory or a "
+                       "Hugging Face model id (ORG/NAME) in its cache", path);
     else if (S_ISDIR(st.st_mode))
         s = celer_model_dir_open(mf, path, err);
     else
