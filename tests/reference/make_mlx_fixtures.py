@@ -25,6 +25,7 @@ import datetime
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -105,6 +106,7 @@ MODELS = {
     + [("long", LONG_TEXT, True)],
 }
 TINY = list(tiny_models.MODELS)  # prompts: tiny_models.prompts(name)
+DIRS = list(tiny_models.DIRS)  # the tiny models as model directories; prompts: their base model's
 
 
 def fetch_model(name):
@@ -137,8 +139,129 @@ def sha256(path):
     return h.hexdigest()
 
 
+def convert(src, dst, q):
+    """mlx_lm.convert(src → dst, quantize=True, q_mode/q_bits/q_group_size from q), as the command
+    `mlx_lm.convert --hf-path SRC --mlx-path DST -q --q-mode M --q-bits B --q-group-size G` runs it:
+    mlx-lm's load, the cast of the non-quantized parameters to config.json's torch_dtype,
+    quantize_model (nn.quantize with convert's predicate: every Linear and Embedding whose input
+    width is a multiple of the group size), save_model, save_config, the tokenizer's
+    save_pretrained and the copy of generation_config.json. Only the model card (README.md,
+    which names the source folder, here a temporary one) is left out."""
+    import contextlib
+
+    import mlx_lm.utils
+    from mlx_lm.convert import convert as mlx_convert
+
+    card = mlx_lm.utils.create_model_card
+    mlx_lm.utils.create_model_card = lambda path, hf_path: None
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            mlx_convert(str(src), str(dst), quantize=True, **q)
+    finally:
+        mlx_lm.utils.create_model_card = card
+
+
+def make_dir(name, tmp):
+    """The directory model `name`: an hf-* one written by tiny_models.py into tmp; an mlx-* one
+    converted by mlx-lm from the hf-bf16 directory and (re)written to tests/data/mlx_dirs/<name>/."""
+    q = tiny_models.dir_quantization(name)
+    if q is None:
+        return str(tiny_models.write_dir(name, os.path.join(tmp, name)))
+    base, _ = tiny_models.dir_model(name)
+    src = tiny_models.write_dir(f"{base}-hf-bf16", os.path.join(tmp, "src"))
+    out = os.path.join(tmp, name)
+    convert(src, out, q)
+    dst = tiny_models.MLX_DIRS / name
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(out, dst)
+    return str(dst)
+
+
+def dir_reference(name, path, all_ids):
+    """mlx-lm on the directory (mlx_ref.Reference.from_dir), after checks that it is the model
+    meant: an unquantized directory must give bit-identical logits to mlx-lm's Model built from
+    tiny_models.py's arrays (rounded to bf16 for hf-bf16); a quantized one must have every Linear
+    and the embedding quantized as config.json's block says."""
+    import mlx.nn as nn
+
+    base, _ = tiny_models.dir_model(name)
+    q = tiny_models.dir_quantization(name)
+    ref = mlx_ref.Reference.from_dir(path)
+    with open(os.path.join(path, "config.json")) as f:
+        cfg = json.load(f)
+    if q is None:
+        if ref.quantized or "quantization" in cfg:
+            raise RuntimeError(f"{name}: an unquantized directory has quantized layers")
+        module, args = tiny_models.model_args(base)
+        built = mlx_ref.Reference.from_weights(module, args, tiny_models.dir_weights(name))
+        for ids in all_ids:
+            if not np.array_equal(ref.logits(ids), built.logits(ids)):
+                raise RuntimeError(f"{name}: mlx-lm's load of the directory gives other logits than the model built "
+                                   "from tiny_models.py's arrays: the directory does not hold the same model")
+        return ref, (f"mlx-lm (mlx_lm.utils.load_model) on the directory, which tiny_models.py writes: its "
+                     f"{base} weights (seed {tiny_models.SEED}) in {cfg['torch_dtype']}, computed in float32, CPU "
+                     "(bf16 parameters widened to float32)")
+    block = {"group_size": q["q_group_size"], "bits": q["q_bits"], "mode": q["q_mode"]}
+    if cfg.get("quantization") != block or cfg.get("quantization_config") != block:
+        raise RuntimeError(f"{name}: config.json's quantization block is {cfg.get('quantization')}, expected {block}")
+    plain, packed = (nn.Linear, nn.Embedding), (nn.QuantizedLinear, nn.QuantizedEmbedding)
+    left = [k for k, m in ref.model.named_modules() if isinstance(m, plain) and not isinstance(m, packed)]
+    if left or not ref.quantized:
+        raise RuntimeError(f"{name}: layers left unquantized: {left}")
+    return ref, (f"mlx-lm (mlx_lm.utils.load_model) on what mlx_lm.convert -q --q-mode {q['q_mode']} --q-bits "
+                 f"{q['q_bits']} --q-group-size {q['q_group_size']} wrote from the {base}-hf-bf16 directory "
+                 f"(tests/data/mlx_dirs/{name}); quantized layers as mlx-lm runs them (QuantizedLinear: "
+                 "mx.quantized_matmul, w = scale * q + bias in float32; QuantizedEmbedding rows: mx.dequantize in "
+                 "the scales' dtype), every other parameter widened to float32, float32 activations, CPU")
+
+
+def definition_spread(name, path, ref, seqs):
+    """For a quantized directory: how far two other readings of the same file are from the
+    reference, as a warning of what a loader that reads it differently would see (stderr only).
+    'bf16': every quantized weight taken as mx.dequantize's result in the scales' dtype (two
+    roundings to bf16), for the matmuls too. 'f32': every one as scale * q + bias in float32, for
+    the embedding rows too."""
+    import mlx.core as mx
+    import mlx.nn as nn
+    from mlx.utils import tree_flatten, tree_unflatten
+    from mlx_lm.utils import dequantize_model
+
+    alt_bf16 = mlx_ref.Reference.from_dir(path)
+    dequantize_model(alt_bf16.model)
+    params = tree_flatten(alt_bf16.model.parameters())
+    alt_bf16.model.update(tree_unflatten([(k, v.astype(mx.float32)) for k, v in params]))
+    alt_f32 = mlx_ref.Reference.from_dir(path)
+    for _, m in alt_f32.model.named_modules():
+        if isinstance(m, nn.QuantizedEmbedding) and mx.issubdtype(m.scales.dtype, mx.floating):
+            m.scales = m.scales.astype(mx.float32)
+            if m.get("biases") is not None:
+                m.biases = m.biases.astype(mx.float32)
+    for what, alt in (("bf16", alt_bf16), ("f32", alt_f32)):
+        dl, flips, decided = [], 0, 0
+        for seq in seqs:
+            a, b = ref.logits(seq), alt.logits(seq)
+            i1, l1, l2 = mlx_ref.top2(a)
+            j1, _, _ = mlx_ref.top2(b)
+            d = (l1 - l2) >= 0.05
+            decided += int(d.sum())
+            flips += int(((i1 != j1) & d).sum())
+            dl.append(np.abs(a.max(axis=-1) - b.max(axis=-1)))
+        dl = np.concatenate(dl)
+        print(f"{name}: weights read as '{what}' instead: |d top-1 logit| median {np.median(dl):.4f}, max "
+              f"{dl.max():.4f}; top-1 differs at {flips} of {decided} decided positions", file=sys.stderr)
+
+
 def make_fixture(name, celer, tmp):
-    if name in TINY:
+    spread = None
+    if name in DIRS:
+        base, _ = tiny_models.dir_model(name)
+        path = make_dir(name, tmp)
+        prompts = [(pname, None, False) for pname, _ in tiny_models.prompts(base)]
+        all_ids = [ids for _, ids in tiny_models.prompts(base)]
+        ref, what = dir_reference(name, path, all_ids)
+        if tiny_models.dir_quantization(name) is not None:
+            spread = lambda seqs: definition_spread(name, path, ref, seqs)  # noqa: E731
+    elif name in TINY:
         path = str(tiny_models.write_gguf(name, os.path.join(tmp, f"{name}.gguf")))
         prompts = [(pname, None, False) for pname, _ in tiny_models.prompts(name)]
         all_ids = [ids for _, ids in tiny_models.prompts(name)]
@@ -156,7 +279,7 @@ def make_fixture(name, celer, tmp):
         all_ids = tokenize(celer, path, [t for _, t, _ in prompts])
         ref = mlx_ref.Reference(path)
         what = "mlx-lm on the GGUF's weights dequantized by gguf-py to float32, CPU (tests/reference/mlx_ref.py)"
-    records = []
+    records, seqs = [], []
     for (pname, text, slow), ids in zip(prompts, all_ids):
         gen = ref.greedy(ids, N_GEN)
         seq = ids + gen
@@ -170,6 +293,7 @@ def make_fixture(name, celer, tmp):
                 raise RuntimeError(f"{name}/{pname}: step {s}: cached greedy chose {g}, uncached forward "
                                    f"{int(top1[p])} with margin {l1[p] - l2[p]:.4f}")
         margin = l1 - l2
+        seqs.append(seq)
         records.append({
             "name": pname,
             "slow": slow,
@@ -181,20 +305,25 @@ def make_fixture(name, celer, tmp):
             "margin": [round(float(x), 4) for x in margin],
         })
         print(f"{name}/{pname}: {n} prompt + {len(gen)} generated; min margin {margin.min():.4f}", file=sys.stderr)
+    if spread:
+        spread(seqs)
+    reference = {
+        "what": what,
+        "module": f"mlx_lm.models.{ref.module}",
+        "mlx": metadata.version("mlx"),
+        "mlx_lm": metadata.version("mlx-lm"),
+        "gguf": metadata.version("gguf"),
+        "numpy": np.__version__,
+        "date": datetime.date.today().isoformat(),
+        "script": "tests/reference/make_mlx_fixtures.py",
+    }
+    if name in DIRS:  # a directory: pinned by tiny_models.dir_sha256; transformers saved the mlx-* tokenizers
+        reference["transformers"] = metadata.version("transformers")
     return {
         "model": name,
         "file": os.path.basename(path),
-        "sha256": sha256(path),
-        "reference": {
-            "what": what,
-            "module": f"mlx_lm.models.{ref.module}",
-            "mlx": metadata.version("mlx"),
-            "mlx_lm": metadata.version("mlx-lm"),
-            "gguf": metadata.version("gguf"),
-            "numpy": np.__version__,
-            "date": datetime.date.today().isoformat(),
-            "script": "tests/reference/make_mlx_fixtures.py",
-        },
+        "sha256": tiny_models.dir_sha256(path) if name in DIRS else sha256(path),
+        "reference": reference,
         "n_gen": N_GEN,
         "positions": "position i holds the next-token logits after ids[0..i] of prompt + gen",
         "prompts": records,
@@ -223,7 +352,7 @@ def write_compact(obj, path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default=",".join([*MODELS, *TINY]))
+    ap.add_argument("--models", default=",".join([*MODELS, *TINY, *DIRS]))
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "data", "mlx"))
     a = ap.parse_args()
     celer = os.environ.get("CELER_BIN", os.path.join(ROOT, "build", "celer"))
@@ -231,8 +360,8 @@ def main():
     mlx_ref._selfcheck()
     names = a.models.split(",")
     for name in names:
-        if name not in MODELS and name not in TINY:
-            ap.error(f"unknown model '{name}'; known: {', '.join([*MODELS, *TINY])}")
+        if name not in MODELS and name not in TINY and name not in DIRS:
+            ap.error(f"unknown model '{name}'; known: {', '.join([*MODELS, *TINY, *DIRS])}")
     for name in names:
         with tempfile.TemporaryDirectory() as tmp:
             fx = make_fixture(name, celer, tmp)

@@ -201,6 +201,52 @@ class Reference:
         ref._build(module, args, dict(weights))
         return ref
 
+    @classmethod
+    def from_dir(cls, path):
+        """A Hugging Face / MLX model directory loaded by mlx-lm itself (mlx_lm.utils.load_model:
+        config.json, the safetensors files, the quantization block), in float32 on the CPU.
+
+        Quantized layers stay exactly as mlx-lm builds them: the packed weight with its scales and
+        biases in their stored dtype (bfloat16 for what mlx_lm.convert writes from a bf16
+        checkpoint, uint8 exponents for mxfp4). Every other floating parameter (norms,
+        unquantized weights, the q/k/v biases of a quantized qwen2 projection) is widened to
+        float32, which is exact. The activations are then float32 throughout: QuantizedLinear
+        with float32 input runs mx.quantized_matmul, which widens the scale and bias to float32
+        and uses w = scale * q + bias in float32; QuantizedEmbedding looks rows up with
+        mx.dequantize in the scales' dtype (bf16 values, rounded twice: R(R(q * scale) + bias)),
+        and the first RMSNorm promotes them to float32 exactly."""
+        import mlx.nn as nn
+        from pathlib import Path
+
+        from mlx.utils import tree_flatten, tree_unflatten
+        from mlx_lm.utils import load_model
+
+        mx.set_default_device(mx.cpu)
+        model, config = load_model(Path(path), strict=True)
+        quantized = {k for k, m in model.named_modules() if isinstance(m, (nn.QuantizedLinear, nn.QuantizedEmbedding))}
+        packed, widen = set(), []
+        for k, v in tree_flatten(model.parameters()):
+            module, _, leaf = k.rpartition(".")
+            if module in quantized and leaf in ("weight", "scales", "biases"):
+                packed.add(k)
+            elif v.dtype != mx.float32:
+                if not mx.issubdtype(v.dtype, mx.floating):
+                    raise AssertionError(f"mlx_ref: {path}: parameter {k} is {v.dtype}, outside a quantized layer")
+                widen.append((k, v.astype(mx.float32)))
+        if widen:
+            model.update(tree_unflatten(widen))
+        model.eval()
+        mx.eval(model.parameters())
+        for k, v in tree_flatten(model.parameters()):
+            if k not in packed and v.dtype != mx.float32:
+                raise AssertionError(f"mlx_ref: {path}: parameter {k} is {v.dtype}, expected float32")
+        ref = cls.__new__(cls)
+        ref.arch = config["model_type"]
+        ref.module, ref.args, ref.model = type(model).__module__.rsplit(".", 1)[-1], config, model
+        ref.n_vocab = config["vocab_size"]
+        ref.quantized = sorted(quantized)
+        return ref
+
     def _build(self, module_name, args, weights):
         mx.set_default_device(mx.cpu)
         self.module, self.args = module_name, args

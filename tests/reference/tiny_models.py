@@ -1,24 +1,29 @@
-"""Tiny random-weight qwen2 and qwen3 models for the mlx-lm parity check (test_mlx_parity.py,
+"""Tiny random-weight qwen2, qwen3 and llama models for the mlx-lm parity check (test_mlx_parity.py,
 make_mlx_fixtures.py), so that the qwen3 path (per-head q/k RMSNorm, NEOX RoPE, head size
-independent of the width), the qwen2 path (q/k/v biases) and YaRN RoPE scaling (tiny-qwen2-yarn)
-are checked against mlx-lm like the real models are.
+independent of the width), the qwen2 path (q/k/v biases), YaRN RoPE scaling (tiny-qwen2-yarn), the
+llama path (the GGUF converter's Q/K row permutation) and model directories (DIRS) are checked
+against mlx-lm like the real models are.
 
-One set of float32 weights per model, a pure function of (name, SEED), goes two ways:
+One set of float32 weights per model, a pure function of (name, SEED), goes three ways:
   * write_gguf: a GGUF file as llama.cpp's converter writes these architectures (its tensor
     names and hyper-parameter keys, YaRN's rope.scaling keys; qwen2/qwen3 keep Hugging Face's
-    Q/K row order), F32 tensors, with the placeholder vocabulary of `celer synth`
-    (src/models/synth_vocab.c). The test writes it into a temporary folder and checks its sha256
-    against the fixture's, so a change of this generator (or of gguf-py's writer) shows up as a
-    stale fixture.
-  * reference: mlx-lm's own qwen2 / qwen3 Model, built from ModelArgs and filled with the same
-    arrays under their Hugging Face names (needs mlx; only make_mlx_fixtures.py calls it).
+    Q/K row order, llama's rows are permuted for interleaved RoPE), F32 tensors, with the
+    placeholder vocabulary of `celer synth` (src/models/synth_vocab.c). The test writes it into
+    a temporary folder and checks its sha256 against the fixture's, so a change of this
+    generator (or of gguf-py's writer) shows up as a stale fixture.
+  * write_dir: a Hugging Face model directory (config.json, safetensors under Hugging Face's
+    names, a byte-level BPE tokenizer) in float32 or bfloat16, pinned by dir_sha256 the same
+    way; mlx_lm.convert makes the quantized directories from the bfloat16 one (see DIRS).
+  * reference: mlx-lm's own qwen2 / qwen3 / llama Model, built from ModelArgs and filled with the
+    same arrays under their Hugging Face names (needs mlx; only make_mlx_fixtures.py calls it).
 
 The random numbers are SplitMix64 on a counter, computed with numpy's wrapping uint64
 arithmetic, and turned into uniform floats with exact operations only: the bytes do not
 depend on the numpy version or the machine (numpy's own generators promise no stable stream).
 Prompts are random token ids after BOS, from the same generator.
 
-Needs numpy and gguf (tests/requirements.txt); `python tiny_models.py DIR` writes both files.
+Needs numpy and gguf (tests/requirements.txt); `python tiny_models.py DIR` writes the GGUF files
+and the unquantized directories.
 """
 
 from __future__ import annotations
@@ -49,6 +54,11 @@ MODELS = {
     "tiny-qwen2-yarn": dict(arch="qwen2", n_layer=3, n_embd=64, n_ff=128, n_head=2, n_head_kv=1, head_dim=32,
                             n_vocab=384, tied=False, rope_theta=1e4, n_ctx=256, prompt_len=(32, 96),
                             yarn=dict(factor=4.0, original_context_length=64)),
+    # llama: rotate-half RoPE in Hugging Face's Q/K row order, which the GGUF converter permutes
+    # for interleaved RoPE (and mlx_ref permutes back). An FFN of 192 (not 2× the width), RoPE
+    # base 10⁴, tied embeddings (as SmolLM2 and Llama 3.2 1B).
+    "tiny-llama": dict(arch="llama", n_layer=3, n_embd=64, n_ff=192, n_head=4, n_head_kv=2, head_dim=16,
+                       n_vocab=384, tied=True, rope_theta=1e4),
 }
 ROPE_THETA = 1e6  # unless the model says otherwise
 NORM_EPS = 1e-6
@@ -209,7 +219,17 @@ def write_gguf(name: str, path) -> Path:
     w.add_eos_token_id(2)
     w.add_add_bos_token(True)
     w.add_add_eos_token(False)
+    if s["arch"] == "llama":  # as the converter writes a config.json that has head_dim
+        w.add_vocab_size(s["n_vocab"])
+        w.add_rope_dimension_count(s["head_dim"])
+        w.add_key_length(s["head_dim"])
+        w.add_value_length(s["head_dim"])
     for hf, a in hf_weights(name).items():
+        if s["arch"] == "llama" and hf.endswith(("q_proj.weight", "k_proj.weight")):
+            # the converter's LlamaModel.permute: each head's rows as (2, head_dim / 2), swapped,
+            # so that interleaved RoPE rotates the pairs Hugging Face's rotate-half rotates
+            n = s["n_head"] if "q_proj" in hf else s["n_head_kv"]
+            a = a.reshape(n, 2, a.shape[0] // n // 2, *a.shape[1:]).swapaxes(1, 2).reshape(a.shape)
         w.add_tensor(gguf_name(hf), a)
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -261,12 +281,261 @@ def prompts(name: str) -> list[tuple[str, list[int]]]:
     return out
 
 
+# ---- model directories: the Hugging Face / mlx-lm layout ----------------------------------------
+#
+# Each tiny model of DIR_BASES also becomes model directories, one per variant:
+#   hf-f32, hf-bf16   Hugging Face checkpoints as transformers saves them (config.json with
+#                     torch_dtype, model.safetensors under Hugging Face's tensor names, or two
+#                     shards and model.safetensors.index.json for bf16), written here with numpy
+#                     (write_dir) and regenerated by the test, pinned by dir_sha256. bf16 holds
+#                     the float32 weights rounded to nearest even.
+#   mlx-q4g64, mlx-q8g32, mlx-mxfp4
+#                     what mlx_lm.convert makes of the hf-bf16 directory (affine 4-bit group 64,
+#                     affine 8-bit group 32, mxfp4), made by make_mlx_fixtures.py (needs mlx) and
+#                     committed under tests/data/mlx_dirs/<name>/.
+# Every directory has a byte-level BPE tokenizer of the model's vocabulary size (tokenizer.json,
+# tokenizer_config.json), so that celer opens it; the parity test feeds token ids directly.
+
+DIR_BASES = ["tiny-qwen3", "tiny-qwen2", "tiny-llama"]
+# variant → mlx_lm.convert's quantization arguments (None: an unquantized Hugging Face checkpoint)
+DIR_VARIANTS = {
+    "hf-f32": None,
+    "hf-bf16": None,
+    "mlx-q4g64": dict(q_mode="affine", q_bits=4, q_group_size=64),
+    "mlx-q8g32": dict(q_mode="affine", q_bits=8, q_group_size=32),
+    "mlx-mxfp4": dict(q_mode="mxfp4", q_bits=4, q_group_size=32),
+}
+DIRS = {f"{b}-{v}": (b, v) for b in DIR_BASES for v in DIR_VARIANTS}
+MLX_DIRS = Path(__file__).resolve().parents[1] / "data" / "mlx_dirs"  # the committed quantized ones
+EOS = 2
+_ARCHITECTURES = {"qwen3": "Qwen3ForCausalLM", "qwen2": "Qwen2ForCausalLM", "llama": "LlamaForCausalLM"}
+
+
+def dir_model(name: str) -> tuple[str, str]:
+    """(base tiny model, variant) of a directory model."""
+    if name not in DIRS:
+        raise ValueError(f"tiny_models: unknown directory model '{name}'; known: {', '.join(DIRS)}")
+    return DIRS[name]
+
+
+def dir_quantization(name: str) -> dict | None:
+    return DIR_VARIANTS[dir_model(name)[1]]
+
+
+def bf16_bits(a: np.ndarray) -> np.ndarray:
+    """float32 → bfloat16 bit patterns (uint16), rounded to nearest even (finite values)."""
+    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    return ((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)).astype(np.uint16)
+
+
+def bf16_round(a: np.ndarray) -> np.ndarray:
+    """The float32 values of bf16_bits(a)."""
+    return (bf16_bits(a).astype(np.uint32) << np.uint32(16)).view(np.float32).reshape(np.shape(a))
+
+
+def dir_weights(name: str) -> dict[str, np.ndarray]:
+    """The float32 values of an unquantized directory's weights: tiny_models' own for hf-f32, rounded
+    to bf16 for hf-bf16 (and for an mlx-* one: those of the hf-bf16 directory it is converted from)."""
+    base, variant = dir_model(name)
+    w = hf_weights(base)
+    return w if variant == "hf-f32" else {k: bf16_round(v) for k, v in w.items()}
+
+
+def hf_config(name: str) -> dict:
+    """config.json as transformers 4 writes it for the architecture. head_dim where the real
+    architecture's config has it (Qwen3, Llama), not for qwen2 (Qwen2/2.5 configs leave it to
+    hidden_size / num_attention_heads)."""
+    base, variant = dir_model(name)
+    s = _shape(base)
+    cfg = {
+        "architectures": [_ARCHITECTURES[s["arch"]]],
+        "model_type": s["arch"],
+        "hidden_size": s["n_embd"],
+        "num_hidden_layers": s["n_layer"],
+        "intermediate_size": s["n_ff"],
+        "num_attention_heads": s["n_head"],
+        "num_key_value_heads": s["n_head_kv"],
+        "hidden_act": "silu",
+        "rms_norm_eps": NORM_EPS,
+        "vocab_size": s["n_vocab"],
+        "rope_theta": float(s.get("rope_theta", ROPE_THETA)),
+        "max_position_embeddings": s.get("n_ctx", N_CTX),
+        "tie_word_embeddings": s["tied"],
+        "torch_dtype": "float32" if variant == "hf-f32" else "bfloat16",
+        "bos_token_id": BOS,
+        "eos_token_id": EOS,
+        "use_cache": True,
+    }
+    if s["arch"] in ("qwen3", "llama"):
+        cfg["head_dim"] = s["head_dim"]
+        cfg["attention_bias"] = False
+    if s["arch"] == "llama":
+        cfg["mlp_bias"] = False
+    if "yarn" in s:
+        cfg["rope_scaling"] = model_args(base)[1]["rope_scaling"]
+    return cfg
+
+
+def _byte_alphabet() -> list[str]:
+    """GPT-2's bytes_to_unicode: the printable character that stands for each byte."""
+    bs = [*range(ord("!"), ord("~") + 1), *range(ord("\u00a1"), ord("\u00ac") + 1),
+          *range(ord("\u00ae"), ord("\u00ff") + 1)]
+    cs, n = list(bs), 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    table = dict(zip(bs, cs))
+    return [chr(table[b]) for b in range(256)]
+
+
+_SPECIALS = ["<unk>", "<s>", "</s>"]  # ids 0, 1, 2, as in the GGUF files' vocabulary
+_LETTERS = "etaoinshrdlcumwfgypbvkjxqz"
+_BIGRAMS = ("th he in er an re on at en nd ti es or te of ed is it al ar st to nt ng se ha as ou io le ve co me de "
+            "hi ri ro ic ne ea ra ce li ch ll be ma si om ur").split()
+
+
+def tokenizer_json(n_vocab: int) -> dict:
+    """A byte-level BPE tokenizer (as GPT-2, Qwen2, Llama 3) of exactly n_vocab tokens: the three
+    special tokens, the 256 byte characters, then merged tokens (Ġ + a letter, common letter
+    pairs, Ġ + a pair). BOS is added by a TemplateProcessing post-processor."""
+    space = _byte_alphabet()[ord(" ")]  # Ġ
+    merges = [(space, c) for c in _LETTERS] + [(p[0], p[1]) for p in _BIGRAMS] + \
+             [(space + p[0], p[1]) for p in _BIGRAMS]
+    n_merges = n_vocab - len(_SPECIALS) - 256
+    if not 0 <= n_merges <= len(merges):
+        raise ValueError(f"tiny_models: no tokenizer of {n_vocab} tokens")
+    vocab = {t: i for i, t in enumerate(_SPECIALS + _byte_alphabet() + [a + b for a, b in merges[:n_merges]])}
+    assert len(vocab) == n_vocab
+    special = {"<s>": {"id": "<s>", "ids": [BOS], "tokens": ["<s>"]}}
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+                          "normalized": False, "special": True} for i, t in enumerate(_SPECIALS)],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+        "post_processor": {
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                     {"SpecialToken": {"id": "<s>", "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": special,
+        },
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": vocab, "merges": [list(m) for m in merges[:n_merges]]},
+    }
+
+
+def tokenizer_config() -> dict:
+    return {
+        "added_tokens_decoder": {str(i): {"content": t, "lstrip": False, "normalized": False, "rstrip": False,
+                                          "single_word": False, "special": True} for i, t in enumerate(_SPECIALS)},
+        "bos_token": _SPECIALS[BOS],
+        "clean_up_tokenization_spaces": False,
+        "eos_token": _SPECIALS[EOS],
+        "model_max_length": N_CTX,
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "unk_token": _SPECIALS[0],
+    }
+
+
+def _safetensors(tensors: dict[str, tuple[str, np.ndarray]], metadata: dict) -> bytes:
+    """A safetensors file: 8-byte little-endian header length, the JSON header (padded with
+    spaces to a multiple of 8), then the tensors' bytes in the header's order. tensors: name →
+    (dtype name, array holding the bytes)."""
+    import json
+
+    header, data, off = {"__metadata__": metadata}, [], 0
+    for name in sorted(tensors):
+        dtype, a = tensors[name]
+        b = np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<"), copy=False).tobytes()
+        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        data.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    return len(h).to_bytes(8, "little") + h + b"".join(data)
+
+
+def _write_json(path: Path, obj) -> None:
+    import json
+
+    path.write_text(json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def write_dir(name: str, path) -> Path:
+    """Writes an unquantized (hf-f32 or hf-bf16) directory model to path (created; must not
+    exist); returns the path."""
+    import json
+
+    base, variant = dir_model(name)
+    if dir_quantization(name) is not None:
+        raise ValueError(f"tiny_models: {name} is made by mlx_lm.convert (make_mlx_fixtures.py), not by numpy")
+    path = Path(path)
+    path.mkdir(parents=True)
+    _write_json(path / "config.json", hf_config(name))
+    _write_json(path / "generation_config.json", {"bos_token_id": BOS, "eos_token_id": EOS})
+    (path / "tokenizer.json").write_text(json.dumps(tokenizer_json(_shape(base)["n_vocab"]), indent=2,
+                                                    ensure_ascii=False) + "\n", encoding="utf-8")
+    _write_json(path / "tokenizer_config.json", tokenizer_config())
+    w = hf_weights(base)
+    meta = {"format": "pt"}
+    if variant == "hf-f32":
+        (path / "model.safetensors").write_bytes(_safetensors({k: ("F32", v) for k, v in w.items()}, meta))
+        return path
+    # bf16: two shards and the index, as transformers saves a checkpoint over its shard size
+    t = {k: ("BF16", bf16_bits(v)) for k, v in w.items()}
+    total = sum(a.nbytes for _, a in t.values())
+    shards, size = [{}, {}], 0
+    for k in sorted(t):
+        shards[size >= total // 2][k] = t[k]
+        size += t[k][1].nbytes
+    weight_map = {}
+    for i, shard in enumerate(shards):
+        fname = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+        (path / fname).write_bytes(_safetensors(shard, meta))
+        weight_map.update({k: fname for k in shard})
+    _write_json(path / "model.safetensors.index.json", {"metadata": {"total_size": total}, "weight_map": weight_map})
+    return path
+
+
+def model_dir(name: str, tmp) -> Path:
+    """The directory of a directory model: written into tmp for hf-*, the committed one for mlx-*."""
+    if dir_quantization(name) is None:
+        return write_dir(name, Path(tmp) / name)
+    return MLX_DIRS / name
+
+
+def dir_sha256(path) -> str:
+    """sha256 of the directory's manifest: `sha256sum` lines ("HEX  NAME\\n") of its files in
+    byte order of their relative paths, i.e. `cd DIR && find . -type f | cut -c3- | LC_ALL=C sort |
+    xargs sha256sum | sha256sum`."""
+    path = Path(path)
+    lines = []
+    for f in sorted((p for p in path.rglob("*") if p.is_file()), key=lambda p: p.relative_to(path).as_posix()):
+        h = hashlib.sha256()
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        lines.append(f"{h.hexdigest()}  {f.relative_to(path).as_posix()}\n")
+    return hashlib.sha256("".join(lines).encode()).hexdigest()
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print("usage: tiny_models.py DIR   (writes DIR/<name>.gguf for each tiny model)", file=sys.stderr)
+        print("usage: tiny_models.py DIR   (writes DIR/<name>.gguf for each tiny model, and DIR/<name>/ for each "
+              "unquantized directory model)", file=sys.stderr)
         return 1
     for name in MODELS:
         print(write_gguf(name, Path(argv[1]) / f"{name}.gguf"))
+    for name in DIRS:
+        if dir_quantization(name) is None:
+            print(write_dir(name, Path(argv[1]) / name))
     return 0
 
 
