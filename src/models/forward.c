@@ -111,7 +111,15 @@ celer_status celer_model_forward(const celer_model *m, celer_backend *be, celer_
     if (T > a->cap || n_out > a->cap_out)
         return celer_fail(err, CELER_ERR_INVALID, "model: a step of %lld tokens (%lld with logits) exceeds the %lld (%lld) "
                           "the buffers hold", (long long)T, (long long)n_out, (long long)a->cap, (long long)a->cap_out);
-    TRY(op->get_rows(be, &m->tok_embd, ids, T, a->x, err));
+    if (m->embd_mlx) /* host memory: the loader allows it on the CPU backend only */
+        for (int64_t t = 0; t < T; t++) {
+            if (ids[t] < 0 || ids[t] >= m->hp.n_vocab)
+                return celer_fail(err, CELER_ERR_INVALID, "model: token id %d is outside the %lld-token vocabulary",
+                                  ids[t], (long long)m->hp.n_vocab);
+            TRY(celer_mlx_dequant_row(&m->embd_q, &m->embd_d, ids[t], a->x + t * d, err));
+        }
+    else
+        TRY(op->get_rows(be, &m->tok_embd, ids, T, a->x, err));
     if (m->arch->embd_scale) /* sqrt(n_embd) in bf16, as the reference implementations round it */
         TRY(op->scale(be, a->x, T * d, celer_bf16_to_f32(celer_f32_to_bf16(sqrtf((float)d))), err));
     for (int32_t il = 0; il < m->n_layers; il++) {

@@ -5,9 +5,11 @@
  * become f32 copies (Gemma's norms with the 1 its RMSNorm adds folded in, as GGUF stores them).
  * An MLX-quantized matrix (U32 codes with .scales and .biases beside it) is converted once:
  * affine 4-bit to Q4_1 blocks, whose d · q + m is the same affine map when every scale and bias
- * is exact in binary16; every other mode, bit width or scale range to its dequantized values in
- * the scales' dtype (bf16, f16 or f32: mlx's own values, bit for bit) — correct, but as large
- * as an unquantized model, which the load note says.
+ * is exact in binary16; every other mode, bit width or scale range to float matrices with the
+ * values mlx's quantized matmul uses (affine: scale · q + bias in float32; the fp modes: their
+ * values, exact in the dtype) — correct, but as large as an unquantized model (affine: f32),
+ * which the load note says. An MLX-quantized embedding table's rows are looked up as
+ * mlx.core.dequantize gives them (rounded to the scales' dtype, as mlx-lm's embedding does).
  *
  * All four architectures use rotate-half RoPE in transformers' layout (the GGUF converters
  * permute llama's q and k to interleaved pairs instead), so every layer's RoPE is NeoX here. */
@@ -142,34 +144,52 @@ static celer_status affine4_to_q4_1(dloader *L, const celer_mlx_quant *q, const 
     return CELER_OK;
 }
 
-/* Any MLX mode: the dequantized values, exact in dtype, stored in dtype. */
+/* Any MLX mode as float matrices, with the values mlx's quantized matmul uses: affine
+ * scale · q + bias in float32 (stored as F32), the fp modes' values in their dtype (exact there,
+ * stored so). */
 static celer_status mlx_to_float(dloader *L, const celer_mlx_quant *q, const celer_mlx_quant_data *d, celer_weight *w)
 {
-    size_t esz = q->dtype == CELER_ST_F32 ? 4 : 2;
+    celer_mlx_quant      qf = *q;
+    celer_mlx_quant_data df = *d;
+    float               *sb = NULL; /* affine: the scales, then the biases, widened to f32 */
+    if (q->mode == CELER_HF_QUANT_AFFINE && q->dtype != CELER_ST_F32) {
+        size_t n = d->scales_bytes / 2;
+        sb       = malloc(2 * n * sizeof *sb);
+        if (!sb) return celer_fail(L->err, CELER_ERR_OOM, "model: out of memory converting %s", q->name);
+        for (size_t i = 0; i < n; i++) {
+            uint16_t hs, hb;
+            memcpy(&hs, (const char *)d->scales + 2 * i, 2), memcpy(&hb, (const char *)d->biases + 2 * i, 2);
+            sb[i]     = q->dtype == CELER_ST_F16 ? celer_half_to_f32(hs) : celer_bf16_to_f32(hs);
+            sb[n + i] = q->dtype == CELER_ST_F16 ? celer_half_to_f32(hb) : celer_bf16_to_f32(hb);
+        }
+        qf.dtype  = CELER_ST_F32;
+        df.scales = sb, df.scales_bytes = n * sizeof *sb;
+        df.biases = sb + n, df.biases_bytes = n * sizeof *sb;
+    }
+    size_t esz = qf.dtype == CELER_ST_F32 ? 4 : 2;
     char  *out = malloc((size_t)(q->rows * q->cols) * esz);
     float *row = malloc((size_t)q->cols * sizeof *row);
-    if (!out || !row) {
-        free(out), free(row);
-        return celer_fail(L->err, CELER_ERR_OOM, "model: out of memory converting %s", q->name);
-    }
-    for (int64_t r = 0; r < q->rows; r++) {
-        if (celer_mlx_dequant_row(q, d, r, row, L->err)) {
-            free(out), free(row);
-            return L->err->code;
-        }
-        for (int64_t c = 0; c < q->cols; c++) {
+    celer_status st = out && row ? CELER_OK : celer_fail(L->err, CELER_ERR_OOM, "model: out of memory converting %s",
+                                                         q->name);
+    for (int64_t r = 0; r < q->rows && !st; r++) {
+        st = celer_mlx_dequant_row(&qf, &df, r, row, L->err);
+        for (int64_t c = 0; c < q->cols && !st; c++) {
             size_t at = (size_t)(r * q->cols + c) * esz;
             if (esz == 4) memcpy(out + at, &row[c], 4);
             else {
-                uint16_t h = q->dtype == CELER_ST_F16 ? celer_f32_to_half(row[c]) : celer_f32_to_bf16(row[c]);
+                uint16_t h = qf.dtype == CELER_ST_F16 ? celer_f32_to_half(row[c]) : celer_f32_to_bf16(row[c]);
                 memcpy(out + at, &h, 2);
             }
         }
     }
-    free(row);
+    free(row), free(sb);
+    if (st) {
+        free(out);
+        return st;
+    }
     if (keep(L, out)) return L->err->code;
-    *w = (celer_weight){.type = q->dtype == CELER_ST_F32 ? CELER_GGML_F32 : q->dtype == CELER_ST_F16 ? CELER_GGML_F16
-                                                                                                     : CELER_GGML_BF16,
+    *w = (celer_weight){.type = qf.dtype == CELER_ST_F32 ? CELER_GGML_F32 : qf.dtype == CELER_ST_F16 ? CELER_GGML_F16
+                                                                                                       : CELER_GGML_BF16,
                         .rows = q->rows, .cols = q->cols, .data = out};
     L->n_dequant++;
     celer_mlx_quant_describe(q, L->dequant_what, sizeof L->dequant_what);
@@ -177,7 +197,8 @@ static celer_status mlx_to_float(dloader *L, const celer_mlx_quant *q, const cel
 }
 
 /* The matrix of a module (its .weight, rows × cols), as stored or converted as above. */
-static celer_status take_mat(dloader *L, const char *module, int64_t rows, int64_t cols, bool optional, celer_weight *w)
+static celer_status take_mat(dloader *L, const char *module, int64_t rows, int64_t cols, bool optional, celer_weight *w,
+                             celer_mlx_quant *mq, celer_mlx_quant_data *md)
 {
     *w = (celer_weight){0};
     char name[256], sname[272], bname[272];
@@ -209,15 +230,13 @@ static celer_status take_mat(dloader *L, const char *module, int64_t rows, int64
                                              L->err))
                 return L->err->code;
         }
+        celer_mlx_quant_data d = {t->data, t->n_bytes, sc->data, sc->n_bytes, NULL, 0};
+        if (hq.mode == CELER_HF_QUANT_AFFINE) d.biases = bi->data, d.biases_bytes = bi->n_bytes;
+        if (mq) *mq = q, *md = d;
         bool done = false;
         if (hq.mode == CELER_HF_QUANT_AFFINE && hq.bits == 4 && affine4_to_q4_1(L, &q, t, sc, bi, w, &done))
             return L->err->code;
-        if (!done) {
-            celer_mlx_quant_data d = {t->data, t->n_bytes, sc->data, sc->n_bytes, bi ? bi->data : NULL,
-                                      bi ? bi->n_bytes : 0};
-            if (hq.mode != CELER_HF_QUANT_AFFINE) d.biases = NULL, d.biases_bytes = 0;
-            if (mlx_to_float(L, &q, &d, w)) return L->err->code;
-        }
+        if (!done && mlx_to_float(L, &q, &d, w)) return L->err->code;
         return load_weight(L, name, w);
     }
     if (!float_dtype(t->dtype))
@@ -292,16 +311,16 @@ static celer_status dir_layer(dloader *L, int il, const celer_rope *rope)
 #define MOD(s) (snprintf(n, sizeof n, "%s.%s", p, s), n)
     snprintf(p, sizeof p, "model.layers.%d", il);
     if (take_vec(L, MOD("input_layernorm.weight"), d, false, na, &l->attn_norm) ||
-        take_mat(L, MOD("self_attn.q_proj"), nq, d, false, &l->wq) ||
-        take_mat(L, MOD("self_attn.k_proj"), nk, d, false, &l->wk) ||
-        take_mat(L, MOD("self_attn.v_proj"), nv, d, false, &l->wv) ||
-        take_mat(L, MOD("self_attn.o_proj"), d, hp->n_head * hv, false, &l->wo) ||
+        take_mat(L, MOD("self_attn.q_proj"), nq, d, false, &l->wq, NULL, NULL) ||
+        take_mat(L, MOD("self_attn.k_proj"), nk, d, false, &l->wk, NULL, NULL) ||
+        take_mat(L, MOD("self_attn.v_proj"), nv, d, false, &l->wv, NULL, NULL) ||
+        take_mat(L, MOD("self_attn.o_proj"), d, hp->n_head * hv, false, &l->wo, NULL, NULL) ||
         take_vec(L, MOD("self_attn.q_proj.bias"), nq, true, 0, &l->bq) ||
         take_vec(L, MOD("self_attn.k_proj.bias"), nk, true, 0, &l->bk) ||
         take_vec(L, MOD("self_attn.v_proj.bias"), nv, true, 0, &l->bv) ||
-        take_mat(L, MOD("mlp.gate_proj"), ff, d, false, &l->w_gate) ||
-        take_mat(L, MOD("mlp.up_proj"), ff, d, false, &l->w_up) ||
-        take_mat(L, MOD("mlp.down_proj"), d, ff, false, &l->w_down))
+        take_mat(L, MOD("mlp.gate_proj"), ff, d, false, &l->w_gate, NULL, NULL) ||
+        take_mat(L, MOD("mlp.up_proj"), ff, d, false, &l->w_up, NULL, NULL) ||
+        take_mat(L, MOD("mlp.down_proj"), d, ff, false, &l->w_down, NULL, NULL))
         return L->err->code;
     /* Gemma: post_attention_layernorm is the norm after attention, pre_feedforward_layernorm
      * the FFN's; elsewhere post_attention_layernorm is the FFN's input norm */
@@ -346,11 +365,16 @@ celer_status celer_model_load_dir(celer_model *m, const celer_model_file *mf, ce
     m->norm_eps             = hp->norm_eps > 0 ? (float)hp->norm_eps : 1e-6f;
     dloader L = {.mf = mf, .m = m, .be = be, .err = err, .dir = dir, .norm_add = m->arch->sandwich_norm ? 1.0f : 0.0f};
     celer_rope rope;
-    if (dir_rope(&L, &rope) || take_mat(&L, "model.embed_tokens", hp->n_vocab, hp->n_embd, false, &m->tok_embd) ||
+    if (dir_rope(&L, &rope) || take_mat(&L, "model.embed_tokens", hp->n_vocab, hp->n_embd, false, &m->tok_embd, &m->embd_q, &m->embd_d) ||
         take_vec(&L, "model.norm.weight", hp->n_embd, false, L.norm_add, &m->output_norm) ||
-        take_mat(&L, "lm_head", hp->n_vocab, hp->n_embd, mf->cfg.tie_word_embeddings != 0, &m->output))
+        take_mat(&L, "lm_head", hp->n_vocab, hp->n_embd, mf->cfg.tie_word_embeddings != 0, &m->output, NULL, NULL))
         return err->code;
     if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
+    m->embd_mlx = m->embd_q.rows > 0;
+    m->embd_q.name = "model.embed_tokens";
+    if (m->embd_mlx && be->ops->kind != CELER_BACKEND_CPU)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "model: %s: MLX-quantized embeddings run on the CPU backend only "
+                          "so far; use --backend cpu", dir);
     m->n_layers = (int32_t)hp->n_layer;
     m->layers   = calloc((size_t)m->n_layers, sizeof *m->layers);
     if (!m->layers) return celer_fail(err, CELER_ERR_OOM, "model: out of memory");

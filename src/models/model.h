@@ -5,6 +5,7 @@
 
 #include "backends/backend.h"
 #include "models/model_file.h"
+#include "quant/mlx_quant.h"
 
 /* What distinguishes one architecture family's forward pass from another's. */
 typedef struct {
@@ -49,6 +50,11 @@ typedef struct {
     void            **owned;        /* weights the loader converted (f32 norms, repacked blocks) */
     size_t            n_owned, cap_owned;
     char              load_note[256]; /* what the load converted, for stderr; "" when nothing */
+    /* An MLX-quantized embedding table: its rows are looked up as mlx.core.dequantize gives them
+     * (in the scales' dtype), while tok_embd holds what its matmul as a tied output uses. */
+    bool                 embd_mlx;
+    celer_mlx_quant      embd_q;
+    celer_mlx_quant_data embd_d;
 } celer_model;
 
 /* Builds the model from a GGUF file or a model directory for a backend: checks every tensor's

@@ -1,6 +1,8 @@
-"""celer's forward pass against the mlx-lm reference on the real models and on three tiny random-weight
-ones (tiny_models.py: qwen3, qwen2, and qwen2 with YaRN RoPE scaling), through the fixtures in
-tests/data/mlx/ (written by make_mlx_fixtures.py; this test needs no mlx) and tests/tools/logits_dump.
+"""celer's forward pass against the mlx-lm reference on the real models, on four tiny random-weight
+ones (tiny_models.py: qwen3, qwen2, qwen2 with YaRN RoPE scaling, llama) and on three of them as model
+directories (tiny_models.DIRS: Hugging Face f32 and bf16 checkpoints, and what mlx_lm.convert makes
+of them in affine 4-bit g64, affine 8-bit g32 and mxfp4), through the fixtures in tests/data/mlx/
+(written by make_mlx_fixtures.py; this test needs no mlx) and tests/tools/logits_dump.
 
 Decided positions (docs/correctness.md): the greedy token is compared only where the reference's
 top-1 logit beats its top-2 by at least THRESHOLD nats; below that, float rounding or a legitimate
@@ -35,8 +37,10 @@ ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("CELER_BUILD_DIR") or ROOT / "build")
 DUMP = BUILD / "logits_dump"
 FIXTURES = ROOT / "tests" / "data" / "mlx"
-# Real models come from scripts/fetch-model; the tiny ones are written by tiny_models.py.
-MODELS = ["smollm2-135m", "gemma3-270m", "qwen2.5-coder-0.5b", *tiny_models.MODELS]
+# Real models come from scripts/fetch-model; the tiny ones are written by tiny_models.py, as GGUF
+# files and as unquantized model directories (hf-*); the quantized directories (mlx-*) are
+# committed in tests/data/mlx_dirs/.
+MODELS = ["smollm2-135m", "gemma3-270m", "qwen2.5-coder-0.5b", *tiny_models.MODELS, *tiny_models.DIRS]
 
 THRESHOLD = 0.05  # nats: the reference's top-1 must beat its top-2 by this much to be decided
 MIN_DECIDED = 200  # decided positions each model must have
@@ -53,6 +57,13 @@ def fixture(name: str) -> dict:
 
 
 def model_path(name: str, fx: dict, tmp_path_factory: pytest.TempPathFactory) -> str:
+    if name in tiny_models.DIRS:
+        path = tiny_models.model_dir(name, tmp_path_factory.mktemp(name))
+        assert path.is_dir(), f"{path} is missing: run `make check-reference REF_MODELS={name}` (needs mlx)"
+        assert tiny_models.dir_sha256(path) == fx["sha256"], (
+            f"{path} is not the directory tests/data/mlx/{name}.json was made from "
+            f"(tiny_models.dir_sha256); regenerate both with `make check-reference REF_MODELS={name}`")
+        return str(path)
     if name in tiny_models.MODELS:
         path = str(tiny_models.write_gguf(name, tmp_path_factory.mktemp(name) / fx["file"]))
     else:
