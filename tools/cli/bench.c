@@ -15,7 +15,8 @@ static void bench_usage(FILE *out)
                  "Measures prefill (pp: P prompt tokens at once) and decode (tg: N tokens one by one) speed,\n"
                  "each from an empty context, repeated R times. Decode is then set against the memory\n"
                  "bound: the weight bytes one step reads, times tok/s, as a share of the backend's copy\n"
-                 "bandwidth (read + write) measured right after, with the same threads.\n\n"
+                 "bandwidth (read + write, buffers of twice the last-level cache) measured right after,\n"
+                 "with the same threads.\n\n"
                  "options:\n"
                  "  -m, --model MODEL  a .gguf file (default: the default model)\n"
                  "  -p, --prompt P     prompt tokens for pp (default 512; 0 skips pp)\n"
@@ -24,6 +25,24 @@ static void bench_usage(FILE *out)
                  "  -t, --threads N    CPU threads (default: one per physical core)\n"
                  "      --json         one JSON object on stdout instead of the table\n"
                  "  -h, --help         show this help\n");
+}
+
+/* Bytes per buffer for the copy bandwidth: twice the last-level cache (from sysfs; servers have
+ * hundreds of MiB) so the copy runs from memory, at least 256 MiB and at most 1 GiB. */
+static size_t copy_buffer_bytes(void)
+{
+    size_t bytes = (size_t)256 << 20;
+    FILE  *f     = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
+    if (f) {
+        unsigned long long n = 0;
+        char               unit = 0;
+        if (fscanf(f, "%llu%c", &n, &unit) >= 1) {
+            n *= unit == 'K' ? 1024ull : unit == 'M' ? 1048576ull : 1ull;
+            if (2 * n > bytes) bytes = (size_t)(2 * n);
+        }
+        fclose(f);
+    }
+    return bytes < ((size_t)1 << 30) ? bytes : (size_t)1 << 30;
 }
 
 static int cmp_d(const void *a, const void *b)
@@ -127,7 +146,7 @@ int cmd_bench(int argc, char **argv)
         }
     }
     double bw = 0; /* copy bandwidth, bytes read + written per second */
-    if (rc == EXIT_OK && N && celer_engine_copy_bandwidth(e, (size_t)256 << 20, 5, &bw, &err)) rc = cli_report(&err);
+    if (rc == EXIT_OK && N && celer_engine_copy_bandwidth(e, copy_buffer_bytes(), 5, &bw, &err)) rc = cli_report(&err);
     if (rc == EXIT_OK) {
         spread   sp = summarize(pp, (int)R), sg = summarize(tg, (int)R);
         uint64_t wb = celer_engine_weight_bytes_per_token(e);
