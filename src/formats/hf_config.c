@@ -113,9 +113,9 @@ static celer_status read_quant(const cJSON *obj, const char *what, celer_hf_quan
             return celer_fail(err, CELER_ERR_FORMAT,
                               "%s: 'bits' is %lld; affine quantization has 2, 3, 4, 5, 6 or 8 bits", what,
                               (long long)b);
-        if (g != 16 && g != 32 && g != 64 && g != 128)
+        if (g != 32 && g != 64 && g != 128) /* as mlx.core.quantize and mlx_quant.c */
             return celer_fail(err, CELER_ERR_FORMAT,
-                              "%s: 'group_size' is %lld; affine quantization has groups of 16, 32, 64 or 128",
+                              "%s: 'group_size' is %lld; affine quantization has groups of 32, 64 or 128",
                               what, (long long)g);
     } else if (g != modes[mode].group_size || b != modes[mode].bits)
         return celer_fail(err, CELER_ERR_FORMAT, "%s: %s has group_size %u and bits %u, not %lld and %lld", what,

@@ -162,9 +162,11 @@ static celer_status read_index(const char *index, const cJSON *root, map_entry *
 
 /* ---- opening --------------------------------------------------------------------------------- */
 
-/* Opens the shards named (relative to s->dir, or as given when dir is NULL). */
+/* Opens the shards named (relative to s->dir, or as given when dir is NULL); e: the index's
+ * entries (n_e of them, NULL without an index), to say which tensors a shard that cannot be read
+ * holds. */
 static celer_status open_files(celer_safetensors_set *s, const char *dir, char **names, uint32_t n,
-                               celer_error *err)
+                               const map_entry *e, uint32_t n_e, celer_error *err)
 {
     s->files = calloc(n ? n : 1, sizeof *s->files);
     if (!s->files) return celer_fail(err, CELER_ERR_OOM, "safetensors: out of memory");
@@ -173,10 +175,16 @@ static celer_status open_files(celer_safetensors_set *s, const char *dir, char *
         if (!path) return celer_fail(err, CELER_ERR_OOM, "safetensors: out of memory");
         celer_status st = celer_safetensors_open(&s->files[i], path, err);
         if (st == CELER_ERR_IO && s->index_path && err) {
-            char inner[sizeof err->msg];
+            char        inner[sizeof err->msg];
+            const char *first = NULL;
+            uint32_t    n_in  = 0;
+            for (uint32_t k = 0; k < n_e; k++)
+                if (strcmp(e[k].shard, names[i]) == 0 && n_in++ == 0) first = e[k].tensor;
+            char more[48] = "";
+            if (n_in > 1) snprintf(more, sizeof more, " and %u more", n_in - 1);
             memcpy(inner, err->msg, sizeof inner);
-            celer_fail(err, st, "safetensors: %s names shard '%s', which cannot be read (%s); download it again",
-                       s->index_path, names[i], inner);
+            celer_fail(err, st, "safetensors: %s names shard '%s', which cannot be read (%s), for tensor '%s'%s; "
+                       "download it again", s->index_path, names[i], inner, first ? first : "?", more);
         }
         free(path);
         if (st != CELER_OK) return st;
@@ -237,7 +245,7 @@ static celer_status open_indexed(celer_safetensors_set *s, celer_error *err)
     uint32_t     n_e = 0, n_names = 0;
     celer_status st = celer_json_read_file(s->index_path, INDEX_MAX_SIZE, &root, err);
     if (st == CELER_OK) st = read_index(s->index_path, root, &entries, &n_e, &names, &n_names, err);
-    if (st == CELER_OK) st = open_files(s, s->dir, names, n_names, err);
+    if (st == CELER_OK) st = open_files(s, s->dir, names, n_names, entries, n_e, err);
     if (st == CELER_OK) st = check_index(s, entries, n_e, names, err);
     if (st == CELER_OK) st = build_table(s, err);
     free_names(names, n_names);
@@ -269,7 +277,7 @@ static celer_status open_dir(celer_safetensors_set *s, celer_error *err)
             if (names && (names[0] = strdup(SINGLE_NAME))) n = 1;
             else st = celer_fail(err, CELER_ERR_OOM, "safetensors: out of memory");
         } else st = scan_dir(s->dir, &names, &n, err);
-        if (st == CELER_OK) st = open_files(s, s->dir, names, n, err);
+        if (st == CELER_OK) st = open_files(s, s->dir, names, n, NULL, 0, err);
         if (st == CELER_OK) st = build_table(s, err);
         free_names(names, n);
     }
@@ -289,7 +297,7 @@ celer_status celer_safetensors_set_open(celer_safetensors_set *s, const char *pa
     else if (S_ISDIR(sb.st_mode)) st = open_dir(s, err);
     else {
         char *one = s->dir;
-        st        = open_files(s, NULL, &one, 1, err);
+        st        = open_files(s, NULL, &one, 1, NULL, 0, err);
         if (st == CELER_OK) st = build_table(s, err);
     }
     if (st != CELER_OK) celer_safetensors_set_close(s);

@@ -75,6 +75,34 @@ static float st_value(const celer_st_tensor *t, uint64_t i)
 
 static bool float_dtype(celer_st_dtype d) { return d == CELER_ST_F32 || d == CELER_ST_F16 || d == CELER_ST_BF16; }
 
+/* The shard that holds t (its path), for messages. */
+static const char *file_of(const dloader *L, const celer_st_tensor *t)
+{
+    const celer_safetensors_set *s = &L->mf->st;
+    for (uint32_t f = 0; f < s->n_files; f++)
+        if (t >= s->files[f].tensors && t < s->files[f].tensors + s->files[f].n_tensors) return s->files[f].name;
+    return L->dir;
+}
+
+/* "2 x 3 x 4": t's shape, for messages. */
+static const char *shape_str(const celer_st_tensor *t, char *buf, size_t cap)
+{
+    int n = snprintf(buf, cap, "%s", t->n_dims ? "" : "a scalar");
+    for (uint32_t i = 0; i < t->n_dims && n >= 0 && (size_t)n < cap; i++)
+        n += snprintf(buf + n, cap - (size_t)n, "%s%llu", i ? " x " : "", (unsigned long long)t->shape[i]);
+    return buf;
+}
+
+/* The error mlx_quant.c just set ("mlx quant: TENSOR: ..."), said of the file that holds the tensor. */
+static celer_status in_file(dloader *L, const celer_st_tensor *t)
+{
+    char        why[sizeof L->err->msg];
+    const char *m = L->err->msg;
+    if (!strncmp(m, "mlx quant: ", 11)) m += 11;
+    snprintf(why, sizeof why, "%s", m);
+    return celer_fail(L->err, L->err->code, "model: %s: %s", file_of(L, t), why);
+}
+
 static celer_status load_weight(dloader *L, const char *name, celer_weight *w)
 {
     celer_status st = L->be->ops->weight_load(L->be, w, L->err);
@@ -97,7 +125,7 @@ static celer_status take_vec(dloader *L, const char *name, int64_t n, bool optio
     }
     if (!float_dtype(t->dtype) || t->n_elems != (uint64_t)n || t->n_dims != 1)
         return celer_fail(L->err, CELER_ERR_FORMAT, "model: %s: tensor '%s' is %s of %llu elements in %u dimensions; "
-                          "the config says a vector of %lld floats", L->dir, name, celer_st_dtype_name(t->dtype),
+                          "the config says a vector of %lld floats", file_of(L, t), name, celer_st_dtype_name(t->dtype),
                           (unsigned long long)t->n_elems, t->n_dims, (long long)n);
     float *v = malloc((size_t)n * sizeof *v);
     if (!v) return celer_fail(L->err, CELER_ERR_OOM, "model: out of memory");
@@ -213,40 +241,51 @@ static celer_status take_mat(dloader *L, const char *module, int64_t rows, int64
     }
     const celer_st_tensor *sc = celer_safetensors_set_find(set, sname);
     celer_hf_quant         hq = celer_hf_config_quant(&L->mf->cfg, module);
-    if (t->dtype == CELER_ST_U32 && sc && hq.quantized) {
-        const celer_st_tensor *bi = celer_safetensors_set_find(set, bname);
-        celer_mlx_quant        q  = {.name = module, .mode = hq.mode, .bits = hq.bits, .group_size = hq.group_size,
-                                     .dtype = hq.mode == CELER_HF_QUANT_AFFINE ? sc->dtype : CELER_ST_BF16,
-                                     .rows = rows, .cols = cols};
+    if (hq.quantized && !sc && t->dtype == CELER_ST_U32)
+        return celer_fail(L->err, CELER_ERR_FORMAT, "model: %s: tensor '%s' is missing (config.json quantizes %s, "
+                          "and '%s' holds its packed codes)", L->dir, sname, module, name);
+    if (sc && hq.quantized) {
+        const celer_st_tensor *bi     = celer_safetensors_set_find(set, bname);
+        bool                   affine = hq.mode == CELER_HF_QUANT_AFFINE;
+        if (affine && !float_dtype(sc->dtype))
+            return celer_fail(L->err, CELER_ERR_FORMAT, "model: %s: tensor '%s' is %s; affine scales are BF16, F16 "
+                              "or F32", file_of(L, sc), sname, celer_st_dtype_name(sc->dtype));
+        celer_mlx_quant q = {.name = module, .mode = hq.mode, .bits = hq.bits, .group_size = hq.group_size,
+                             .dtype = affine ? sc->dtype : CELER_ST_BF16, .rows = rows, .cols = cols};
         if (celer_mlx_quant_check(&q, L->err) ||
-            celer_mlx_quant_check_tensor(&q, CELER_MLX_QUANT_WEIGHT, name, t->dtype, t->n_dims, t->shape, L->err) ||
-            celer_mlx_quant_check_tensor(&q, CELER_MLX_QUANT_SCALES, sname, sc->dtype, sc->n_dims, sc->shape, L->err))
-            return L->err->code;
-        if (hq.mode == CELER_HF_QUANT_AFFINE) {
-            if (!bi)
-                return celer_fail(L->err, CELER_ERR_FORMAT, "model: %s: tensor '%s' is missing (affine weights need "
-                                  "a bias per group)", L->dir, bname);
-            if (celer_mlx_quant_check_tensor(&q, CELER_MLX_QUANT_BIASES, bname, bi->dtype, bi->n_dims, bi->shape,
-                                             L->err))
-                return L->err->code;
-        }
+            celer_mlx_quant_check_tensor(&q, CELER_MLX_QUANT_WEIGHT, name, t->dtype, t->n_dims, t->shape, L->err))
+            return in_file(L, t);
+        if (celer_mlx_quant_check_tensor(&q, CELER_MLX_QUANT_SCALES, sname, sc->dtype, sc->n_dims, sc->shape, L->err))
+            return in_file(L, sc);
+        if (affine && !bi)
+            return celer_fail(L->err, CELER_ERR_FORMAT, "model: %s: tensor '%s' is missing (affine weights need "
+                              "a bias per group)", L->dir, bname);
+        /* mlx would promote a mixed pair to their common type, but never writes one */
+        if (affine && bi->dtype != sc->dtype)
+            return celer_fail(L->err, CELER_ERR_FORMAT, "model: %s: tensor '%s' is %s but '%s' is %s; mlx writes the "
+                              "scales and biases of a weight in one dtype", file_of(L, bi), bname,
+                              celer_st_dtype_name(bi->dtype), sname, celer_st_dtype_name(sc->dtype));
+        /* not affine: biases are an error, as mlx-lm's strict load says */
+        if (bi && celer_mlx_quant_check_tensor(&q, CELER_MLX_QUANT_BIASES, bname, bi->dtype, bi->n_dims, bi->shape,
+                                               L->err))
+            return in_file(L, bi);
         celer_mlx_quant_data d = {t->data, t->n_bytes, sc->data, sc->n_bytes, NULL, 0};
-        if (hq.mode == CELER_HF_QUANT_AFFINE) d.biases = bi->data, d.biases_bytes = bi->n_bytes;
+        if (affine) d.biases = bi->data, d.biases_bytes = bi->n_bytes;
         if (mq) *mq = q, *md = d;
         bool done = false;
-        if (hq.mode == CELER_HF_QUANT_AFFINE && hq.bits == 4 && affine4_to_q4_1(L, &q, t, sc, bi, w, &done))
-            return L->err->code;
+        if (affine && hq.bits == 4 && affine4_to_q4_1(L, &q, t, sc, bi, w, &done)) return L->err->code;
         if (!done && mlx_to_float(L, &q, &d, w)) return L->err->code;
         return load_weight(L, name, w);
     }
     if (!float_dtype(t->dtype))
         return celer_fail(L->err, CELER_ERR_UNSUPPORTED, "model: %s: tensor '%s' is %s without MLX quantization in "
-                          "config.json; celer runs F32, F16, BF16 and MLX-quantized weights", L->dir, name,
+                          "config.json; celer runs F32, F16, BF16 and MLX-quantized weights", file_of(L, t), name,
                           celer_st_dtype_name(t->dtype));
-    if (t->n_dims != 2 || t->shape[0] != (uint64_t)rows || t->shape[1] != (uint64_t)cols)
-        return celer_fail(L->err, CELER_ERR_FORMAT, "model: %s: tensor '%s' is %llu x %llu, the config says %lld x %lld",
-                          L->dir, name, (unsigned long long)t->shape[0],
-                          (unsigned long long)(t->n_dims > 1 ? t->shape[1] : 1), (long long)rows, (long long)cols);
+    if (t->n_dims != 2 || t->shape[0] != (uint64_t)rows || t->shape[1] != (uint64_t)cols) {
+        char shape[160];
+        return celer_fail(L->err, CELER_ERR_FORMAT, "model: %s: tensor '%s' is %s, the config says %lld x %lld",
+                          file_of(L, t), name, shape_str(t, shape, sizeof shape), (long long)rows, (long long)cols);
+    }
     *w = (celer_weight){.type = t->dtype == CELER_ST_F32 ? CELER_GGML_F32 : t->dtype == CELER_ST_F16 ? CELER_GGML_F16
                                                                                                       : CELER_GGML_BF16,
                         .rows = rows, .cols = cols, .data = t->data};

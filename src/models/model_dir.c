@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "models/model_file.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +97,41 @@ static celer_status describe_tensors(celer_model_file *mf, celer_error *err)
     return CELER_OK;
 }
 
+/* config.json's shape keys as the config names them: those every architecture needs (mlx-lm's
+ * ModelArgs require them too) present, and each within celer_hparams_check's limits
+ * (model_file.c), which would otherwise name them as GGUF does. */
+static celer_status check_config(const celer_hf_config *c, const char *path, celer_error *err)
+{
+    static const struct {
+        const char *key;
+        size_t      off;
+        bool        required;
+        int64_t     max;
+    } keys[] = {
+#define K(f, req, m) {#f, offsetof(celer_hf_config, f), req, m}
+        K(hidden_size, true, 1 << 20),          K(num_hidden_layers, true, 1 << 16),
+        K(num_attention_heads, true, 1 << 16),  K(num_key_value_heads, false, 1 << 16),
+        K(head_dim, false, 1 << 16),            K(intermediate_size, true, 1 << 24),
+        K(vocab_size, true, 1 << 24),           K(num_experts, false, 1 << 16),
+        K(num_experts_per_tok, false, 1 << 16), K(moe_intermediate_size, false, 1 << 24),
+#undef K
+    };
+    const char *sep = path[0] && path[strlen(path) - 1] == '/' ? "" : "/";
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        int64_t v = *(const int64_t *)((const char *)c + keys[i].off);
+        /* a mixture-of-experts model may give only moe_intermediate_size */
+        bool required = keys[i].required && !(keys[i].off == offsetof(celer_hf_config, intermediate_size) &&
+                                               c->num_experts > 0);
+        if (required && v <= 0)
+            return celer_fail(err, CELER_ERR_FORMAT, "%s%sconfig.json: no %s; celer cannot tell the model's shape "
+                              "without it", path, sep, keys[i].key);
+        if (v > keys[i].max)
+            return celer_fail(err, CELER_ERR_FORMAT, "%s%sconfig.json: %s is %lld; celer takes at most %lld", path,
+                              sep, keys[i].key, (long long)v, (long long)keys[i].max);
+    }
+    return CELER_OK;
+}
+
 celer_status celer_model_dir_open(celer_model_file *mf, const char *path, celer_error *err)
 {
     mf->kind = MODEL_FILE_SAFETENSORS;
@@ -105,6 +141,7 @@ celer_status celer_model_dir_open(celer_model_file *mf, const char *path, celer_
     if (!mf->cfg.model_type)
         return celer_fail(err, CELER_ERR_FORMAT, "%s/config.json: no model_type; celer cannot tell the architecture",
                           path);
+    if (check_config(&mf->cfg, path, err)) return err->code;
     hparams_from_config(&mf->hp, &mf->cfg, path);
     if (celer_hparams_check(&mf->hp, path, err)) return err->code;
     mf->has_chat_template = celer_hf_tokenizer_config_template(&mf->tcfg, NULL) != NULL;
