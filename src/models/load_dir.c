@@ -392,7 +392,8 @@ static const char *arch_name(const char *model_type)
 celer_status celer_model_load_dir(celer_model *m, const celer_model_file *mf, celer_backend *be, celer_error *err)
 {
     const char *dir = mf->st.dir;
-    m->hp           = mf->hp;
+    if (celer_model_dir_check_config(&mf->cfg, dir, true, err)) return err->code;
+    m->hp = mf->hp;
     m->arch         = celer_arch_find(arch_name(m->hp.arch));
     if (!m->arch)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "model: %s: architecture '%s' (config.json model_type) is not "

@@ -100,7 +100,8 @@ static celer_status describe_tensors(celer_model_file *mf, celer_error *err)
 /* config.json's shape keys as the config names them: those every architecture needs (mlx-lm's
  * ModelArgs require them too) present, and each within celer_hparams_check's limits
  * (model_file.c), which would otherwise name them as GGUF does. */
-static celer_status check_config(const celer_hf_config *c, const char *path, celer_error *err)
+celer_status celer_model_dir_check_config(const celer_hf_config *c, const char *path, bool need_shape,
+                                          celer_error *err)
 {
     static const struct {
         const char *key;
@@ -120,7 +121,9 @@ static celer_status check_config(const celer_hf_config *c, const char *path, cel
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         int64_t v = *(const int64_t *)((const char *)c + keys[i].off);
         /* a mixture-of-experts model may give only moe_intermediate_size */
-        bool required = keys[i].required && !(keys[i].off == offsetof(celer_hf_config, intermediate_size) &&
+        /* heads are needed to describe a width at all (head_dim defaults to width / heads) */
+        bool heads    = keys[i].off == offsetof(celer_hf_config, num_attention_heads) && c->hidden_size > 0;
+        bool required = (need_shape || heads) && keys[i].required && !(keys[i].off == offsetof(celer_hf_config, intermediate_size) &&
                                                c->num_experts > 0);
         if (required && v <= 0)
             return celer_fail(err, CELER_ERR_FORMAT, "%s%sconfig.json: no %s; celer cannot tell the model's shape "
@@ -141,7 +144,7 @@ celer_status celer_model_dir_open(celer_model_file *mf, const char *path, celer_
     if (!mf->cfg.model_type)
         return celer_fail(err, CELER_ERR_FORMAT, "%s/config.json: no model_type; celer cannot tell the architecture",
                           path);
-    if (check_config(&mf->cfg, path, err)) return err->code;
+    if (celer_model_dir_check_config(&mf->cfg, path, false, err)) return err->code;
     hparams_from_config(&mf->hp, &mf->cfg, path);
     if (celer_hparams_check(&mf->hp, path, err)) return err->code;
     mf->has_chat_template = celer_hf_tokenizer_config_template(&mf->tcfg, NULL) != NULL;

@@ -27,6 +27,10 @@ struct celer_model_file {
  * arithmetic on them can overflow or divide by zero. what names the file in the message. */
 celer_status celer_hparams_check(const celer_hparams *hp, const char *what, celer_error *err);
 
+/* config.json's sizes: none past celer's limits and, with need_shape (running the model, not
+ * describing it or its tokenizer), every key the shape needs present. Errors name the key. */
+celer_status celer_model_dir_check_config(const celer_hf_config *c, const char *path, bool need_shape,
+                                          celer_error *err);
 /* Opens a Hugging Face / MLX model directory (config.json and safetensors shards). */
 celer_status celer_model_dir_open(celer_model_file *mf, const char *path, celer_error *err);
 void         celer_model_dir_close(celer_model_file *mf);

@@ -112,6 +112,10 @@ celer_status celer_engine_create(celer_engine **out, const char *model_path, con
     if (!st) st = celer_tokenizer_load(&e->tok, e->mf, err);
     if (!st) st = celer_backend_create(&e->be, cfg ? cfg->backend : NULL, &bc, err);
     if (!st) st = celer_model_load(&e->model, e->mf, e->be, err);
+    if (!st && celer_tokenizer_n_vocab(e->tok) > e->model.hp.n_vocab) /* ids past the table: refuse now */
+        st = celer_fail(err, CELER_ERR_FORMAT, "%s: the tokenizer has %d tokens but the embedding table %lld rows; the "
+                        "tokenizer and the weights do not belong together", model_path, celer_tokenizer_n_vocab(e->tok),
+                        (long long)e->model.hp.n_vocab);
     if (st) {
         celer_engine_free(e);
         return st;

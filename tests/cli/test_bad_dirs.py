@@ -567,8 +567,9 @@ def test_model_type_missing(hf: ModelDir) -> None:
 @pytest.mark.parametrize("key", ["hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                                  "vocab_size"])
 def test_config_key_missing(hf: ModelDir, key: str) -> None:
+    """Running needs every key of the shape; info (and tokenize, template) describe what is there."""
     hf.config(**{key: None})
-    check(hf, rf"\b{key}\b", (f"{hf.path}/config.json",))
+    check(hf, rf"\b{key}\b", (f"{hf.path}/config.json",), info=False)
 
 
 @pytest.mark.parametrize("changes,key", [
@@ -634,13 +635,12 @@ def test_tokenizer_config_malformed(hf: ModelDir) -> None:
 
 
 def test_tokenizer_vocab_larger_than_model(hf: ModelDir) -> None:
-    """A tokenizer of 384 tokens for an embedding table of 320 rows: a prompt token past the table
-    is an error once the prompt is tokenized (after the status line), not a read past the table."""
+    """A tokenizer of 384 tokens for an embedding table of 320 rows does not belong to the weights:
+    refused at load, naming both sizes, before any prompt token could read past the table."""
     hf.config(vocab_size=320)
     hf.reshape("model.embed_tokens.weight", [320, 64])
-    r = celer("generate", "-m", hf.path, "-p", "hello there", "-n", "1")  # " he" is token 336
+    r = celer("generate", "-m", hf.path, "-p", "hello there", "-n", "1")
     assert_no_crash(r)
     assert r.returncode == 2 and r.out == "", r.err
-    lines = r.err[:-1].split("\n")
-    assert len(lines) == 2 and STATUS_LINE.fullmatch(lines[0]), r.err
-    assert lines[1].startswith("celer") and re.search(r"token \d+ is outside the vocabulary", lines[1]), r.err
+    line = r.err.strip()
+    assert "\n" not in line and line.startswith("celer") and "384 tokens" in line and "320 rows" in line, r.err
