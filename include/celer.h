@@ -179,6 +179,17 @@ typedef struct {
 /* Defaults: greedy, no filters, no penalties, the last 64 tokens for penalties, seed 0. */
 celer_sampling celer_sampling_default(void);
 
+/* ---- the capability table: what a backend does with each weight storage type ------------- */
+
+typedef enum { CELER_CAP_NATIVE, CELER_CAP_CONVERT, CELER_CAP_REJECT } celer_capability;
+
+/* What loading onto the CPU backend does with weights of storage type `type` (as
+ * celer_tensor_desc.type spells it: "Q4_K", "BF16", "affine4-g64", "mxfp4"): runs them as
+ * stored, converts them at load, or refuses them. detail (n bytes) says how, or what to use. */
+celer_capability celer_cpu_capability(const char *type, char *detail, size_t n);
+/* "native", "convert", "reject" */
+const char      *celer_capability_name(celer_capability c);
+
 /* ---- the engine: a model loaded on a backend, generating --------------------------------- */
 
 typedef struct celer_engine celer_engine;

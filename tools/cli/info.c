@@ -123,6 +123,12 @@ static void print_model_json(const char *path, const celer_model_file *mf, const
         cJSON_AddNumberToObject(t, "count", (double)tt[i].count);
         cJSON_AddNumberToObject(t, "bytes", (double)tt[i].bytes);
         cJSON_AddNumberToObject(t, "params", (double)tt[i].elems);
+        char             detail[256];
+        celer_capability cap = celer_cpu_capability(tt[i].type, detail, sizeof detail);
+        cJSON           *c   = cJSON_CreateObject();
+        cJSON_AddStringToObject(c, "decision", celer_capability_name(cap));
+        cJSON_AddStringToObject(c, "detail", detail);
+        cJSON_AddItemToObject(t, "cpu", c);
         cJSON_AddItemToObject(types, tt[i].type, t);
     }
     cJSON_AddItemToObject(o, "types", types);
@@ -175,9 +181,13 @@ static void print_model_text(const char *path, const celer_model_file *mf, const
     printf("norm epsilon   %g\n", hp->norm_eps);
     printf("chat template  %s\n", celer_model_file_has_chat_template(mf) ? "yes" : "no");
     printf("tensors        %llu\n", (unsigned long long)celer_model_file_n_tensors(mf));
-    for (size_t i = 0; i < n_types; i++)
-        printf("  %-12s %5llu tensors  %10s  %6.2f%% of parameters\n", tt[i].type, (unsigned long long)tt[i].count,
-               cli_bytes(tt[i].bytes, a, sizeof a), params ? 100.0 * (double)tt[i].elems / (double)params : 0.0);
+    for (size_t i = 0; i < n_types; i++) {
+        char             detail[256];
+        celer_capability cap = celer_cpu_capability(tt[i].type, detail, sizeof detail);
+        printf("  %-12s %5llu tensors  %10s  %6.2f%% of parameters  cpu: %s (%s)\n", tt[i].type,
+               (unsigned long long)tt[i].count, cli_bytes(tt[i].bytes, a, sizeof a),
+               params ? 100.0 * (double)tt[i].elems / (double)params : 0.0, celer_capability_name(cap), detail);
+    }
     printf("parameters     %.1f M\n", (double)params / 1e6);
     printf("weights        %s (%.2f bits per parameter)\n", cli_bytes(mem->weights, a, sizeof a),
            params ? 8.0 * (double)mem->weights / (double)params : 0.0);
