@@ -1,7 +1,8 @@
-"""Tiny random-weight qwen2, qwen3 and llama models for the mlx-lm parity check (test_mlx_parity.py,
+"""Tiny random-weight qwen2, qwen3, llama and gemma3 models for the mlx-lm parity check (test_mlx_parity.py,
 make_mlx_fixtures.py), so that the qwen3 path (per-head q/k RMSNorm, NEOX RoPE, head size
 independent of the width), the qwen2 path (q/k/v biases), YaRN RoPE scaling (tiny-qwen2-yarn), the
-llama path (the GGUF converter's Q/K row permutation) and model directories (DIRS) are checked
+llama path (the GGUF converter's Q/K row permutation), the gemma3 path (sliding-window and global
+layers, Gemma's +1 norms, GeGLU) and model directories (DIRS) are checked
 against mlx-lm like the real models are.
 
 One set of float32 weights per model, a pure function of (name, SEED), goes three ways:
@@ -59,7 +60,18 @@ MODELS = {
     # base 10⁴, tied embeddings (as SmolLM2 and Llama 3.2 1B).
     "tiny-llama": dict(arch="llama", n_layer=3, n_embd=64, n_ff=192, n_head=4, n_head_kv=2, head_dim=16,
                        n_vocab=384, tied=True, rope_theta=1e4),
+    # gemma3 (mlx-lm's gemma3_text): GeGLU (gelu tanh), four norms per block with Gemma's +1 (GGUF
+    # stores 1 + w, Hugging Face w), q/k norms, the embedding scaled by sqrt(64) rounded to bf16,
+    # tied embeddings. Seven layers with Gemma 3's fixed pattern of 6: layers 0-4 and 6 attend
+    # through a sliding window of 16 positions with RoPE base 10⁴, layer 5 to everything with
+    # base 10⁶; every prompt (24-59 tokens) runs past the window. query_pre_attn_scalar is
+    # hidden / heads = 16, not head_dim = 32 (as in Gemma 3 27B), which the GGUF marks with
+    # attention.scale.
+    "tiny-gemma3": dict(arch="gemma3", n_layer=7, n_embd=64, n_ff=128, n_head=4, n_head_kv=2, head_dim=32,
+                        n_vocab=384, tied=True, sliding_window=16, query_pre_attn_scalar=16, prompt_len=(24, 60)),
 }
+SWA_PATTERN = 6  # gemma3: every 6th layer global, the others sliding
+ROPE_LOCAL_BASE = 1e4  # gemma3's sliding layers
 ROPE_THETA = 1e6  # unless the model says otherwise
 NORM_EPS = 1e-6
 N_CTX = 4096
@@ -112,7 +124,7 @@ def hf_weights(name: str) -> dict[str, np.ndarray]:
         return _uniform(f"{name}:{key}", shape, mean, std)
 
     w = {"model.embed_tokens.weight": u("model.embed_tokens.weight", (v, d), std=0.4 if s["tied"] else 1.0),
-         "model.norm.weight": u("model.norm.weight", (d,), 1.0, 0.2)}
+         "model.norm.weight": u("model.norm.weight", (d,), 0.0 if s["arch"] == "gemma3" else 1.0, 0.2)}
     if not s["tied"]:
         w["lm_head.weight"] = u("lm_head.weight", (v, d), std=0.4)
     for i in range(s["n_layer"]):
@@ -128,6 +140,13 @@ def hf_weights(name: str) -> dict[str, np.ndarray]:
             "mlp.up_proj.weight": ((ff, d), 0.0, 1.5 / math.sqrt(d)),
             "mlp.down_proj.weight": ((d, ff), 0.0, 1.0 / math.sqrt(ff)),
         }
+        if s["arch"] == "gemma3":  # Hugging Face's Gemma norms hold w; the model multiplies by 1 + w
+            layer.update({"input_layernorm.weight": ((d,), 0.0, 0.2),
+                          "post_attention_layernorm.weight": ((d,), 0.0, 0.2),
+                          "pre_feedforward_layernorm.weight": ((d,), 0.0, 0.2),
+                          "post_feedforward_layernorm.weight": ((d,), 0.0, 0.2),
+                          "self_attn.q_norm.weight": ((hd,), 0.0, 0.3),
+                          "self_attn.k_norm.weight": ((hd,), 0.0, 0.3)})
         if s["arch"] == "qwen3":
             layer["self_attn.q_norm.weight"] = ((hd,), 1.0, 0.3)
             layer["self_attn.k_norm.weight"] = ((hd,), 1.0, 0.3)
@@ -151,11 +170,18 @@ _LAYER = {
 }
 
 
-def gguf_name(hf: str) -> str:
+# gemma3: post_attention_layernorm is a real norm after attention; the one before the FFN is
+# pre_feedforward_layernorm.
+_GEMMA3_LAYER = {**_LAYER, "post_attention_layernorm": "post_attention_norm",
+                 "pre_feedforward_layernorm": "ffn_norm", "post_feedforward_layernorm": "post_ffw_norm"}
+
+
+def gguf_name(hf: str, arch: str = "") -> str:
     if hf in _TOP:
         return _TOP[hf]
     parts = hf.split(".")  # model.layers.N.<module...>.<weight|bias>
-    return f"blk.{parts[2]}.{_LAYER['.'.join(parts[3:-1])]}.{parts[-1]}"
+    table = _GEMMA3_LAYER if arch == "gemma3" else _LAYER
+    return f"blk.{parts[2]}.{table['.'.join(parts[3:-1])]}.{parts[-1]}"
 
 
 def _letters(k: int) -> str:
@@ -198,7 +224,7 @@ def write_gguf(name: str, path) -> Path:
     w.add_feed_forward_length(s["n_ff"])
     w.add_head_count(s["n_head"])
     w.add_head_count_kv(s["n_head_kv"])
-    if s["arch"] == "qwen3":  # the converter writes head_dim where the config has it: Qwen3's does
+    if s["arch"] in ("qwen3", "gemma3"):  # the converter writes head_dim where the config has it
         w.add_key_length(s["head_dim"])
         w.add_value_length(s["head_dim"])
     w.add_rope_freq_base(s.get("rope_theta", ROPE_THETA))
@@ -207,6 +233,10 @@ def write_gguf(name: str, path) -> Path:
         w.add_rope_scaling_factor(s["yarn"]["factor"])
         w.add_rope_scaling_orig_ctx_len(s["yarn"]["original_context_length"])
     w.add_layer_norm_rms_eps(NORM_EPS)
+    if s["arch"] == "gemma3":
+        w.add_sliding_window(s["sliding_window"])
+        if s["query_pre_attn_scalar"] != s["head_dim"]:  # as mlx_ref.py reads it back
+            w.add_float32(f"{s['arch']}.attention.scale", 1.0 / math.sqrt(s["query_pre_attn_scalar"]))
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
     tokens, scores, types = vocab(s["n_vocab"])
     w.add_tokenizer_model("llama")
@@ -230,7 +260,9 @@ def write_gguf(name: str, path) -> Path:
             # so that interleaved RoPE rotates the pairs Hugging Face's rotate-half rotates
             n = s["n_head"] if "q_proj" in hf else s["n_head_kv"]
             a = a.reshape(n, 2, a.shape[0] // n // 2, *a.shape[1:]).swapaxes(1, 2).reshape(a.shape)
-        w.add_tensor(gguf_name(hf), a)
+        if s["arch"] == "gemma3" and hf.endswith("norm.weight"):  # the converter adds Gemma's 1
+            a = a + np.float32(1.0)
+        w.add_tensor(gguf_name(hf, s["arch"]), a)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -242,7 +274,7 @@ def model_args(name: str) -> tuple[str, dict]:
     """(mlx-lm module name, ModelArgs dict)."""
     s = _shape(name)
     args = {
-        "model_type": s["arch"],
+        "model_type": "gemma3_text" if s["arch"] == "gemma3" else s["arch"],
         "hidden_size": s["n_embd"],
         "num_hidden_layers": s["n_layer"],
         "intermediate_size": s["n_ff"],
@@ -258,6 +290,10 @@ def model_args(name: str) -> tuple[str, dict]:
     if "yarn" in s:  # Hugging Face's rope_scaling, which mlx-lm's rope_utils.initialize_rope reads
         args["rope_scaling"] = {"type": "yarn", "factor": s["yarn"]["factor"],
                                 "original_max_position_embeddings": s["yarn"]["original_context_length"]}
+    if s["arch"] == "gemma3":
+        args.update(sliding_window=s["sliding_window"], sliding_window_pattern=SWA_PATTERN,
+                    rope_local_base_freq=ROPE_LOCAL_BASE, query_pre_attn_scalar=float(s["query_pre_attn_scalar"]))
+        return "gemma3_text", args
     return s["arch"], args
 
 
@@ -296,7 +332,7 @@ def prompts(name: str) -> list[tuple[str, list[int]]]:
 # Every directory has a byte-level BPE tokenizer of the model's vocabulary size (tokenizer.json,
 # tokenizer_config.json), so that celer opens it; the parity test feeds token ids directly.
 
-DIR_BASES = ["tiny-qwen3", "tiny-qwen2", "tiny-llama"]
+DIR_BASES = ["tiny-qwen3", "tiny-qwen2", "tiny-llama", "tiny-gemma3"]
 # variant → mlx_lm.convert's quantization arguments (None: an unquantized Hugging Face checkpoint)
 DIR_VARIANTS = {
     "hf-f32": None,
@@ -305,10 +341,12 @@ DIR_VARIANTS = {
     "mlx-q8g32": dict(q_mode="affine", q_bits=8, q_group_size=32),
     "mlx-mxfp4": dict(q_mode="mxfp4", q_bits=4, q_group_size=32),
 }
-DIRS = {f"{b}-{v}": (b, v) for b in DIR_BASES for v in DIR_VARIANTS}
+DIRS = {f"{b}-{v}": (b, v) for b in DIR_BASES for v in DIR_VARIANTS
+        if b != "tiny-gemma3" or v in ("hf-f32", "hf-bf16", "mlx-q4g64")}
 MLX_DIRS = Path(__file__).resolve().parents[1] / "data" / "mlx_dirs"  # the committed quantized ones
 EOS = 2
-_ARCHITECTURES = {"qwen3": "Qwen3ForCausalLM", "qwen2": "Qwen2ForCausalLM", "llama": "LlamaForCausalLM"}
+_ARCHITECTURES = {"qwen3": "Qwen3ForCausalLM", "qwen2": "Qwen2ForCausalLM", "llama": "LlamaForCausalLM",
+                  "gemma3": "Gemma3ForCausalLM"}
 
 
 def dir_model(name: str) -> tuple[str, str]:
@@ -373,6 +411,27 @@ def hf_config(name: str) -> dict:
         cfg["mlp_bias"] = False
     if "yarn" in s:
         cfg["rope_scaling"] = model_args(base)[1]["rope_scaling"]
+    if s["arch"] == "gemma3":  # Gemma3TextConfig's keys (transformers 4.5x, as the Gemma 3 270M config)
+        del cfg["hidden_act"]
+        n = s["n_layer"]
+        cfg.update({
+            "model_type": "gemma3_text",
+            "hidden_activation": "gelu_pytorch_tanh",
+            "head_dim": s["head_dim"],
+            "attention_bias": False,
+            "attention_dropout": 0.0,
+            "attn_logit_softcapping": None,
+            "final_logit_softcapping": None,
+            "initializer_range": 0.02,
+            "query_pre_attn_scalar": s["query_pre_attn_scalar"],
+            "rope_local_base_freq": ROPE_LOCAL_BASE,
+            "rope_scaling": None,
+            "sliding_window": s["sliding_window"],
+            "_sliding_window_pattern": SWA_PATTERN,
+            "layer_types": ["full_attention" if (i + 1) % SWA_PATTERN == 0 else "sliding_attention" for i in range(n)],
+            "use_bidirectional_attention": False,
+            "pad_token_id": 0,
+        })
     return cfg
 
 
