@@ -8,9 +8,9 @@ format) is tokenized by celer (`celer tokenize --jsonl`), so the ids are celer's
 greedily with its KV cache, with no end-of-turn stop; then one uncached forward over prompt +
 continuation gives, for every position, the top-1 id, its logit and the margin to the top-2.
 
-The tiny models (tiny_models.py: a qwen3, a qwen2 and a qwen2 with YaRN; random float32 weights)
-have no text: their prompts are random token ids, and the reference is mlx-lm's qwen3 / qwen2
-Model built from the generator's arrays. The GGUF file that celer runs is written to a temporary folder and
+The tiny models (tiny_models.py: qwen3, qwen2, qwen2 with YaRN, llama, gemma3; random float32
+weights) have no text: their prompts are random token ids, and the reference is mlx-lm's Model of
+the architecture built from the generator's arrays. The GGUF file that celer runs is written to a temporary folder and
 pinned by its sha256; the reference read back from that file (mlx_ref.Reference) must give
 bit-identical logits, which checks that the file holds the same model.
 

@@ -1,5 +1,5 @@
-"""celer's forward pass against the mlx-lm reference on the real models, on four tiny random-weight
-ones (tiny_models.py: qwen3, qwen2, qwen2 with YaRN RoPE scaling, llama) and on three of them as model
+"""celer's forward pass against the mlx-lm reference on the real models, on five tiny random-weight
+ones (tiny_models.py: qwen3, qwen2, qwen2 with YaRN RoPE scaling, llama, gemma3) and on them as model
 directories (tiny_models.DIRS: Hugging Face f32 and bf16 checkpoints, and what mlx_lm.convert makes
 of them in affine 4-bit g64, affine 8-bit g32 and mxfp4), through the fixtures in tests/data/mlx/
 (written by make_mlx_fixtures.py; this test needs no mlx) and tests/tools/logits_dump.
