@@ -52,26 +52,20 @@ static celer_status keep(dloader *L, void *p)
     return CELER_OK;
 }
 
-static float st_value(const celer_st_tensor *t, uint64_t i)
+/* Element i of float data in dtype F32, F16 or BF16. */
+static float float_at(celer_st_dtype dtype, const void *data, uint64_t i)
 {
-    switch (t->dtype) {
-    case CELER_ST_F32: {
+    if (dtype == CELER_ST_F32) {
         float f;
-        memcpy(&f, t->data + 4 * i, 4);
+        memcpy(&f, (const char *)data + 4 * i, 4);
         return f;
     }
-    case CELER_ST_F16: {
-        uint16_t h;
-        memcpy(&h, t->data + 2 * i, 2);
-        return celer_half_to_f32(h);
-    }
-    default: { /* BF16 */
-        uint16_t h;
-        memcpy(&h, t->data + 2 * i, 2);
-        return celer_bf16_to_f32(h);
-    }
-    }
+    uint16_t h;
+    memcpy(&h, (const char *)data + 2 * i, 2);
+    return dtype == CELER_ST_F16 ? celer_half_to_f32(h) : celer_bf16_to_f32(h);
 }
+
+static float st_value(const celer_st_tensor *t, uint64_t i) { return float_at(t->dtype, t->data, i); }
 
 static bool float_dtype(celer_st_dtype d) { return d == CELER_ST_F32 || d == CELER_ST_F16 || d == CELER_ST_BF16; }
 
@@ -184,12 +178,8 @@ static celer_status mlx_to_float(dloader *L, const celer_mlx_quant *q, const cel
         size_t n = d->scales_bytes / 2;
         sb       = malloc(2 * n * sizeof *sb);
         if (!sb) return celer_fail(L->err, CELER_ERR_OOM, "model: out of memory converting %s", q->name);
-        for (size_t i = 0; i < n; i++) {
-            uint16_t hs, hb;
-            memcpy(&hs, (const char *)d->scales + 2 * i, 2), memcpy(&hb, (const char *)d->biases + 2 * i, 2);
-            sb[i]     = q->dtype == CELER_ST_F16 ? celer_half_to_f32(hs) : celer_bf16_to_f32(hs);
-            sb[n + i] = q->dtype == CELER_ST_F16 ? celer_half_to_f32(hb) : celer_bf16_to_f32(hb);
-        }
+        for (size_t i = 0; i < n; i++)
+            sb[i] = float_at(q->dtype, d->scales, i), sb[n + i] = float_at(q->dtype, d->biases, i);
         qf.dtype  = CELER_ST_F32;
         df.scales = sb, df.scales_bytes = n * sizeof *sb;
         df.biases = sb + n, df.biases_bytes = n * sizeof *sb;

@@ -63,11 +63,12 @@ celer_status celer_model_file_open(celer_model_file **out, const char *path, cel
     struct stat  st;
     celer_status s;
     char         snapshot[4096];
-    if (stat(path, &st) != 0 && celer_hf_cache_is_id(path)) { /* "ORG/NAME" another tool downloaded */
+    bool         exists = stat(path, &st) == 0;
+    if (!exists && celer_hf_cache_is_id(path)) { /* "ORG/NAME" another tool downloaded */
         s = celer_hf_cache_find(path, snapshot, sizeof snapshot, err);
         if (!s) s = celer_model_dir_open(mf, snapshot, err);
         if (!s) snprintf(mf->hp.name, sizeof mf->hp.name, "%s", path);
-    } else if (stat(path, &st) != 0)
+    } else if (!exists)
         s = celer_fail(err, CELER_ERR_IO, "%s: no such file or directory; give a .gguf file, a model directory or a "
                        "Hugging Face model id (ORG/NAME) in its cache", path);
     else if (S_ISDIR(st.st_mode))

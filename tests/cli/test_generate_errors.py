@@ -83,9 +83,10 @@ def synth(path: Path, *args: str) -> Path:
 
 
 def rewrite(src: Path, dst: Path, arch: str | None = None, retype: dict | None = None,
-            extra: dict | None = None) -> Path:
+            extra: dict | None = None, tensors: dict | None = None) -> Path:
     """A copy of src through gguf-py: general.architecture (and its key prefix) renamed, the
-    tensors in retype stored as that type (zero bytes of the right size), extra keys added."""
+    tensors in retype stored as that type (zero bytes of the right size), extra keys added (name:
+    (value, GGUFValueType)), extra tensors appended (name: numpy array)."""
     gguf = pytest.importorskip("gguf")
     import numpy as np
 
@@ -111,6 +112,8 @@ def rewrite(src: Path, dst: Path, arch: str | None = None, retype: dict | None =
         assert cols % be == 0, f"{x.name}: {cols} columns are not whole {ty.name} blocks"
         w.add_tensor(x.name, np.zeros(rows * cols // be * bb, np.uint8), raw_shape=[rows, cols // be * bb],
                      raw_dtype=ty)
+    for k, v in (tensors or {}).items():
+        w.add_tensor(k, v)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_generate_errors import assert_error, celer, synth  # noqa: E402
+from test_generate_errors import assert_error, celer, rewrite, synth  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("CELER_BUILD_DIR") or ROOT / "build")
@@ -40,28 +40,16 @@ def with_scaling(src: Path, dst: Path, keys: dict, rope_freqs: bool = False) -> 
     gguf = pytest.importorskip("gguf")
     import numpy as np
 
-    r = gguf.GGUFReader(src)
-    w = gguf.GGUFWriter(dst, ARCH)
-    for k, f in r.fields.items():
-        if k.startswith("GGUF.") or k == "general.architecture":
-            continue
-        sub = f.types[-1] if f.types[0] == gguf.GGUFValueType.ARRAY else None
-        w.add_key_value(k, f.contents(), f.types[0], sub_type=sub)
-    for k, v in keys.items():
-        t = (gguf.GGUFValueType.STRING if isinstance(v, str) else
-             gguf.GGUFValueType.UINT32 if isinstance(v, int) else gguf.GGUFValueType.FLOAT32)
-        w.add_key_value(SCALING + k, v, t)
-    for x in r.tensors:
-        w.add_tensor(x.name, np.asarray(x.data), raw_shape=x.data.shape, raw_dtype=x.tensor_type)
+    extra = {SCALING + k: (v, gguf.GGUFValueType.STRING if isinstance(v, str) else
+                           gguf.GGUFValueType.UINT32 if isinstance(v, int) else gguf.GGUFValueType.FLOAT32)
+             for k, v in keys.items()}
+    tensors = {}
     if rope_freqs:
+        r = gguf.GGUFReader(src)
         head_dim = int(r.fields[f"{ARCH}.embedding_length"].contents()) // int(
             r.fields[f"{ARCH}.attention.head_count"].contents())
-        w.add_tensor("rope_freqs.weight", np.ones(head_dim // 2, np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return dst
+        tensors["rope_freqs.weight"] = np.ones(head_dim // 2, np.float32)
+    return rewrite(src, dst, extra=extra, tensors=tensors)
 
 
 @pytest.fixture(scope="module")

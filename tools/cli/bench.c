@@ -116,7 +116,7 @@ int cmd_bench(int argc, char **argv)
     celer_error   err = {0};
     celer_engine *e   = NULL;
     if (celer_engine_create(&e, model, &cfg, &err)) return cli_report(&err);
-    if (*celer_engine_load_note(e)) fprintf(stderr, "celer: %s\n", celer_engine_load_note(e));
+    cli_print_load_note(e);
     const celer_tokenizer *tok     = celer_engine_tokenizer(e);
     int32_t                n_vocab = celer_tokenizer_n_vocab(tok);
     int32_t               *prompt  = malloc((size_t)(P > 1 ? P : 1) * sizeof *prompt);

@@ -116,7 +116,7 @@ int cmd_chat(int argc, char **argv)
     celer_error   err = {0};
     celer_engine *e   = NULL;
     if (celer_engine_create(&e, model, &cfg, &err)) return cli_report(&err);
-    if (*celer_engine_load_note(e)) fprintf(stderr, "celer: %s\n", celer_engine_load_note(e));
+    cli_print_load_note(e);
     if (!celer_model_file_has_chat_template(celer_engine_model_file(e)))
         fprintf(stderr, "celer: the model has no chat template; turns are joined as plain text\n");
     bool   tty  = isatty(STDIN_FILENO);

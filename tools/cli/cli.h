@@ -19,6 +19,8 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 int cli_check_utf8(const char *cmd, const char *what, const char *text);
 /* Prints "celer: MODEL (arch, N layers) on BACKEND, context N" and what the load converted. */
 void cli_print_loaded(const char *model, const celer_engine *e);
+/* Prints only what the load converted ("celer: ..."), when it converted anything. */
+void cli_print_load_note(const celer_engine *e);
 /* "93.8 MiB" */
 const char *cli_bytes(uint64_t n, char *buf, size_t cap);
 

@@ -46,6 +46,11 @@ void cli_print_loaded(const char *model, const celer_engine *e)
     const celer_hparams *hp = celer_model_file_hparams(celer_engine_model_file(e));
     fprintf(stderr, "celer: %s (%s, %lld layers) on %s, context %lld\n", model, hp->arch, (long long)hp->n_layer,
             celer_engine_backend_name(e), (long long)celer_engine_ctx(e));
+    cli_print_load_note(e);
+}
+
+void cli_print_load_note(const celer_engine *e)
+{
     if (*celer_engine_load_note(e)) fprintf(stderr, "celer: %s\n", celer_engine_load_note(e));
 }
 

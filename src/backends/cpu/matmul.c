@@ -7,8 +7,6 @@
 #include "backends/cpu/dot.h"
 #include "backends/cpu/repack.h"
 #include "core/error.h"
-#include "quant/dequant.h"
-#include "quant/half.h"
 
 #include <stdlib.h>
 #include <string.h>
