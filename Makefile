@@ -58,4 +58,5 @@ check-reference: build
 	@rm -f build/mlx_parity.txt
 	@CELER_BUILD_DIR=build CELER_PARITY_SLOW=1 $(REF_PYTHON) -m pytest -q -s -p no:cacheprovider tests/reference/test_mlx_parity.py $(if $(REF_MODELS),-k "$(subst $(comma), or ,$(REF_MODELS))")
 	@$(if $(REF_MODELS),true,$(REF_PYTHON) tests/reference/make_mlx_quant_fixtures.py)
+	@$(if $(REF_MODELS),true,$(REF_PYTHON) tests/reference/make_mlx_quantize_fixtures.py --check)
 	@$(if $(REF_MODELS),true,CELER_BUILD_DIR=build $(REF_PYTHON) -m pytest -q -s -p no:cacheprovider tests/reference/test_mlx_dequant.py)

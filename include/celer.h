@@ -190,6 +190,22 @@ celer_capability celer_cpu_capability(const char *type, char *detail, size_t n);
 /* "native", "convert", "reject" */
 const char      *celer_capability_name(celer_capability c);
 
+/* ---- converting to an MLX model directory (celer quantize) ------------------------------ */
+typedef struct {
+    const char *mode;       /* "affine" (NULL), "mxfp4", "mxfp8", "nvfp4" */
+    int         bits;       /* 0: the mode's (affine 4, mxfp4 4, mxfp8 8, nvfp4 4) */
+    int         group_size; /* 0: the mode's (affine 64, mxfp4 32, mxfp8 32, nvfp4 16) */
+    const char *dtype;      /* "bfloat16", "float16", "float32" for scales and unquantized tensors; NULL:
+                             * config.json's torch_dtype (a directory), bfloat16 (a GGUF file) */
+    int         n_threads;  /* 0: one per physical core */
+    void (*progress)(void *user, uint64_t done_bytes, uint64_t total_bytes); /* NULL: none */
+    void *user;
+} celer_quantize_params;
+/* Writes the model at in (an unquantized Hugging Face directory, or a GGUF file of an
+ * architecture celer runs) as the MLX-format directory out (which must not exist) that
+ * mlx_lm.convert would write with the same settings: the same tensors, bytes and
+ * config.json quantization block, and the tokenizer (copied, or rebuilt from the GGUF's). */
+celer_status celer_quantize_model(const char *in, const char *out, const celer_quantize_params *p, celer_error *err);
 /* ---- the engine: a model loaded on a backend, generating --------------------------------- */
 
 typedef struct celer_engine celer_engine;

@@ -4,7 +4,9 @@
 #include "core/mapped_file.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 celer_status celer_json_parse(const char *text, size_t len, const char *what, cJSON **out, celer_error *err)
 {
@@ -91,3 +93,61 @@ celer_status celer_json_get_string(const cJSON *obj, const char *key, const char
     *v = it->valuestring;
     return CELER_OK;
 }
+
+/* v in the fewest significant digits that strtod reads back as v. */
+static void exact_number(double v, char *out, size_t cap)
+{
+    if (!isfinite(v)) {
+        snprintf(out, cap, "null"); /* JSON has no infinity or NaN; cJSON prints them so too */
+        return;
+    }
+    if (v == floor(v) && fabs(v) <= 9007199254740992.0) {
+        snprintf(out, cap, "%lld", (long long)v);
+        return;
+    }
+    for (int p = 1; p <= 17; p++) {
+        snprintf(out, cap, "%.*g", p, v);
+        if (strtod(out, NULL) == v) return;
+    }
+}
+
+/* A copy of obj whose numbers are raw text written by exact_number. */
+static cJSON *exact_copy(const cJSON *obj)
+{
+    if (cJSON_IsNumber(obj)) {
+        char text[40];
+        exact_number(obj->valuedouble, text, sizeof text);
+        return cJSON_CreateRaw(text);
+    }
+    if (!cJSON_IsArray(obj) && !cJSON_IsObject(obj)) return cJSON_Duplicate(obj, true);
+    cJSON *c = cJSON_IsArray(obj) ? cJSON_CreateArray() : cJSON_CreateObject();
+    if (!c) return NULL;
+    for (const cJSON *it = obj->child; it; it = it->next) {
+        cJSON *e = exact_copy(it);
+        if (!e) {
+            cJSON_Delete(c);
+            return NULL;
+        }
+        if (cJSON_IsArray(obj)) cJSON_AddItemToArray(c, e);
+        else cJSON_AddItemToObject(c, it->string, e);
+    }
+    return c;
+}
+
+cJSON *celer_json_add_float(cJSON *obj, const char *key, double v)
+{
+    char text[48];
+    exact_number(v, text, sizeof text);
+    if (isfinite(v) && !strpbrk(text, ".e")) strcat(text, ".0");
+    return cJSON_AddRawToObject(obj, key, text);
+}
+
+char *celer_json_print_exact(const cJSON *obj)
+{
+    cJSON *c = exact_copy(obj);
+    if (!c) return NULL;
+    char *text = cJSON_Print(c);
+    cJSON_Delete(c);
+    return text;
+}
+

@@ -25,6 +25,15 @@ celer_status celer_json_get_bool(const cJSON *obj, const char *key, const char *
 celer_status celer_json_get_string(const cJSON *obj, const char *key, const char *what, const char **v,
                                    bool *found, celer_error *err);
 
+/* Text of obj (malloc'd) with every number written exactly: integers up to 2^53 as integers,
+ * other values in the fewest digits that read back as the same double (cJSON's own printer
+ * stops at 15 digits when the next ones are close, which changes the value). NULL when out of
+ * memory. */
+char *celer_json_print_exact(const cJSON *obj);
+/* Adds key: v to obj as a float however round (8.0, not 8), in the digits print_exact uses:
+ * for configs whose readers distinguish the two. NULL when out of memory. */
+cJSON *celer_json_add_float(cJSON *obj, const char *key, double v);
+
 /* A JSON number that is an exact integer within [lo, hi]. */
 bool celer_json_is_int(const cJSON *item, int64_t lo, int64_t hi, int64_t *v);
 

@@ -42,7 +42,9 @@ typedef enum {
 
 typedef struct {
     tok_pre_kind kind;
-    celer_regex *re; /* PRE_SPLIT_ISOLATED, and PRE_BYTE_LEVEL with use_regex (else NULL) */
+    celer_regex *re;      /* PRE_SPLIT_ISOLATED, and PRE_BYTE_LEVEL with use_regex (else NULL) */
+    const char  *pattern; /* re's source where it outlives the tokenizer (GGUF: a static table), for
+                           * writing tokenizer.json (export_json.c); else NULL */
 } tok_pre;
 
 typedef enum {

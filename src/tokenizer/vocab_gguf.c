@@ -215,7 +215,7 @@ static celer_status add_pre(celer_tokenizer *t, tok_pre_kind kind, const char *p
 {
     CELER_ASSERT(t->n_pre < TOK_MAX_PRE);
     tok_pre *p = &t->pre[t->n_pre++];
-    *p         = (tok_pre){.kind = kind};
+    *p         = (tok_pre){.kind = kind, .pattern = pattern}; /* pattern: a static string */
     return pattern ? celer_regex_compile(&p->re, pattern, err) : CELER_OK;
 }
 

@@ -1,5 +1,6 @@
 """A tiny GGUF v3 writer for tests (standard library only), plus the crafted files the tests and
-the fuzz corpus share: one small valid model and its corrupt variants.
+the fuzz corpus share: one small valid model and its corrupt variants; and rewrite(), a real
+file copied through gguf-py with its architecture, tensor types or keys changed (needs gguf).
 
 Layout written (all little-endian):
     "GGUF" | u32 version | u64 n_tensors | u64 n_kv
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from pathlib import Path
 
 # ---- value types, numbered as in the GGUF spec ------------------------------------------------
 
@@ -404,3 +406,44 @@ def _nest(depth: int) -> Val:
     for _ in range(depth - 1):
         v = array(ARRAY, [v])
     return v
+
+
+# ---- rewriting a real file through gguf-py -------------------------------------------------
+
+def rewrite(src: Path, dst: Path, arch: str | None = None, retype: dict | None = None,
+            extra: dict | None = None, tensors: dict | None = None) -> Path:
+    """A copy of src through gguf-py: general.architecture (and its key prefix) renamed, the
+    tensors in retype stored as that type (zero bytes of the right size), extra keys added (name:
+    (value, GGUFValueType)), extra tensors appended (name: numpy array)."""
+    import gguf
+    import numpy as np
+
+    r = gguf.GGUFReader(src)
+    old = r.fields["general.architecture"].contents()
+    new = arch or old
+    w = gguf.GGUFWriter(dst, new)
+    for k, f in r.fields.items():
+        if k.startswith("GGUF.") or k == "general.architecture":
+            continue
+        nk = new + k[len(old):] if k.startswith(old + ".") else k
+        sub = f.types[-1] if f.types[0] == gguf.GGUFValueType.ARRAY else None
+        w.add_key_value(nk, f.contents(), f.types[0], sub_type=sub)
+    for k, (v, t) in (extra or {}).items():
+        w.add_key_value(k, v, t)
+    for x in r.tensors:
+        ty = (retype or {}).get(x.name)
+        if ty is None:
+            w.add_tensor(x.name, np.asarray(x.data), raw_shape=x.data.shape, raw_dtype=x.tensor_type)
+            continue
+        cols, rows = int(x.shape[0]), int(x.shape[1])
+        be, bb = gguf.GGML_QUANT_SIZES[ty]
+        assert cols % be == 0, f"{x.name}: {cols} columns are not whole {ty.name} blocks"
+        w.add_tensor(x.name, np.zeros(rows * cols // be * bb, np.uint8), raw_shape=[rows, cols // be * bb],
+                     raw_dtype=ty)
+    for k, v in (tensors or {}).items():
+        w.add_tensor(k, v)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return dst

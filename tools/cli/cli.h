@@ -39,5 +39,6 @@ int cmd_generate(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 
 #endif

@@ -20,6 +20,7 @@ static const struct {
     {"info", cmd_info, "describe this machine, or a model file (-m MODEL)"},
     {"tokenize", cmd_tokenize, "token ids of a text, or the text of token ids, with a model's tokenizer"},
     {"template", cmd_template, "render a chat template (a model's or a .jinja file) for a conversation"},
+    {"quantize", cmd_quantize, "write a model as an MLX-format directory (affine, mxfp4, mxfp8, nvfp4)"},
     {"synth", cmd_synth, "write a random-weight GGUF model of a real shape, for benchmarks"},
 };
 
