@@ -14,6 +14,12 @@ the architecture built from the generator's arrays. The GGUF file that celer run
 pinned by its sha256; the reference read back from that file (mlx_ref.Reference) must give
 bit-identical logits, which checks that the file holds the same model.
 
+The round trips (roundtrip.py: SmolLM2 in affine 4-bit g64, 8-bit g32, 3-bit g64, mxfp4, mxfp8,
+nvfp4) are mlx-lm on what mlx_lm.convert writes from SmolLM2's bfloat16 Hugging Face form, with
+SmolLM2's prompts; before the reference runs, `celer quantize` of the same source must write the
+same tensors, and mlx-lm must read celer's directory as its own (chat prompt ids, logits). The
+fixture is pinned by the GGUF's sha256 and by the tensors' digest.
+
 Run by `make check-reference` (needs tests/requirements-reference.txt). Options:
     --models NAME,...   only these (default: all in MODELS; `make check-reference REF_MODELS=...`)
     --out DIR           default tests/data/mlx
@@ -35,6 +41,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mlx_ref  # noqa: E402
+import roundtrip  # noqa: E402
 import tiny_models  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -107,6 +114,7 @@ MODELS = {
 }
 TINY = list(tiny_models.MODELS)  # prompts: tiny_models.prompts(name)
 DIRS = list(tiny_models.DIRS)  # the tiny models as model directories; prompts: their base model's
+RT = list(roundtrip.ROUNDTRIPS)  # SmolLM2 through mlx_lm.convert and celer quantize; prompts: SmolLM2's
 
 
 def fetch_model(name):
@@ -251,9 +259,51 @@ def definition_spread(name, path, ref, seqs):
               f"{dl.max():.4f}; top-1 differs at {flips} of {decided} decided positions", file=sys.stderr)
 
 
+def roundtrip_reference(name, celer, tmp):
+    """(mlx_lm.convert's directory, SmolLM2's GGUF, the tensors digest): the directory made from the
+    bf16 Hugging Face form of SmolLM2, after checks that `celer quantize` of the same source writes
+    the same tensors, and that mlx-lm reads celer's directory (config.json, tokenizer files) as its
+    own: the same chat prompt ids and the same logits."""
+    from mlx_lm import load
+
+    q = roundtrip.ROUNDTRIPS[name]
+    gguf_path = fetch_model(roundtrip.SOURCE)
+    src = roundtrip.write_hf_dir(gguf_path, os.path.join(tmp, "src"))
+    mine, theirs = os.path.join(tmp, "celer"), os.path.join(tmp, name)
+    convert(src, theirs, q)
+    roundtrip.celer_quantize(celer, src, mine, q)
+    digest = roundtrip.tensors_digest(theirs)
+    if roundtrip.tensors_digest(mine) != digest:
+        raise RuntimeError(f"{name}: celer quantize differs from mlx_lm.convert: "
+                           f"{roundtrip.first_difference(mine, theirs)}")
+    msgs = [{"role": "user", "content": CHAT_MESSAGES[0]}]
+    (m1, t1), (m2, t2) = load(theirs), load(mine)
+    ids = t1.apply_chat_template(msgs, add_generation_prompt=True)
+    if t2.apply_chat_template(msgs, add_generation_prompt=True) != ids:
+        raise RuntimeError(f"{name}: mlx-lm's tokenizer of celer's directory renders the chat prompt differently")
+    import mlx.core as mx
+
+    if not np.array_equal(np.array(m1(mx.array([ids])).astype(mx.float32)),
+                          np.array(m2(mx.array([ids])).astype(mx.float32))):
+        raise RuntimeError(f"{name}: mlx-lm gives other logits on celer's directory than on its own")
+    return theirs, gguf_path, digest
+
+
 def make_fixture(name, celer, tmp):
     spread = None
-    if name in DIRS:
+    digest = None
+    if name in RT:
+        path, gguf_path, digest = roundtrip_reference(name, celer, tmp)
+        prompts = MODELS[roundtrip.SOURCE]
+        all_ids = tokenize(celer, gguf_path, [t for _, t, _ in prompts])
+        ref = mlx_ref.Reference.from_dir(path)
+        q = roundtrip.ROUNDTRIPS[name]
+        what = (f"mlx-lm (mlx_lm.utils.load_model) on what mlx_lm.convert -q --q-mode {q['q_mode']} --q-bits "
+                f"{q['q_bits']} --q-group-size {q['q_group_size']} wrote from SmolLM2's bfloat16 Hugging Face form "
+                "(tests/reference/roundtrip.py), which `celer quantize` writes byte for byte too; quantized layers "
+                "as mlx-lm runs them, every other parameter widened to float32, float32 activations, CPU")
+        spread = lambda seqs: definition_spread(name, path, ref, seqs)  # noqa: E731
+    elif name in DIRS:
         base, _ = tiny_models.dir_model(name)
         path = make_dir(name, tmp)
         prompts = [(pname, None, False) for pname, _ in tiny_models.prompts(base)]
@@ -319,15 +369,20 @@ def make_fixture(name, celer, tmp):
     }
     if name in DIRS:  # a directory: pinned by tiny_models.dir_sha256; transformers saved the mlx-* tokenizers
         reference["transformers"] = metadata.version("transformers")
-    return {
+    if name in RT:  # pinned by the source GGUF and the tensors mlx_lm.convert wrote from it
+        reference["transformers"] = metadata.version("transformers")
+    fx = {
         "model": name,
         "file": os.path.basename(path),
-        "sha256": tiny_models.dir_sha256(path) if name in DIRS else sha256(path),
+        "sha256": tiny_models.dir_sha256(path) if name in DIRS else sha256(gguf_path if name in RT else path),
         "reference": reference,
         "n_gen": N_GEN,
         "positions": "position i holds the next-token logits after ids[0..i] of prompt + gen",
         "prompts": records,
     }
+    if digest:
+        fx["tensors"] = digest
+    return fx
 
 
 def write_compact(obj, path):
@@ -352,7 +407,7 @@ def write_compact(obj, path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default=",".join([*MODELS, *TINY, *DIRS]))
+    ap.add_argument("--models", default=",".join([*MODELS, *TINY, *DIRS, *RT]))
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "data", "mlx"))
     a = ap.parse_args()
     celer = os.environ.get("CELER_BIN", os.path.join(ROOT, "build", "celer"))
@@ -360,8 +415,8 @@ def main():
     mlx_ref._selfcheck()
     names = a.models.split(",")
     for name in names:
-        if name not in MODELS and name not in TINY and name not in DIRS:
-            ap.error(f"unknown model '{name}'; known: {', '.join([*MODELS, *TINY, *DIRS])}")
+        if name not in MODELS and name not in TINY and name not in DIRS and name not in RT:
+            ap.error(f"unknown model '{name}'; known: {', '.join([*MODELS, *TINY, *DIRS, *RT])}")
     for name in names:
         with tempfile.TemporaryDirectory() as tmp:
             fx = make_fixture(name, celer, tmp)
