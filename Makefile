@@ -43,9 +43,9 @@ fuzz:
 clean:
 	rm -rf build build-asan
 
-# Regenerates tests/data/mlx/*.json with the mlx-lm reference, then runs the parity test against
-# them, slow prompts included; and tests/data/mlx_quant/*.safetensors (mlx's quantize and
-# dequantize), then the dequantizer test against them. Needs mlx (tests/requirements-reference.txt);
+# Regenerates tests/data/mlx/*.json with the mlx-lm reference, then runs the parity tests against
+# them (logits, and the MoE models' router choices), slow prompts included; and
+# tests/data/mlx_quant/*.safetensors (mlx's quantize and dequantize), then the dequantizer test against them. Needs mlx (tests/requirements-reference.txt);
 # `make test` does not. REF_MODELS=tiny-qwen3,tiny-qwen2 regenerates and checks only those models
 # (and not the quantization fixtures).
 REF_PYTHON ?= python3
@@ -56,7 +56,7 @@ check-reference: build
 	@$(REF_PYTHON) -c "import mlx_lm, gguf, pytest" 2>/dev/null || { echo "check-reference: $(REF_PYTHON) lacks mlx-lm, gguf or pytest; install tests/requirements-reference.txt into a venv and pass REF_PYTHON=VENV/bin/python (see that file)"; exit 2; }
 	@CELER_BIN=build/celer $(REF_PYTHON) tests/reference/make_mlx_fixtures.py $(if $(REF_MODELS),--models $(REF_MODELS))
 	@rm -f build/mlx_parity.txt
-	@CELER_BUILD_DIR=build CELER_PARITY_SLOW=1 $(REF_PYTHON) -m pytest -q -s -p no:cacheprovider tests/reference/test_mlx_parity.py $(if $(REF_MODELS),-k "$(subst $(comma), or ,$(REF_MODELS))")
+	@CELER_BUILD_DIR=build CELER_PARITY_SLOW=1 $(REF_PYTHON) -m pytest -q -s -p no:cacheprovider tests/reference/test_mlx_parity.py tests/reference/test_moe_router.py $(if $(REF_MODELS),-k "$(subst $(comma), or ,$(REF_MODELS))")
 	@$(if $(REF_MODELS),true,$(REF_PYTHON) tests/reference/make_mlx_quant_fixtures.py)
 	@$(if $(REF_MODELS),true,$(REF_PYTHON) tests/reference/make_mlx_quantize_fixtures.py --check)
 	@$(if $(REF_MODELS),true,CELER_BUILD_DIR=build $(REF_PYTHON) -m pytest -q -s -p no:cacheprovider tests/reference/test_mlx_dequant.py)

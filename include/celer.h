@@ -187,6 +187,10 @@ typedef enum { CELER_CAP_NATIVE, CELER_CAP_CONVERT, CELER_CAP_REJECT } celer_cap
  * celer_tensor_desc.type spells it: "Q4_K", "BF16", "affine4-g64", "mxfp4"): runs them as
  * stored, converts them at load, or refuses them. detail (n bytes) says how, or what to use. */
 celer_capability celer_cpu_capability(const char *type, char *detail, size_t n);
+/* The same for any backend kind, by name: "cpu", "cuda" or "rocm" (a name that is none of them is
+ * CELER_CAP_REJECT with detail saying so). A backend this build does not have rejects every type,
+ * saying what to use instead. */
+celer_capability celer_backend_capability(const char *backend, const char *type, char *detail, size_t n);
 /* "native", "convert", "reject" */
 const char      *celer_capability_name(celer_capability c);
 

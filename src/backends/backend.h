@@ -2,8 +2,9 @@
  * backends/ knows nothing of models: an op sees weights, activations and the KV cache, never a
  * tensor name. Activations are f32 rows in the backend's memory; weights keep their storage
  * format (quantized blocks), which the kernels decode. A backend may rearrange a weight's
- * blocks at weight_load for its kernels (the CPU interleaves 16 rows: backends/cpu/repack.h)
- * and records that in celer_weight.layout; the values are never re-encoded.
+ * blocks at weight_load for its kernels (the CPU interleaves 16 rows: backends/cpu/repack.h;
+ * it puts an MLX matrix's scales beside its codes: backends/cpu/repack_mlx.h) and records that
+ * in celer_weight.layout; the values are never re-encoded.
  *
  * A batch is a set of tokens, each with the sequence it belongs to and its position there, so
  * one call can mix the prefill of one sequence with the decode steps of others (continuous
@@ -13,15 +14,22 @@
 
 #include "celer.h"
 #include "quant/ggml_types.h"
+#include "quant/mlx_quant.h"
+#include "quant/weight_types.h"
 
 typedef enum { CELER_BACKEND_CPU, CELER_BACKEND_CUDA, CELER_BACKEND_ROCM, CELER_BACKEND_KIND_COUNT } celer_backend_kind;
 
-/* A weight on a backend: a matrix (rows, cols) with cols contiguous, or a vector (rows 1). */
+/* A weight on a backend: a matrix (rows, cols) with cols contiguous, or a vector (rows 1).
+ * An MLX-quantized matrix has type CELER_WEIGHT_MLX (quant/weight_types.h): mlx says its format
+ * and mlx_data holds its three host arrays as mlx stores them (codes, scales, biases); data is
+ * the codes until weight_load replaces it with the backend's arrangement of all three. */
 typedef struct {
-    celer_ggml_type type;
-    int64_t         rows, cols;
-    const void     *data;   /* backend memory; NULL: absent (an optional weight) */
-    int             layout; /* the backend's arrangement of data (0: as stored), set by weight_load */
+    celer_ggml_type      type;     /* a GGUF type, or CELER_WEIGHT_MLX */
+    int64_t              rows, cols;
+    const void          *data;     /* backend memory; NULL: absent (an optional weight) */
+    int                  layout;   /* the backend's arrangement of data (0: as stored), set by weight_load */
+    celer_mlx_quant      mlx;      /* CELER_WEIGHT_MLX: mode, bits, group size, scales' dtype; rows, cols as above */
+    celer_mlx_quant_data mlx_data; /* CELER_WEIGHT_MLX: the codes, scales and biases as stored (host memory) */
 } celer_weight;
 
 typedef enum { CELER_ROPE_NORM, CELER_ROPE_NEOX } celer_rope_mode;

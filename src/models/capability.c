@@ -1,7 +1,7 @@
 /* The CPU row of the capability table (DESIGN.md, Quantization): what a load does with each
  * storage type, as celer_tensor_desc.type names it. It follows the code that decides: the CPU
- * matmul's types (backends/cpu/matmul.h), its packed layout (repack.h) and load_dir.c's
- * conversions of MLX formats. */
+ * matmul's types (backends/cpu/matmul.h) and its packed layouts (repack.h for GGUF types,
+ * repack_mlx.h for every MLX format). */
 #include "celer.h"
 
 #include "backends/cpu/matmul.h"
@@ -17,19 +17,26 @@ celer_capability celer_cpu_capability(const char *type, char *detail, size_t n)
 {
     unsigned bits = 0, group = 0;
     char     tail;
+    /* MLX formats: moved at load into blocks with each row's scales beside its codes, at the
+     * quantized size (backends/cpu/repack_mlx.h) */
     if (sscanf(type, "affine%u-g%u%c", &bits, &group, &tail) == 2) {
-        if (bits == 4)
-            snprintf(detail, n, "converted at load to Q4_1 blocks (the same affine map) when every scale and bias "
-                     "is a binary16, else as the other widths");
-        else
-            snprintf(detail, n, "dequantized at load to F32 (mlx's scale * q + bias): runs, with the memory of an "
-                     "unquantized model; no %u-bit kernel yet", bits);
-        return CELER_CAP_CONVERT;
+        if (bits < 2 || bits > 8 || bits == 7 || (group != 32 && group != 64 && group != 128)) {
+            snprintf(detail, n, "not a format mlx writes (affine 2, 3, 4, 5, 6 or 8 bits in groups of 32, 64 or 128)");
+            return CELER_CAP_REJECT;
+        }
+        snprintf(detail, n, "runs natively at its quantized size: scales moved beside the codes at load, 16 rows "
+                 "interleaved where AVX-512 VNNI runs; scale * sum(q x) + bias * sum(x) in integers");
+        return CELER_CAP_NATIVE;
     }
-    if (!strcmp(type, "mxfp4") || !strcmp(type, "mxfp8") || !strcmp(type, "nvfp4")) {
-        snprintf(detail, n, "dequantized at load to BF16 (exact): runs, with the memory of an unquantized model; no %s "
-                 "kernel yet", type);
-        return CELER_CAP_CONVERT;
+    if (!strcmp(type, "mxfp4") || !strcmp(type, "nvfp4")) {
+        snprintf(detail, n, "runs natively at its quantized size: scales moved beside the codes at load, 16 rows "
+                 "interleaved where AVX-512 VNNI runs; E2M1 values dotted as integers");
+        return CELER_CAP_NATIVE;
+    }
+    if (!strcmp(type, "mxfp8")) {
+        snprintf(detail, n, "runs natively at its quantized size: scales moved beside the codes at load; E4M3 values "
+                 "decoded in registers and dotted in f32");
+        return CELER_CAP_NATIVE;
     }
     for (uint32_t t = 0; t < CELER_GGML_TYPE_LIMIT; t++) {
         const celer_ggml_type_info *ti = celer_ggml_type_get(t);
@@ -52,4 +59,18 @@ celer_capability celer_cpu_capability(const char *type, char *detail, size_t n)
 const char *celer_capability_name(celer_capability c)
 {
     return c == CELER_CAP_NATIVE ? "native" : c == CELER_CAP_CONVERT ? "convert" : "reject";
+}
+
+/* The GPU rows: celer has no GPU backend yet, so every type is refused there, saying so; the rows
+ * follow the GPU kernels as they come (DESIGN.md: native, convert at load, or reject). */
+celer_capability celer_backend_capability(const char *backend, const char *type, char *detail, size_t n)
+{
+    if (!strcmp(backend, "cpu")) return celer_cpu_capability(type, detail, n);
+    if (!strcmp(backend, "cuda") || !strcmp(backend, "rocm")) {
+        snprintf(detail, n, "this celer has no %s backend (GPU backends are not written yet); run it with the cpu "
+                 "backend", !strcmp(backend, "cuda") ? "CUDA" : "ROCm");
+        return CELER_CAP_REJECT;
+    }
+    snprintf(detail, n, "'%s' is not a backend: cpu, cuda or rocm", backend);
+    return CELER_CAP_REJECT;
 }

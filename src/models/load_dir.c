@@ -3,20 +3,18 @@
  *
  * Matrices stored as F32, F16 or BF16 are used where they lie in the mapping. Norms and biases
  * become f32 copies (Gemma's norms with the 1 its RMSNorm adds folded in, as GGUF stores them).
- * An MLX-quantized matrix (U32 codes with .scales and .biases beside it) is converted once:
- * affine 4-bit to Q4_1 blocks, whose d · q + m is the same affine map when every scale and bias
- * is exact in binary16; every other mode, bit width or scale range to float matrices with the
- * values mlx's quantized matmul uses (affine: scale · q + bias in float32; the fp modes: their
- * values, exact in the dtype) — correct, but as large as an unquantized model (affine: f32),
- * which the load note says. An MLX-quantized embedding table's rows are looked up as
- * mlx.core.dequantize gives them (rounded to the scales' dtype, as mlx-lm's embedding does).
+ * An MLX-quantized matrix (U32 codes with .scales, and .biases for affine, beside it) is handed
+ * to the backend as it is stored, as a CELER_WEIGHT_MLX weight that names its format (every
+ * mode, bit width, group and dtype mlx writes): the backend runs it natively at its quantized
+ * size (the CPU: backends/cpu/repack_mlx.h). An MLX-quantized embedding table's rows are looked
+ * up as mlx.core.dequantize gives them (rounded to the scales' dtype, as mlx-lm's embedding
+ * does); it goes to the backend for its matmul only when it is the tied output.
  *
  * All four architectures use rotate-half RoPE in transformers' layout (the GGUF converters
  * permute llama's q and k to interleaved pairs instead), so every layer's RoPE is NeoX here. */
 #include "core/error.h"
 #include "models/model.h"
 #include "models/rope_scaling.h"
-#include "quant/blocks.h"
 #include "quant/half.h"
 #include "quant/mlx_quant.h"
 
@@ -32,8 +30,6 @@ typedef struct {
     celer_error            *err;
     const char             *dir;
     float                   norm_add; /* Gemma: 1 */
-    int                     n_q4_1, n_dequant; /* converted matrices, for the load note */
-    char                    dequant_what[48];
 } dloader;
 
 static celer_status keep(dloader *L, void *p)
@@ -129,94 +125,11 @@ static celer_status take_vec(dloader *L, const char *name, int64_t n, bool optio
     return load_weight(L, name, w);
 }
 
-/* Whether the bf16/f16/f32 value v is exactly a binary16. */
-static bool exact_half(float v) { return celer_half_to_f32(celer_f32_to_half(v)) == v; }
-
-/* Affine 4-bit codes and their group's scale and bias as Q4_1 blocks, when every scale and bias
- * is a binary16; false (nothing kept) otherwise. */
-static celer_status affine4_to_q4_1(dloader *L, const celer_mlx_quant *q, const celer_st_tensor *wt,
-                                    const celer_st_tensor *sc, const celer_st_tensor *bi, celer_weight *w, bool *done)
-{
-    *done              = false;
-    uint64_t n_groups  = (uint64_t)q->rows * (uint64_t)(q->cols / q->group_size);
-    for (uint64_t g = 0; g < n_groups; g++)
-        if (!exact_half(st_value(sc, g)) || !exact_half(st_value(bi, g))) return CELER_OK;
-    int64_t           nb = q->cols / 32;
-    celer_block_q4_1 *b  = malloc((size_t)(q->rows * nb) * sizeof *b);
-    if (!b) return celer_fail(L->err, CELER_ERR_OOM, "model: out of memory converting %s", q->name);
-    for (int64_t r = 0; r < q->rows; r++) {
-        const uint8_t *words = wt->data + (size_t)r * (size_t)(q->cols / 8) * 4;
-        for (int64_t j = 0; j < nb; j++) {
-            celer_block_q4_1 *o = &b[r * nb + j];
-            uint64_t          g = (uint64_t)r * (uint64_t)(q->cols / q->group_size) + (uint64_t)(32 * j / q->group_size);
-            o->d                = celer_f32_to_half(st_value(sc, g));
-            o->m                = celer_f32_to_half(st_value(bi, g));
-            /* element e: bits 4e.. of the row's little-endian words; Q4_1 keeps e and e + 16 in byte e */
-            for (int e = 0; e < 16; e++) {
-                uint8_t lo = (words[(32 * j + e) / 2] >> (4 * ((32 * j + e) % 2))) & 15;
-                uint8_t hi = (words[(32 * j + e + 16) / 2] >> (4 * ((32 * j + e + 16) % 2))) & 15;
-                o->qs[e]   = (uint8_t)(lo | hi << 4);
-            }
-        }
-    }
-    if (keep(L, b)) return L->err->code;
-    *w    = (celer_weight){.type = CELER_GGML_Q4_1, .rows = q->rows, .cols = q->cols, .data = b};
-    *done = true;
-    L->n_q4_1++;
-    return CELER_OK;
-}
-
-/* Any MLX mode as float matrices, with the values mlx's quantized matmul uses: affine
- * scale · q + bias in float32 (stored as F32), the fp modes' values in their dtype (exact there,
- * stored so). */
-static celer_status mlx_to_float(dloader *L, const celer_mlx_quant *q, const celer_mlx_quant_data *d, celer_weight *w)
-{
-    celer_mlx_quant      qf = *q;
-    celer_mlx_quant_data df = *d;
-    float               *sb = NULL; /* affine: the scales, then the biases, widened to f32 */
-    if (q->mode == CELER_HF_QUANT_AFFINE && q->dtype != CELER_ST_F32) {
-        size_t n = d->scales_bytes / 2;
-        sb       = malloc(2 * n * sizeof *sb);
-        if (!sb) return celer_fail(L->err, CELER_ERR_OOM, "model: out of memory converting %s", q->name);
-        for (size_t i = 0; i < n; i++)
-            sb[i] = float_at(q->dtype, d->scales, i), sb[n + i] = float_at(q->dtype, d->biases, i);
-        qf.dtype  = CELER_ST_F32;
-        df.scales = sb, df.scales_bytes = n * sizeof *sb;
-        df.biases = sb + n, df.biases_bytes = n * sizeof *sb;
-    }
-    size_t esz = qf.dtype == CELER_ST_F32 ? 4 : 2;
-    char  *out = malloc((size_t)(q->rows * q->cols) * esz);
-    float *row = malloc((size_t)q->cols * sizeof *row);
-    celer_status st = out && row ? CELER_OK : celer_fail(L->err, CELER_ERR_OOM, "model: out of memory converting %s",
-                                                         q->name);
-    for (int64_t r = 0; r < q->rows && !st; r++) {
-        st = celer_mlx_dequant_row(&qf, &df, r, row, L->err);
-        for (int64_t c = 0; c < q->cols && !st; c++) {
-            size_t at = (size_t)(r * q->cols + c) * esz;
-            if (esz == 4) memcpy(out + at, &row[c], 4);
-            else {
-                uint16_t h = qf.dtype == CELER_ST_F16 ? celer_f32_to_half(row[c]) : celer_f32_to_bf16(row[c]);
-                memcpy(out + at, &h, 2);
-            }
-        }
-    }
-    free(row), free(sb);
-    if (st) {
-        free(out);
-        return st;
-    }
-    if (keep(L, out)) return L->err->code;
-    *w = (celer_weight){.type = qf.dtype == CELER_ST_F32 ? CELER_GGML_F32 : qf.dtype == CELER_ST_F16 ? CELER_GGML_F16
-                                                                                                       : CELER_GGML_BF16,
-                        .rows = q->rows, .cols = q->cols, .data = out};
-    L->n_dequant++;
-    celer_mlx_quant_describe(q, L->dequant_what, sizeof L->dequant_what);
-    return CELER_OK;
-}
-
-/* The matrix of a module (its .weight, rows × cols), as stored or converted as above. */
+/* The matrix of a module (its .weight, rows × cols), as stored. An MLX-quantized one is also
+ * described in *mq and *md when they are given, and goes to the backend only if matmul (an
+ * embedding table that is not the tied output is only looked up, from the host arrays). */
 static celer_status take_mat(dloader *L, const char *module, int64_t rows, int64_t cols, bool optional, celer_weight *w,
-                             celer_mlx_quant *mq, celer_mlx_quant_data *md)
+                             celer_mlx_quant *mq, celer_mlx_quant_data *md, bool matmul)
 {
     *w = (celer_weight){0};
     char name[256], sname[272], bname[272];
@@ -261,11 +174,11 @@ static celer_status take_mat(dloader *L, const char *module, int64_t rows, int64
             return in_file(L, bi);
         celer_mlx_quant_data d = {t->data, t->n_bytes, sc->data, sc->n_bytes, NULL, 0};
         if (affine) d.biases = bi->data, d.biases_bytes = bi->n_bytes;
+        q.name = t->name; /* lives as long as the mapping; module does not */
         if (mq) *mq = q, *md = d;
-        bool done = false;
-        if (affine && hq.bits == 4 && affine4_to_q4_1(L, &q, t, sc, bi, w, &done)) return L->err->code;
-        if (!done && mlx_to_float(L, &q, &d, w)) return L->err->code;
-        return load_weight(L, name, w);
+        *w = (celer_weight){.type = CELER_WEIGHT_MLX, .rows = rows, .cols = cols, .data = t->data, .mlx = q,
+                            .mlx_data = d};
+        return matmul ? load_weight(L, name, w) : CELER_OK;
     }
     if (!float_dtype(t->dtype))
         return celer_fail(L->err, CELER_ERR_UNSUPPORTED, "model: %s: tensor '%s' is %s without MLX quantization in "
@@ -340,16 +253,16 @@ static celer_status dir_layer(dloader *L, int il, const celer_rope *rope)
 #define MOD(s) (snprintf(n, sizeof n, "%s.%s", p, s), n)
     snprintf(p, sizeof p, "model.layers.%d", il);
     if (take_vec(L, MOD("input_layernorm.weight"), d, false, na, &l->attn_norm) ||
-        take_mat(L, MOD("self_attn.q_proj"), nq, d, false, &l->wq, NULL, NULL) ||
-        take_mat(L, MOD("self_attn.k_proj"), nk, d, false, &l->wk, NULL, NULL) ||
-        take_mat(L, MOD("self_attn.v_proj"), nv, d, false, &l->wv, NULL, NULL) ||
-        take_mat(L, MOD("self_attn.o_proj"), d, hp->n_head * hv, false, &l->wo, NULL, NULL) ||
+        take_mat(L, MOD("self_attn.q_proj"), nq, d, false, &l->wq, NULL, NULL, true) ||
+        take_mat(L, MOD("self_attn.k_proj"), nk, d, false, &l->wk, NULL, NULL, true) ||
+        take_mat(L, MOD("self_attn.v_proj"), nv, d, false, &l->wv, NULL, NULL, true) ||
+        take_mat(L, MOD("self_attn.o_proj"), d, hp->n_head * hv, false, &l->wo, NULL, NULL, true) ||
         take_vec(L, MOD("self_attn.q_proj.bias"), nq, true, 0, &l->bq) ||
         take_vec(L, MOD("self_attn.k_proj.bias"), nk, true, 0, &l->bk) ||
         take_vec(L, MOD("self_attn.v_proj.bias"), nv, true, 0, &l->bv) ||
-        take_mat(L, MOD("mlp.gate_proj"), ff, d, false, &l->w_gate, NULL, NULL) ||
-        take_mat(L, MOD("mlp.up_proj"), ff, d, false, &l->w_up, NULL, NULL) ||
-        take_mat(L, MOD("mlp.down_proj"), d, ff, false, &l->w_down, NULL, NULL))
+        take_mat(L, MOD("mlp.gate_proj"), ff, d, false, &l->w_gate, NULL, NULL, true) ||
+        take_mat(L, MOD("mlp.up_proj"), ff, d, false, &l->w_up, NULL, NULL, true) ||
+        take_mat(L, MOD("mlp.down_proj"), d, ff, false, &l->w_down, NULL, NULL, true))
         return L->err->code;
     /* Gemma: post_attention_layernorm is the norm after attention, pre_feedforward_layernorm
      * the FFN's; elsewhere post_attention_layernorm is the FFN's input norm */
@@ -395,13 +308,14 @@ celer_status celer_model_load_dir(celer_model *m, const celer_model_file *mf, ce
     m->norm_eps             = hp->norm_eps > 0 ? (float)hp->norm_eps : 1e-6f;
     dloader L = {.mf = mf, .m = m, .be = be, .err = err, .dir = dir, .norm_add = m->arch->sandwich_norm ? 1.0f : 0.0f};
     celer_rope rope;
-    if (dir_rope(&L, &rope) || take_mat(&L, "model.embed_tokens", hp->n_vocab, hp->n_embd, false, &m->tok_embd, &m->embd_q, &m->embd_d) ||
+    bool       tied = !celer_safetensors_set_find(&mf->st, "lm_head.weight"); /* else missing: take_mat says so */
+    if (dir_rope(&L, &rope) ||
+        take_mat(&L, "model.embed_tokens", hp->n_vocab, hp->n_embd, false, &m->tok_embd, &m->embd_q, &m->embd_d, tied) ||
         take_vec(&L, "model.norm.weight", hp->n_embd, false, L.norm_add, &m->output_norm) ||
-        take_mat(&L, "lm_head", hp->n_vocab, hp->n_embd, mf->cfg.tie_word_embeddings != 0, &m->output, NULL, NULL))
+        take_mat(&L, "lm_head", hp->n_vocab, hp->n_embd, mf->cfg.tie_word_embeddings != 0, &m->output, NULL, NULL, true))
         return err->code;
     if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
     m->embd_mlx = m->embd_q.rows > 0;
-    m->embd_q.name = "model.embed_tokens";
     if (m->embd_mlx && be->ops->kind != CELER_BACKEND_CPU)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "model: %s: MLX-quantized embeddings run on the CPU backend only "
                           "so far; use --backend cpu", dir);
@@ -410,9 +324,5 @@ celer_status celer_model_load_dir(celer_model *m, const celer_model_file *mf, ce
     if (!m->layers) return celer_fail(err, CELER_ERR_OOM, "model: out of memory");
     for (int il = 0; il < m->n_layers; il++)
         if (dir_layer(&L, il, &rope)) return err->code;
-    if (L.n_dequant)
-        snprintf(m->load_note, sizeof m->load_note,
-                 "%d matrices (%s) dequantized at load: the CPU has no kernel for them yet, so they take the memory "
-                 "and time of an unquantized model", L.n_dequant, L.dequant_what);
     return CELER_OK;
 }

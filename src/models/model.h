@@ -47,11 +47,13 @@ typedef struct {
     int32_t           n_layers;
     celer_layer      *layers;      /* (n_layers) */
     float            *freq_factors; /* (n_rot / 2) llama 3 or YaRN RoPE scaling, or NULL */
-    void            **owned;        /* weights the loader converted (f32 norms, repacked blocks) */
+    void            **owned;        /* weights the loader made (f32 norms) */
     size_t            n_owned, cap_owned;
     char              load_note[256]; /* what the load converted, for stderr; "" when nothing */
     /* An MLX-quantized embedding table: its rows are looked up as mlx.core.dequantize gives them
-     * (in the scales' dtype), while tok_embd holds what its matmul as a tied output uses. */
+     * (in the scales' dtype), from the arrays as stored; tok_embd is the same table as a
+     * CELER_WEIGHT_MLX weight, on the backend (packed for its matmul) only when it is the tied
+     * output. */
     bool                 embd_mlx;
     celer_mlx_quant      embd_q;
     celer_mlx_quant_data embd_d;

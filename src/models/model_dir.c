@@ -1,7 +1,7 @@
 /* A Hugging Face or MLX model directory described like a GGUF file: hyper-parameters from
  * config.json, tensors from the safetensors shards. An MLX-quantized weight is a U32 tensor of
  * packed codes with .scales (and .biases) beside it; it is shown with its logical shape and a
- * storage name such as "affine4-g64" or "mxfp4". */
+ * storage name such as "affine4-g64" or "mxfp4", which its .scales and .biases share. */
 #include "core/error.h"
 #include "models/model_file.h"
 
@@ -93,6 +93,20 @@ static celer_status describe_tensors(celer_model_file *mf, celer_error *err)
             }
         }
         d->type = mf->type_names[i];
+    }
+    /* a quantized weight's scales and biases belong to its format: their bytes count with it, and
+     * they hold no parameters of their own (as mlx-lm counts them) */
+    for (uint64_t i = 0; i < set->n_tensors; i++) {
+        celer_tensor_desc *d   = &mf->tensors[i];
+        const char        *dot = strrchr(d->name, '.');
+        if (!dot || (strcmp(dot, ".scales") && strcmp(dot, ".biases"))) continue;
+        char weight[300];
+        snprintf(weight, sizeof weight, "%.*s.weight", (int)(dot - d->name), d->name);
+        for (uint64_t j = 0; j < set->n_tensors; j++)
+            if (!strcmp(mf->tensors[j].name, weight) && strcmp(mf->tensors[j].type, "U32")) {
+                copy_name(mf->type_names[i], sizeof mf->type_names[i], mf->tensors[j].type);
+                d->n_elems = 0;
+            }
     }
     return CELER_OK;
 }

@@ -1,7 +1,8 @@
 """celer info says, per storage type in the model, what the CPU backend does with it (the CPU row
-of the capability table): native types run as stored, MLX formats are converted at load, types
-without a kernel are refused with the types to use instead; and what it says agrees with what
-loading does (a converted model loads and says so on stderr, a refused one exits 2)."""
+of the capability table): native types run as stored, MLX formats run natively at their quantized
+size, types without a kernel are refused with the types to use instead; and what it says agrees
+with what loading does (a native model loads without a conversion note, a refused one exits 2).
+`--backend cuda|rocm` shows the GPU rows, which refuse everything while celer has no GPU backend."""
 import json
 import os
 import shutil
@@ -55,12 +56,34 @@ def test_rejected_gguf_agrees_with_load(tmp_path: Path, t: str) -> None:
 @pytest.mark.parametrize("name,storage", [("tiny-qwen3-mlx-q4g64", "affine4-g64"),
                                           ("tiny-qwen3-mlx-q8g32", "affine8-g32"),
                                           ("tiny-qwen3-mlx-mxfp4", "mxfp4")])
-def test_mlx_converted_agrees_with_load(tmp_path: Path, name: str, storage: str) -> None:
+def test_mlx_native_agrees_with_load(tmp_path: Path, name: str, storage: str) -> None:
     d = tmp_path / name
     shutil.copytree(DIRS / name, d)
     cap = types_of(d)[storage]["cpu"]
-    assert cap["decision"] == "convert", cap
+    assert cap["decision"] == "native" and "quantized size" in cap["detail"], cap
     g = run("generate", "-m", d, "-p", "hi", "-n", "1", "--no-chat")
     assert g.returncode == 0, g.stderr
-    says_dequantized = "dequantized at load" in g.stderr
-    assert says_dequantized == (storage != "affine4-g64"), g.stderr  # 4-bit becomes Q4_1, silently exact
+    assert "dequantized" not in g.stderr and "converted" not in g.stderr, g.stderr
+
+
+@pytest.mark.parametrize("backend", ["cuda", "rocm"])
+def test_gpu_rows_refuse_without_a_gpu_backend(backend: str) -> None:
+    """celer has no GPU backend yet: `info --backend cuda|rocm` says so for every type (the GPU rows
+    of the table follow the GPU kernels, and there are none), with the backend to use instead."""
+    r = run("info", DIRS / "tiny-qwen3-mlx-q4g64", "--backend", backend, "--json")
+    assert r.returncode == 0, r.stderr
+    types = json.loads(r.stdout)["types"]
+    assert set(types) == {"affine4-g64", "BF16"}, types  # scales and biases count with their weights
+    for t, v in types.items():
+        assert v[backend]["decision"] == "reject", (t, v)
+        assert f"no {'CUDA' if backend == 'cuda' else 'ROCm'} backend" in v[backend]["detail"], v
+        assert "cpu" in v[backend]["detail"], v
+    text = run("info", DIRS / "tiny-qwen3-mlx-q4g64", "--backend", backend)
+    assert text.returncode == 0 and f"{backend}: reject" in text.stdout, text.stdout
+
+
+def test_backend_option_errors() -> None:
+    r = run("info", DIRS / "tiny-qwen3-mlx-q4g64", "--backend", "metal")
+    assert r.returncode == 2 and "--backend wants cpu, cuda or rocm, got 'metal'" in r.stderr and not r.stdout
+    r = run("info", "--backend", "rocm")
+    assert r.returncode == 2 and "give -m MODEL" in r.stderr and not r.stdout

@@ -34,7 +34,9 @@ from gguf_craft import rewrite  # noqa: E402
 
 CELER = os.environ.get("CELER_BIN") or str(ROOT / "build" / "celer")
 CRASH_TEXT = re.compile(r"Sanitizer|runtime error|Segmentation|core dumped|Assertion|internal error|Traceback")
-COMMITTED = sorted(p.name for p in tiny_models.MLX_DIRS.iterdir() if p.is_dir())
+# celer quantize does not write MoE models yet (tiny_models.MOE_PENDING): expected to fail until it does
+COMMITTED = [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=tiny_models.MOE_PENDING))
+             if tiny_models.is_moe(n) else n for n in sorted(p.name for p in tiny_models.MLX_DIRS.iterdir() if p.is_dir())]
 
 
 def celer(*args) -> subprocess.CompletedProcess:

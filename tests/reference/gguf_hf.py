@@ -7,6 +7,10 @@ dequantized to float32 by gguf-py with the converter's changes undone (docs/corr
     mlx-lm rotates halves (traditional=False), so the rows are put back in Hugging Face order.
   * gemma3: the converter stores every RMSNorm weight with Gemma's +1 already added; mlx-lm's
     gemma3_text RMSNorm adds 1 itself, so 1 is subtracted here.
+  * qwen2moe, qwen3moe: the converter stacks each layer's per-expert matrices into one tensor per
+    projection (ffn_gate_exps, ffn_up_exps, ffn_down_exps: (n_expert, rows, cols)); they are split
+    back into Hugging Face's model.layers.N.mlp.experts.E.{gate,up,down}_proj.weight, which mlx-lm's
+    sanitize stacks again into its switch_mlp.
 
 Used by mlx_ref.py (the reference forward pass) and roundtrip.py (a Hugging Face directory made
 from a GGUF file, for `celer quantize` and mlx_lm.convert).
@@ -27,7 +31,14 @@ _LAYER_NAMES = {
     "ffn_gate": "mlp.gate_proj",
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
+    "ffn_gate_inp": "mlp.gate",  # the MoE router
+    "ffn_gate_inp_shexp": "mlp.shared_expert_gate",  # qwen2moe's shared expert and its sigmoid gate
+    "ffn_gate_shexp": "mlp.shared_expert.gate_proj",
+    "ffn_up_shexp": "mlp.shared_expert.up_proj",
+    "ffn_down_shexp": "mlp.shared_expert.down_proj",
 }
+# Stacked experts (n_expert, rows, cols) → the projection of each model.layers.N.mlp.experts.E.
+_EXPERT_NAMES = {"ffn_gate_exps": "gate_proj", "ffn_up_exps": "up_proj", "ffn_down_exps": "down_proj"}
 # The norm before the FFN: Hugging Face calls it post_attention_layernorm in llama and qwen2/3
 # (it follows the attention); gemma3 has a real post-attention norm and calls this one
 # pre_feedforward_layernorm.
@@ -35,6 +46,8 @@ _ARCH_LAYER_NAMES = {
     "llama": {"ffn_norm": "post_attention_layernorm"},
     "qwen2": {"ffn_norm": "post_attention_layernorm"},
     "qwen3": {"ffn_norm": "post_attention_layernorm"},
+    "qwen2moe": {"ffn_norm": "post_attention_layernorm"},
+    "qwen3moe": {"ffn_norm": "post_attention_layernorm"},
     "gemma3": {
         "ffn_norm": "pre_feedforward_layernorm",
         "post_attention_norm": "post_attention_layernorm",
@@ -43,7 +56,8 @@ _ARCH_LAYER_NAMES = {
 }
 # mlx-lm module per GGUF architecture (gemma3 is the text-only model; mlx_lm.models.gemma3 is
 # the vision-language wrapper around it).
-_MODULES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma3": "gemma3_text"}
+_MODULES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma3": "gemma3_text", "qwen2moe": "qwen2_moe",
+            "qwen3moe": "qwen3_moe"}
 
 
 def field(reader, key, default=None):
@@ -103,8 +117,10 @@ def model_args(reader):
                 args["rope_scaling"][hf] = float(g(f"rope.scaling.{key}"))
     elif scaling not in (None, "none"):
         raise ValueError(f"mlx_ref: RoPE scaling '{scaling}' is not mapped yet")
-    if arch == "qwen2" and "blk.0.attn_q.bias" not in names:
-        raise ValueError("mlx_ref: qwen2 without q/k/v biases: mlx-lm's qwen2 always has them")
+    if arch in ("qwen2", "qwen2moe") and "blk.0.attn_q.bias" not in names:
+        raise ValueError(f"mlx_ref: {arch} without q/k/v biases: mlx-lm's {_MODULES[arch]} always has them")
+    if arch in ("qwen2moe", "qwen3moe"):
+        args.update(_moe_args(reader, arch, names, args))
     if arch == "llama":
         args["attention_bias"] = "blk.0.attn_q.bias" in names
     if arch == "gemma3":
@@ -119,6 +135,45 @@ def model_args(reader):
             query_pre_attn_scalar=float(head_dim if scale is None else 1.0 / float(scale) ** 2),
         )
     return _MODULES[arch], args
+
+
+def _moe_args(reader, arch, names, args):
+    """The MoE part of ModelArgs, from the keys convert_hf_to_gguf.py writes (expert_count,
+    expert_used_count, expert_feed_forward_length, qwen2moe's expert_shared_feed_forward_length).
+
+    Not in the file, fixed by the architecture as llama.cpp fixes it (build_moe_ffn's arguments in
+    src/models/qwen{2,3}moe.cpp): a softmax router; the kept weights renormalized to sum 1 in
+    qwen3moe (norm_topk_prob), used as they are in qwen2moe (mlx-lm's qwen2_moe has no such
+    option); every layer sparse (llama.cpp requires ffn_gate_inp in each, and the converter has
+    no name for a dense layer's FFN in these architectures)."""
+
+    def g(key, default=None):
+        return field(reader, f"{arch}.{key}", default)
+
+    gating = g("expert_gating_func")
+    if gating not in (None, 1):  # LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX
+        raise ValueError(f"mlx_ref: {arch} with expert_gating_func {gating}: mlx-lm's router is a softmax")
+    norm = g("expert_weights_norm")
+    if norm is not None and bool(norm) != (arch == "qwen3moe"):
+        raise ValueError(f"mlx_ref: {arch} with expert_weights_norm {bool(norm)} is not what mlx-lm computes")
+    if g("expert_weights_scale") not in (None, 1.0):
+        raise ValueError(f"mlx_ref: {arch} with expert_weights_scale {g('expert_weights_scale')} is not mapped")
+    dense = [i for i in range(args["num_hidden_layers"]) if f"blk.{i}.ffn_gate_inp.weight" not in names]
+    if dense:
+        raise ValueError(f"mlx_ref: {arch} layers {dense} have no router (ffn_gate_inp); every layer must be sparse")
+    out = {
+        "num_experts": int(g("expert_count")),
+        "num_experts_per_tok": int(g("expert_used_count")),
+        "moe_intermediate_size": int(g("expert_feed_forward_length")),
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+        "norm_topk_prob": arch == "qwen3moe",
+    }
+    if arch == "qwen2moe":
+        out["shared_expert_intermediate_size"] = int(g("expert_shared_feed_forward_length"))
+        if args["head_dim"] * args["num_attention_heads"] != args["hidden_size"]:
+            raise ValueError("mlx_ref: qwen2moe with head_dim · heads != width: mlx-lm's qwen2_moe derives head_dim")
+    return out
 
 
 def unpermute_qk(w, n_head):
@@ -158,11 +213,19 @@ def load_weights(reader, arch, args):
     """{mlx-lm name: float32 numpy array} from every tensor of the file."""
     out = {}
     for t in reader.tensors:
+        parts = t.name.split(".")
+        w = np.asarray(gguf.quants.dequantize(t.data, t.tensor_type), dtype=np.float32)
+        w = w.reshape([int(d) for d in reversed(t.shape)])  # outermost first
+        if len(parts) == 4 and parts[0] == "blk" and parts[2] in _EXPERT_NAMES and parts[3] == "weight":
+            if w.ndim != 3 or w.shape[0] != args.get("num_experts"):
+                raise ValueError(f"mlx_ref: GGUF tensor '{t.name}' has shape {w.shape}, expected "
+                                 f"({args.get('num_experts')} experts, rows, cols)")
+            for e in range(w.shape[0]):
+                out[f"model.layers.{parts[1]}.mlp.experts.{e}.{_EXPERT_NAMES[parts[2]]}.weight"] = w[e]
+            continue
         name = hf_name(arch, t.name)
         if name is None:
             raise ValueError(f"mlx_ref: no mlx-lm name for GGUF tensor '{t.name}' ({arch})")
-        w = np.asarray(gguf.quants.dequantize(t.data, t.tensor_type), dtype=np.float32)
-        w = w.reshape([int(d) for d in reversed(t.shape)])  # outermost first
         if arch == "llama" and t.name.endswith(("attn_q.weight", "attn_q.bias")):
             w = unpermute_qk(w, args["num_attention_heads"])
         elif arch == "llama" and t.name.endswith(("attn_k.weight", "attn_k.bias")):

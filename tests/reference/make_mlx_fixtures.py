@@ -8,11 +8,17 @@ format) is tokenized by celer (`celer tokenize --jsonl`), so the ids are celer's
 greedily with its KV cache, with no end-of-turn stop; then one uncached forward over prompt +
 continuation gives, for every position, the top-1 id, its logit and the margin to the top-2.
 
-The tiny models (tiny_models.py: qwen3, qwen2, qwen2 with YaRN, llama, gemma3; random float32
-weights) have no text: their prompts are random token ids, and the reference is mlx-lm's Model of
-the architecture built from the generator's arrays. The GGUF file that celer runs is written to a temporary folder and
-pinned by its sha256; the reference read back from that file (mlx_ref.Reference) must give
-bit-identical logits, which checks that the file holds the same model.
+The tiny models (tiny_models.py: qwen3, qwen2, qwen2 with YaRN, llama, gemma3, qwen3moe, qwen2moe;
+random float32 weights) have no text: their prompts are random token ids, and the reference is
+mlx-lm's Model of the architecture built from the generator's arrays. The GGUF file that celer runs
+is written to a temporary folder and pinned by its sha256; the reference read back from that file
+(mlx_ref.Reference) must give bit-identical logits, which checks that the file holds the same model.
+
+Mixture-of-experts models (tiny-qwen3moe, tiny-qwen2moe and their directories) also get the
+router's choices: for every position of prompt + continuation and every MoE layer, the expert ids
+mlx-lm's sparse block used (sorted), and the margin between the router's k-th and (k+1)-th logits
+(the log of the ratio of their probabilities); a choice is decided when its margin is at least
+ROUTER_THRESHOLD (docs/correctness.md). test_moe_router.py compares them with celer's.
 
 The round trips (roundtrip.py: SmolLM2 in affine 4-bit g64, 8-bit g32, 3-bit g64, mxfp4, mxfp8,
 nvfp4) are mlx-lm on what mlx_lm.convert writes from SmolLM2's bfloat16 Hugging Face form, with
@@ -42,10 +48,15 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mlx_ref  # noqa: E402
 import roundtrip  # noqa: E402
+import router_check  # noqa: E402
 import tiny_models  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 N_GEN = 32
+# nats between the router's k-th and (k+1)-th logits (log p_k / p_k+1) for a choice to be decided:
+# p_k at least 1% above p_k+1, 5 times the largest top-1 logit error celer has shown on any tiny
+# model (2.0e-3, affine 4-bit) and 150 times that on float weights (docs/correctness.md)
+ROUTER_THRESHOLD = 0.01
 
 CHAT_MESSAGES = [
     "What is the capital of France?",
@@ -191,6 +202,7 @@ def dir_reference(name, path, all_ids):
     tiny_models.py's arrays (rounded to bf16 for hf-bf16); a quantized one must have every Linear
     and the embedding quantized as config.json's block says."""
     import mlx.nn as nn
+    from mlx_lm.models.switch_layers import QuantizedSwitchLinear, SwitchLinear
 
     base, _ = tiny_models.dir_model(name)
     q = tiny_models.dir_quantization(name)
@@ -210,17 +222,41 @@ def dir_reference(name, path, all_ids):
                      f"{base} weights (seed {tiny_models.SEED}) in {cfg['torch_dtype']}, computed in float32, CPU "
                      "(bf16 parameters widened to float32)")
     block = {"group_size": q["q_group_size"], "bits": q["q_bits"], "mode": q["q_mode"]}
-    if cfg.get("quantization") != block or cfg.get("quantization_config") != block:
+    got = cfg.get("quantization") or {}
+    if cfg.get("quantization_config") != got or {k: v for k, v in got.items() if k in block} != block:
         raise RuntimeError(f"{name}: config.json's quantization block is {cfg.get('quantization')}, expected {block}")
-    plain, packed = (nn.Linear, nn.Embedding), (nn.QuantizedLinear, nn.QuantizedEmbedding)
+    # Per-layer entries: only those the model's own quant_predicate asks for (qwen3_moe: its
+    # routers, "model.layers.N.mlp.gate", in 8 bits)
+    modules = dict(ref.model.named_modules())
+    predicate = getattr(ref.model, "quant_predicate", None)
+    for path, params in got.items():
+        if path in block:
+            continue
+        if path not in modules or predicate is None or predicate(path, modules[path]) != params:
+            raise RuntimeError(f"{name}: config.json's quantization block has '{path}': {params}, which the "
+                               "model's quant_predicate does not ask for")
+        m = modules[path]
+        if (m.group_size, m.bits) != (params["group_size"], params["bits"]):
+            raise RuntimeError(f"{name}: {path} is quantized with group {m.group_size}, {m.bits} bits, not {params}")
+    plain = (nn.Linear, nn.Embedding, SwitchLinear)
+    packed = (nn.QuantizedLinear, nn.QuantizedEmbedding, QuantizedSwitchLinear)
     left = [k for k, m in ref.model.named_modules() if isinstance(m, plain) and not isinstance(m, packed)]
     if left or not ref.quantized:
         raise RuntimeError(f"{name}: layers left unquantized: {left}")
-    return ref, (f"mlx-lm (mlx_lm.utils.load_model) on what mlx_lm.convert -q --q-mode {q['q_mode']} --q-bits "
-                 f"{q['q_bits']} --q-group-size {q['q_group_size']} wrote from the {base}-hf-bf16 directory "
-                 f"(tests/data/mlx_dirs/{name}); quantized layers as mlx-lm runs them (QuantizedLinear: "
-                 "mx.quantized_matmul, w = scale * q + bias in float32; QuantizedEmbedding rows: mx.dequantize in "
-                 "the scales' dtype), every other parameter widened to float32, float32 activations, CPU")
+    overrides = {k: v for k, v in got.items() if k not in block}
+    what = (f"mlx-lm (mlx_lm.utils.load_model) on what mlx_lm.convert -q --q-mode {q['q_mode']} --q-bits "
+            f"{q['q_bits']} --q-group-size {q['q_group_size']} wrote from the {base}-hf-bf16 directory "
+            f"(tests/data/mlx_dirs/{name}); quantized layers as mlx-lm runs them (QuantizedLinear: "
+            "mx.quantized_matmul, w = scale * q + bias in float32; QuantizedEmbedding rows: mx.dequantize in "
+            "the scales' dtype), every other parameter widened to float32, float32 activations, CPU")
+    if any(isinstance(m, QuantizedSwitchLinear) for m in modules.values()):
+        what += ("; experts stacked by the model's sanitize into QuantizedSwitchLinear (mx.gather_qmm, the same "
+                 "w = scale * q + bias in float32)")
+    if overrides:
+        sample = next(iter(overrides.values()))
+        what += (f"; the model's quant_predicate keeps {len(overrides)} layers at {sample['bits']} bits, group "
+                 f"{sample['group_size']} ({', '.join(sorted(overrides)[:2])}, ...)")
+    return ref, what
 
 
 def definition_spread(name, path, ref, seqs):
@@ -246,6 +282,7 @@ def definition_spread(name, path, ref, seqs):
                 m.biases = m.biases.astype(mx.float32)
     for what, alt in (("bf16", alt_bf16), ("f32", alt_f32)):
         dl, flips, decided = [], 0, 0
+        routed = router_check.RouterCheck()
         for seq in seqs:
             a, b = ref.logits(seq), alt.logits(seq)
             i1, l1, l2 = mlx_ref.top2(a)
@@ -254,9 +291,48 @@ def definition_spread(name, path, ref, seqs):
             decided += int(d.sum())
             flips += int(((i1 != j1) & d).sum())
             dl.append(np.abs(a.max(axis=-1) - b.max(axis=-1)))
+            if ref.moe_layers():  # the other reading's router choices, as test_moe_router.py would judge them
+                rec, _ = router_record(name, "spread", ref, seq, a)
+                got = {(i, layer): [int(e) for e in ex[i]]
+                       for layer, _, ex in alt.trace(seq)[1] for i in range(len(seq))}
+                moe = {"layers": [i for i, _ in ref.moe_layers()], "top_k": ref.moe_layers()[0][1].top_k,
+                       "threshold": ROUTER_THRESHOLD}
+                routed.add(router_check.check({"moe": moe}, {"ids": seq, "gen": [], **rec}, got))
         dl = np.concatenate(dl)
-        print(f"{name}: weights read as '{what}' instead: |d top-1 logit| median {np.median(dl):.4f}, max "
-              f"{dl.max():.4f}; top-1 differs at {flips} of {decided} decided positions", file=sys.stderr)
+        line = (f"{name}: weights read as '{what}' instead: |d top-1 logit| median {np.median(dl):.4f}, max "
+                f"{dl.max():.4f}; top-1 differs at {flips} of {decided} decided positions")
+        if routed.choices:
+            line += "; " + router_check.summary(routed, ROUTER_THRESHOLD)
+        print(line, file=sys.stderr)
+
+
+def router_margin(logits, k):
+    """(T,): the router's k-th largest logit minus its (k+1)-th, per row: log(p_k / p_k+1)."""
+    top = -np.sort(-logits, axis=1)
+    return top[:, k - 1] - top[:, k]
+
+
+def router_record(name, pname, ref, seq, logits):
+    """The router's choices over seq: ({"router": [[sorted ids] per position] per MoE layer,
+    "router_margin": [[margin] per position] per layer}, min margin). Also checks that the ids
+    mlx-lm used are the router's k largest logits wherever that is not a near-tie, and that the
+    traced forward gave the logits of the plain one."""
+    lg, trace = ref.trace(seq)
+    if not np.array_equal(lg, logits):
+        raise RuntimeError(f"{name}/{pname}: the traced forward gives other logits than the plain one")
+    experts, margins = [], []
+    for layer, rl, ex in trace:
+        k = ex.shape[1]
+        got = np.sort(ex, axis=1)
+        want = np.sort(np.argsort(-rl, axis=1, kind="stable")[:, :k], axis=1)
+        m = router_margin(rl, k)
+        bad = np.nonzero((got != want).any(axis=1) & (m > 1e-4))[0]
+        if bad.size:
+            raise RuntimeError(f"{name}/{pname}: layer {layer} position {bad[0]}: mlx-lm used experts {got[bad[0]]}, "
+                               f"the router's top {k} are {want[bad[0]]}")
+        experts.append([[int(e) for e in row] for row in got])
+        margins.append([round(float(x), 4) for x in m])
+    return {"router": experts, "router_margin": margins}, min(min(m) for m in margins)
 
 
 def roundtrip_reference(name, celer, tmp):
@@ -330,10 +406,12 @@ def make_fixture(name, celer, tmp):
         ref = mlx_ref.Reference(path)
         what = "mlx-lm on the GGUF's weights dequantized by gguf-py to float32, CPU (tests/reference/mlx_ref.py)"
     records, seqs = [], []
+    moe = ref.moe_layers()
     for (pname, text, slow), ids in zip(prompts, all_ids):
         gen = ref.greedy(ids, N_GEN)
         seq = ids + gen
-        top1, l1, l2 = mlx_ref.top2(ref.logits(seq))
+        logits = ref.logits(seq)
+        top1, l1, l2 = mlx_ref.top2(logits)
         # The cached greedy run and the uncached forward must agree wherever the choice is not
         # a near-tie; otherwise the reference itself is inconsistent.
         n = len(ids)
@@ -354,7 +432,15 @@ def make_fixture(name, celer, tmp):
             "l1": [round(float(x), 4) for x in l1],
             "margin": [round(float(x), 4) for x in margin],
         })
-        print(f"{name}/{pname}: {n} prompt + {len(gen)} generated; min margin {margin.min():.4f}", file=sys.stderr)
+        note = ""
+        if moe:
+            router, rmin = router_record(name, pname, ref, seq, logits)
+            records[-1].update(router)
+            undecided = sum(m < ROUTER_THRESHOLD for layer in router["router_margin"] for m in layer)
+            note = (f"; router: {undecided} of {len(seq) * len(moe)} choices undecided (margin < {ROUTER_THRESHOLD}), "
+                    f"min margin {rmin:.4f}")
+        print(f"{name}/{pname}: {n} prompt + {len(gen)} generated; min margin {margin.min():.4f}{note}",
+              file=sys.stderr)
     if spread:
         spread(seqs)
     reference = {
@@ -378,8 +464,20 @@ def make_fixture(name, celer, tmp):
         "reference": reference,
         "n_gen": N_GEN,
         "positions": "position i holds the next-token logits after ids[0..i] of prompt + gen",
-        "prompts": records,
     }
+    if moe:
+        blk = moe[0][1]
+        fx["moe"] = {
+            "layers": [i for i, _ in moe],
+            "n_expert": int(blk.num_experts),
+            "top_k": int(blk.top_k),
+            "threshold": ROUTER_THRESHOLD,
+            "router": "router[j][i]: the experts (ascending ids) that MoE layer layers[j] chose for the token at "
+                      "position i of prompt + gen, as mlx-lm's sparse block passed them to its experts",
+            "router_margin": "router_margin[j][i]: the router's k-th largest logit minus its (k+1)-th, log(p_k / "
+                             "p_k+1); the choice is decided when it is at least threshold",
+        }
+    fx["prompts"] = records
     if digest:
         fx["tensors"] = digest
     return fx

@@ -8,6 +8,10 @@ the types these files hold). Everything runs in float32 on the CPU.
 
 What the conversion undoes: see gguf_hf.py.
 
+Mixture-of-experts models (qwen3_moe, qwen2_moe): Reference.trace runs the forward pass and
+records, for every MoE layer, the router's logits and the expert ids that mlx-lm's sparse block
+handed to its experts (the indices argument of its SwitchGLU), as the forward pass used them.
+
 Needs mlx, mlx-lm and gguf (tests/requirements-reference.txt). Used by make_mlx_fixtures.py;
 `python tests/reference/mlx_ref.py MODEL.gguf ID,ID,...` prints the top-2 per position.
 """
@@ -62,8 +66,11 @@ class Reference:
         from mlx_lm.utils import load_model
 
         mx.set_default_device(mx.cpu)
+        from mlx_lm.models.switch_layers import QuantizedSwitchLinear
+
         model, config = load_model(Path(path), strict=True)
-        quantized = {k for k, m in model.named_modules() if isinstance(m, (nn.QuantizedLinear, nn.QuantizedEmbedding))}
+        quantized = {k for k, m in model.named_modules()
+                     if isinstance(m, (nn.QuantizedLinear, nn.QuantizedEmbedding, QuantizedSwitchLinear))}
         packed, widen = set(), []
         for k, v in tree_flatten(model.parameters()):
             module, _, leaf = k.rpartition(".")
@@ -92,8 +99,9 @@ class Reference:
         self.module, self.args = module_name, args
         module = importlib.import_module(f"mlx_lm.models.{self.module}")
         self.model = module.Model(module.ModelArgs.from_dict(self.args))
-        weights = self.model.sanitize(weights)
-        self.model.load_weights([(k, mx.array(v)) for k, v in weights.items()], strict=True)
+        # mx arrays: a MoE model's sanitize stacks the per-expert matrices with mx.stack
+        weights = self.model.sanitize({k: mx.array(v) for k, v in weights.items()})
+        self.model.load_weights(list(weights.items()), strict=True)
         self.model.eval()
         mx.eval(self.model.parameters())
         for _, p in _leaves(self.model.parameters()):
@@ -108,6 +116,37 @@ class Reference:
         mx.eval(out)
         return np.array(out)
 
+    def moe_layers(self):
+        """[(layer index, sparse MoE block)]: the layers whose mlp has a router (gate) and experts
+        (switch_mlp), in order; [] for a dense model."""
+        return [(i, layer.mlp) for i, layer in enumerate(self.model.model.layers)
+                if hasattr(layer.mlp, "switch_mlp") and hasattr(layer.mlp, "gate")]
+
+    def trace(self, ids, edit=None):
+        """(logits as logits() gives them, [(layer, router logits (T, n_expert) float32, experts
+        (T, k) int)] per MoE layer): one uncached forward over ids with each MoE block's gate and
+        switch_mlp wrapped, so the experts are the indices the block passed to its experts (in
+        argpartition's order, not sorted). edit(layer, indices) -> indices, if given, replaces
+        them before the experts run (the weights stay those of the original choice)."""
+        blocks = self.moe_layers()
+        seen = {i: {} for i, _ in blocks}
+        for i, blk in blocks:
+            blk.gate = _Recorder(blk.gate, seen[i], "logits")
+            blk.switch_mlp = _Recorder(blk.switch_mlp, seen[i], "experts", None if edit is None else
+                                       (lambda ind, i=i: edit(i, ind)))
+        try:
+            out = self.model(mx.array([list(ids)], dtype=mx.int32))[0].astype(mx.float32)
+            mx.eval(out, [list(v.values()) for v in seen.values()])
+        finally:
+            for i, blk in blocks:
+                blk.gate = blk.gate.inner
+                blk.switch_mlp = blk.switch_mlp.inner
+        trace = []
+        for i, _ in blocks:
+            logits = np.array(seen[i]["logits"].astype(mx.float32))[0]
+            trace.append((i, logits, np.array(seen[i]["experts"])[0]))
+        return np.array(out), trace
+
     def greedy(self, prompt, n):
         """n tokens after prompt, greedily, with mlx-lm's KV cache (one forward per token)."""
         from mlx_lm.models.cache import make_prompt_cache
@@ -120,6 +159,26 @@ class Reference:
             ids.append(nxt)
             out = self.model(mx.array([[nxt]], dtype=mx.int32), cache=cache)
         return ids
+
+
+class _Recorder:
+    """Stands in for a MoE block's gate (records its output) or switch_mlp (records the expert
+    indices of its second argument, after edit). A plain callable, not an nn.Module: the block
+    calls its children as attributes, and the model's parameter tree is not walked meanwhile."""
+
+    def __init__(self, inner, sink, key, edit=None):
+        self.inner, self.sink, self.key, self.edit = inner, sink, key, edit
+
+    def __call__(self, x, *args):
+        if self.key == "logits":
+            out = self.inner(x, *args)
+            self.sink["logits"] = out
+            return out
+        indices, *rest = args
+        if self.edit is not None:
+            indices = self.edit(indices)
+        self.sink["experts"] = indices
+        return self.inner(x, indices, *rest)
 
 
 def _leaves(tree, prefix=""):

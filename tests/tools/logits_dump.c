@@ -10,7 +10,15 @@
  *       Free-running: prefills the prompt, then generates N tokens greedily, one forward per
  *       token as decode does, with no end-of-generation stop. Prints one JSON line per
  *       generated token, {"step": s, "top": [[id, logit], ...]}, then {"greedy": [ids]}.
- * Exit status: 0 ok, 1 usage, 2 bad input (model, ids), 3 runtime failure. */
+ *   --router (either mode; a mixture-of-experts model)
+ *       Also prints, for every token a forward runs over (each prompt token, then each generated
+ *       token but the last) and every MoE layer l, the experts its router chose for it, ascending:
+ *       {"pos": i, "layer": l, "experts": [e, ...]}, i the token's position in prompt + generated,
+ *       after that forward's other lines (tests/reference/test_moe_router.py compares them with
+ *       mlx-lm's). Needs the engine's router trace (CELER_ROUTER_TRACE, models/forward.h): without
+ *       it, or on a model with no MoE layer, logits_dump says so and exits 2.
+ * Exit status: 0 ok, 1 usage, 2 bad input (model, ids; --router where there is no router to
+ * trace), 3 runtime failure. */
 #include "backends/backend.h"
 #include "core/error.h"
 #include "models/forward.h"
@@ -24,9 +32,9 @@
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: logits_dump MODEL.gguf --ids ID,ID,... [--top K] [--chunk C] [--threads N]\n"
+    fprintf(stderr, "usage: logits_dump MODEL.gguf --ids ID,ID,... [--top K] [--chunk C] [--threads N] [--router]\n"
                     "       logits_dump MODEL.gguf --greedy N --prompt-ids ID,ID,... [--top K] [--chunk C] "
-                    "[--threads N]\n");
+                    "[--threads N] [--router]\n");
     return 1;
 }
 
@@ -91,6 +99,9 @@ typedef struct {
     int64_t           chunk;
     int32_t          *pos, *seq, *out_idx; /* (chunk) batch scratch */
     float            *logits;              /* (chunk, n_vocab) host copy */
+    int32_t           n_moe, top_k;        /* with --router: MoE layers, experts per token */
+    int32_t          *moe_layers;          /* (n_moe) their layer indices */
+    int32_t          *experts;             /* (chunk, n_moe, top_k) the router trace, ascending ids */
 } runner;
 
 static void runner_free(runner *r)
@@ -106,6 +117,8 @@ static void runner_free(runner *r)
     free(r->seq);
     free(r->out_idx);
     free(r->logits);
+    free(r->moe_layers);
+    free(r->experts);
 }
 
 static celer_status runner_init(runner *r, const char *path, int n_threads, int64_t n_ctx, celer_error *err)
@@ -130,6 +143,57 @@ static celer_status runner_init(runner *r, const char *path, int n_threads, int6
     return CELER_OK;
 }
 
+/* Asks the engine to record the router's choices of every forward into r->experts (--router).
+ *
+ * The engine side this needs, in models/forward.h (not there yet):
+ *   #define CELER_ROUTER_TRACE 1
+ *   // The layers with a mixture-of-experts FFN, in order: writes min(n, cap) layer indices to
+ *   // layers (NULL when cap is 0) and returns n, 0 for a dense model.
+ *   int32_t celer_model_moe_layers(const celer_model *m, int32_t *layers, int32_t cap);
+ *   // Makes every later celer_model_forward with a write, for each token i of the batch (all
+ *   // n_tokens, not only the out_idx rows) and the j-th MoE layer, the hp.n_expert_used experts
+ *   // the router chose, ascending, to experts[(i * n_moe + j) * n_expert_used ...]. experts:
+ *   // (a->cap, n_moe, n_expert_used) host memory the caller owns; NULL stops the trace.
+ *   // CELER_ERR_UNSUPPORTED (naming the architecture) when m has no MoE layer.
+ *   celer_status celer_acts_set_router_trace(celer_acts *a, const celer_model *m, int32_t *experts,
+ *                                            celer_error *err); */
+static celer_status runner_trace_router(runner *r, const char *path, celer_error *err)
+{
+#if defined(CELER_ROUTER_TRACE)
+    r->n_moe = celer_model_moe_layers(&r->model, NULL, 0);
+    r->top_k = (int32_t)r->model.hp.n_expert_used;
+    if (r->n_moe <= 0 || r->top_k <= 0)
+        return celer_fail(err, CELER_ERR_INVALID,
+                          "logits_dump: --router: %s has no mixture-of-experts layers (architecture '%s'); "
+                          "--router needs a MoE model such as qwen3moe or qwen2moe",
+                          path, r->model.arch->name);
+    r->moe_layers = malloc((size_t)r->n_moe * sizeof *r->moe_layers);
+    r->experts    = malloc((size_t)r->chunk * (size_t)r->n_moe * (size_t)r->top_k * sizeof *r->experts);
+    if (!r->moe_layers || !r->experts) return celer_fail(err, CELER_ERR_OOM, "logits_dump: out of memory");
+    celer_model_moe_layers(&r->model, r->moe_layers, r->n_moe);
+    return celer_acts_set_router_trace(&r->acts, &r->model, r->experts, err);
+#else
+    (void)r;
+    return celer_fail(err, CELER_ERR_UNSUPPORTED,
+                      "logits_dump: --router: no MoE support yet: this engine has no router trace "
+                      "(celer_model_moe_layers, celer_acts_set_router_trace in models/forward.h), so %s "
+                      "has no router choices to print; run without --router",
+                      path);
+#endif
+}
+
+/* The router trace of the last forward: n tokens from position start. */
+static void print_router(const runner *r, int64_t start, int32_t n)
+{
+    for (int32_t i = 0; i < n; i++)
+        for (int32_t j = 0; j < r->n_moe; j++) {
+            const int32_t *e = r->experts + ((int64_t)i * r->n_moe + j) * r->top_k;
+            printf("{\"pos\": %lld, \"layer\": %d, \"experts\": [", (long long)(start + i), r->moe_layers[j]);
+            for (int32_t t = 0; t < r->top_k; t++) printf("%s%d", t ? ", " : "", e[t]);
+            printf("]}\n");
+        }
+}
+
 /* Runs ids at positions [start, start + n), n <= chunk, as one forward. With all_logits every
  * token's logits land in r->logits (n rows), else only the last token's (one row). */
 static celer_status runner_step(runner *r, const int32_t *ids, int32_t start, int32_t n, bool all_logits,
@@ -149,11 +213,16 @@ int main(int argc, char **argv)
 {
     const char *path = NULL, *ids_arg = NULL, *prompt_arg = NULL;
     long        top = 2, chunk = 64, threads = 0, greedy = -1;
+    bool        router = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (a[0] != '-') {
             if (path) return usage();
             path = a;
+            continue;
+        }
+        if (!strcmp(a, "--router")) {
+            router = true;
             continue;
         }
         if (!v) return usage();
@@ -180,6 +249,7 @@ int main(int argc, char **argv)
     runner       r   = {.chunk = chunk};
     int64_t      n_ctx = n + (free_run ? greedy : 0);
     celer_status st    = runner_init(&r, path, (int)threads, n_ctx, &err);
+    if (!st && router) st = runner_trace_router(&r, path, &err);
     int64_t      n_vocab = st ? 0 : r.model.hp.n_vocab;
     if (!st && top > n_vocab) top = n_vocab;
     for (int64_t i = 0; !st && i < n; i++)
@@ -195,6 +265,7 @@ int main(int argc, char **argv)
         st        = runner_step(&r, ids + done, (int32_t)done, k, !free_run, &err);
         for (int32_t i = 0; !st && !free_run && i < k; i++)
             print_top("pos", done + i, r.logits + (int64_t)i * n_vocab, n_vocab, (int)top, topi);
+        if (!st && router) print_router(&r, done, k);
         done += k;
     }
     /* decode: one token per forward */
@@ -202,6 +273,7 @@ int main(int argc, char **argv)
         print_top("step", s, r.logits, n_vocab, (int)top, topi);
         gen[s] = topi[0];
         if (s + 1 < greedy) st = runner_step(&r, &gen[s], (int32_t)(n + s), 1, false, &err);
+        if (!st && router && s + 1 < greedy) print_router(&r, n + s, 1);
     }
     if (!st && free_run) {
         printf("{\"greedy\": [");

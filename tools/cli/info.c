@@ -8,12 +8,15 @@
 
 static void info_usage(FILE *out)
 {
-    fprintf(out, "usage: celer info [-m MODEL | MODEL] [--tensors] [--json] [--ctx N]\n\n"
+    fprintf(out, "usage: celer info [-m MODEL | MODEL] [--backend cpu|cuda|rocm] [--tensors] [--json] [--ctx N]\n\n"
                  "Without a model: this machine's CPU, cores, SIMD features and memory.\n"
                  "With a model (a .gguf file or a model directory): architecture, hyper-parameters,\n"
-                 "weight types, parameter count and the memory it needs.\n\n"
+                 "weight types, parameter count and the memory it needs, and for each weight type what\n"
+                 "loading it onto the backend does: runs it as stored (native), converts it at load\n"
+                 "(convert), or refuses it (reject), and how or what to use instead.\n\n"
                  "options:\n"
                  "  -m, --model MODEL  the model to describe\n"
+                 "  -b, --backend B    the backend whose decisions to show (default cpu)\n"
                  "  -t, --tensors      also list every tensor (name, type, shape, bytes)\n"
                  "  -j, --json         print JSON instead of text (always includes the tensors)\n"
                  "  -c, --ctx N        context length for the memory estimate (default: the trained\n"
@@ -102,7 +105,7 @@ static cJSON *shape_json(const celer_tensor_desc *t)
 }
 
 static void print_model_json(const char *path, const celer_model_file *mf, const type_total *tt, size_t n_types,
-                             uint64_t params, const celer_memory_estimate *mem)
+                             uint64_t params, const celer_memory_estimate *mem, const char *backend)
 {
     const celer_hparams *hp = celer_model_file_hparams(mf);
     cJSON               *o  = cJSON_CreateObject(), *h = cJSON_CreateObject();
@@ -124,11 +127,11 @@ static void print_model_json(const char *path, const celer_model_file *mf, const
         cJSON_AddNumberToObject(t, "bytes", (double)tt[i].bytes);
         cJSON_AddNumberToObject(t, "params", (double)tt[i].elems);
         char             detail[256];
-        celer_capability cap = celer_cpu_capability(tt[i].type, detail, sizeof detail);
+        celer_capability cap = celer_backend_capability(backend, tt[i].type, detail, sizeof detail);
         cJSON           *c   = cJSON_CreateObject();
         cJSON_AddStringToObject(c, "decision", celer_capability_name(cap));
         cJSON_AddStringToObject(c, "detail", detail);
-        cJSON_AddItemToObject(t, "cpu", c);
+        cJSON_AddItemToObject(t, backend, c);
         cJSON_AddItemToObject(types, tt[i].type, t);
     }
     cJSON_AddItemToObject(o, "types", types);
@@ -157,7 +160,7 @@ static void print_model_json(const char *path, const celer_model_file *mf, const
 }
 
 static void print_model_text(const char *path, const celer_model_file *mf, const type_total *tt, size_t n_types,
-                             uint64_t params, const celer_memory_estimate *mem, bool tensors)
+                             uint64_t params, const celer_memory_estimate *mem, bool tensors, const char *backend)
 {
     const celer_hparams *hp = celer_model_file_hparams(mf);
     char                 a[32], b[32], c[32], d[32];
@@ -183,10 +186,11 @@ static void print_model_text(const char *path, const celer_model_file *mf, const
     printf("tensors        %llu\n", (unsigned long long)celer_model_file_n_tensors(mf));
     for (size_t i = 0; i < n_types; i++) {
         char             detail[256];
-        celer_capability cap = celer_cpu_capability(tt[i].type, detail, sizeof detail);
-        printf("  %-12s %5llu tensors  %10s  %6.2f%% of parameters  cpu: %s (%s)\n", tt[i].type,
+        celer_capability cap = celer_backend_capability(backend, tt[i].type, detail, sizeof detail);
+        printf("  %-12s %5llu tensors  %10s  %6.2f%% of parameters  %s: %s (%s)\n", tt[i].type,
                (unsigned long long)tt[i].count, cli_bytes(tt[i].bytes, a, sizeof a),
-               params ? 100.0 * (double)tt[i].elems / (double)params : 0.0, celer_capability_name(cap), detail);
+               params ? 100.0 * (double)tt[i].elems / (double)params : 0.0, backend, celer_capability_name(cap),
+               detail);
     }
     printf("parameters     %.1f M\n", (double)params / 1e6);
     printf("weights        %s (%.2f bits per parameter)\n", cli_bytes(mem->weights, a, sizeof a),
@@ -206,7 +210,7 @@ static void print_model_text(const char *path, const celer_model_file *mf, const
     }
 }
 
-static int print_model(const char *path, bool json, bool tensors, long long ctx)
+static int print_model(const char *path, bool json, bool tensors, long long ctx, const char *backend)
 {
     celer_error       err = {0};
     celer_model_file *mf  = NULL;
@@ -218,9 +222,9 @@ static int print_model(const char *path, bool json, bool tensors, long long ctx)
     celer_memory_estimate mem;
     celer_model_file_estimate_memory(mf, ctx > 0 ? ctx : celer_model_file_default_ctx(mf), &mem);
     if (json)
-        print_model_json(path, mf, tt, n_types, params, &mem);
+        print_model_json(path, mf, tt, n_types, params, &mem, backend);
     else
-        print_model_text(path, mf, tt, n_types, params, &mem, tensors);
+        print_model_text(path, mf, tt, n_types, params, &mem, tensors, backend);
     celer_model_file_close(mf);
     return EXIT_OK;
 }
@@ -230,17 +234,23 @@ int cmd_info(int argc, char **argv)
     static const struct option opts[] = {
         {"model", required_argument, NULL, 'm'}, {"tensors", no_argument, NULL, 't'},
         {"json", no_argument, NULL, 'j'},        {"ctx", required_argument, NULL, 'c'},
-        {"help", no_argument, NULL, 'h'},        {0},
+        {"backend", required_argument, NULL, 'b'}, {"help", no_argument, NULL, 'h'},
+        {0},
     };
-    const char *model = NULL;
+    const char *model = NULL, *backend = "cpu";
     bool        json = false, tensors = false;
     long long   ctx = 0;
     int         c;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":m:tjc:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:b:tjc:h", opts, NULL)) != -1) {
         switch (c) {
         case 'm': model = optarg; break;
+        case 'b':
+            if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda") && strcmp(optarg, "rocm"))
+                return cli_usage_error("info", "--backend wants cpu, cuda or rocm, got '%s'", optarg);
+            backend = optarg;
+            break;
         case 't': tensors = true; break;
         case 'j': json = true; break;
         case 'c': {
@@ -259,5 +269,7 @@ int cmd_info(int argc, char **argv)
         if (model || optind + 1 < argc) return cli_usage_error("info", "give one model, not '%s'", argv[argc - 1]);
         model = argv[optind];
     }
-    return model ? print_model(model, json, tensors, ctx) : print_host(json);
+    if (!model && strcmp(backend, "cpu"))
+        return cli_usage_error("info", "--backend describes a model's weight types; give -m MODEL");
+    return model ? print_model(model, json, tensors, ctx, backend) : print_host(json);
 }

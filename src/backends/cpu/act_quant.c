@@ -57,3 +57,14 @@ void celer_cpu_quantize_x256_ref(const float *x, void *row, int64_t nb, int64_t 
         }
     }
 }
+
+void celer_cpu_quantize_x32h_ref(const float *x, void *row, int64_t nb, int64_t b0, int64_t b1)
+{
+    celer_cpu_x32 *y    = row;
+    int32_t       *sums = (int32_t *)((char *)row + CELER_CPU_X32_SUMS_AT(nb)); /* (2 nb) */
+    for (int64_t b = b0; b < b1; b++) {
+        y[b].d = quantize_block(x + 32 * b, 32, y[b].hi, y[b].lo);
+        for (int h = 0; h < 2; h++)
+            sums[2 * b + h] = 256 * sum_codes(y[b].hi + 16 * h, 16) + sum_codes(y[b].lo + 16 * h, 16);
+    }
+}

@@ -1,10 +1,12 @@
 /* The CPU backend: a thread pool and the ops table. Weights stay views into the mapped file,
- * except matrices of the types whose kernels run faster on 16 interleaved rows (repack.h),
- * which are packed once, at load, into memory the backend owns. */
+ * except matrices of the types whose kernels run faster on 16 interleaved rows (repack.h) and
+ * MLX-quantized matrices (repack_mlx.h: scales beside codes, 16 rows interleaved where AVX-512
+ * VNNI runs), which are packed once, at load, into memory the backend owns, at their size. */
 #include "backends/cpu/cpu_backend.h"
 
 #include "backends/cpu/matmul.h"
 #include "backends/cpu/repack.h"
+#include "backends/cpu/repack_mlx.h"
 #include "core/error.h"
 #include "quant/dequant.h"
 
@@ -77,33 +79,84 @@ static void pack_slice(void *ctx, int ith, int nth)
                            j->k, j->dst + (size_t)groups * gb);
 }
 
-static celer_status cpu_weight_load(celer_backend *be, celer_weight *w, celer_error *err)
+/* Memory for a packed weight, owned by the backend: mapped, with huge pages where the kernel
+ * gives them (packing an 8B model otherwise spends most of its time faulting in a million 4 KiB
+ * pages). */
+static celer_status packed_alloc(cpu_backend *c, size_t bytes, char **out, celer_error *err)
 {
-    cpu_backend *c = (cpu_backend *)be;
-    if (w->data && (!celer_dequant_supported(w->type) || (w->rows > 1 && !celer_cpu_matmul_supported(w->type))))
-        return celer_fail(err, CELER_ERR_UNSUPPORTED, "cpu: weights of type %s are not supported",
-                          celer_ggml_type_get(w->type)->name);
-    w->layout = CELER_CPU_LAYOUT_STORED;
-    if (!w->data || w->rows < CELER_R16_ROWS || !celer_cpu_r16_available(c->scratch.isa, w->type)) return CELER_OK;
     if (c->n_packed == c->cap_packed) {
         size_t         cap = c->cap_packed ? 2 * c->cap_packed : 64;
         struct packed *p   = realloc(c->packed, cap * sizeof *p);
         if (!p) return celer_fail(err, CELER_ERR_OOM, "cpu: out of memory for the list of packed weights");
         c->packed = p, c->cap_packed = cap;
     }
-    /* mapped, with huge pages where the kernel gives them: packing an 8B model otherwise spends
-     * most of its time faulting in a million 4 KiB pages */
-    size_t bytes = celer_cpu_r16_size(w->type, w->rows, w->cols);
-    char  *dst   = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (dst == MAP_FAILED)
-        return celer_fail(err, CELER_ERR_OOM, "cpu: out of memory packing a %lld x %lld %s matrix (%zu bytes)",
-                          (long long)w->rows, (long long)w->cols, celer_ggml_type_get(w->type)->name, bytes);
+    char *dst = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (dst == MAP_FAILED) return celer_fail(err, CELER_ERR_OOM, "cpu: out of memory for %zu bytes of packed weights", bytes);
     madvise(dst, bytes, MADV_HUGEPAGE);
+    c->packed[c->n_packed++] = (struct packed){dst, bytes};
+    *out                     = dst;
+    return CELER_OK;
+}
+
+typedef struct {
+    const celer_mlx_quant      *q;
+    const celer_mlx_quant_data *d;
+    int                         L; /* rows per set: 16 (MLX_R16) or 1 */
+    char                       *dst;
+} mlx_pack_job;
+
+/* This thread's sets of L rows; the last thread also the rows after the last whole set. */
+static void mlx_pack_slice(void *ctx, int ith, int nth)
+{
+    const mlx_pack_job *j    = ctx;
+    int64_t             sets = j->q->rows / j->L, s0, s1;
+    size_t              rb   = celer_cpu_mlx_row_bytes(j->q);
+    celer_pool_slice(sets, ith, nth, &s0, &s1);
+    if (s0 < s1) celer_cpu_mlx_pack(j->q, j->d, j->L, s0 * j->L, (s1 - s0) * j->L, j->dst + (size_t)(s0 * j->L) * rb);
+    if (ith == nth - 1 && sets * j->L < j->q->rows)
+        celer_cpu_mlx_pack(j->q, j->d, 1, sets * j->L, j->q->rows - sets * j->L, j->dst + (size_t)(sets * j->L) * rb);
+}
+
+/* An MLX-quantized matrix: its three arrays checked against its format, then packed. */
+static celer_status weight_load_mlx(cpu_backend *c, celer_weight *w, celer_error *err)
+{
+    const celer_mlx_quant      *q = &w->mlx;
+    const celer_mlx_quant_data *d = &w->mlx_data;
+    celer_mlx_quant_shapes      s;
+    char                        desc[64];
+    if (celer_mlx_quant_get_shapes(q, &s, err)) return err->code;
+    celer_mlx_quant_describe(q, desc, sizeof desc);
+    if (q->rows != w->rows || q->cols != w->cols || !d->weight || d->weight_bytes != s.weight_bytes || !d->scales ||
+        d->scales_bytes != s.scales_bytes || (s.has_biases ? !d->biases || d->biases_bytes != s.biases_bytes : d->biases != NULL))
+        return celer_fail(err, CELER_ERR_INVALID, "cpu: a %lld x %lld weight in %s has arrays of %zu, %zu and %zu bytes; "
+                          "the format needs %llu, %llu and %llu", (long long)w->rows, (long long)w->cols, desc,
+                          d->weight_bytes, d->scales_bytes, d->biases_bytes, (unsigned long long)s.weight_bytes,
+                          (unsigned long long)s.scales_bytes, (unsigned long long)s.biases_bytes);
+    bool  r16 = w->rows >= CELER_R16_ROWS && celer_cpu_mlx_r16_available(c->scratch.isa, q);
+    char *dst;
+    if (packed_alloc(c, celer_cpu_mlx_size(q), &dst, err)) return err->code;
+    mlx_pack_job j = {q, d, r16 ? CELER_R16_ROWS : 1, dst};
+    celer_pool_run(c->pool, mlx_pack_slice, &j);
+    w->data   = dst;
+    w->layout = r16 ? CELER_CPU_LAYOUT_MLX_R16 : CELER_CPU_LAYOUT_MLX_ROWS;
+    return CELER_OK;
+}
+
+static celer_status cpu_weight_load(celer_backend *be, celer_weight *w, celer_error *err)
+{
+    cpu_backend *c = (cpu_backend *)be;
+    if (w->type == CELER_WEIGHT_MLX) return weight_load_mlx(c, w, err);
+    if (w->data && (!celer_dequant_supported(w->type) || (w->rows > 1 && !celer_cpu_matmul_supported(w->type))))
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "cpu: weights of type %s are not supported",
+                          celer_ggml_type_get(w->type)->name);
+    w->layout = CELER_CPU_LAYOUT_STORED;
+    if (!w->data || w->rows < CELER_R16_ROWS || !celer_cpu_r16_available(c->scratch.isa, w->type)) return CELER_OK;
+    char *dst;
+    if (packed_alloc(c, celer_cpu_r16_size(w->type, w->rows, w->cols), &dst, err)) return err->code;
     pack_job j = {w->type, w->data, dst, w->rows, w->cols};
     celer_pool_run(c->pool, pack_slice, &j);
-    c->packed[c->n_packed++] = (struct packed){dst, bytes};
-    w->data                  = dst;
-    w->layout                = CELER_CPU_LAYOUT_R16;
+    w->data   = dst;
+    w->layout = CELER_CPU_LAYOUT_R16;
     return CELER_OK;
 }
 
@@ -147,12 +200,14 @@ celer_status cpu_matmul_op(celer_backend *be, const celer_weight *w, const float
                            celer_error *err)
 {
     cpu_backend *c    = (cpu_backend *)be;
-    size_t       need = celer_cpu_matmul_scratch_size(w->type, w->cols, T);
+    bool         mlx  = w->type == CELER_WEIGHT_MLX;
+    size_t       need = mlx ? celer_cpu_mlx_matmul_scratch_size(&w->mlx, T) : celer_cpu_matmul_scratch_size(w->type, w->cols, T);
     if (need > c->scratch.size) {
         celer_cpu_isa isa = c->scratch.isa;
         celer_cpu_scratch_free(&c->scratch);
         if (celer_cpu_scratch_init(&c->scratch, isa, need, err)) return err->code;
     }
+    if (mlx) return celer_cpu_matmul_mlx(c->pool, &w->mlx, (celer_cpu_layout)w->layout, w->data, x, T, y, &c->scratch, err);
     return celer_cpu_matmul(c->pool, w->type, (celer_cpu_layout)w->layout, w->data, w->rows, w->cols, x, T, y,
                             &c->scratch, err);
 }

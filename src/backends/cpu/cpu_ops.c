@@ -21,6 +21,15 @@ celer_status cpu_get_rows(celer_backend *be, const celer_weight *w, const int32_
                           celer_error *err)
 {
     (void)be;
+    if (w->type == CELER_WEIGHT_MLX) { /* as mx.dequantize gives them, from the arrays as stored */
+        for (int64_t i = 0; i < n; i++) {
+            if (ids[i] < 0 || ids[i] >= w->rows)
+                return celer_fail(err, CELER_ERR_INVALID, "cpu: token id %d is outside the embedding (%lld rows)",
+                                  ids[i], (long long)w->rows);
+            if (celer_mlx_dequant_row(&w->mlx, &w->mlx_data, ids[i], y + i * w->cols, err)) return err->code;
+        }
+        return CELER_OK;
+    }
     const celer_ggml_type_info *ti = celer_ggml_type_get(w->type);
     size_t row_bytes = (size_t)(w->cols / ti->block_elems) * ti->block_bytes;
     char  *row       = w->layout == CELER_CPU_LAYOUT_R16 ? malloc(row_bytes) : NULL; /* a row back as stored */

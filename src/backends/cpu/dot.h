@@ -14,6 +14,7 @@
 
 #include "quant/blocks.h"
 #include "quant/ggml_types.h"
+#include "quant/mlx_quant.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -27,6 +28,7 @@ typedef enum {
     CELER_CPU_ACT_F32,  /* X as given: k floats */
     CELER_CPU_ACT_X32,  /* k / 32 celer_cpu_x32, then k / 32 int32 (below) */
     CELER_CPU_ACT_X256, /* k / 256 celer_cpu_x256 */
+    CELER_CPU_ACT_X32H, /* k / 32 celer_cpu_x32, then k / 16 int32: S of each 16 (nvfp4's groups) */
 } celer_cpu_act;
 
 celer_cpu_act celer_cpu_act_of(celer_ggml_type wtype);
@@ -59,14 +61,35 @@ typedef struct {
 
 #define CELER_CPU_X32_SUMS_AT(nb) ((size_t)(nb) * sizeof(celer_cpu_x32))
 
+/* ---- MLX-quantized weights (quant/mlx_quant.h) ----------------------------------------------
+ * Weights in the blocked layout of repack_mlx.h; q gives the format (k is q->cols). A kernel
+ * for the ROWS layout takes rows at w + r · wb; one for the R16 layout takes sets of 16 rows at
+ * w + s · wb, nr a multiple of 16. The values dotted are those mlx's quantized matmul uses,
+ * each weight exact:
+ *   affine        scale · q + bias, summed as scale · Σ q x̂ + bias · Σ x̂ (X32: the block sums)
+ *   mxfp4, nvfp4  e2m1(q) · scale: 2 · e2m1 is an integer in [-12, 12], dotted as one, and the
+ *                 scale (2^(s - 127) or e4m3(s), times nvfp4's global scale / 2688) multiplies
+ *                 the integer sum of its group; nvfp4's groups of 16 need the X32H sums
+ *   mxfp8         e4m3(q) · 2^(s - 127) in f32 (exact: 4 significant bits), by f32 activations:
+ *                 E4M3 values are not integers of one scale, so no 8-bit dot takes them whole;
+ *                 decoded in registers (as binary16, then f32) they are exact, at ~15 vector
+ *                 instructions per 32 weights (decode is compute-bound: docs/benchmarks/cpu.md) */
+typedef void (*celer_cpu_mlx_gemm_fn)(const celer_mlx_quant *q, const void *w, size_t wb, int64_t nr,
+                                      const void *x, size_t xb, int64_t nt, float *y, size_t ys);
+
+/* The activation format of an MLX format: F32 (mxfp8), X32H (nvfp4) or X32. */
+celer_cpu_act celer_cpu_mlx_act(const celer_mlx_quant *q);
+
 /* Quantizes blocks [b0, b1) of an activation row of nb blocks: x is the row's floats, row its
  * quantized bytes (blocks, and for X32 the sums). Every level's quantizer gives the same bytes. */
 typedef void (*celer_cpu_quantize_fn)(const float *x, void *row, int64_t nb, int64_t b0, int64_t b1);
 void celer_cpu_quantize_x32_ref(const float *x, void *row, int64_t nb, int64_t b0, int64_t b1);
 void celer_cpu_quantize_x256_ref(const float *x, void *row, int64_t nb, int64_t b0, int64_t b1);
+void celer_cpu_quantize_x32h_ref(const float *x, void *row, int64_t nb, int64_t b0, int64_t b1);
 
 /* Kernel lookups per instruction set: NULL where the set has no kernel for the type. */
 celer_cpu_gemm_fn celer_cpu_gemm_ref(celer_ggml_type wtype);
+celer_cpu_mlx_gemm_fn celer_cpu_mlx_gemm_ref(const celer_mlx_quant *q); /* ROWS layout */
 #if defined(__x86_64__)
 celer_cpu_gemm_fn celer_cpu_gemm_avx2(celer_ggml_type wtype);
 celer_cpu_gemm_fn celer_cpu_gemm_avx512vnni(celer_ggml_type wtype);
@@ -75,6 +98,11 @@ celer_cpu_gemm_fn celer_cpu_gemm_avx512vnni(celer_ggml_type wtype);
 celer_cpu_gemm_fn celer_cpu_gemm_r16_avx512vnni(celer_ggml_type wtype);
 void              celer_cpu_quantize_x32_avx2(const float *x, void *row, int64_t nb, int64_t b0, int64_t b1);
 void              celer_cpu_quantize_x256_avx2(const float *x, void *row, int64_t nb, int64_t b0, int64_t b1);
+void              celer_cpu_quantize_x32h_avx2(const float *x, void *row, int64_t nb, int64_t b0, int64_t b1);
+/* MLX kernels: the ROWS layout per level, and the R16 layout (NULL where the format has none) */
+celer_cpu_mlx_gemm_fn celer_cpu_mlx_gemm_avx2(const celer_mlx_quant *q);
+celer_cpu_mlx_gemm_fn celer_cpu_mlx_gemm_avx512vnni(const celer_mlx_quant *q);
+celer_cpu_mlx_gemm_fn celer_cpu_mlx_gemm_r16_avx512vnni(const celer_mlx_quant *q);
 #endif
 
 /* Q4_K / Q5_K: the 8 six-bit scales and 8 mins packed in 12 bytes, unpacked to bytes. */

@@ -6,6 +6,7 @@
 
 #include "backends/cpu/dot.h"
 #include "backends/cpu/repack.h"
+#include "backends/cpu/repack_mlx.h"
 #include "core/error.h"
 
 #include <stdlib.h>
@@ -80,6 +81,7 @@ static size_t act_row_bytes(celer_cpu_act act, int64_t k)
     case CELER_CPU_ACT_F32: return (size_t)k * sizeof(float);
     case CELER_CPU_ACT_X32: return CELER_CPU_X32_SUMS_AT(k / 32) + (size_t)(k / 32) * sizeof(int32_t);
     case CELER_CPU_ACT_X256: return (size_t)(k / 256) * sizeof(celer_cpu_x256);
+    case CELER_CPU_ACT_X32H: return CELER_CPU_X32_SUMS_AT(k / 32) + (size_t)(k / 16) * sizeof(int32_t);
     default: return 0;
     }
 }
@@ -121,6 +123,9 @@ void celer_cpu_scratch_free(celer_cpu_scratch *s)
 typedef struct {
     celer_cpu_gemm_fn     gemm;     /* rows in the storage layout (all, or the r16 tail) */
     celer_cpu_gemm_fn     gemm_r16; /* groups of 16 rows in the r16 layout, or NULL */
+    const celer_mlx_quant *q;       /* MLX weights: the format, and these kernels in place of gemm */
+    celer_cpu_mlx_gemm_fn mgemm, mgemm_r16;
+    bool                  r16;      /* gemm_r16 or mgemm_r16 runs the whole groups */
     int64_t               groups;   /* r16: whole groups; the rows after them are stored as is */
     size_t                gb;       /* r16: bytes per group */
     celer_cpu_quantize_fn quantize;
@@ -148,12 +153,15 @@ static void quantize_job(void *ctx, int ith, int nth)
     }
 }
 
-/* Rows r0 .. r1 (stored layout, at W_rows) for every token block. */
-static void gemm_rows(const job *j, celer_cpu_gemm_fn fn, const char *w, size_t wb, int64_t r0, int64_t r1)
+/* Rows r0 .. r1 (at w; in groups of 16 when r16) for every token block. */
+static void gemm_rows(const job *j, bool r16, const char *w, size_t wb, int64_t r0, int64_t r1)
 {
     for (int64_t t0 = 0; t0 < j->T; t0 += j->tblock) {
-        int64_t nt = j->T - t0 < j->tblock ? j->T - t0 : j->tblock;
-        fn(j->k, w, wb, r1 - r0, j->xq + t0 * j->xb, j->xb, nt, j->Y + t0 * j->rows + r0, (size_t)j->rows);
+        int64_t     nt = j->T - t0 < j->tblock ? j->T - t0 : j->tblock;
+        const char *x  = j->xq + t0 * j->xb;
+        float      *y  = j->Y + t0 * j->rows + r0;
+        if (j->q) (r16 ? j->mgemm_r16 : j->mgemm)(j->q, w, wb, r1 - r0, x, j->xb, nt, y, (size_t)j->rows);
+        else (r16 ? j->gemm_r16 : j->gemm)(j->k, w, wb, r1 - r0, x, j->xb, nt, y, (size_t)j->rows);
     }
 }
 
@@ -161,27 +169,50 @@ static void gemm_job(void *ctx, int ith, int nth)
 {
     const job *j = ctx;
     int64_t    r0, r1;
-    if (!j->gemm_r16) {
+    if (!j->r16) {
         celer_pool_slice(j->rows, ith, nth, &r0, &r1);
-        if (r0 < r1) gemm_rows(j, j->gemm, j->W + r0 * j->wb, j->wb, r0, r1);
+        if (r0 < r1) gemm_rows(j, false, j->W + r0 * j->wb, j->wb, r0, r1);
         return;
     }
     int64_t g0, g1, tail = j->groups * CELER_R16_ROWS;
     celer_pool_slice(j->groups, ith, nth, &g0, &g1);
-    if (g0 < g1) gemm_rows(j, j->gemm_r16, j->W + g0 * j->gb, j->gb, g0 * CELER_R16_ROWS, g1 * CELER_R16_ROWS);
-    if (ith == nth - 1 && tail < j->rows)
-        gemm_rows(j, j->gemm, j->W + j->groups * j->gb, j->wb, tail, j->rows);
+    if (g0 < g1) gemm_rows(j, true, j->W + g0 * j->gb, j->gb, g0 * CELER_R16_ROWS, g1 * CELER_R16_ROWS);
+    if (ith == nth - 1 && tail < j->rows) gemm_rows(j, false, j->W + j->groups * j->gb, j->wb, tail, j->rows);
 }
 
 static celer_cpu_quantize_fn quantizer(celer_cpu_act act, celer_cpu_isa isa)
 {
 #if defined(__x86_64__)
     if (isa >= CELER_CPU_ISA_AVX2)
-        return act == CELER_CPU_ACT_X32 ? celer_cpu_quantize_x32_avx2 : celer_cpu_quantize_x256_avx2;
+        return act == CELER_CPU_ACT_X32 ? celer_cpu_quantize_x32_avx2
+             : act == CELER_CPU_ACT_X32H ? celer_cpu_quantize_x32h_avx2 : celer_cpu_quantize_x256_avx2;
 #else
     (void)isa;
 #endif
-    return act == CELER_CPU_ACT_X32 ? celer_cpu_quantize_x32_ref : celer_cpu_quantize_x256_ref;
+    return act == CELER_CPU_ACT_X32 ? celer_cpu_quantize_x32_ref
+         : act == CELER_CPU_ACT_X32H ? celer_cpu_quantize_x32h_ref : celer_cpu_quantize_x256_ref;
+}
+
+/* Quantizes the activations (unless F32), then runs the kernels over the pool. */
+static void run(celer_pool *pool, job *j, celer_cpu_act act, celer_cpu_scratch *scratch)
+{
+    if (act == CELER_CPU_ACT_F32) {
+        j->xq = (char *)j->X;
+    } else {
+        j->xq       = scratch->buf;
+        j->blk      = act == CELER_CPU_ACT_X256 ? 256 : 32;
+        j->quantize = quantizer(act, scratch->isa);
+        if (pool && celer_pool_size(pool) > 1 && j->T * j->k >= 4096)
+            celer_pool_run(pool, quantize_job, j);
+        else
+            quantize_job(j, 0, 1);
+    }
+    j->tblock = (int64_t)(ACT_L2_BUDGET / j->xb);
+    if (j->tblock < 4) j->tblock = 4;
+    if (pool && celer_pool_size(pool) > 1)
+        celer_pool_run(pool, gemm_job, j);
+    else
+        gemm_job(j, 0, 1);
 }
 
 celer_status celer_cpu_matmul(celer_pool *pool, celer_ggml_type wtype, celer_cpu_layout layout, const void *W,
@@ -219,6 +250,7 @@ celer_status celer_cpu_matmul(celer_pool *pool, celer_ggml_type wtype, celer_cpu
     job j = {
         .gemm     = gemm_at(level, wtype),
         .gemm_r16 = r16,
+        .r16      = r16 != NULL,
         .groups   = r16 ? rows / CELER_R16_ROWS : 0,
         .gb       = r16 ? (size_t)(k / ti->block_elems) * celer_cpu_r16_block_bytes(wtype) : 0,
         .W    = W,
@@ -230,22 +262,92 @@ celer_status celer_cpu_matmul(celer_pool *pool, celer_ggml_type wtype, celer_cpu
         .xb   = act_row_bytes(act, k),
         .Y    = Y,
     };
-    if (act == CELER_CPU_ACT_F32) {
-        j.xq = (char *)X;
-    } else {
-        j.xq       = scratch->buf;
-        j.blk      = act == CELER_CPU_ACT_X32 ? 32 : 256;
-        j.quantize = quantizer(act, scratch->isa);
-        if (pool && celer_pool_size(pool) > 1 && T * k >= 4096)
-            celer_pool_run(pool, quantize_job, &j);
-        else
-            quantize_job(&j, 0, 1);
+    run(pool, &j, act, scratch);
+    return CELER_OK;
+}
+
+/* ---- MLX-quantized matrices ---------------------------------------------------------------- */
+
+static celer_cpu_mlx_gemm_fn mlx_gemm_at(celer_cpu_isa isa, const celer_mlx_quant *q)
+{
+    switch (isa) {
+    case CELER_CPU_ISA_REF: return celer_cpu_mlx_gemm_ref(q);
+#if defined(__x86_64__)
+    case CELER_CPU_ISA_AVX2: return celer_cpu_mlx_gemm_avx2(q);
+    case CELER_CPU_ISA_AVX512VNNI: return celer_cpu_mlx_gemm_avx512vnni(q);
+#endif
+    default: return NULL;
     }
-    j.tblock = (int64_t)(ACT_L2_BUDGET / j.xb);
-    if (j.tblock < 4) j.tblock = 4;
-    if (pool && celer_pool_size(pool) > 1)
-        celer_pool_run(pool, gemm_job, &j);
-    else
-        gemm_job(&j, 0, 1);
+}
+
+celer_cpu_isa celer_cpu_mlx_isa_for(celer_cpu_isa isa, const celer_mlx_quant *q)
+{
+    if ((unsigned)isa >= CELER_CPU_ISA_COUNT) return CELER_CPU_ISA_COUNT;
+    for (int i = isa; i >= 0; i--)
+        if (mlx_gemm_at((celer_cpu_isa)i, q)) return (celer_cpu_isa)i;
+    return CELER_CPU_ISA_COUNT;
+}
+
+bool celer_cpu_mlx_r16_available(celer_cpu_isa isa, const celer_mlx_quant *q)
+{
+#if defined(__x86_64__)
+    return isa >= CELER_CPU_ISA_AVX512VNNI && isa < CELER_CPU_ISA_COUNT && celer_cpu_mlx_gemm_r16_avx512vnni(q);
+#else
+    (void)isa, (void)q;
+    return false;
+#endif
+}
+
+size_t celer_cpu_mlx_matmul_scratch_size(const celer_mlx_quant *q, int64_t T)
+{
+    celer_cpu_act act = celer_cpu_mlx_act(q);
+    if (act == CELER_CPU_ACT_F32 || T <= 0) return 0;
+    return act_row_bytes(act, q->cols) * (size_t)T;
+}
+
+celer_status celer_cpu_matmul_mlx(celer_pool *pool, const celer_mlx_quant *q, celer_cpu_layout layout, const void *W,
+                                  const float *X, int64_t T, float *Y, celer_cpu_scratch *scratch, celer_error *err)
+{
+    char         desc[64]; /* described only for a message */
+    celer_status st = celer_mlx_quant_check(q, err);
+    if (st != CELER_OK) return st;
+    if (T < 0)
+        return celer_fail(err, CELER_ERR_INVALID, "cpu: matmul %s by %lld tokens",
+                          celer_mlx_quant_describe(q, desc, sizeof desc), (long long)T);
+    if (T == 0) return CELER_OK;
+    celer_cpu_act act  = celer_cpu_mlx_act(q);
+    size_t        need = celer_cpu_mlx_matmul_scratch_size(q, T);
+    if (need > scratch->size)
+        return celer_fail(err, CELER_ERR_INVALID, "cpu: matmul %s k=%lld T=%lld needs %zu bytes of scratch, has %zu; "
+                          "size it with celer_cpu_mlx_matmul_scratch_size for the largest call",
+                          celer_mlx_quant_describe(q, desc, sizeof desc),
+                          (long long)q->cols, (long long)T, need, scratch->size);
+    bool r16 = layout == CELER_CPU_LAYOUT_MLX_R16;
+    if ((layout != CELER_CPU_LAYOUT_MLX_ROWS && !r16) || (r16 && !celer_cpu_mlx_r16_available(scratch->isa, q)))
+        return celer_fail(err, CELER_ERR_INVALID, "cpu: %s weights in layout %d: the '%s' kernels run MLX_ROWS%s",
+                          celer_mlx_quant_describe(q, desc, sizeof desc), (int)layout, celer_cpu_isa_name(scratch->isa),
+                          celer_cpu_mlx_r16_available(scratch->isa, q) ? " and MLX_R16" : "");
+    celer_cpu_isa level = celer_cpu_mlx_isa_for(scratch->isa, q);
+    CELER_ASSERT(level < CELER_CPU_ISA_COUNT);
+    size_t rb = celer_cpu_mlx_row_bytes(q);
+    job    j  = {
+        .q      = q,
+        .mgemm  = mlx_gemm_at(level, q),
+        .r16    = r16,
+        .groups = r16 ? q->rows / CELER_R16_ROWS : 0,
+        .gb     = CELER_R16_ROWS * rb,
+        .W      = W,
+        .wb     = rb,
+        .rows   = q->rows,
+        .k      = q->cols,
+        .T      = T,
+        .X      = X,
+        .xb     = act_row_bytes(act, q->cols),
+        .Y      = Y,
+    };
+#if defined(__x86_64__)
+    if (r16) j.mgemm_r16 = celer_cpu_mlx_gemm_r16_avx512vnni(q);
+#endif
+    run(pool, &j, act, scratch);
     return CELER_OK;
 }

@@ -1,4 +1,5 @@
-/* Matrix multiply of f32 activations by weights in their GGUF storage type, on the CPU:
+/* Matrix multiply of f32 activations by weights in their GGUF storage type or an MLX format
+ * (celer_cpu_matmul_mlx, below), on the CPU:
  *
  *     Y[t][r] = Σ_i W[r][i] · X[t][i]        W (rows, k), X (T, k), Y (T, rows)
  *
@@ -28,6 +29,7 @@
 #include "celer.h"
 #include "core/threads.h"
 #include "quant/ggml_types.h"
+#include "quant/mlx_quant.h"
 
 /* Instruction-set levels of the kernel sets, lowest first. A level falls back, per weight
  * type, to the best lower level that has a kernel for the type. */
@@ -51,8 +53,14 @@ celer_cpu_isa celer_cpu_isa_for_type(celer_cpu_isa isa, celer_ggml_type wtype);
 bool celer_cpu_matmul_supported(celer_ggml_type wtype);
 
 /* How the weight rows are laid out: as stored (GGUF), or interleaved by 16 (backends/cpu/
- * repack.h), which the kernels of some levels run several times faster. */
-typedef enum { CELER_CPU_LAYOUT_STORED, CELER_CPU_LAYOUT_R16 } celer_cpu_layout;
+ * repack.h), which the kernels of some levels run several times faster. MLX-quantized matrices
+ * are always moved into the blocked layout of repack_mlx.h, row by row or by sets of 16 rows. */
+typedef enum {
+    CELER_CPU_LAYOUT_STORED,
+    CELER_CPU_LAYOUT_R16,
+    CELER_CPU_LAYOUT_MLX_ROWS, /* repack_mlx.h, L = 1 */
+    CELER_CPU_LAYOUT_MLX_R16,  /* repack_mlx.h, sets of 16 rows, then the rest as MLX_ROWS */
+} celer_cpu_layout;
 /* Whether kernels of level isa run wtype in the r16 layout (pack weights only then). */
 bool celer_cpu_r16_available(celer_cpu_isa isa, celer_ggml_type wtype);
 
@@ -83,5 +91,22 @@ void         celer_cpu_scratch_free(celer_cpu_scratch *s);
 celer_status celer_cpu_matmul(celer_pool *pool, celer_ggml_type wtype, celer_cpu_layout layout, const void *W,
                               int64_t rows, int64_t k, const float *X, int64_t T, float *Y, celer_cpu_scratch *scratch,
                               celer_error *err);
+
+/* ---- MLX-quantized matrices (quant/mlx_quant.h): every mode, bit width, group and dtype ----
+ * The same product, Y (T, q->rows) = X (T, q->cols) · Wᵀ, with W in the layout of repack_mlx.h
+ * and the values mlx's quantized matmul uses (dot.h). Accuracy contract as above, with w_i =
+ * a_i + b_i split into scale · q and bias for affine (b = 0 for the fp modes, whose values are
+ * exact) and e(i) = 0 for mxfp8 (f32 activations). */
+
+/* Whether kernels of level isa run q's format in the MLX_R16 layout (else pack MLX_ROWS). */
+bool          celer_cpu_mlx_r16_available(celer_cpu_isa isa, const celer_mlx_quant *q);
+/* The level whose kernel runs q's format at level isa (ROWS layout). */
+celer_cpu_isa celer_cpu_mlx_isa_for(celer_cpu_isa isa, const celer_mlx_quant *q);
+size_t        celer_cpu_mlx_matmul_scratch_size(const celer_mlx_quant *q, int64_t T);
+/* W: q->rows × q->cols packed with layout (CELER_CPU_LAYOUT_MLX_ROWS, or MLX_R16 where the
+ * scratch's level runs it). Errors: celer_mlx_quant_check's for a q it refuses; CELER_ERR_INVALID
+ * for a layout the level cannot run or too small a scratch. */
+celer_status  celer_cpu_matmul_mlx(celer_pool *pool, const celer_mlx_quant *q, celer_cpu_layout layout, const void *W,
+                                   const float *X, int64_t T, float *Y, celer_cpu_scratch *scratch, celer_error *err);
 
 #endif

@@ -119,7 +119,7 @@ static void move_block(celer_ggml_type t, bool pack, uint8_t *g, int lane, uint8
             MOVE(g + 2 * lane, blk, 2);
             break;
         }
-        /* fall through: Q5_1's d and m as Q4_1's */
+        /* fall through - Q5_1's d and m as Q4_1's */
     case CELER_GGML_Q4_1:
         MOVE(g + 2 * (L + lane), blk + 2, 2);
         MOVE(g + 2 * lane, blk, 2);

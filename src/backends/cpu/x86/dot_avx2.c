@@ -4,8 +4,11 @@
 
 #define X86_VNNI 0
 #include "backends/cpu/x86/dot_x86_256.h"
+#include "backends/cpu/x86/mlx_x86_256.h"
 
 #include "quant/half.h"
+
+celer_cpu_mlx_gemm_fn celer_cpu_mlx_gemm_avx2(const celer_mlx_quant *q) { return mlx_rows_kernel(q); }
 
 celer_cpu_gemm_fn celer_cpu_gemm_avx2(celer_ggml_type wtype)
 {
@@ -101,6 +104,29 @@ void celer_cpu_quantize_x32_avx2(const float *x, void *row, int64_t nb, int64_t 
         y[b].d  = D / 256.0f;
         __m256i hv = _mm256_loadu_si256((const __m256i *)y[b].hi), lv = _mm256_loadu_si256((const __m256i *)y[b].lo);
         sums[b] = 256 * sum32(hv) + sum32(lv);
+    }
+}
+
+/* X32 with the sums S of each 16 codes (nvfp4's groups). */
+void celer_cpu_quantize_x32h_avx2(const float *x, void *row, int64_t nb, int64_t b0, int64_t b1)
+{
+    celer_cpu_x32 *y    = row;
+    int32_t       *sums = (int32_t *)((char *)row + CELER_CPU_X32_SUMS_AT(nb));
+    for (int64_t b = b0; b < b1; b++) {
+        const float *xb = x + 32 * b;
+        float        D = amax_n(xb, 32) / 127.0f, id = D != 0.0f ? 1.0f / D : 0.0f;
+        quantize32(xb, D, id, y[b].hi, y[b].lo);
+        y[b].d = D / 256.0f;
+        for (int h = 0; h < 2; h++) {
+            __m256i hv = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(y[b].hi + 16 * h)));
+            __m256i lv = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(y[b].lo + 16 * h)));
+            /* 256 · hi + lo per code fits int16 pairs summed by madd: |.| <= 32639 */
+            __m256i s = _mm256_madd_epi16(_mm256_add_epi16(_mm256_slli_epi16(hv, 8), lv), _mm256_set1_epi16(1));
+            __m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+            t         = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
+            t         = _mm_add_epi32(t, _mm_srli_epi64(t, 32));
+            sums[2 * b + h] = _mm_cvtsi128_si32(t);
+        }
     }
 }
 

@@ -1,10 +1,12 @@
 /* AVX-512 (F, BW, VL, DQ) + VNNI kernels (compiled with those flags; run only where
  * celer_cpu_isa_available says so): the 256-bit kernels with vpdpbusd for the integer dots,
- * and 512-bit kernels for Q4_0 and Q8_0 (two blocks per zmm). */
+ * and 512-bit kernels for Q4_0 and Q8_0 (two blocks per zmm), the r16 kernels of GGUF types and
+ * of MLX-quantized matrices (x86/mlx_avx512.h). */
 #if defined(__x86_64__)
 
 #define X86_VNNI 1
 #include "backends/cpu/x86/dot_x86_256.h"
+#include "backends/cpu/x86/mlx_x86_256.h"
 
 /* ---- 512-bit Q4_0 and Q8_0: two blocks per zmm --------------------------------------------
  * Lanes 0-7 of the integer sums belong to the first block, 8-15 to the second; their scales
@@ -302,6 +304,9 @@ GEMM_R16(gemm_q5_1_r16, r16_q5_1, 32)
 GEMM_R16(gemm_q8_0_r16, r16_q8_0, 32)
 GEMM_R16(gemm_q4_K_r16, r16_q4_K, 256)
 GEMM_R16(gemm_q6_K_r16, r16_q6_K, 256)
+
+/* ---- MLX-quantized matrices ------------------------------------------------------------------ */
+#include "backends/cpu/x86/mlx_avx512.h"
 
 celer_cpu_gemm_fn celer_cpu_gemm_r16_avx512vnni(celer_ggml_type wtype)
 {
