@@ -21,6 +21,22 @@ int cli_check_utf8(const char *cmd, const char *what, const char *text);
 void cli_print_loaded(const char *model, const celer_engine *e);
 /* Prints only what the load converted ("celer: ..."), when it converted anything. */
 void cli_print_load_note(const celer_engine *e);
+/* Seconds on a monotonic clock. */
+double cli_now_s(void);
+
+/* Progress of long work on stderr: one line updated in place ("celer CMD: WHAT 42% (1.2 GiB of
+ * 2.9 GiB) 812 MB/s"), only when stderr is a terminal. cli_progress_show has the signature of
+ * the library's progress callbacks (user: the cli_progress). */
+typedef struct {
+    const char *cmd, *what;
+    double      t0, last;
+    bool        on, shown;
+} cli_progress;
+void cli_progress_start(cli_progress *p, const char *cmd, const char *what);
+void cli_progress_show(void *user, uint64_t done, uint64_t total);
+/* Ends the line if one was shown (after a failure, before the error message). */
+void cli_progress_end(cli_progress *p);
+
 /* "93.8 MiB" */
 const char *cli_bytes(uint64_t n, char *buf, size_t cap);
 

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static const struct {
@@ -83,6 +84,39 @@ const char *cli_bytes(uint64_t n, char *buf, size_t cap)
     while (v >= 1024 && u < 4) v /= 1024, u++;
     snprintf(buf, cap, u ? "%.1f %s" : "%.0f %s", v, units[u]);
     return buf;
+}
+
+double cli_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void cli_progress_start(cli_progress *p, const char *cmd, const char *what)
+{
+    *p = (cli_progress){.cmd = cmd, .what = what, .t0 = cli_now_s(), .on = isatty(STDERR_FILENO)};
+}
+
+void cli_progress_show(void *user, uint64_t done, uint64_t total)
+{
+    cli_progress *p = user;
+    double        t = cli_now_s();
+    if (!p->on || (done < total && t - p->last < 0.25)) return;
+    p->last  = t;
+    p->shown = true;
+    char a[32], b[32];
+    fprintf(stderr, "\rceler %s: %s %3.0f%% (%s of %s) %.0f MB/s ", p->cmd, p->what,
+            total ? 100.0 * (double)done / (double)total : 100.0, cli_bytes(done, a, sizeof a),
+            cli_bytes(total, b, sizeof b), t > p->t0 ? (double)done / 1e6 / (t - p->t0) : 0.0);
+    if (done == total) fputc('\n', stderr), p->shown = false;
+    fflush(stderr);
+}
+
+void cli_progress_end(cli_progress *p)
+{
+    if (p->shown) fputc('\n', stderr);
+    p->shown = false;
 }
 
 /* The default model's file name, as scripts/models.json records it for smollm2-135m. */

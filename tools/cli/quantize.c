@@ -4,8 +4,6 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 static void quantize_usage(FILE *out)
 {
@@ -26,32 +24,6 @@ static void quantize_usage(FILE *out)
             "                    float32 (default: config.json's torch_dtype; bfloat16 for a GGUF file)\n"
             "  -t, --threads N   threads (default: one per physical core)\n"
             "  -h, --help        show this help\n");
-}
-
-typedef struct {
-    double t0, last;
-    bool   on;
-} progress_state;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* One line updated in place on a terminal; nothing when stderr is not one. */
-static void show_progress(void *user, uint64_t done, uint64_t total)
-{
-    progress_state *ps = user;
-    double          t  = now_s();
-    if (!ps->on || (done < total && t - ps->last < 0.25)) return;
-    ps->last = t;
-    char a[32], b[32];
-    fprintf(stderr, "\rceler quantize: %s of %s written (%3.0f%%) ", cli_bytes(done, a, sizeof a),
-            cli_bytes(total, b, sizeof b), total ? 100.0 * (double)done / (double)total : 100.0);
-    if (done == total) fputc('\n', stderr);
-    fflush(stderr);
 }
 
 static bool parse_int(const char *s, long lo, long hi, int *v)
@@ -102,15 +74,16 @@ int cmd_quantize(int argc, char **argv)
                                                               : "unexpected argument '%s'",
                                argv[argc - 1]);
     const char    *in = argv[optind], *out = argv[optind + 1];
-    progress_state ps = {.t0 = now_s(), .on = isatty(STDERR_FILENO)};
-    p.progress        = show_progress;
-    p.user            = &ps;
-    celer_error err   = {0};
+    cli_progress ps;
+    cli_progress_start(&ps, "quantize", out);
+    p.progress      = cli_progress_show;
+    p.user          = &ps;
+    celer_error err = {0};
     if (celer_quantize_model(in, out, &p, &err)) {
-        if (ps.on && ps.last > 0) fputc('\n', stderr);
+        cli_progress_end(&ps);
         return cli_report(&err);
     }
-    fprintf(stderr, "celer quantize: wrote %s (%s, %s) in %.1f s\n", out, p.mode ? p.mode : "affine",
-            in, now_s() - ps.t0);
+    fprintf(stderr, "celer quantize: wrote %s (%s, from %s) in %.1f s\n", out, p.mode ? p.mode : "affine", in,
+            cli_now_s() - ps.t0);
     return EXIT_OK;
 }

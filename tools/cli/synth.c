@@ -6,8 +6,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 static void synth_usage(FILE *out)
 {
@@ -59,32 +57,6 @@ static void list_presets(void)
                (long long)s->n_head_kv, (long long)s->head_dim, (long long)s->n_vocab, (long long)s->n_ctx,
                s->rope_theta, s->tied ? "yes" : "no", extra);
     }
-}
-
-/* Progress on stderr, one line updated in place, for big files written to a terminal. */
-typedef struct {
-    const char *path;
-    double      t0, last;
-    bool        on;
-} progress_state;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void show_progress(void *user, uint64_t done, uint64_t total)
-{
-    progress_state *ps = user;
-    double          t  = now_s();
-    if (!ps->on || total < (64u << 20) || (done < total && t - ps->last < 0.25)) return;
-    ps->last = t;
-    fprintf(stderr, "\rceler synth: %s %3.0f%% %.0f MB/s ", ps->path, total ? 100.0 * (double)done / (double)total : 100.0,
-            t > ps->t0 ? (double)done / 1e6 / (t - ps->t0) : 0.0);
-    if (done == total) fputc('\n', stderr);
-    fflush(stderr);
 }
 
 /* A whole number in [lo, hi]. */
@@ -186,13 +158,14 @@ int cmd_synth(int argc, char **argv)
     celer_error err = {0};
     if (celer_synth_shape_check(&s, &err)) return cli_report(&err);
 
-    progress_state     ps = {.path = out, .t0 = now_s(), .on = isatty(STDERR_FILENO)};
+    cli_progress       ps;
     celer_synth_result r;
-    if (celer_synth_write(&s, t, (uint64_t)seed, out, show_progress, &ps, &r, &err)) {
-        if (ps.on && ps.last > 0) fputc('\n', stderr);
+    cli_progress_start(&ps, "synth", out);
+    if (celer_synth_write(&s, t, (uint64_t)seed, out, cli_progress_show, &ps, &r, &err)) {
+        cli_progress_end(&ps);
         return cli_report(&err);
     }
-    double dt = now_s() - ps.t0;
+    double dt = cli_now_s() - ps.t0;
     char   b[32];
     double p = (double)r.n_params;
     fprintf(stderr, "celer synth: wrote %s: %s %s, %llu tensors, %.2f%s parameters, %s in %.1f s (%.0f MB/s)\n", out,
