@@ -10,6 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+static int cmp_desc(const void *key, const void *elem)
+{
+    return strcmp(key, ((const celer_tensor_desc *)elem)->name);
+}
+
 static void copy_name(char *dst, size_t cap, const char *s)
 {
     snprintf(dst, cap, "%s", s ? s : "");
@@ -102,11 +107,12 @@ static celer_status describe_tensors(celer_model_file *mf, celer_error *err)
         if (!dot || (strcmp(dot, ".scales") && strcmp(dot, ".biases"))) continue;
         char weight[300];
         snprintf(weight, sizeof weight, "%.*s.weight", (int)(dot - d->name), d->name);
-        for (uint64_t j = 0; j < set->n_tensors; j++)
-            if (!strcmp(mf->tensors[j].name, weight) && strcmp(mf->tensors[j].type, "U32")) {
-                copy_name(mf->type_names[i], sizeof mf->type_names[i], mf->tensors[j].type);
-                d->n_elems = 0;
-            }
+        /* the descriptions are in the set's order: sorted by name */
+        const celer_tensor_desc *w = bsearch(weight, mf->tensors, set->n_tensors, sizeof *mf->tensors, cmp_desc);
+        if (w && strcmp(w->type, "U32")) {
+            copy_name(mf->type_names[i], sizeof mf->type_names[i], w->type);
+            d->n_elems = 0;
+        }
     }
     return CELER_OK;
 }

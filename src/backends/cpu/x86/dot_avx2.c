@@ -93,15 +93,20 @@ INLINE float amax_n(const float *x, int n)
     return hmax8(m);
 }
 
+/* One X32 block of 32 values: both code rows and d. */
+INLINE void quantize_block32(const float *xb, celer_cpu_x32 *y)
+{
+    float D = amax_n(xb, 32) / 127.0f, id = D != 0.0f ? 1.0f / D : 0.0f;
+    quantize32(xb, D, id, y->hi, y->lo);
+    y->d = D / 256.0f;
+}
+
 void celer_cpu_quantize_x32_avx2(const float *x, void *row, int64_t nb, int64_t b0, int64_t b1)
 {
     celer_cpu_x32 *y    = row;
     int32_t       *sums = (int32_t *)((char *)row + CELER_CPU_X32_SUMS_AT(nb));
     for (int64_t b = b0; b < b1; b++) {
-        const float *xb = x + 32 * b;
-        float        D = amax_n(xb, 32) / 127.0f, id = D != 0.0f ? 1.0f / D : 0.0f;
-        quantize32(xb, D, id, y[b].hi, y[b].lo);
-        y[b].d  = D / 256.0f;
+        quantize_block32(x + 32 * b, &y[b]);
         __m256i hv = _mm256_loadu_si256((const __m256i *)y[b].hi), lv = _mm256_loadu_si256((const __m256i *)y[b].lo);
         sums[b] = 256 * sum32(hv) + sum32(lv);
     }
@@ -113,10 +118,7 @@ void celer_cpu_quantize_x32h_avx2(const float *x, void *row, int64_t nb, int64_t
     celer_cpu_x32 *y    = row;
     int32_t       *sums = (int32_t *)((char *)row + CELER_CPU_X32_SUMS_AT(nb));
     for (int64_t b = b0; b < b1; b++) {
-        const float *xb = x + 32 * b;
-        float        D = amax_n(xb, 32) / 127.0f, id = D != 0.0f ? 1.0f / D : 0.0f;
-        quantize32(xb, D, id, y[b].hi, y[b].lo);
-        y[b].d = D / 256.0f;
+        quantize_block32(x + 32 * b, &y[b]);
         for (int h = 0; h < 2; h++) {
             __m256i hv = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(y[b].hi + 16 * h)));
             __m256i lv = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(y[b].lo + 16 * h)));
