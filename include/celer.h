@@ -68,6 +68,7 @@ typedef struct {
     int64_t n_expert;
     int64_t n_expert_used;
     int64_t n_ff_expert;
+    int64_t n_ff_shexp;    /* the shared expert's width (qwen2moe) */
     int64_t sliding_window;
     double  rope_theta;
     double  norm_eps;

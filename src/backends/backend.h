@@ -75,6 +75,14 @@ typedef struct {
     int32_t window;  /* sliding window in positions (a key j is seen by a query p when p - j < window); 0: all */
 } celer_attn;
 
+/* The experts of one mixture-of-experts layer: n_expert SwiGLU-style FFNs of width n_ff, each
+ * gate[e], up[e] (n_ff, n_embd) and down[e] (n_embd, n_ff); within a projection every expert
+ * has the same type, format and layout. */
+typedef struct {
+    int64_t       n_expert, n_ff;
+    celer_weight *gate, *up, *down; /* (n_expert) each */
+} celer_moe;
+
 typedef struct celer_backend celer_backend;
 
 typedef struct {
@@ -117,6 +125,19 @@ typedef struct {
     celer_status (*glu)(celer_backend *be, float *gate, const float *up, int64_t n, celer_act act, celer_error *err);
     /* x (n) *= s */
     celer_status (*scale)(celer_backend *be, float *x, int64_t n, float s, celer_error *err);
+    /* x (T, n): row t *= sigmoid(g[t]) */
+    celer_status (*mul_sigmoid)(celer_backend *be, float *x, const float *g, int64_t T, int64_t n, celer_error *err);
+
+    /* mixture of experts */
+    /* For each of T tokens, from its router logits (T, n_expert): softmax, then the n_used most
+     * probable experts, ties to the lower index, most probable first, into ids (T, n_used) and
+     * their probabilities into w (T, n_used), rescaled to sum 1 when renorm. */
+    celer_status (*moe_route)(celer_backend *be, const float *logits, int64_t T, int64_t n_expert, int64_t n_used,
+                              bool renorm, int32_t *ids, float *w, celer_error *err);
+    /* out (T, n_embd) = Σ_j w[t][j] · down_e(act(gate_e · x_t) ⊙ up_e · x_t), e = ids[t][j], over
+     * the n_used experts of each token; each expert's weights are read once per call. */
+    celer_status (*moe_ffn)(celer_backend *be, const celer_moe *moe, const float *x, int64_t T, const int32_t *ids,
+                            const float *w, int64_t n_used, celer_act act, float *out, celer_error *err);
 } celer_backend_ops;
 
 /* Every backend instance starts with its ops table. */

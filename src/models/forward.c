@@ -1,5 +1,6 @@
-/* The decoder forward pass shared by llama, qwen2, qwen3 and gemma3; celer_arch switches the
- * differences (biases, q/k norms, sandwich norms, embedding scale, activation, sliding window). */
+/* The decoder forward pass shared by llama, qwen2, qwen3, gemma3 and the Qwen MoE models;
+ * celer_arch switches the differences (biases, q/k norms, sandwich norms, embedding scale,
+ * activation, sliding window, experts in place of the dense FFN). */
 #include "models/forward.h"
 
 #include "core/error.h"
@@ -10,13 +11,15 @@
 
 #define WIDTHS(hp)                                                                                                  \
     int64_t d = (hp)->n_embd, nq = (hp)->n_head * (hp)->head_dim_k, nk = (hp)->n_head_kv * (hp)->head_dim_k,        \
-            nv = (hp)->n_head_kv * (hp)->head_dim_v, na = (hp)->n_head * (hp)->head_dim_v, ff = (hp)->n_ff
+            nv = (hp)->n_head_kv * (hp)->head_dim_v, na = (hp)->n_head * (hp)->head_dim_v,                          \
+            ff = (hp)->n_ff > (hp)->n_ff_shexp ? (hp)->n_ff : (hp)->n_ff_shexp
 
 uint64_t celer_acts_bytes(const celer_hparams *hp, int64_t cap, int64_t cap_out)
 {
     WIDTHS(hp);
     (void)nv;
-    uint64_t per_token = (uint64_t)(3 * d + nq + 2 * nk + na + 2 * ff);
+    uint64_t per_token = (uint64_t)(3 * d + nq + 2 * nk + na + 2 * ff + hp->n_expert + 1) +
+                         (uint64_t)(2 * hp->n_expert_used) * 4 / sizeof(float);
     return ((uint64_t)cap * per_token + (uint64_t)cap_out * (uint64_t)(d + hp->n_vocab)) * sizeof(float);
 }
 
@@ -33,10 +36,12 @@ celer_status celer_acts_init(celer_acts *a, const celer_model *m, celer_backend 
         {&a->x, cap * d},   {&a->h, cap * d},     {&a->q, cap * nq},    {&a->k, cap * nk},
         {&a->v, cap * nv},  {&a->att, cap * na},  {&a->o, cap * d},     {&a->gate, cap * ff},
         {&a->up, cap * ff}, {&a->last, cap_out * d}, {&a->logits, cap_out * hp->n_vocab},
+        {&a->router, cap * hp->n_expert}, {(float **)&a->ids, cap * hp->n_expert_used},
+        {&a->ew, cap * hp->n_expert_used}, {&a->sgate, cap},
     };
     a->cap = cap, a->cap_out = cap_out;
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        if (be->ops->alloc(be, (size_t)bufs[i].n * sizeof(float), (void **)bufs[i].p, err)) {
+        if (bufs[i].n && be->ops->alloc(be, (size_t)bufs[i].n * sizeof(float), (void **)bufs[i].p, err)) {
             celer_acts_free(a, be);
             return err->code;
         }
@@ -45,7 +50,8 @@ celer_status celer_acts_init(celer_acts *a, const celer_model *m, celer_backend 
 
 void celer_acts_free(celer_acts *a, celer_backend *be)
 {
-    float *bufs[] = {a->x, a->h, a->q, a->k, a->v, a->att, a->o, a->gate, a->up, a->last, a->logits};
+    void *bufs[] = {a->x,    a->h,    a->q,    a->k,   a->v,     a->att, a->o,  a->gate,
+                    a->up,   a->last, a->logits, a->router, a->ids, a->ew, a->sgate};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->ops->release(be, bufs[i]);
     memset(a, 0, sizeof *a);
@@ -87,13 +93,57 @@ static celer_status attention_block(const celer_model *m, celer_backend *be, cel
     return op->add(be, a->x, a->o, T * d, err);
 }
 
+/* The trace of this step's routing at the j-th MoE layer (celer_acts_set_router_trace). */
+static celer_status trace_router(const celer_model *m, celer_backend *be, int64_t T, int32_t il, celer_acts *a,
+                                 celer_error *err)
+{
+    int32_t n_moe = celer_model_moe_layers(m, NULL, 0), j = 0, k = (int32_t)m->hp.n_expert_used;
+    for (int32_t i = 0; i < il; i++) j += m->layers[i].moe.n_expert > 0;
+    for (int64_t t = 0; t < T; t++) {
+        int32_t *e = a->trace + (t * n_moe + j) * k;
+        TRY(be->ops->read(be, a->ids + t * k, e, (size_t)k * sizeof *e, err));
+        for (int32_t x = 1; x < k; x++) /* ascending */
+            for (int32_t y = x; y > 0 && e[y - 1] > e[y]; y--) {
+                int32_t s = e[y];
+                e[y] = e[y - 1], e[y - 1] = s;
+            }
+    }
+    return CELER_OK;
+}
+
+/* A mixture-of-experts FFN on the normed input a->h: the router's top experts, weighted, plus
+ * (qwen2moe) the shared expert scaled by its sigmoid gate. */
+static celer_status moe_block(const celer_model *m, celer_backend *be, int64_t T, int32_t il, celer_acts *a,
+                              celer_error *err)
+{
+    const celer_backend_ops *op = be->ops;
+    const celer_layer       *l  = &m->layers[il];
+    int64_t                  d = m->hp.n_embd, k = m->hp.n_expert_used;
+    TRY(op->matmul(be, &l->router, a->h, T, a->router, err));
+    TRY(op->moe_route(be, a->router, T, l->moe.n_expert, k, m->moe_renorm, a->ids, a->ew, err));
+    if (a->trace) TRY(trace_router(m, be, T, il, a, err));
+    TRY(op->moe_ffn(be, &l->moe, a->h, T, a->ids, a->ew, k, m->arch->act, a->o, err));
+    if (l->w_gate.data) {
+        int64_t fs = l->w_gate.rows;
+        TRY(op->matmul(be, &l->shexp_gate, a->h, T, a->sgate, err));
+        TRY(op->matmul(be, &l->w_gate, a->h, T, a->gate, err));
+        TRY(op->matmul(be, &l->w_up, a->h, T, a->up, err));
+        TRY(op->glu(be, a->gate, a->up, T * fs, m->arch->act, err));
+        TRY(op->matmul(be, &l->w_down, a->gate, T, a->h, err)); /* a->h is not needed after this */
+        TRY(op->mul_sigmoid(be, a->h, a->sgate, T, d, err));
+        TRY(op->add(be, a->o, a->h, T * d, err));
+    }
+    return op->add(be, a->x, a->o, T * d, err);
+}
+
 static celer_status ffn_block(const celer_model *m, celer_backend *be, int64_t T, int32_t il, celer_acts *a,
                               celer_error *err)
 {
     const celer_backend_ops *op = be->ops;
     const celer_layer       *l  = &m->layers[il];
-    int64_t                  d = m->hp.n_embd, ff = m->hp.n_ff;
+    int64_t                  d = m->hp.n_embd, ff = l->w_gate.rows;
     TRY(op->rmsnorm(be, a->x, &l->ffn_norm, T, d, m->norm_eps, a->h, err));
+    if (l->moe.n_expert) return moe_block(m, be, T, il, a, err);
     TRY(op->matmul(be, &l->w_gate, a->h, T, a->gate, err));
     TRY(op->matmul(be, &l->w_up, a->h, T, a->up, err));
     TRY(op->glu(be, a->gate, a->up, T * ff, m->arch->act, err));
@@ -134,4 +184,24 @@ celer_status celer_model_forward(const celer_model *m, celer_backend *be, celer_
     }
     TRY(op->rmsnorm(be, a->last, &m->output_norm, n_out, d, m->norm_eps, a->last, err));
     return op->matmul(be, &m->output, a->last, n_out, a->logits, err);
+}
+
+int32_t celer_model_moe_layers(const celer_model *m, int32_t *layers, int32_t cap)
+{
+    int32_t n = 0;
+    for (int32_t il = 0; il < m->n_layers; il++)
+        if (m->layers[il].moe.n_expert) {
+            if (layers && n < cap) layers[n] = il;
+            n++;
+        }
+    return n;
+}
+
+celer_status celer_acts_set_router_trace(celer_acts *a, const celer_model *m, int32_t *experts, celer_error *err)
+{
+    if (experts && !celer_model_moe_layers(m, NULL, 0))
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "model: architecture '%s' has no mixture-of-experts layer, so no "
+                          "router to trace", m->arch->name);
+    a->trace = experts;
+    return CELER_OK;
 }

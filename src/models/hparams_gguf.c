@@ -74,6 +74,7 @@ celer_status celer_hparams_from_gguf(const celer_gguf *g, celer_hparams *hp, cel
         {"expert_count", offsetof(celer_hparams, n_expert)},
         {"expert_used_count", offsetof(celer_hparams, n_expert_used)},
         {"expert_feed_forward_length", offsetof(celer_hparams, n_ff_expert)},
+        {"expert_shared_feed_forward_length", offsetof(celer_hparams, n_ff_shexp)},
         {"vocab_size", offsetof(celer_hparams, n_vocab)},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)

@@ -30,6 +30,7 @@ typedef struct {
     celer_error            *err;
     const char             *dir;
     float                   norm_add; /* Gemma: 1 */
+    int64_t                 stack;    /* take_mat of a MoE's stacked experts: their number; else 0 */
 } dloader;
 
 static celer_status keep(dloader *L, void *p)
@@ -172,6 +173,11 @@ static celer_status take_mat(dloader *L, const char *module, int64_t rows, int64
         if (bi && celer_mlx_quant_check_tensor(&q, CELER_MLX_QUANT_BIASES, bname, bi->dtype, bi->n_dims, bi->shape,
                                                L->err))
             return in_file(L, bi);
+        if (L->stack && (t->n_dims != 3 || t->shape[0] != (uint64_t)L->stack)) {
+            char shape[160];
+            return celer_fail(L->err, CELER_ERR_FORMAT, "model: %s: tensor '%s' is %s; the config says %lld stacked "
+                              "experts", file_of(L, t), name, shape_str(t, shape, sizeof shape), (long long)L->stack);
+        }
         celer_mlx_quant_data d = {t->data, t->n_bytes, sc->data, sc->n_bytes, NULL, 0};
         if (affine) d.biases = bi->data, d.biases_bytes = bi->n_bytes;
         q.name = t->name; /* lives as long as the mapping; module does not */
@@ -184,8 +190,15 @@ static celer_status take_mat(dloader *L, const char *module, int64_t rows, int64
         return celer_fail(L->err, CELER_ERR_UNSUPPORTED, "model: %s: tensor '%s' is %s without MLX quantization in "
                           "config.json; celer runs F32, F16, BF16 and MLX-quantized weights", file_of(L, t), name,
                           celer_st_dtype_name(t->dtype));
-    if (t->n_dims != 2 || t->shape[0] != (uint64_t)rows || t->shape[1] != (uint64_t)cols) {
+    bool shape_ok = L->stack ? t->n_dims == 3 && t->shape[0] == (uint64_t)L->stack &&
+                                   t->shape[1] == (uint64_t)(rows / L->stack) && t->shape[2] == (uint64_t)cols
+                             : t->n_dims == 2 && t->shape[0] == (uint64_t)rows && t->shape[1] == (uint64_t)cols;
+    if (!shape_ok) {
         char shape[160];
+        if (L->stack)
+            return celer_fail(L->err, CELER_ERR_FORMAT, "model: %s: tensor '%s' is %s, the config says %lld experts of "
+                              "%lld x %lld", file_of(L, t), name, shape_str(t, shape, sizeof shape),
+                              (long long)L->stack, (long long)(rows / L->stack), (long long)cols);
         return celer_fail(L->err, CELER_ERR_FORMAT, "model: %s: tensor '%s' is %s, the config says %lld x %lld",
                           file_of(L, t), name, shape_str(t, shape, sizeof shape), (long long)rows, (long long)cols);
     }
@@ -193,6 +206,75 @@ static celer_status take_mat(dloader *L, const char *module, int64_t rows, int64
                                                                                                       : CELER_GGML_BF16,
                         .rows = rows, .cols = cols, .data = t->data};
     return load_weight(L, name, w);
+}
+
+/* One projection of a MoE layer's n experts, each (rows, cols): mlx-lm's stacked
+ * <prefix>.switch_mlp.<proj> (n, rows, cols), or transformers' <prefix>.experts.E.<proj>, one
+ * tensor per expert. A stacked tensor becomes n views of its slices (codes, scales and biases
+ * alike), each loaded onto the backend on its own. */
+static celer_status take_experts(dloader *L, const char *prefix, const char *proj, int64_t n, int64_t rows,
+                                 int64_t cols, celer_weight *w)
+{
+    char module[256], name[272];
+    snprintf(module, sizeof module, "%s.switch_mlp.%s", prefix, proj);
+    snprintf(name, sizeof name, "%s.weight", module);
+    if (!celer_safetensors_set_find(&L->mf->st, name)) {
+        for (int64_t e = 0; e < n; e++) {
+            snprintf(module, sizeof module, "%s.experts.%lld.%s", prefix, (long long)e, proj);
+            if (take_mat(L, module, rows, cols, false, &w[e], NULL, NULL, true)) return L->err->code;
+        }
+        return CELER_OK;
+    }
+    celer_weight all;
+    L->stack        = n;
+    celer_status st = take_mat(L, module, n * rows, cols, false, &all, NULL, NULL, false);
+    L->stack        = 0;
+    if (st) return st;
+    for (int64_t e = 0; e < n; e++) {
+        w[e] = all;
+        w[e].rows = rows;
+        if (all.type == CELER_WEIGHT_MLX) {
+            celer_mlx_quant_data *d = &w[e].mlx_data;
+            size_t wb = d->weight_bytes / (size_t)n, sb = d->scales_bytes / (size_t)n, bb = d->biases_bytes / (size_t)n;
+            *d = (celer_mlx_quant_data){(const char *)d->weight + e * wb, wb, (const char *)d->scales + e * sb, sb,
+                                        d->biases ? (const char *)d->biases + e * bb : NULL, d->biases ? bb : 0};
+            w[e].mlx.rows = rows;
+            w[e].data     = d->weight;
+        } else {
+            size_t eb = (size_t)(rows * cols) * celer_ggml_type_get(all.type)->block_bytes; /* F32/F16/BF16: 1-element blocks */
+            w[e].data = (const char *)all.data + e * eb;
+        }
+        if (load_weight(L, name, &w[e])) return L->err->code;
+    }
+    return CELER_OK;
+}
+
+/* A MoE layer's router, experts and (qwen2_moe) shared expert with its gate; p is the layer's
+ * module path. */
+static celer_status dir_moe(dloader *L, int il, const char *p)
+{
+    celer_model         *m  = L->m;
+    const celer_hparams *hp = &m->hp;
+    celer_layer         *l  = &m->layers[il];
+    int64_t              d = hp->n_embd, E = hp->n_expert, fe = hp->n_ff_expert, fs = hp->n_ff_shexp;
+    celer_weight        *w = m->experts + (size_t)il * 3 * (size_t)E;
+    char                 mlp[128], n[192];
+    snprintf(mlp, sizeof mlp, "%s.mlp", p);
+    l->moe = (celer_moe){.n_expert = E, .n_ff = fe, .gate = w, .up = w + E, .down = w + 2 * E};
+#define MOD(s) (snprintf(n, sizeof n, "%s.%s", mlp, s), n)
+    if (take_mat(L, MOD("gate"), E, d, false, &l->router, NULL, NULL, true) ||
+        take_experts(L, mlp, "gate_proj", E, fe, d, l->moe.gate) ||
+        take_experts(L, mlp, "up_proj", E, fe, d, l->moe.up) ||
+        take_experts(L, mlp, "down_proj", E, d, fe, l->moe.down))
+        return L->err->code;
+    if (!fs) return CELER_OK;
+    return take_mat(L, MOD("shared_expert_gate"), 1, d, false, &l->shexp_gate, NULL, NULL, true) ||
+                   take_mat(L, MOD("shared_expert.gate_proj"), fs, d, false, &l->w_gate, NULL, NULL, true) ||
+                   take_mat(L, MOD("shared_expert.up_proj"), fs, d, false, &l->w_up, NULL, NULL, true) ||
+                   take_mat(L, MOD("shared_expert.down_proj"), d, fs, false, &l->w_down, NULL, NULL, true)
+               ? L->err->code
+               : CELER_OK;
+#undef MOD
 }
 
 /* rope_scaling of config.json, as the GGUF loader reads its keys. */
@@ -259,10 +341,12 @@ static celer_status dir_layer(dloader *L, int il, const celer_rope *rope)
         take_mat(L, MOD("self_attn.o_proj"), d, hp->n_head * hv, false, &l->wo, NULL, NULL, true) ||
         take_vec(L, MOD("self_attn.q_proj.bias"), nq, true, 0, &l->bq) ||
         take_vec(L, MOD("self_attn.k_proj.bias"), nk, true, 0, &l->bk) ||
-        take_vec(L, MOD("self_attn.v_proj.bias"), nv, true, 0, &l->bv) ||
-        take_mat(L, MOD("mlp.gate_proj"), ff, d, false, &l->w_gate, NULL, NULL, true) ||
-        take_mat(L, MOD("mlp.up_proj"), ff, d, false, &l->w_up, NULL, NULL, true) ||
-        take_mat(L, MOD("mlp.down_proj"), d, ff, false, &l->w_down, NULL, NULL, true))
+        take_vec(L, MOD("self_attn.v_proj.bias"), nv, true, 0, &l->bv))
+        return L->err->code;
+    if (m->arch->moe ? dir_moe(L, il, p)
+                     : take_mat(L, MOD("mlp.gate_proj"), ff, d, false, &l->w_gate, NULL, NULL, true) ||
+                           take_mat(L, MOD("mlp.up_proj"), ff, d, false, &l->w_up, NULL, NULL, true) ||
+                           take_mat(L, MOD("mlp.down_proj"), d, ff, false, &l->w_down, NULL, NULL, true))
         return L->err->code;
     /* Gemma: post_attention_layernorm is the norm after attention, pre_feedforward_layernorm
      * the FFN's; elsewhere post_attention_layernorm is the FFN's input norm */
@@ -289,7 +373,10 @@ static celer_status dir_layer(dloader *L, int il, const celer_rope *rope)
 /* transformers' model_type → celer's architecture name. */
 static const char *arch_name(const char *model_type)
 {
-    return !strcmp(model_type, "gemma3_text") ? "gemma3" : model_type;
+    return !strcmp(model_type, "gemma3_text") ? "gemma3"
+         : !strcmp(model_type, "qwen3_moe")  ? "qwen3moe"
+         : !strcmp(model_type, "qwen2_moe")  ? "qwen2moe"
+                                              : model_type;
 }
 
 celer_status celer_model_load_dir(celer_model *m, const celer_model_file *mf, celer_backend *be, celer_error *err)
@@ -306,6 +393,8 @@ celer_status celer_model_load_dir(celer_model *m, const celer_model_file *mf, ce
                           "unquantized and MLX-quantized directories, and GGUF files)", dir, mf->cfg.quant.method);
     const celer_hparams *hp = &m->hp;
     m->norm_eps             = hp->norm_eps > 0 ? (float)hp->norm_eps : 1e-6f;
+    m->moe_renorm           = mf->cfg.norm_topk_prob >= 0 ? mf->cfg.norm_topk_prob != 0 : m->arch->moe_renorm;
+    if (celer_model_init_moe(m, dir, err)) return err->code;
     dloader L = {.mf = mf, .m = m, .be = be, .err = err, .dir = dir, .norm_add = m->arch->sandwich_norm ? 1.0f : 0.0f};
     celer_rope rope;
     bool       tied = !celer_safetensors_set_find(&mf->st, "lm_head.weight"); /* else missing: take_mat says so */

@@ -60,6 +60,71 @@ static celer_status take_layer(loader *L, int il, const char *what, int64_t rows
     return take(L, name, rows, cols, optional, w);
 }
 
+/* The n experts' matrices (rows, cols) of one stacked tensor (GGUF shape {cols, rows, n}), each
+ * a view of its slice loaded onto the backend on its own. */
+static celer_status take_experts(loader *L, int il, const char *what, int64_t n, int64_t rows, int64_t cols,
+                                 celer_weight *w)
+{
+    char name[96];
+    snprintf(name, sizeof name, "blk.%d.%s", il, what);
+    const celer_gguf_tensor *t = celer_gguf_find_tensor(L->g, name);
+    if (!t) return celer_fail(L->err, CELER_ERR_FORMAT, "model: %s: tensor '%s' is missing", L->g->name, name);
+    if (t->n_dims != 3 || (int64_t)t->ne[0] != cols || (int64_t)t->ne[1] != rows || (int64_t)t->ne[2] != n)
+        return celer_fail(L->err, CELER_ERR_FORMAT, "model: %s: tensor '%s' is %u-dimensional %llu x %llu x %llu; the "
+                          "hyper-parameters say %lld experts of %lld x %lld", L->g->name, name, t->n_dims,
+                          (unsigned long long)(t->n_dims > 2 ? t->ne[2] : 1), (unsigned long long)t->ne[1],
+                          (unsigned long long)t->ne[0], (long long)n, (long long)rows, (long long)cols);
+    if (!celer_dequant_supported(t->type))
+        return celer_fail(L->err, CELER_ERR_UNSUPPORTED,
+                          "model: %s: tensor '%s' has type %s, which celer cannot run; requantize the model to one "
+                          "of F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K",
+                          L->g->name, name, celer_ggml_type_get(t->type)->name);
+    size_t per = (size_t)(t->n_bytes / (uint64_t)n); /* whole rows of whole blocks: the reader checked the size */
+    for (int64_t e = 0; e < n; e++) {
+        w[e] = (celer_weight){.type = t->type, .rows = rows, .cols = cols, .data = (const char *)t->data + e * per};
+        celer_status st = L->be->ops->weight_load(L->be, &w[e], L->err);
+        if (st == CELER_ERR_UNSUPPORTED) {
+            char why[sizeof L->err->msg];
+            snprintf(why, sizeof why, "%s", L->err->msg);
+            celer_fail(L->err, st, "model: %s: tensor '%s': %s", L->g->name, name, why);
+        }
+        if (st) return st;
+    }
+    return CELER_OK;
+}
+
+/* A MoE layer's router, experts and (qwen2moe) shared expert with its gate. */
+static celer_status load_moe(celer_model *m, loader *L, int il)
+{
+    const celer_hparams *hp = &m->hp;
+    celer_layer         *l  = &m->layers[il];
+    int64_t              d = hp->n_embd, E = hp->n_expert, fe = hp->n_ff_expert, fs = hp->n_ff_shexp;
+    celer_weight        *w = m->experts + (size_t)il * 3 * (size_t)E;
+    l->moe = (celer_moe){.n_expert = E, .n_ff = fe, .gate = w, .up = w + E, .down = w + 2 * E};
+    if (take_layer(L, il, "ffn_gate_inp.weight", E, d, false, &l->router) ||
+        take_experts(L, il, "ffn_gate_exps.weight", E, fe, d, l->moe.gate) ||
+        take_experts(L, il, "ffn_up_exps.weight", E, fe, d, l->moe.up) ||
+        take_experts(L, il, "ffn_down_exps.weight", E, d, fe, l->moe.down))
+        return L->err->code;
+    char name[96];
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_inp_shexp.weight", il);
+    const celer_gguf_tensor *sg = celer_gguf_find_tensor(L->g, name);
+    if (!sg && !fs) return CELER_OK;
+    if (!fs)
+        return celer_fail(L->err, CELER_ERR_FORMAT, "model: %s: tensor '%s' is there but %s.expert_shared_feed_forward_"
+                          "length is not", L->g->name, name, hp->arch);
+    /* the shared expert's gate: {n_embd} as llama.cpp declares it, or {n_embd, 1} as converters write it */
+    if (sg && sg->n_dims == 1 && take_layer(L, il, "ffn_gate_inp_shexp.weight", 0, d, false, &l->shexp_gate))
+        return L->err->code;
+    if ((!sg || sg->n_dims != 1) && take_layer(L, il, "ffn_gate_inp_shexp.weight", 1, d, false, &l->shexp_gate))
+        return L->err->code;
+    return take_layer(L, il, "ffn_gate_shexp.weight", fs, d, false, &l->w_gate) ||
+                   take_layer(L, il, "ffn_up_shexp.weight", fs, d, false, &l->w_up) ||
+                   take_layer(L, il, "ffn_down_shexp.weight", d, fs, false, &l->w_down)
+               ? L->err->code
+               : CELER_OK;
+}
+
 static celer_status get_f(const celer_gguf *g, const char *arch, const char *suffix, double *v, celer_error *err)
 {
     char key[128];
@@ -149,10 +214,12 @@ static celer_status load_layer(celer_model *m, loader *L, int il, const celer_ro
         take_layer(L, il, "attn_output.weight", d, hp->n_head * hv, false, &l->wo) ||
         take_layer(L, il, "attn_q.bias", 0, nq, true, &l->bq) || take_layer(L, il, "attn_k.bias", 0, nk, true, &l->bk) ||
         take_layer(L, il, "attn_v.bias", 0, nv, true, &l->bv) ||
-        take_layer(L, il, "ffn_norm.weight", 0, d, false, &l->ffn_norm) ||
-        take_layer(L, il, "ffn_gate.weight", ff, d, false, &l->w_gate) ||
-        take_layer(L, il, "ffn_up.weight", ff, d, false, &l->w_up) ||
-        take_layer(L, il, "ffn_down.weight", d, ff, false, &l->w_down))
+        take_layer(L, il, "ffn_norm.weight", 0, d, false, &l->ffn_norm))
+        return L->err->code;
+    if (m->arch->moe ? load_moe(m, L, il)
+                     : take_layer(L, il, "ffn_gate.weight", ff, d, false, &l->w_gate) ||
+                           take_layer(L, il, "ffn_up.weight", ff, d, false, &l->w_up) ||
+                           take_layer(L, il, "ffn_down.weight", d, ff, false, &l->w_down))
         return L->err->code;
     if (m->arch->qk_norm && (take_layer(L, il, "attn_q_norm.weight", 0, hk, false, &l->q_norm) ||
                              take_layer(L, il, "attn_k_norm.weight", 0, hk, false, &l->k_norm)))
@@ -184,15 +251,17 @@ celer_status celer_model_load(celer_model *m, const celer_model_file *mf, celer_
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "model: %s: architecture '%s' is not supported (celer runs: %s)",
                           g->name, m->hp.arch, celer_arch_names());
     const celer_hparams *hp = &m->hp;
-    if (hp->n_layer <= 0 || hp->n_embd <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0 || hp->n_ff <= 0 ||
+    if (celer_model_init_moe(m, g->name, err)) return err->code;
+    if (hp->n_layer <= 0 || hp->n_embd <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0 || (hp->n_ff <= 0 && !m->arch->moe) ||
         hp->n_vocab <= 0 || hp->head_dim_k <= 0 || hp->head_dim_v <= 0 || hp->n_head % hp->n_head_kv)
         return celer_fail(err, CELER_ERR_FORMAT,
                           "model: %s: incomplete hyper-parameters (layers %lld, embedding %lld, heads %lld/%lld, "
                           "feed-forward %lld, vocabulary %lld)",
                           g->name, (long long)hp->n_layer, (long long)hp->n_embd, (long long)hp->n_head,
                           (long long)hp->n_head_kv, (long long)hp->n_ff, (long long)hp->n_vocab);
-    m->norm_eps = hp->norm_eps > 0 ? (float)hp->norm_eps : 1e-5f;
-    loader L    = {.g = g, .be = be, .err = err};
+    m->norm_eps   = hp->norm_eps > 0 ? (float)hp->norm_eps : 1e-5f;
+    m->moe_renorm = m->arch->moe_renorm;
+    loader L      = {.g = g, .be = be, .err = err};
     double scale = 0;
     if (get_f(g, hp->arch, "attention.scale", &scale, err)) return err->code;
     celer_rope rope;
@@ -216,6 +285,7 @@ void celer_model_free(celer_model *m)
 {
     if (!m) return;
     free(m->layers);
+    free(m->experts);
     free(m->freq_factors);
     for (size_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);

@@ -17,6 +17,8 @@ typedef struct {
     bool            embd_scale;    /* embeddings times sqrt(n_embd) (gemma) */
     int32_t         swa_period;    /* every swa_period-th layer is global, the others sliding (gemma3: 6) */
     float           swa_rope_base; /* RoPE base of the sliding layers */
+    bool            moe;           /* FFNs are mixtures of experts (qwen3moe, qwen2moe) */
+    bool            moe_renorm;    /* the kept experts' weights are rescaled to sum 1 (norm_topk_prob) */
 } celer_arch;
 
 /* The architecture called name, or NULL. */
@@ -33,6 +35,12 @@ typedef struct {
     celer_weight ffn_norm;             /* (n_embd) */
     celer_weight w_gate, w_up, w_down; /* (n_ff, n_embd) ×2, (n_embd, n_ff) */
     celer_weight post_ffn_norm;        /* (n_embd), with sandwich_norm */
+    /* A mixture-of-experts layer (moe.n_expert > 0) has a router and experts in place of the
+     * dense FFN; w_gate, w_up and w_down, when present, are then its shared expert (qwen2moe),
+     * scaled by sigmoid(shexp_gate · x). */
+    celer_weight router;               /* (n_expert, n_embd) */
+    celer_moe    moe;
+    celer_weight shexp_gate;           /* (1, n_embd), or absent */
     celer_rope   rope;
     celer_attn   attn;
 } celer_layer;
@@ -47,6 +55,8 @@ typedef struct {
     int32_t           n_layers;
     celer_layer      *layers;      /* (n_layers) */
     float            *freq_factors; /* (n_rot / 2) llama 3 or YaRN RoPE scaling, or NULL */
+    bool              moe_renorm;   /* the architecture's, or config.json's norm_topk_prob */
+    celer_weight     *experts;      /* the MoE layers' expert matrices (layers' moe point here) */
     void            **owned;        /* weights the loader made (f32 norms) */
     size_t            n_owned, cap_owned;
     char              load_note[256]; /* what the load converted, for stderr; "" when nothing */
@@ -66,5 +76,11 @@ celer_status celer_model_load(celer_model *m, const celer_model_file *mf, celer_
 /* The directory half of celer_model_load (load_dir.c); m is zeroed. */
 celer_status celer_model_load_dir(celer_model *m, const celer_model_file *mf, celer_backend *be, celer_error *err);
 void         celer_model_free(celer_model *m);
+
+/* Experts per MoE layer celer loads (Qwen3-MoE has 128, DeepSeek-V3 256). */
+#define CELER_MAX_EXPERTS 1024
+/* For a MoE architecture: checks the expert hyper-parameters (what names the file) and
+ * allocates m->experts; nothing for a dense one. */
+celer_status celer_model_init_moe(celer_model *m, const char *what, celer_error *err);
 
 #endif

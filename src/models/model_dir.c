@@ -45,6 +45,7 @@ static void hparams_from_config(celer_hparams *hp, const celer_hf_config *c, con
     hp->n_expert       = c->num_experts > 0 ? c->num_experts : 0;
     hp->n_expert_used  = c->num_experts_per_tok > 0 ? c->num_experts_per_tok : 0;
     hp->n_ff_expert    = c->moe_intermediate_size > 0 ? c->moe_intermediate_size : 0;
+    hp->n_ff_shexp     = c->shared_expert_intermediate_size > 0 ? c->shared_expert_intermediate_size : 0;
     hp->sliding_window = c->sliding_window > 0 ? c->sliding_window : 0;
     hp->rope_theta     = c->rope_theta > 0 ? c->rope_theta : 0;
     hp->norm_eps       = c->rms_norm_eps > 0 ? c->rms_norm_eps : 0;
@@ -135,6 +136,7 @@ celer_status celer_model_dir_check_config(const celer_hf_config *c, const char *
         K(head_dim, false, 1 << 16),            K(intermediate_size, true, 1 << 24),
         K(vocab_size, true, 1 << 24),           K(num_experts, false, 1 << 16),
         K(num_experts_per_tok, false, 1 << 16), K(moe_intermediate_size, false, 1 << 24),
+        K(shared_expert_intermediate_size, false, 1 << 24),
 #undef K
     };
     const char *sep = path[0] && path[strlen(path) - 1] == '/' ? "" : "/";

@@ -117,7 +117,7 @@ celer_status celer_hparams_check(const celer_hparams *hp, const char *what, cele
         L(n_layer, 1 << 16),      L(n_embd, 1 << 20),        L(n_head, 1 << 16),      L(n_head_kv, 1 << 16),
         L(head_dim_k, 1 << 16),   L(head_dim_v, 1 << 16),    L(n_ff, 1 << 24),        L(n_vocab, 1 << 24),
         L(n_ctx_train, 1ll << 32), L(n_expert, 1 << 16),     L(n_expert_used, 1 << 16), L(n_ff_expert, 1 << 24),
-        L(sliding_window, 1ll << 32),
+        L(n_ff_shexp, 1 << 24),   L(sliding_window, 1ll << 32),
 #undef L
     };
     for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
@@ -158,6 +158,8 @@ void celer_model_file_estimate_memory(const celer_model_file *mf, int64_t n_ctx,
     double ff    = (double)(hp->n_ff > hp->n_ff_expert ? hp->n_ff : hp->n_ff_expert);
     double qkv   = (double)hp->n_head * (double)hp->head_dim_k + 2.0 * (double)hp->n_head_kv * (double)hp->head_dim_k;
     double scratch = chunk * (4.0 * (double)hp->n_embd + qkv + 3.0 * ff) * 4.0 + (double)hp->n_vocab * 4.0;
+    /* MoE: each token's chosen experts' gate, up and output rows, sorted by expert */
+    scratch += chunk * (double)hp->n_expert_used * (2.0 * (double)hp->n_ff_expert + (double)hp->n_embd) * 4.0;
     e->weights  = to_bytes(weights);
     e->kv_cache = to_bytes(kv);
     e->scratch  = to_bytes(scratch);

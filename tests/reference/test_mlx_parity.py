@@ -52,9 +52,6 @@ FIXTURES = ROOT / "tests" / "data" / "mlx"
 MODELS = ["smollm2-135m", "gemma3-270m", "qwen2.5-coder-0.5b", *tiny_models.MODELS, *tiny_models.DIRS,
           *roundtrip.ROUNDTRIPS]
 
-# the MoE models' tests fail until the engine has MoE (tiny_models.MOE_PENDING)
-PARAMS = [pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=tiny_models.MOE_PENDING))
-          if tiny_models.is_moe(m) else m for m in MODELS]
 
 THRESHOLD = 0.05  # nats: the reference's top-1 must beat its top-2 by this much to be decided
 MIN_DECIDED = 200  # decided positions each model must have
@@ -151,7 +148,7 @@ def report(name: str, line: str) -> None:
         pass
 
 
-@pytest.mark.parametrize("name", PARAMS)
+@pytest.mark.parametrize("name", MODELS)
 def test_teacher_forced(name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     fx = fixture(name)
     path = model_path(name, fx, tmp_path_factory)
@@ -209,7 +206,7 @@ def decided_prefix(p: dict) -> int:
     return u
 
 
-@pytest.mark.parametrize("name", PARAMS)
+@pytest.mark.parametrize("name", MODELS)
 def test_free_running(name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     fx = fixture(name)
     path = model_path(name, fx, tmp_path_factory)

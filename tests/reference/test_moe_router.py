@@ -28,8 +28,7 @@ import router_check  # noqa: E402
 import test_mlx_parity as parity  # noqa: E402
 import tiny_models  # noqa: E402
 
-MODELS = [pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=tiny_models.MOE_PENDING))
-          for m in [*tiny_models.MODELS, *tiny_models.DIRS] if tiny_models.is_moe(m)]
+MODELS = [m for m in [*tiny_models.MODELS, *tiny_models.DIRS] if tiny_models.is_moe(m)]
 MIN_COMPARED = 0.9  # share of all (position, MoE layer) choices that must be compared
 
 

@@ -18,6 +18,8 @@ typedef struct {
     celer_backend     base;
     celer_pool       *pool;
     celer_cpu_scratch scratch; /* quantized activations of the matmul */
+    void             *work;    /* cpu_work */
+    size_t            work_size;
     struct packed {
         void  *p;
         size_t bytes;
@@ -36,6 +38,7 @@ static void cpu_free(celer_backend *be)
     if (!c) return;
     celer_pool_free(c->pool);
     celer_cpu_scratch_free(&c->scratch);
+    free(c->work);
     for (size_t i = 0; i < c->n_packed; i++) munmap(c->packed[i].p, c->packed[i].bytes);
     free(c->packed);
     free(c);
@@ -194,22 +197,44 @@ static celer_status cpu_copy(celer_backend *be, void *dst, const void *src, size
 
 /* ---- matmul ---------------------------------------------------------------------------- */
 
-/* The scratch grows to the largest (type, width, tokens) seen: after the first prefill chunk
- * and the first decode step nothing is allocated again. */
+celer_status cpu_scratch(celer_backend *be, size_t bytes, celer_cpu_scratch **out, celer_error *err)
+{
+    cpu_backend *c = (cpu_backend *)be;
+    if (bytes > c->scratch.size) {
+        celer_cpu_isa isa = c->scratch.isa;
+        celer_cpu_scratch_free(&c->scratch);
+        if (celer_cpu_scratch_init(&c->scratch, isa, bytes, err)) return err->code;
+    }
+    *out = &c->scratch;
+    return CELER_OK;
+}
+
+celer_status cpu_work(celer_backend *be, size_t bytes, void **out, celer_error *err)
+{
+    cpu_backend *c = (cpu_backend *)be;
+    if (bytes > c->work_size) {
+        size_t n = (bytes + 63) / 64 * 64;
+        free(c->work);
+        c->work_size = 0;
+        if (!(c->work = aligned_alloc(64, n)))
+            return celer_fail(err, CELER_ERR_OOM, "cpu: out of memory for %zu bytes of work memory", n);
+        c->work_size = n;
+    }
+    *out = c->work;
+    return CELER_OK;
+}
+
 celer_status cpu_matmul_op(celer_backend *be, const celer_weight *w, const float *x, int64_t T, float *y,
                            celer_error *err)
 {
-    cpu_backend *c    = (cpu_backend *)be;
-    bool         mlx  = w->type == CELER_WEIGHT_MLX;
-    size_t       need = mlx ? celer_cpu_mlx_matmul_scratch_size(&w->mlx, T) : celer_cpu_matmul_scratch_size(w->type, w->cols, T);
-    if (need > c->scratch.size) {
-        celer_cpu_isa isa = c->scratch.isa;
-        celer_cpu_scratch_free(&c->scratch);
-        if (celer_cpu_scratch_init(&c->scratch, isa, need, err)) return err->code;
-    }
-    if (mlx) return celer_cpu_matmul_mlx(c->pool, &w->mlx, (celer_cpu_layout)w->layout, w->data, x, T, y, &c->scratch, err);
-    return celer_cpu_matmul(c->pool, w->type, (celer_cpu_layout)w->layout, w->data, w->rows, w->cols, x, T, y,
-                            &c->scratch, err);
+    cpu_backend       *c   = (cpu_backend *)be;
+    bool               mlx = w->type == CELER_WEIGHT_MLX;
+    celer_cpu_scratch *s;
+    if (cpu_scratch(be, mlx ? celer_cpu_mlx_matmul_scratch_size(&w->mlx, T)
+                            : celer_cpu_matmul_scratch_size(w->type, w->cols, T), &s, err))
+        return err->code;
+    if (mlx) return celer_cpu_matmul_mlx(c->pool, &w->mlx, (celer_cpu_layout)w->layout, w->data, x, T, y, s, err);
+    return celer_cpu_matmul(c->pool, w->type, (celer_cpu_layout)w->layout, w->data, w->rows, w->cols, x, T, y, s, err);
 }
 
 const celer_backend_ops celer_cpu_ops = {
@@ -232,6 +257,9 @@ const celer_backend_ops celer_cpu_ops = {
     .add         = cpu_add,
     .glu         = cpu_glu,
     .scale       = cpu_scale,
+    .mul_sigmoid = cpu_mul_sigmoid,
+    .moe_route   = cpu_moe_route,
+    .moe_ffn     = cpu_moe_ffn,
 };
 
 /* The best kernel level of this CPU, or the one CELER_CPU_ISA names (to compare levels). */

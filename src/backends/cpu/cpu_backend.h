@@ -3,6 +3,7 @@
 #define CELER_BACKENDS_CPU_CPU_BACKEND_H
 
 #include "backends/backend.h"
+#include "backends/cpu/matmul.h"
 #include "core/threads.h"
 
 extern const celer_backend_ops celer_cpu_ops;
@@ -28,5 +29,20 @@ celer_status cpu_attention(celer_backend *be, const float *q, const celer_kv_cac
 celer_status cpu_add(celer_backend *be, float *x, const float *y, int64_t n, celer_error *err);
 celer_status cpu_glu(celer_backend *be, float *gate, const float *up, int64_t n, celer_act act, celer_error *err);
 celer_status cpu_scale(celer_backend *be, float *x, int64_t n, float s, celer_error *err);
+celer_status cpu_mul_sigmoid(celer_backend *be, float *x, const float *g, int64_t T, int64_t n, celer_error *err);
+
+/* Experts per MoE layer the CPU routes (models/model.h's CELER_MAX_EXPERTS). */
+#define CPU_MOE_MAX_EXPERTS 1024
+celer_status cpu_moe_route(celer_backend *be, const float *logits, int64_t T, int64_t n_expert, int64_t n_used,
+                           bool renorm, int32_t *ids, float *w, celer_error *err);
+celer_status cpu_moe_ffn(celer_backend *be, const celer_moe *moe, const float *x, int64_t T, const int32_t *ids,
+                         const float *w, int64_t n_used, celer_act act, float *out, celer_error *err);
+
+/* The matmul scratch (backends/cpu/matmul.h), grown to at least bytes. It and the work memory
+ * grow to the largest step seen: after the first prefill chunk and decode step nothing is
+ * allocated again. */
+celer_status cpu_scratch(celer_backend *be, size_t bytes, celer_cpu_scratch **out, celer_error *err);
+/* The backend's work memory, grown to at least bytes (64-byte aligned); one op's at a time. */
+celer_status cpu_work(celer_backend *be, size_t bytes, void **out, celer_error *err);
 
 #endif

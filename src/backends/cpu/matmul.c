@@ -138,6 +138,11 @@ typedef struct {
     int64_t               blk;    /* elements per activation block */
     int64_t               tblock; /* tokens per pass over the weights */
     float                *Y;      /* (T, rows) */
+    /* grouped (celer_cpu_matmul_grouped): matrix s multiplies activation rows seg_x[s] .. seg_x[s + 1] */
+    int64_t               n_seg;
+    const void *const    *seg_w;  /* (n_seg) */
+    const int64_t        *seg_x;  /* (n_seg + 1) */
+    const int32_t        *xrow;   /* (T) activation row t is X row xrow[t]; NULL: row t */
 } job;
 
 /* Quantizes this thread's share of the T · (k / blk) activation blocks. */
@@ -148,21 +153,26 @@ static void quantize_job(void *ctx, int ith, int nth)
     celer_pool_slice(j->T * nb, ith, nth, &b0, &b1);
     while (b0 < b1) {
         int64_t t = b0 / nb, i = b0 % nb, n = nb - i < b1 - b0 ? nb - i : b1 - b0;
-        j->quantize(j->X + t * j->k, j->xq + t * j->xb, nb, i, i + n);
+        j->quantize(j->X + (j->xrow ? j->xrow[t] : t) * j->k, j->xq + t * j->xb, nb, i, i + n);
         b0 += n;
     }
 }
 
-/* Rows r0 .. r1 (at w; in groups of 16 when r16) for every token block. */
-static void gemm_rows(const job *j, bool r16, const char *w, size_t wb, int64_t r0, int64_t r1)
+/* Rows r0 .. r1 (at w; in groups of 16 when r16) for tokens x0 .. x1, a token block at a time. */
+static void gemm_span(const job *j, bool r16, const char *w, size_t wb, int64_t r0, int64_t r1, int64_t x0, int64_t x1)
 {
-    for (int64_t t0 = 0; t0 < j->T; t0 += j->tblock) {
-        int64_t     nt = j->T - t0 < j->tblock ? j->T - t0 : j->tblock;
+    for (int64_t t0 = x0; t0 < x1; t0 += j->tblock) {
+        int64_t     nt = x1 - t0 < j->tblock ? x1 - t0 : j->tblock;
         const char *x  = j->xq + t0 * j->xb;
         float      *y  = j->Y + t0 * j->rows + r0;
         if (j->q) (r16 ? j->mgemm_r16 : j->mgemm)(j->q, w, wb, r1 - r0, x, j->xb, nt, y, (size_t)j->rows);
         else (r16 ? j->gemm_r16 : j->gemm)(j->k, w, wb, r1 - r0, x, j->xb, nt, y, (size_t)j->rows);
     }
+}
+
+static void gemm_rows(const job *j, bool r16, const char *w, size_t wb, int64_t r0, int64_t r1)
+{
+    gemm_span(j, r16, w, wb, r0, r1, 0, j->T);
 }
 
 static void gemm_job(void *ctx, int ith, int nth)
@@ -178,6 +188,32 @@ static void gemm_job(void *ctx, int ith, int nth)
     celer_pool_slice(j->groups, ith, nth, &g0, &g1);
     if (g0 < g1) gemm_rows(j, true, j->W + g0 * j->gb, j->gb, g0 * CELER_R16_ROWS, g1 * CELER_R16_ROWS);
     if (ith == nth - 1 && tail < j->rows) gemm_rows(j, false, j->W + j->groups * j->gb, j->wb, tail, j->rows);
+}
+
+/* Grouped: the work is n_seg matrices × units of 16 rows (a whole r16 group, or the rows after
+ * the last one); a thread takes a contiguous run of units, so a matrix's rows are split between
+ * threads only where the run ends and every weight byte is read once. */
+static void grouped_job(void *ctx, int ith, int nth)
+{
+    const job *j     = ctx;
+    int64_t    upm   = (j->rows + CELER_R16_ROWS - 1) / CELER_R16_ROWS, u0, u1;
+    int64_t    whole = j->r16 ? j->groups : 0; /* units in the r16 layout */
+    celer_pool_slice(j->n_seg * upm, ith, nth, &u0, &u1);
+    for (int64_t s = u0 / upm; s < j->n_seg && s * upm < u1; s++) {
+        int64_t     a = u0 > s * upm ? u0 - s * upm : 0, b = u1 < (s + 1) * upm ? u1 - s * upm : upm;
+        int64_t     x0 = j->seg_x[s], x1 = j->seg_x[s + 1];
+        const char *w = j->seg_w[s];
+        if (x0 == x1) continue;
+        if (a < whole) {
+            int64_t e = b < whole ? b : whole;
+            gemm_span(j, true, w + a * j->gb, j->gb, a * CELER_R16_ROWS, e * CELER_R16_ROWS, x0, x1);
+            a = e;
+        }
+        if (a < b) {
+            int64_t r0 = a * CELER_R16_ROWS, r1 = b * CELER_R16_ROWS < j->rows ? b * CELER_R16_ROWS : j->rows;
+            gemm_span(j, false, w + whole * j->gb + (r0 - whole * CELER_R16_ROWS) * j->wb, j->wb, r0, r1, x0, x1);
+        }
+    }
 }
 
 static celer_cpu_quantize_fn quantizer(celer_cpu_act act, celer_cpu_isa isa)
@@ -196,7 +232,11 @@ static celer_cpu_quantize_fn quantizer(celer_cpu_act act, celer_cpu_isa isa)
 /* Quantizes the activations (unless F32), then runs the kernels over the pool. */
 static void run(celer_pool *pool, job *j, celer_cpu_act act, celer_cpu_scratch *scratch)
 {
-    if (act == CELER_CPU_ACT_F32) {
+    if (act == CELER_CPU_ACT_F32 && j->xrow) { /* gathered into the scratch */
+        j->xq = scratch->buf;
+        for (int64_t t = 0; t < j->T; t++)
+            memcpy(j->xq + t * j->xb, j->X + (int64_t)j->xrow[t] * j->k, j->xb);
+    } else if (act == CELER_CPU_ACT_F32) {
         j->xq = (char *)j->X;
     } else {
         j->xq       = scratch->buf;
@@ -209,19 +249,21 @@ static void run(celer_pool *pool, job *j, celer_cpu_act act, celer_cpu_scratch *
     }
     j->tblock = (int64_t)(ACT_L2_BUDGET / j->xb);
     if (j->tblock < 4) j->tblock = 4;
+    celer_pool_fn fn = j->seg_w ? grouped_job : gemm_job;
     if (pool && celer_pool_size(pool) > 1)
-        celer_pool_run(pool, gemm_job, j);
+        celer_pool_run(pool, fn, j);
     else
-        gemm_job(j, 0, 1);
+        fn(j, 0, 1);
 }
 
-celer_status celer_cpu_matmul(celer_pool *pool, celer_ggml_type wtype, celer_cpu_layout layout, const void *W,
-                              int64_t rows, int64_t k, const float *X, int64_t T, float *Y, celer_cpu_scratch *scratch,
-                              celer_error *err)
+/* Checks a (wtype, layout, rows, k) matrix by T tokens against the scratch and fills j's
+ * kernels and sizes; *act is the activation format. */
+static celer_status plan_gguf(job *j, celer_cpu_act *act, celer_ggml_type wtype, celer_cpu_layout layout,
+                              int64_t rows, int64_t k, int64_t T, const celer_cpu_scratch *scratch, celer_error *err)
 {
-    const celer_ggml_type_info *ti  = celer_ggml_type_get(wtype);
-    celer_cpu_act               act = celer_cpu_act_of(wtype);
-    if (act == CELER_CPU_ACT_NONE)
+    const celer_ggml_type_info *ti = celer_ggml_type_get(wtype);
+    *act                           = celer_cpu_act_of(wtype);
+    if (*act == CELER_CPU_ACT_NONE)
         return celer_fail(err, CELER_ERR_UNSUPPORTED,
                           "cpu: matmul by %s weights is not implemented; supported: F32, F16, BF16, Q4_0, Q4_1, "
                           "Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K (convert the model to one of these)",
@@ -229,7 +271,6 @@ celer_status celer_cpu_matmul(celer_pool *pool, celer_ggml_type wtype, celer_cpu
     if (rows < 0 || T < 0 || k <= 0 || k % ti->block_elems)
         return celer_fail(err, CELER_ERR_INVALID, "cpu: matmul %s of (%lld, %lld) by %lld tokens: k must be a positive "
                           "multiple of %u", ti->name, (long long)rows, (long long)k, (long long)T, ti->block_elems);
-    if (rows == 0 || T == 0) return CELER_OK;
     size_t need = celer_cpu_matmul_scratch_size(wtype, k, T);
     if (need > scratch->size)
         return celer_fail(err, CELER_ERR_INVALID, "cpu: matmul %s k=%lld T=%lld needs %zu bytes of scratch, has %zu; "
@@ -246,22 +287,30 @@ celer_status celer_cpu_matmul(celer_pool *pool, celer_ggml_type wtype, celer_cpu
         r16 = celer_cpu_gemm_r16_avx512vnni(wtype);
 #endif
     }
-
-    job j = {
+    *j = (job){
         .gemm     = gemm_at(level, wtype),
         .gemm_r16 = r16,
         .r16      = r16 != NULL,
         .groups   = r16 ? rows / CELER_R16_ROWS : 0,
         .gb       = r16 ? (size_t)(k / ti->block_elems) * celer_cpu_r16_block_bytes(wtype) : 0,
-        .W    = W,
-        .wb   = (size_t)(k / ti->block_elems) * ti->block_bytes,
-        .rows = rows,
-        .k    = k,
-        .T    = T,
-        .X    = X,
-        .xb   = act_row_bytes(act, k),
-        .Y    = Y,
+        .wb       = (size_t)(k / ti->block_elems) * ti->block_bytes,
+        .rows     = rows,
+        .k        = k,
+        .T        = T,
+        .xb       = act_row_bytes(*act, k),
     };
+    return CELER_OK;
+}
+
+celer_status celer_cpu_matmul(celer_pool *pool, celer_ggml_type wtype, celer_cpu_layout layout, const void *W,
+                              int64_t rows, int64_t k, const float *X, int64_t T, float *Y, celer_cpu_scratch *scratch,
+                              celer_error *err)
+{
+    job           j;
+    celer_cpu_act act;
+    if (plan_gguf(&j, &act, wtype, layout, rows, k, T, scratch, err)) return err->code;
+    if (rows == 0 || T == 0) return CELER_OK;
+    j.W = W, j.X = X, j.Y = Y;
     run(pool, &j, act, scratch);
     return CELER_OK;
 }
@@ -305,8 +354,8 @@ size_t celer_cpu_mlx_matmul_scratch_size(const celer_mlx_quant *q, int64_t T)
     return act_row_bytes(act, q->cols) * (size_t)T;
 }
 
-celer_status celer_cpu_matmul_mlx(celer_pool *pool, const celer_mlx_quant *q, celer_cpu_layout layout, const void *W,
-                                  const float *X, int64_t T, float *Y, celer_cpu_scratch *scratch, celer_error *err)
+static celer_status plan_mlx(job *j, celer_cpu_act *act, const celer_mlx_quant *q, celer_cpu_layout layout, int64_t T,
+                             const celer_cpu_scratch *scratch, celer_error *err)
 {
     char         desc[64]; /* described only for a message */
     celer_status st = celer_mlx_quant_check(q, err);
@@ -314,9 +363,8 @@ celer_status celer_cpu_matmul_mlx(celer_pool *pool, const celer_mlx_quant *q, ce
     if (T < 0)
         return celer_fail(err, CELER_ERR_INVALID, "cpu: matmul %s by %lld tokens",
                           celer_mlx_quant_describe(q, desc, sizeof desc), (long long)T);
-    if (T == 0) return CELER_OK;
-    celer_cpu_act act  = celer_cpu_mlx_act(q);
-    size_t        need = celer_cpu_mlx_matmul_scratch_size(q, T);
+    *act        = celer_cpu_mlx_act(q);
+    size_t need = celer_cpu_mlx_matmul_scratch_size(q, T);
     if (need > scratch->size)
         return celer_fail(err, CELER_ERR_INVALID, "cpu: matmul %s k=%lld T=%lld needs %zu bytes of scratch, has %zu; "
                           "size it with celer_cpu_mlx_matmul_scratch_size for the largest call",
@@ -330,24 +378,66 @@ celer_status celer_cpu_matmul_mlx(celer_pool *pool, const celer_mlx_quant *q, ce
     celer_cpu_isa level = celer_cpu_mlx_isa_for(scratch->isa, q);
     CELER_ASSERT(level < CELER_CPU_ISA_COUNT);
     size_t rb = celer_cpu_mlx_row_bytes(q);
-    job    j  = {
+    *j        = (job){
         .q      = q,
         .mgemm  = mlx_gemm_at(level, q),
         .r16    = r16,
         .groups = r16 ? q->rows / CELER_R16_ROWS : 0,
         .gb     = CELER_R16_ROWS * rb,
-        .W      = W,
         .wb     = rb,
         .rows   = q->rows,
         .k      = q->cols,
         .T      = T,
-        .X      = X,
-        .xb     = act_row_bytes(act, q->cols),
-        .Y      = Y,
+        .xb     = act_row_bytes(*act, q->cols),
     };
 #if defined(__x86_64__)
-    if (r16) j.mgemm_r16 = celer_cpu_mlx_gemm_r16_avx512vnni(q);
+    if (r16) j->mgemm_r16 = celer_cpu_mlx_gemm_r16_avx512vnni(q);
 #endif
+    return CELER_OK;
+}
+
+celer_status celer_cpu_matmul_mlx(celer_pool *pool, const celer_mlx_quant *q, celer_cpu_layout layout, const void *W,
+                                  const float *X, int64_t T, float *Y, celer_cpu_scratch *scratch, celer_error *err)
+{
+    job           j;
+    celer_cpu_act act;
+    if (plan_mlx(&j, &act, q, layout, T, scratch, err)) return err->code;
+    if (T == 0) return CELER_OK;
+    j.W = W, j.X = X, j.Y = Y;
+    run(pool, &j, act, scratch);
+    return CELER_OK;
+}
+
+size_t celer_cpu_matmul_grouped_scratch_size(const celer_cpu_matrix *m, int64_t T)
+{
+    celer_cpu_act act = m->q ? celer_cpu_mlx_act(m->q) : celer_cpu_act_of(m->wtype);
+    if (T <= 0 || act == CELER_CPU_ACT_NONE) return 0;
+    return act_row_bytes(act, m->k) * (size_t)T; /* f32 activations too: they are gathered */
+}
+
+celer_status celer_cpu_matmul_grouped(celer_pool *pool, const celer_cpu_matrix *m, int64_t n_seg,
+                                      const void *const *W, const int64_t *seg_x, const float *X, const int32_t *xrow,
+                                      float *Y, celer_cpu_scratch *scratch, celer_error *err)
+{
+    job           j;
+    celer_cpu_act act;
+    int64_t       T = n_seg > 0 ? seg_x[n_seg] : 0;
+    if (n_seg < 0 || (n_seg > 0 && seg_x[0] != 0))
+        return celer_fail(err, CELER_ERR_INVALID, "cpu: grouped matmul of %lld matrices must start at row 0",
+                          (long long)n_seg);
+    for (int64_t s = 0; s < n_seg; s++)
+        if (seg_x[s + 1] < seg_x[s])
+            return celer_fail(err, CELER_ERR_INVALID, "cpu: grouped matmul: segment %lld ends before it starts",
+                              (long long)s);
+    celer_status st = m->q ? plan_mlx(&j, &act, m->q, m->layout, T, scratch, err)
+                           : plan_gguf(&j, &act, m->wtype, m->layout, m->rows, m->k, T, scratch, err);
+    if (st) return st;
+    size_t need = celer_cpu_matmul_grouped_scratch_size(m, T);
+    if (need > scratch->size)
+        return celer_fail(err, CELER_ERR_INVALID, "cpu: grouped matmul k=%lld T=%lld needs %zu bytes of scratch, has "
+                          "%zu", (long long)j.k, (long long)T, need, scratch->size);
+    if (T == 0 || j.rows == 0) return CELER_OK;
+    j.X = X, j.Y = Y, j.n_seg = n_seg, j.seg_w = W, j.seg_x = seg_x, j.xrow = xrow;
     run(pool, &j, act, scratch);
     return CELER_OK;
 }

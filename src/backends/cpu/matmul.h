@@ -109,4 +109,27 @@ size_t        celer_cpu_mlx_matmul_scratch_size(const celer_mlx_quant *q, int64_
 celer_status  celer_cpu_matmul_mlx(celer_pool *pool, const celer_mlx_quant *q, celer_cpu_layout layout, const void *W,
                                    const float *X, int64_t T, float *Y, celer_cpu_scratch *scratch, celer_error *err);
 
+/* ---- grouped: the experts of a mixture-of-experts layer ----------------------------------- */
+
+/* A matrix's storage: a GGUF type (q NULL) or an MLX format (q; wtype ignored), its layout and
+ * shape (rows, k). */
+typedef struct {
+    celer_ggml_type        wtype;
+    const celer_mlx_quant *q;
+    celer_cpu_layout       layout;
+    int64_t                rows, k;
+} celer_cpu_matrix;
+
+/* n_seg matrices of one storage m, W[s] the data of matrix s; matrix s multiplies activation
+ * rows seg_x[s] .. seg_x[s + 1] - 1 (seg_x[0] = 0; a segment may be empty):
+ *     Y[i][r] = Σ_c W_s[r][c] · X[xrow[i]][c]      for i in segment s
+ * X rows are read through xrow (NULL: row i); Y is (seg_x[n_seg], rows). One pass over the pool:
+ * every matrix is read once, whatever the number of its rows. Same accuracy contract as the
+ * matmul of one such matrix; the scratch holds celer_cpu_matmul_grouped_scratch_size bytes
+ * (f32 activations are gathered there too). */
+size_t       celer_cpu_matmul_grouped_scratch_size(const celer_cpu_matrix *m, int64_t T);
+celer_status celer_cpu_matmul_grouped(celer_pool *pool, const celer_cpu_matrix *m, int64_t n_seg,
+                                      const void *const *W, const int64_t *seg_x, const float *X, const int32_t *xrow,
+                                      float *Y, celer_cpu_scratch *scratch, celer_error *err);
+
 #endif
