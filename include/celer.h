@@ -237,7 +237,8 @@ int64_t                 celer_engine_ctx(const celer_engine *e);
 const char             *celer_engine_load_note(const celer_engine *e);
 
 /* Bytes of weights one decode step reads: every tensor of the model, less the token embedding
- * table when a separate output matrix exists (a step then reads one row of the table). */
+ * table when a separate output matrix exists (a step then reads one row of the table), and of a
+ * mixture of experts' expert tensors only the share a token uses (n_expert_used / n_expert). */
 uint64_t     celer_engine_weight_bytes_per_token(const celer_engine *e);
 /* Measures the backend's copy bandwidth now: buffers of `bytes` copied on the backend (with the
  * engine's threads), best of reps; *bytes_per_s counts the bytes read plus those written. */

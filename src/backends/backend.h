@@ -96,6 +96,11 @@ typedef struct {
     void (*release)(celer_backend *be, void *p);
     /* makes a host weight usable here (the CPU keeps the view; a GPU uploads) */
     celer_status (*weight_load)(celer_backend *be, celer_weight *w, celer_error *err);
+    /* *view = rows row0 .. row0 + rows of the loaded weight w, itself a weight (a MoE layer's
+     * experts are views of their stacked tensor, loaded once). CELER_ERR_UNSUPPORTED when the
+     * backend's arrangement of w cannot be cut there: the caller loads those rows on their own. */
+    celer_status (*weight_view)(celer_backend *be, const celer_weight *w, int64_t row0, int64_t rows,
+                                celer_weight *view, celer_error *err);
     celer_status (*read)(celer_backend *be, const void *src, void *host_dst, size_t n, celer_error *err);
     celer_status (*copy)(celer_backend *be, void *dst, const void *src, size_t n, celer_error *err);
 

@@ -210,8 +210,7 @@ static celer_status take_mat(dloader *L, const char *module, int64_t rows, int64
 
 /* One projection of a MoE layer's n experts, each (rows, cols): mlx-lm's stacked
  * <prefix>.switch_mlp.<proj> (n, rows, cols), or transformers' <prefix>.experts.E.<proj>, one
- * tensor per expert. A stacked tensor becomes n views of its slices (codes, scales and biases
- * alike), each loaded onto the backend on its own. */
+ * tensor per expert. A stacked tensor is loaded once and each expert is a view of it. */
 static celer_status take_experts(dloader *L, const char *prefix, const char *proj, int64_t n, int64_t rows,
                                  int64_t cols, celer_weight *w)
 {
@@ -230,23 +229,13 @@ static celer_status take_experts(dloader *L, const char *prefix, const char *pro
     celer_status st = take_mat(L, module, n * rows, cols, false, &all, NULL, NULL, false);
     L->stack        = 0;
     if (st) return st;
-    for (int64_t e = 0; e < n; e++) {
-        w[e] = all;
-        w[e].rows = rows;
-        if (all.type == CELER_WEIGHT_MLX) {
-            celer_mlx_quant_data *d = &w[e].mlx_data;
-            size_t wb = d->weight_bytes / (size_t)n, sb = d->scales_bytes / (size_t)n, bb = d->biases_bytes / (size_t)n;
-            *d = (celer_mlx_quant_data){(const char *)d->weight + e * wb, wb, (const char *)d->scales + e * sb, sb,
-                                        d->biases ? (const char *)d->biases + e * bb : NULL, d->biases ? bb : 0};
-            w[e].mlx.rows = rows;
-            w[e].data     = d->weight;
-        } else {
-            size_t eb = (size_t)(rows * cols) * celer_ggml_type_get(all.type)->block_bytes; /* F32/F16/BF16: 1-element blocks */
-            w[e].data = (const char *)all.data + e * eb;
-        }
-        if (load_weight(L, name, &w[e])) return L->err->code;
+    st = celer_load_experts(L->be, &all, n, w, L->err);
+    if (st == CELER_ERR_UNSUPPORTED) {
+        char why[sizeof L->err->msg];
+        snprintf(why, sizeof why, "%s", L->err->msg);
+        celer_fail(L->err, st, "model: %s: tensor '%s': %s", L->dir, name, why);
     }
-    return CELER_OK;
+    return st;
 }
 
 /* A MoE layer's router, experts and (qwen2_moe) shared expert with its gate; p is the layer's

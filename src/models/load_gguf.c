@@ -60,8 +60,7 @@ static celer_status take_layer(loader *L, int il, const char *what, int64_t rows
     return take(L, name, rows, cols, optional, w);
 }
 
-/* The n experts' matrices (rows, cols) of one stacked tensor (GGUF shape {cols, rows, n}), each
- * a view of its slice loaded onto the backend on its own. */
+/* The n experts' matrices (rows, cols) of one stacked tensor (GGUF shape {cols, rows, n}). */
 static celer_status take_experts(loader *L, int il, const char *what, int64_t n, int64_t rows, int64_t cols,
                                  celer_weight *w)
 {
@@ -79,18 +78,14 @@ static celer_status take_experts(loader *L, int il, const char *what, int64_t n,
                           "model: %s: tensor '%s' has type %s, which celer cannot run; requantize the model to one "
                           "of F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K",
                           L->g->name, name, celer_ggml_type_get(t->type)->name);
-    size_t per = (size_t)(t->n_bytes / (uint64_t)n); /* whole rows of whole blocks: the reader checked the size */
-    for (int64_t e = 0; e < n; e++) {
-        w[e] = (celer_weight){.type = t->type, .rows = rows, .cols = cols, .data = (const char *)t->data + e * per};
-        celer_status st = L->be->ops->weight_load(L->be, &w[e], L->err);
-        if (st == CELER_ERR_UNSUPPORTED) {
-            char why[sizeof L->err->msg];
-            snprintf(why, sizeof why, "%s", L->err->msg);
-            celer_fail(L->err, st, "model: %s: tensor '%s': %s", L->g->name, name, why);
-        }
-        if (st) return st;
+    celer_weight all = {.type = t->type, .rows = n * rows, .cols = cols, .data = t->data};
+    celer_status st  = celer_load_experts(L->be, &all, n, w, L->err);
+    if (st == CELER_ERR_UNSUPPORTED) {
+        char why[sizeof L->err->msg];
+        snprintf(why, sizeof why, "%s", L->err->msg);
+        celer_fail(L->err, st, "model: %s: tensor '%s': %s", L->g->name, name, why);
     }
-    return CELER_OK;
+    return st;
 }
 
 /* A MoE layer's router, experts and (qwen2moe) shared expert with its gate. */

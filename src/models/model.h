@@ -82,5 +82,9 @@ void         celer_model_free(celer_model *m);
 /* For a MoE architecture: checks the expert hyper-parameters (what names the file) and
  * allocates m->experts; nothing for a dense one. */
 celer_status celer_model_init_moe(celer_model *m, const char *what, celer_error *err);
+/* Loads the n experts of a stacked host weight (n · rows, cols) onto the backend as experts[0..n)
+ * (models/experts.c). Errors are the backend's. */
+celer_status celer_load_experts(celer_backend *be, const celer_weight *stacked, int64_t n, celer_weight *experts,
+                                celer_error *err);
 
 #endif

@@ -110,6 +110,16 @@ celer_status celer_engine_create(celer_engine **out, const char *model_path, con
     celer_backend_config bc = {.n_threads = cfg ? cfg->n_threads : 0};
     celer_status         st = celer_model_file_open(&e->mf, model_path, err);
     if (!st) st = celer_tokenizer_load(&e->tok, e->mf, err);
+    /* before the weights load: a load that does not fit would push the host into swap or the
+     * OOM killer, and what it took would make the check itself fail a model that fits */
+    int64_t n_ctx = 0;
+    if (!st) {
+        n_ctx = cfg && cfg->n_ctx > 0 ? cfg->n_ctx : celer_model_file_default_ctx(e->mf);
+        if (n_ctx > (int64_t)1 << 24)
+            st = celer_fail(err, CELER_ERR_INVALID, "engine: a context of %lld tokens is more than celer supports (16M)",
+                            (long long)n_ctx);
+    }
+    if (!st) st = check_memory(e, n_ctx, err);
     if (!st) st = celer_backend_create(&e->be, cfg ? cfg->backend : NULL, &bc, err);
     if (!st) st = celer_model_load(&e->model, e->mf, e->be, err);
     if (!st && celer_tokenizer_n_vocab(e->tok) > e->model.hp.n_vocab) /* ids past the table: refuse now */
@@ -121,13 +131,8 @@ celer_status celer_engine_create(celer_engine **out, const char *model_path, con
         return st;
     }
     const celer_hparams *hp = &e->model.hp;
-    int64_t              n_ctx = cfg && cfg->n_ctx > 0 ? cfg->n_ctx : celer_model_file_default_ctx(e->mf);
-    if (n_ctx > (int64_t)1 << 24)
-        st = celer_fail(err, CELER_ERR_INVALID, "engine: a context of %lld tokens is more than celer supports (16M)",
-                        (long long)n_ctx);
-    e->n_ctx         = n_ctx;
-    int32_t n_blocks = (int32_t)((n_ctx + CELER_KV_BLOCK - 1) / CELER_KV_BLOCK);
-    if (!st) st = check_memory(e, n_ctx, err);
+    e->n_ctx                = n_ctx;
+    int32_t n_blocks        = (int32_t)((n_ctx + CELER_KV_BLOCK - 1) / CELER_KV_BLOCK);
     if (!st)
         st = celer_kv_cache_init(&e->kv, e->be, e->model.n_layers, hp->n_head_kv, hp->head_dim_k, hp->head_dim_v, 1,
                                  n_ctx, n_blocks, err);
@@ -162,17 +167,23 @@ int64_t                 celer_engine_ctx(const celer_engine *e) { return e->n_ct
 int                     celer_engine_threads(const celer_engine *e) { return e->n_threads; }
 const char             *celer_engine_load_note(const celer_engine *e) { return e->model.load_note; }
 
+/* Every weight is read once per token but the embedding table (one row, unless it is the tied
+ * output) and a MoE layer's experts (n_expert_used of n_expert). */
 uint64_t celer_engine_weight_bytes_per_token(const celer_engine *e)
 {
-    uint64_t total = 0, embd = 0;
-    bool     output = false;
+    const celer_hparams *hp    = &e->model.hp;
+    double               total = 0, embd = 0;
+    bool                 output = false;
     for (uint64_t i = 0; i < celer_model_file_n_tensors(e->mf); i++) {
         const celer_tensor_desc *t = celer_model_file_tensor(e->mf, i);
-        total += t->n_bytes;
-        if (!strcmp(t->name, "token_embd.weight")) embd = t->n_bytes;
-        if (!strcmp(t->name, "output.weight")) output = true;
+        double                   b = (double)t->n_bytes;
+        if (strstr(t->name, "_exps.") || strstr(t->name, ".switch_mlp.") || strstr(t->name, ".experts."))
+            b = hp->n_expert > 0 ? b * (double)hp->n_expert_used / (double)hp->n_expert : b;
+        total += b;
+        if (!strcmp(t->name, "token_embd.weight") || !strncmp(t->name, "model.embed_tokens.", 19)) embd += b;
+        if (!strcmp(t->name, "output.weight") || !strncmp(t->name, "lm_head.", 8)) output = true;
     }
-    return output ? total - embd : total;
+    return (uint64_t)(output ? total - embd : total);
 }
 
 celer_status celer_engine_copy_bandwidth(celer_engine *e, size_t bytes, int reps, double *bytes_per_s,

@@ -163,6 +163,47 @@ static celer_status cpu_weight_load(celer_backend *be, celer_weight *w, celer_er
     return CELER_OK;
 }
 
+/* A view starts at a row of its own (a set of 16 in the interleaved layouts) and ends at one,
+ * or at the end of w, whose rows past the last whole set are stored after the sets. */
+static celer_status cpu_weight_view(celer_backend *be, const celer_weight *w, int64_t row0, int64_t rows,
+                                    celer_weight *view, celer_error *err)
+{
+    (void)be;
+    bool   mlx = w->type == CELER_WEIGHT_MLX;
+    bool   r16 = w->layout == CELER_CPU_LAYOUT_R16 || w->layout == CELER_CPU_LAYOUT_MLX_R16;
+    size_t rb;
+    if (row0 < 0 || rows <= 0 || row0 + rows > w->rows)
+        return celer_fail(err, CELER_ERR_INVALID, "cpu: rows %lld .. %lld of a %lld-row weight", (long long)row0,
+                          (long long)(row0 + rows), (long long)w->rows);
+    if (r16 && (row0 % CELER_R16_ROWS || (rows % CELER_R16_ROWS && row0 + rows != w->rows)))
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "cpu: rows %lld .. %lld cut sets of 16 interleaved rows",
+                          (long long)row0, (long long)(row0 + rows));
+    if (mlx) {
+        rb = celer_cpu_mlx_row_bytes(&w->mlx);
+    } else {
+        const celer_ggml_type_info *ti = celer_ggml_type_get(w->type);
+        rb = (size_t)(w->cols / ti->block_elems) * ti->block_bytes;
+    }
+    size_t at = (size_t)row0 * rb;
+    if (!mlx && r16) /* whole sets before row0 */
+        at = (size_t)(row0 / CELER_R16_ROWS) * (size_t)(w->cols / celer_ggml_type_get(w->type)->block_elems) *
+             celer_cpu_r16_block_bytes(w->type);
+    *view      = *w;
+    view->rows = rows;
+    view->data = (const char *)w->data + at;
+    if (mlx) { /* the host arrays too, sliced alike */
+        celer_mlx_quant_data *d = &view->mlx_data;
+        size_t wb = d->weight_bytes / (size_t)w->rows, sb = d->scales_bytes / (size_t)w->rows;
+        size_t bb = d->biases_bytes / (size_t)w->rows;
+        *d = (celer_mlx_quant_data){(const char *)d->weight + (size_t)row0 * wb, (size_t)rows * wb,
+                                    (const char *)d->scales + (size_t)row0 * sb, (size_t)rows * sb,
+                                    d->biases ? (const char *)d->biases + (size_t)row0 * bb : NULL,
+                                    d->biases ? (size_t)rows * bb : 0};
+        view->mlx.rows = rows;
+    }
+    return CELER_OK;
+}
+
 static celer_status cpu_read(celer_backend *be, const void *src, void *dst, size_t n, celer_error *err)
 {
     (void)be, (void)err;
@@ -245,6 +286,7 @@ const celer_backend_ops celer_cpu_ops = {
     .alloc       = cpu_alloc,
     .release     = cpu_release,
     .weight_load = cpu_weight_load,
+    .weight_view = cpu_weight_view,
     .read        = cpu_read,
     .copy        = cpu_copy,
     .get_rows    = cpu_get_rows,
