@@ -54,6 +54,8 @@ typedef struct {
     uint64_t                n_x;
     bool                   *quant;    /* (n_x) quantized? */
     celer_mlx_quant         q;        /* the settings (rows, cols per tensor) */
+    celer_mlx_quant        *qs;       /* (n_x) each quantized tensor's: q, or its model's override */
+    const uint8_t         **experts;  /* the per-expert data pointers of stacked tensors (xs point here) */
     celer_st_dtype          dtype;    /* of every float tensor written */
     out_tensor             *outs;
     uint64_t                n_out;
@@ -84,12 +86,49 @@ static const struct {
 
 /* ---- the plan ------------------------------------------------------------------------------ */
 
+/* model.layers.L.mlp.experts.{0..n-1}.<proj>.weight (t is expert 0's), stacked as mlx-lm's
+ * sanitize stacks them: model.layers.L.mlp.switch_mlp.<proj>.weight, (n, rows, cols). */
+static celer_status stack_experts(exporter *E, const celer_st_tensor *t0, unsigned layer, const char *proj,
+                                  celer_error *err)
+{
+    const celer_safetensors_set *s = &E->mf->st;
+    int64_t                      n = E->mf->hp.n_expert;
+    if (n <= 0 || t0->n_dims != 2)
+        return celer_fail(err, CELER_ERR_FORMAT, "quantize: %s: tensor '%s' is an expert's, but config.json has "
+                          "%lld experts", s->dir, t0->name, (long long)n);
+    const uint8_t **data = E->experts + (size_t)E->n_x * (size_t)n;
+    for (int64_t e = 0; e < n; e++) {
+        char name[256];
+        snprintf(name, sizeof name, "model.layers.%u.mlp.experts.%lld.%s", layer, (long long)e, proj);
+        const celer_st_tensor *t = celer_safetensors_set_find(s, name);
+        if (!t || t->dtype != t0->dtype || t->n_dims != 2 || t->shape[0] != t0->shape[0] || t->shape[1] != t0->shape[1])
+            return celer_fail(err, CELER_ERR_FORMAT, "quantize: %s: tensor '%s' is %s; config.json's %lld experts "
+                              "need it, shaped and typed as expert 0's", s->dir, name, t ? "of another shape or dtype"
+                              : "missing", (long long)n);
+        data[e] = t->data;
+    }
+    celer_xtensor *x = &E->xs[E->n_x++];
+    snprintf(x->name, sizeof x->name, "model.layers.%u.mlp.switch_mlp.%s", layer, proj);
+    x->gguf_type   = -1;
+    x->st_dtype    = t0->dtype;
+    x->n_dims      = 3;
+    x->shape[0]    = (uint64_t)n, x->shape[1] = t0->shape[0], x->shape[2] = t0->shape[1];
+    x->cols        = (int64_t)t0->shape[1];
+    x->rows        = n * (int64_t)t0->shape[0];
+    x->experts     = data;
+    x->expert_rows = (int64_t)t0->shape[0];
+    return CELER_OK;
+}
+
 /* The source tensors of a Hugging Face directory, as mlx-lm's sanitize keeps them. */
 static celer_status dir_tensors(exporter *E, bool tied, celer_error *err)
 {
     const celer_safetensors_set *s = &E->mf->st;
     E->xs                          = calloc(s->n_tensors ? s->n_tensors : 1, sizeof *E->xs);
-    if (!E->xs) return celer_fail(err, CELER_ERR_OOM, "quantize: out of memory");
+    /* room for every tensor to start a stack of n_expert (few do; the pointers are small) */
+    size_t n_exp = E->mf->hp.n_expert > 0 ? (size_t)E->mf->hp.n_expert : 0;
+    E->experts   = n_exp ? calloc(s->n_tensors * n_exp, sizeof *E->experts) : NULL;
+    if (!E->xs || (n_exp && !E->experts)) return celer_fail(err, CELER_ERR_OOM, "quantize: out of memory");
     for (uint64_t i = 0; i < s->n_tensors; i++) {
         const celer_st_tensor *t    = s->tensors[i].tensor;
         const char            *file = s->files[s->tensors[i].file].name;
@@ -101,6 +140,12 @@ static celer_status dir_tensors(exporter *E, bool tied, celer_error *err)
         if (strlen(t->name) >= sizeof E->xs[0].name || t->n_dims > 2)
             return celer_fail(err, CELER_ERR_UNSUPPORTED, "quantize: %s: tensor '%s' (%u dimensions) is not one "
                               "celer quantize writes", file, t->name, t->n_dims);
+        unsigned layer, expert;
+        int      at = 0;
+        if (sscanf(t->name, "model.layers.%u.mlp.experts.%u.%n", &layer, &expert, &at) == 2 && at) {
+            if (expert == 0 && stack_experts(E, t, layer, t->name + at, err)) return err->code;
+            continue; /* taken into the stack when expert 0 came */
+        }
         celer_xtensor *x = &E->xs[E->n_x++];
         snprintf(x->name, sizeof x->name, "%s", t->name);
         x->data      = t->data;
@@ -131,37 +176,55 @@ static celer_status add_out(exporter *E, uint64_t x, part pt, celer_st_dtype dt,
         snprintf(o->name, sizeof o->name, "%.*s.%s", (int)(strlen(name) - strlen(".weight")), name, suffix[pt]);
     o->decl = (celer_st_decl){.name = o->name, .dtype = dt, .n_dims = (uint32_t)nd};
     if (pt == PART_PLAIN) memcpy(o->decl.shape, E->xs[x].shape, sizeof o->decl.shape);
+    else if (nd == 3) /* stacked experts: (n, rows, d1), d0 = n · rows */
+        o->decl.shape[0] = E->xs[x].shape[0], o->decl.shape[1] = (uint64_t)d0 / E->xs[x].shape[0],
+        o->decl.shape[2] = (uint64_t)d1;
     else o->decl.shape[0] = (uint64_t)d0, o->decl.shape[1] = (uint64_t)d1;
     o->x    = x;
     o->part = pt;
     return celer_st_decl_bytes(&o->decl, &o->bytes, err);
 }
 
+/* mlx-lm's qwen3_moe keeps every router (mlp.gate) at affine 8 bits in groups of 64, whatever
+ * the other settings (its quant_predicate; the default predicate has already required the
+ * input width to be a multiple of the chosen group size). */
+static bool router_at_8_bits(const exporter *E, const celer_xtensor *x)
+{
+    const char *arch = E->mf->hp.arch;
+    size_t      n    = strlen(x->name);
+    return (!strcmp(arch, "qwen3_moe") || !strcmp(arch, "qwen3moe")) && n > 16 &&
+           !strcmp(x->name + n - 16, ".mlp.gate.weight") && x->cols % 64 == 0;
+}
+
 static celer_status plan(exporter *E, celer_error *err)
 {
     E->quant = calloc(E->n_x ? E->n_x : 1, sizeof *E->quant);
+    E->qs    = calloc(E->n_x ? E->n_x : 1, sizeof *E->qs);
     E->outs  = calloc(3 * E->n_x + 1, sizeof *E->outs);
-    if (!E->quant || !E->outs) return celer_fail(err, CELER_ERR_OOM, "quantize: out of memory");
+    if (!E->quant || !E->qs || !E->outs) return celer_fail(err, CELER_ERR_OOM, "quantize: out of memory");
     for (uint64_t i = 0; i < E->n_x; i++) {
         celer_xtensor *x = &E->xs[i];
         size_t         n = strlen(x->name);
-        E->quant[i]      = x->n_dims == 2 && n > 7 && !strcmp(x->name + n - 7, ".weight") &&
-                      x->cols % E->q.group_size == 0;
+        E->quant[i]      = (x->n_dims == 2 || (x->n_dims == 3 && strstr(x->name, ".switch_mlp."))) && n > 7 &&
+                      !strcmp(x->name + n - 7, ".weight") && x->cols % E->q.group_size == 0;
         if (!E->quant[i]) {
             if (add_out(E, i, PART_PLAIN, E->dtype, 0, 0, (int)x->n_dims, err)) return err->code;
             continue;
         }
         celer_mlx_quant q = E->q;
         q.rows = x->rows, q.cols = x->cols, q.name = x->name;
+        if (router_at_8_bits(E, x)) /* qwen3_moe's quant_predicate */
+            q.mode = CELER_HF_QUANT_AFFINE, q.bits = 8, q.group_size = 64, q.dtype = E->dtype;
+        E->qs[i] = q;
         if (q.mode == CELER_HF_QUANT_NVFP4 && (q.rows * (q.cols / 16)) % 2)
             return celer_fail(err, CELER_ERR_UNSUPPORTED, "quantize: tensor '%s' (%lld x %lld) has an odd number of "
                               "16-wide groups, which mlx's nvfp4 quantizer cannot pack (it takes 32 values at a "
                               "time); use another mode", x->name, (long long)q.rows, (long long)q.cols);
         celer_mlx_quant_shapes sh;
         if (celer_mlx_quant_get_shapes(&q, &sh, err) ||
-            add_out(E, i, PART_WEIGHT, CELER_ST_U32, sh.weight[0], sh.weight[1], 2, err) ||
-            add_out(E, i, PART_SCALES, sh.scales_dtype, sh.scales[0], sh.scales[1], 2, err) ||
-            (sh.has_biases && add_out(E, i, PART_BIASES, E->dtype, sh.biases[0], sh.biases[1], 2, err)))
+            add_out(E, i, PART_WEIGHT, CELER_ST_U32, sh.weight[0], sh.weight[1], (int)x->n_dims, err) ||
+            add_out(E, i, PART_SCALES, sh.scales_dtype, sh.scales[0], sh.scales[1], (int)x->n_dims, err) ||
+            (sh.has_biases && add_out(E, i, PART_BIASES, E->dtype, sh.biases[0], sh.biases[1], (int)x->n_dims, err)))
             return err->code;
     }
     qsort(E->outs, E->n_out, sizeof *E->outs, cmp_out);
@@ -218,8 +281,7 @@ static void compute_slice(void *ctx, int ith, int nth)
         return;
     }
     /* each chunk of rows is quantized as a matrix of its own, written at its rows' offsets */
-    celer_mlx_quant q = E->q;
-    q.rows = x->rows, q.cols = x->cols, q.name = x->name;
+    celer_mlx_quant        q = E->qs[j->x];
     celer_mlx_quant_shapes sh;
     if (E->quant[j->x] && celer_mlx_quant_get_shapes(&q, &sh, &j->err[ith])) {
         j->st[ith] = j->err[ith].code;
@@ -364,6 +426,20 @@ static celer_status write_config(exporter *E, cJSON *c, celer_error *err)
         cJSON_AddNumberToObject(q, "group_size", E->q.group_size);
         cJSON_AddNumberToObject(q, "bits", E->q.bits);
         cJSON_AddStringToObject(q, "mode", celer_hf_quant_mode_name(E->q.mode));
+        /* modules whose settings differ, as mlx-lm records them, in the order it visits them */
+        for (int64_t layer = 0; layer < E->mf->hp.n_layer; layer++)
+            for (uint64_t i = 0; i < E->n_x; i++) {
+                const celer_mlx_quant *t = &E->qs[i];
+                unsigned               l;
+                if (!E->quant[i] || (t->bits == E->q.bits && t->group_size == E->q.group_size && t->mode == E->q.mode) ||
+                    sscanf(E->xs[i].name, "model.layers.%u.", &l) != 1 || l != layer)
+                    continue;
+                char module[200];
+                snprintf(module, sizeof module, "%.*s", (int)(strlen(E->xs[i].name) - 7), E->xs[i].name);
+                cJSON *m = cJSON_AddObjectToObject(q, module);
+                cJSON_AddNumberToObject(m, "group_size", t->group_size);
+                cJSON_AddNumberToObject(m, "bits", t->bits);
+            }
     }
     int     n = cJSON_GetArraySize(c);
     cJSON **items = malloc((size_t)(n ? n : 1) * sizeof *items);
@@ -477,10 +553,12 @@ static celer_status run(exporter *E, const char *in, const celer_quantize_params
         /* mlx-lm's llama and qwen models drop lm_head unless tie_word_embeddings is false;
          * gemma3_text keeps one when present */
         bool gemma = strstr(mf->hp.arch, "gemma3") != NULL;
-        if (!gemma && !celer_arch_find(mf->hp.arch)) {
+        bool moe   = !strcmp(mf->hp.arch, "qwen3_moe") || !strcmp(mf->hp.arch, "qwen2_moe");
+        if (!gemma && !moe && !celer_arch_find(mf->hp.arch)) {
             cJSON_Delete(config);
             return celer_fail(err, CELER_ERR_UNSUPPORTED, "quantize: %s: model_type '%s' has no MLX export; celer "
-                              "quantize writes llama, qwen2, qwen3 and gemma3_text", mf->st.dir, mf->hp.arch);
+                              "quantize writes llama, qwen2, qwen3, gemma3_text, qwen3_moe and qwen2_moe", mf->st.dir,
+                              mf->hp.arch);
         }
         cJSON *tie = cJSON_GetObjectItemCaseSensitive(config, "tie_word_embeddings");
         if (dir_tensors(E, !gemma && !cJSON_IsFalse(tie), err)) {
@@ -533,6 +611,8 @@ celer_status celer_quantize_model(const char *in, const char *out, const celer_q
     for (int i = 0; i < 4; i++) free(E.buf[i]);
     free(E.xs);
     free(E.quant);
+    free(E.qs);
+    free(E.experts);
     free(E.outs);
     celer_pool_free(E.pool);
     celer_model_file_close((celer_model_file *)E.mf);

@@ -19,6 +19,10 @@ typedef struct {
     int64_t        rows, cols; /* read as rows of cols (cols: the last dimension) */
     int64_t        perm_heads; /* > 0: rows in the GGUF llama converter's Q/K order, this many heads */
     bool           minus_one;  /* stored as 1 + w (the GGUF converter's Gemma norms) */
+    /* A MoE projection stacked from one tensor per expert (mlx-lm's sanitize): expert e's rows
+     * are at experts[e], expert_rows of them; data is then unused. */
+    const uint8_t *const *experts;
+    int64_t               expert_rows;
 } celer_xtensor;
 
 /* Fills *xs (malloc'd, *n of them) with a GGUF file's tensors under mlx-lm's names, and *config

@@ -33,6 +33,16 @@ static const struct {
     {"ffn_norm", "pre_feedforward_layernorm", true},
     {"post_attention_norm", "post_attention_layernorm", true},
     {"post_ffw_norm", "post_feedforward_layernorm", true},
+    /* mixture of experts (qwen3moe, qwen2moe): the router, the stacked experts as mlx-lm's
+     * sanitize stacks them, the shared expert and its gate */
+    {"ffn_gate_inp", "mlp.gate", false},
+    {"ffn_gate_exps", "mlp.switch_mlp.gate_proj", false},
+    {"ffn_up_exps", "mlp.switch_mlp.up_proj", false},
+    {"ffn_down_exps", "mlp.switch_mlp.down_proj", false},
+    {"ffn_gate_inp_shexp", "mlp.shared_expert_gate", false},
+    {"ffn_gate_shexp", "mlp.shared_expert.gate_proj", false},
+    {"ffn_up_shexp", "mlp.shared_expert.up_proj", false},
+    {"ffn_down_shexp", "mlp.shared_expert.down_proj", false},
 };
 
 /* Architectures: GGUF name, mlx-lm model_type, transformers class. */
@@ -43,6 +53,8 @@ static const struct {
     {"qwen2", "qwen2", "Qwen2ForCausalLM"},
     {"qwen3", "qwen3", "Qwen3ForCausalLM"},
     {"gemma3", "gemma3_text", "Gemma3ForCausalLM"},
+    {"qwen3moe", "qwen3_moe", "Qwen3MoeForCausalLM"},
+    {"qwen2moe", "qwen2_moe", "Qwen2MoeForCausalLM"},
 };
 
 /* The mlx-lm name of a GGUF tensor into out, or false for a tensor mlx-lm has no place for. */
@@ -74,13 +86,15 @@ void celer_xtensor_read_row(const celer_xtensor *x, int64_t r, float *y)
         int64_t hd = x->rows / x->perm_heads, h = r / hd, j = r % hd, a = j / (hd / 2), i = j % (hd / 2);
         src = h * hd + 2 * i + a;
     }
+    const uint8_t *base = x->data;
+    if (x->experts) base = x->experts[src / x->expert_rows], src %= x->expert_rows;
     if (x->gguf_type >= 0) {
         const celer_ggml_type_info *ti = celer_ggml_type_get((uint32_t)x->gguf_type);
         size_t rb = (size_t)x->cols / ti->block_elems * ti->block_bytes;
-        celer_dequant_row((celer_ggml_type)x->gguf_type, x->data + (size_t)src * rb, y, x->cols);
+        celer_dequant_row((celer_ggml_type)x->gguf_type, base + (size_t)src * rb, y, x->cols);
     } else {
         size_t eb = celer_st_dtype_bits(x->st_dtype) / 8;
-        const uint8_t *p = x->data + (size_t)src * (size_t)x->cols * eb;
+        const uint8_t *p = base + (size_t)src * (size_t)x->cols * eb;
         if (x->st_dtype == CELER_ST_F32) celer_dequant_row_f32(p, y, x->cols);
         else if (x->st_dtype == CELER_ST_F16) celer_dequant_row_f16(p, y, x->cols);
         else celer_dequant_row_bf16(p, y, x->cols);
@@ -181,9 +195,9 @@ static celer_status build_config(const celer_model_file *mf, int a, const char *
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "quantize: %s: key width %lld and value width %lld differ; "
                           "mlx-lm's %s has one head_dim", mf->gguf.name, (long long)hp->head_dim_k,
                           (long long)hp->head_dim_v, ARCHS[a].model_type);
-    if (!strcmp(arch, "qwen2") && !has_bias)
-        return celer_fail(err, CELER_ERR_UNSUPPORTED, "quantize: %s: a qwen2 model without q/k/v biases; mlx-lm's "
-                          "qwen2 always has them", mf->gguf.name);
+    if ((!strcmp(arch, "qwen2") || !strcmp(arch, "qwen2moe")) && !has_bias)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "quantize: %s: a %s model without q/k/v biases; mlx-lm's "
+                          "%s always has them", mf->gguf.name, arch, ARCHS[a].model_type);
 
     cJSON *c = cJSON_CreateObject();
     if (!c) return celer_fail(err, CELER_ERR_OOM, "quantize: out of memory");
@@ -225,6 +239,16 @@ static celer_status build_config(const celer_model_file *mf, int a, const char *
     } else {
         cJSON_AddStringToObject(c, "hidden_act", "silu");
     }
+    if (hp->n_expert > 0) { /* the routing llama.cpp fixes per architecture (registry.c) */
+        bool qwen2moe = !strcmp(arch, "qwen2moe");
+        cJSON_AddNumberToObject(c, "num_experts", (double)hp->n_expert);
+        cJSON_AddNumberToObject(c, "num_experts_per_tok", (double)hp->n_expert_used);
+        cJSON_AddNumberToObject(c, "moe_intermediate_size", (double)hp->n_ff_expert);
+        cJSON_AddBoolToObject(c, "norm_topk_prob", !qwen2moe);
+        cJSON_AddNumberToObject(c, "decoder_sparse_step", 1);
+        cJSON_AddArrayToObject(c, "mlp_only_layers");
+        if (qwen2moe) cJSON_AddNumberToObject(c, "shared_expert_intermediate_size", (double)hp->n_ff_shexp);
+    }
     if (rope_scaling(mf, arch, c, err) || token_id(&mf->gguf, "tokenizer.ggml.bos_token_id", c, "bos_token_id", err) ||
         token_id(&mf->gguf, "tokenizer.ggml.eos_token_id", c, "eos_token_id", err)) {
         cJSON_Delete(c);
@@ -245,7 +269,7 @@ celer_status celer_xexport_gguf(const celer_model_file *mf, const char *dtype, c
         if (!strcmp(mf->hp.arch, ARCHS[i].gguf)) a = (int)i;
     if (a < 0)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "quantize: %s: architecture '%s' has no MLX export; celer "
-                          "quantize writes llama, qwen2, qwen3 and gemma3", g->name, mf->hp.arch);
+                          "quantize writes llama, qwen2, qwen3, gemma3, qwen3moe and qwen2moe", g->name, mf->hp.arch);
     bool gemma = !strcmp(mf->hp.arch, "gemma3"), llama = !strcmp(mf->hp.arch, "llama");
 
     celer_xtensor *x = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *x);
@@ -286,6 +310,8 @@ celer_status celer_xexport_gguf(const celer_model_file *mf, const char *dtype, c
                                   (long long)o->perm_heads);
             }
         }
+        if (t->n_dims == 1 && strstr(gname, ".ffn_gate_inp_shexp.")) /* {n_embd}: Hugging Face's (1, n_embd) */
+            o->n_dims = 2, o->shape[0] = 1, o->shape[1] = t->ne[0], o->rows = 1;
         o->minus_one = gemma && strstr(gname, "norm.weight");
         k++;
     }

@@ -34,9 +34,7 @@ from gguf_craft import rewrite  # noqa: E402
 
 CELER = os.environ.get("CELER_BIN") or str(ROOT / "build" / "celer")
 CRASH_TEXT = re.compile(r"Sanitizer|runtime error|Segmentation|core dumped|Assertion|internal error|Traceback")
-# celer quantize does not write MoE models yet (tiny_models.MOE_PENDING): expected to fail until it does
-COMMITTED = [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=tiny_models.MOE_PENDING))
-             if tiny_models.is_moe(n) else n for n in sorted(p.name for p in tiny_models.MLX_DIRS.iterdir() if p.is_dir())]
+COMMITTED = sorted(p.name for p in tiny_models.MLX_DIRS.iterdir() if p.is_dir())
 
 
 def celer(*args) -> subprocess.CompletedProcess:
@@ -150,8 +148,21 @@ def test_already_quantized(tmp_path: Path) -> None:
 def test_unsupported_architecture(sources: Path, tmp_path: Path) -> None:
     src = rewrite(sources / "tiny-qwen3.gguf", tmp_path / "mamba.gguf", arch="mamba")
     out = tmp_path / "out"
-    assert_refused(celer("quantize", src, out), r"architecture 'mamba' has no MLX export.*llama, qwen2, qwen3 and gemma3",
+    assert_refused(celer("quantize", src, out), r"architecture 'mamba' has no MLX export.*llama, qwen2, qwen3, gemma3, qwen3moe and qwen2moe",
                    out)
+
+
+def test_missing_expert(sources: Path, tmp_path: Path) -> None:
+    """config.json promises more experts than the checkpoint holds: the first missing one is named."""
+    import shutil
+
+    src = tmp_path / "src"
+    shutil.copytree(sources / "tiny-qwen3moe-hf-bf16", src)
+    cfg = json.loads((src / "config.json").read_text())
+    cfg["num_experts"] = 20
+    (src / "config.json").write_text(json.dumps(cfg))
+    out = tmp_path / "out"
+    assert_refused(celer("quantize", src, out), r"model\.layers\.0\.mlp\.experts\.16\.\w+_proj\.weight' is missing", out)
 
 
 def test_truncated_shard(sources: Path, tmp_path: Path) -> None:

@@ -441,9 +441,6 @@ def is_moe(name: str) -> bool:
     return base in MODELS and MODELS[base]["arch"] in MOE_ARCHS
 
 
-# Issue 7 (mixture-of-experts models) is not built yet: the tests of these models are expected to
-# fail until it is, and strict, so that the first pass turns them red until this mark is removed.
-MOE_PENDING = "issue 7: celer has no mixture-of-experts engine yet"
 
 
 def dir_model(name: str) -> tuple[str, str]:
