@@ -411,10 +411,12 @@ def _nest(depth: int) -> Val:
 # ---- rewriting a real file through gguf-py -------------------------------------------------
 
 def rewrite(src: Path, dst: Path, arch: str | None = None, retype: dict | None = None,
-            extra: dict | None = None, tensors: dict | None = None) -> Path:
+            extra: dict | None = None, tensors: dict | None = None, drop: set | None = None,
+            replace: dict | None = None) -> Path:
     """A copy of src through gguf-py: general.architecture (and its key prefix) renamed, the
     tensors in retype stored as that type (zero bytes of the right size), extra keys added (name:
-    (value, GGUFValueType)), extra tensors appended (name: numpy array)."""
+    (value, GGUFValueType)), extra tensors appended (name: numpy array), the keys and tensors named
+    in drop left out, the keys in replace given new values (name: value, of the key's type)."""
     import gguf
     import numpy as np
 
@@ -423,14 +425,16 @@ def rewrite(src: Path, dst: Path, arch: str | None = None, retype: dict | None =
     new = arch or old
     w = gguf.GGUFWriter(dst, new)
     for k, f in r.fields.items():
-        if k.startswith("GGUF.") or k == "general.architecture":
+        if k.startswith("GGUF.") or k == "general.architecture" or k in (drop or ()):
             continue
         nk = new + k[len(old):] if k.startswith(old + ".") else k
         sub = f.types[-1] if f.types[0] == gguf.GGUFValueType.ARRAY else None
-        w.add_key_value(nk, f.contents(), f.types[0], sub_type=sub)
+        w.add_key_value(nk, (replace or {}).get(k, f.contents()), f.types[0], sub_type=sub)
     for k, (v, t) in (extra or {}).items():
         w.add_key_value(k, v, t)
     for x in r.tensors:
+        if x.name in (drop or ()):
+            continue
         ty = (retype or {}).get(x.name)
         if ty is None:
             w.add_tensor(x.name, np.asarray(x.data), raw_shape=x.data.shape, raw_dtype=x.tensor_type)
