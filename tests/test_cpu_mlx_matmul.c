@@ -20,18 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
+#define RNG_SEED 0x243f6a8885a308d3ull
+#include "rng.h"
 
-static uint64_t rng_state = 0x243f6a8885a308d3ull;
-
-static uint32_t rnd(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 16);
-}
-
-static float uni(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; } /* [-1, 1) */
 
 /* An MLX matrix as mlx stores it, and its values as the reference dequantizer gives them. */
 typedef struct {

@@ -25,18 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
+#include "rng.h"
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static uint32_t rnd(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 16);
-}
-
-static float uni(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; } /* [-1, 1) */
 
 /* A (rows, cols) matrix of random blocks of type t: random codes, small positive scales. */
 static void *random_matrix(celer_ggml_type t, int64_t rows, int64_t cols)
