@@ -270,6 +270,45 @@ void celer_engine_reset(celer_engine *e);
 celer_status celer_engine_generate(celer_engine *e, const int32_t *prompt, size_t n_prompt, const celer_gen_params *p,
                                    celer_text_fn on_text, void *user, celer_gen_stats *stats, celer_error *err);
 
+/* ---- continuous batching: many requests sharing each forward step ------------------------- */
+
+typedef struct celer_batcher celer_batcher;
+
+typedef struct {
+    int     n_parallel;  /* sequences run together (slots); 0: 4 */
+    int64_t n_ctx;       /* positions one sequence may hold; 0: the engine's context */
+    int64_t kv_tokens;   /* positions in the shared KV pool; 0: n_parallel × n_ctx */
+    int     step_tokens; /* tokens one forward step runs at most (decode tokens + prompt chunks); 0: 256 */
+} celer_batcher_config;
+
+/* Called once when a request ends, on the thread running celer_batcher_step: its statistics
+ * (finish: "stop", "length", "callback" or "cancelled"), and err when it failed (else NULL). */
+typedef void (*celer_done_fn)(void *user, const celer_gen_stats *stats, const celer_error *err);
+
+typedef struct {
+    int32_t waiting, running, kv_blocks_used, kv_blocks_free;
+} celer_batcher_counts;
+
+/* A batcher over the engine's model and backend, with its own KV pool and buffers. The engine
+ * must outlive it; its own celer_engine_generate may not run while the batcher steps. */
+celer_status celer_batcher_create(celer_batcher **out, celer_engine *e, const celer_batcher_config *c,
+                                  celer_error *err);
+/* Ends every request that has not ended ("cancelled"), then frees. */
+void         celer_batcher_free(celer_batcher *b);
+/* Queues a generation (any thread). The prompt, p and its stop strings are copied. Refused at
+ * once (CELER_ERR_INVALID, saying why): an empty prompt, one that does not fit the context, ids
+ * outside the vocabulary, a prompt plus max_tokens larger than the whole KV pool. *id names the
+ * request for celer_batcher_cancel. on_text and on_done run on the stepping thread. */
+celer_status celer_batcher_submit(celer_batcher *b, const int32_t *prompt, size_t n_prompt, const celer_gen_params *p,
+                                  celer_text_fn on_text, celer_done_fn on_done, void *user, uint64_t *id,
+                                  celer_error *err);
+/* Ends request id at the next step, with finish "cancelled" (any thread; an ended id is ignored). */
+void         celer_batcher_cancel(celer_batcher *b, uint64_t id);
+/* Admits what fits, runs one forward step and samples; *busy is false when there was nothing to
+ * run. A failed step fails the requests that were running (their on_done gets the error). */
+celer_status celer_batcher_step(celer_batcher *b, bool *busy, celer_error *err);
+void         celer_batcher_get_counts(celer_batcher *b, celer_batcher_counts *c);
+
 #ifdef __cplusplus
 }
 #endif

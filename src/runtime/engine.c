@@ -7,30 +7,13 @@
 #include "models/model_file.h"
 #include "runtime/kv_cache.h"
 #include "runtime/sampler.h"
+#include "runtime/stop_filter.h"
+#include "runtime/engine_impl.h"
 #include "tokenizer/tokenizer.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-enum { PREFILL_CHUNK = 256 };
-
-struct celer_engine {
-    celer_model_file *mf;
-    celer_tokenizer  *tok;
-    celer_backend    *be;
-    celer_model       model;
-    celer_kv_cache    kv;
-    celer_acts        acts;
-    int64_t           n_ctx;
-    int32_t          *tokens; /* (n_ctx) the interactive sequence's tokens in the cache */
-    int32_t           n_tokens;
-    int32_t          *pos, *seq; /* (PREFILL_CHUNK) batch scratch */
-    float            *logits;    /* (n_vocab) host copy */
-    int32_t           eog[8];    /* end-of-generation token ids */
-    int               n_eog;
-    int               n_threads;
-};
 
 static double now(void)
 {
@@ -39,7 +22,7 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static bool is_eog(const celer_engine *e, int32_t id)
+bool celer_engine_is_eog(const celer_engine *e, int32_t id)
 {
     for (int i = 0; i < e->n_eog; i++)
         if (e->eog[i] == id) return true;
@@ -55,11 +38,11 @@ static void find_eog(celer_engine *e)
     const celer_tokenizer   *t       = e->tok;
     int32_t                  ids[3]  = {t->eos_id, t->eot_id, t->eom_id};
     for (int i = 0; i < 3; i++)
-        if (ids[i] >= 0 && !is_eog(e, ids[i])) e->eog[e->n_eog++] = ids[i];
+        if (ids[i] >= 0 && !celer_engine_is_eog(e, ids[i])) e->eog[e->n_eog++] = ids[i];
     for (size_t i = 0; i < sizeof names / sizeof names[0] && e->n_eog < 8; i++)
         for (uint32_t k = 0; k < t->n_added; k++)
             if (t->added[k].special && t->added[k].len == strlen(names[i]) &&
-                !memcmp(t->added[k].text, names[i], t->added[k].len) && !is_eog(e, t->added[k].id))
+                !memcmp(t->added[k].text, names[i], t->added[k].len) && !celer_engine_is_eog(e, t->added[k].id))
                 e->eog[e->n_eog++] = t->added[k].id;
 }
 
@@ -222,47 +205,6 @@ static celer_status run_tokens(celer_engine *e, const int32_t *ids, int32_t star
     return e->be->ops->read(e->be, e->acts.logits, e->logits, (size_t)e->model.hp.n_vocab * sizeof(float), err);
 }
 
-/* ---- stop strings: text is held back while it could still be the start of one ---------- */
-
-typedef struct {
-    const char *const *stop;
-    char              *held;
-    size_t             n_held, cap;
-    bool               stopped;
-} stop_filter;
-
-/* Appends text; emits what can no longer be part of a stop string. */
-static bool stop_push(stop_filter *f, const char *text, size_t n, celer_text_fn cb, void *user)
-{
-    if (f->n_held + n + 1 > f->cap) {
-        size_t cap = (f->n_held + n + 1) * 2;
-        char  *p   = realloc(f->held, cap);
-        if (!p) return false;
-        f->held = p, f->cap = cap;
-    }
-    memcpy(f->held + f->n_held, text, n);
-    f->n_held += n;
-    size_t emit = f->n_held;
-    for (const char *const *s = f->stop; s && *s; s++) {
-        size_t sl = strlen(*s);
-        if (!sl) continue;
-        for (size_t i = 0; i + sl <= f->n_held; i++)
-            if (!memcmp(f->held + i, *s, sl)) {
-                f->stopped = true;
-                if (i < emit) emit = i;
-            }
-        /* a suffix that begins a stop string is held */
-        for (size_t k = sl - 1; k > 0 && !f->stopped; k--)
-            if (k <= f->n_held && !memcmp(f->held + f->n_held - k, *s, k) && f->n_held - k < emit) emit = f->n_held - k;
-    }
-    bool go = true;
-    if (emit && cb) go = cb(user, f->held, emit);
-    memmove(f->held, f->held + emit, f->n_held - emit);
-    f->n_held -= emit;
-    if (f->stopped) f->n_held = 0;
-    return go;
-}
-
 celer_status celer_engine_generate(celer_engine *e, const int32_t *prompt, size_t n_prompt, const celer_gen_params *p,
                                    celer_text_fn on_text, void *user, celer_gen_stats *stats, celer_error *err)
 {
@@ -286,7 +228,7 @@ celer_status celer_engine_generate(celer_engine *e, const int32_t *prompt, size_
     s.n_reused   = keep;
     celer_sampler sm;
     celer_detok   dt;
-    stop_filter   sf = {.stop = p->stop};
+    celer_stop_filter sf = {.stop = p->stop};
     celer_detok_init(&dt, e->tok);
     if (celer_sampler_init(&sm, &p->sampling, (int32_t)e->model.hp.n_vocab, err)) return err->code;
     double       t0 = now();
@@ -304,14 +246,14 @@ celer_status celer_engine_generate(celer_engine *e, const int32_t *prompt, size_
         int32_t id = celer_sampler_sample(&sm, e->logits, e->tokens, (size_t)e->n_tokens);
         if (s.n_gen == 0) s.t_first = now() - t0;
         s.n_gen++;
-        if (!p->ignore_eos && is_eog(e, id)) {
+        if (!p->ignore_eos && celer_engine_is_eog(e, id)) {
             s.finish = "stop";
             break;
         }
         const char *text;
         size_t      n;
         st = celer_detok_push(&dt, id, &text, &n, err);
-        if (!st && n) go = stop_push(&sf, text, n, on_text, user);
+        if (!st && n) go = celer_stop_push(&sf, text, n, on_text, user, NULL);
         if (sf.stopped) {
             s.finish = "stop";
             break;
@@ -328,15 +270,15 @@ celer_status celer_engine_generate(celer_engine *e, const int32_t *prompt, size_
         const char *text;
         size_t      n;
         st = celer_detok_flush(&dt, &text, &n, err);
-        if (!st && n) stop_push(&sf, text, n, on_text, user);
-        if (!st && sf.n_held && on_text) on_text(user, sf.held, sf.n_held);
+        if (!st && n) celer_stop_push(&sf, text, n, on_text, user, NULL);
+        if (!st) celer_stop_flush(&sf, on_text, user);
     }
     /* the cache holds what was run: a token sampled but not run is not part of it */
     if (e->n_tokens > 0 && e->kv.seq_len[0] < e->n_tokens) e->kv.seq_len[0] = e->n_tokens;
     s.t_gen = now() - t1;
     celer_sampler_free(&sm);
     celer_detok_free(&dt);
-    free(sf.held);
+    celer_stop_free(&sf);
     if (stats) *stats = s;
     return st;
 }

@@ -1,0 +1,355 @@
+/* Continuous batching: requests from any thread share the forward steps of one model. Each step
+ * runs one token of every decoding sequence and, in the budget left, chunks of the prompts of
+ * sequences being prefilled (so a long prompt never stalls the others' decoding for long); the
+ * logits of the rows that end a prompt or decode a token are sampled per sequence, with its own
+ * sampler, detokenizer and stop strings. A request is admitted to a free slot when the KV pool
+ * has the blocks for its prompt and its max_tokens, all reserved up front: a running sequence
+ * never runs out of cache, so nothing is ever preempted. Every token's arithmetic depends on its
+ * own row alone (backends/cpu/matmul.h), so a request gives the same tokens whatever else shares
+ * its steps. */
+#include "core/error.h"
+#include "runtime/engine_impl.h"
+#include "runtime/kv_cache.h"
+#include "runtime/sampler.h"
+#include "runtime/stop_filter.h"
+#include "tokenizer/tokenizer.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef enum { REQ_WAITING, REQ_RUNNING } req_state;
+typedef struct celer_request celer_request;
+
+struct celer_request {
+    uint64_t          id;
+    req_state         state;
+    int32_t           slot;
+    int32_t          *tokens;   /* (n_prompt + max_tokens) the prompt, then what was sampled */
+    int32_t           n_prompt, n_tokens, n_run; /* n_run: positions in the cache */
+    int32_t           reserve;  /* positions reserved in the pool */
+    celer_gen_params  p;
+    char            **stop;     /* copies of p.stop */
+    celer_sampler     sm;
+    celer_detok       dt;
+    celer_stop_filter sf;
+    celer_text_fn     on_text;
+    celer_done_fn     on_done;
+    void             *user;
+    celer_gen_stats   stats;
+    double            t_submit, t_start;
+    _Atomic bool      cancel;   /* set by celer_batcher_cancel from any thread */
+    celer_request    *next; /* the waiting queue */
+};
+
+struct celer_batcher {
+    celer_engine   *e;
+    celer_kv_cache  kv;
+    celer_acts      acts;
+    int32_t         n_slots, step_tokens;
+    int64_t         n_ctx;
+    celer_request **slots;      /* (n_slots) */
+    int32_t        *ids, *pos, *seq, *out_idx; /* (step_tokens) the step's batch */
+    celer_request **out_req;    /* (n_slots) whose logits row each out_idx is */
+    float          *logits;     /* (n_slots, n_vocab) host copy */
+    float          *scratch;    /* (n_vocab) what the sampler may modify */
+    pthread_mutex_t mu;         /* guards the queue, next_id and cancel flags */
+    celer_request  *head, *tail;
+    int32_t         n_waiting;
+    uint64_t        next_id;
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void req_free(celer_request *r)
+{
+    if (!r) return;
+    for (char **s = r->stop; s && *s; s++) free(*s);
+    free(r->stop);
+    free(r->tokens);
+    celer_sampler_free(&r->sm);
+    celer_detok_free(&r->dt);
+    celer_stop_free(&r->sf);
+    free(r);
+}
+
+celer_status celer_batcher_create(celer_batcher **out, celer_engine *e, const celer_batcher_config *c,
+                                  celer_error *err)
+{
+    *out             = NULL;
+    celer_batcher *b = calloc(1, sizeof *b);
+    if (!b) return celer_fail(err, CELER_ERR_OOM, "batcher: out of memory");
+    b->e           = e;
+    b->n_slots     = c && c->n_parallel > 0 ? c->n_parallel : 4;
+    b->n_ctx       = c && c->n_ctx > 0 ? c->n_ctx : e->n_ctx;
+    b->step_tokens = c && c->step_tokens > 0 ? c->step_tokens : PREFILL_CHUNK;
+    if (b->step_tokens < b->n_slots) b->step_tokens = b->n_slots; /* every slot decodes each step */
+    int64_t pool  = c && c->kv_tokens > 0 ? c->kv_tokens : b->n_ctx * b->n_slots;
+    int32_t n_blk = (int32_t)((pool + CELER_KV_BLOCK - 1) / CELER_KV_BLOCK);
+    const celer_hparams *hp = &e->model.hp;
+    pthread_mutex_init(&b->mu, NULL);
+    b->next_id = 1;
+    celer_status st = celer_kv_cache_init(&b->kv, e->be, e->model.n_layers, hp->n_head_kv, hp->head_dim_k,
+                                          hp->head_dim_v, b->n_slots, b->n_ctx, n_blk, err);
+    if (!st) st = celer_acts_init(&b->acts, &e->model, e->be, b->step_tokens, b->n_slots, err);
+    if (!st) {
+        b->slots   = calloc((size_t)b->n_slots, sizeof *b->slots);
+        b->ids     = malloc((size_t)b->step_tokens * sizeof *b->ids);
+        b->pos     = malloc((size_t)b->step_tokens * sizeof *b->pos);
+        b->seq     = malloc((size_t)b->step_tokens * sizeof *b->seq);
+        b->out_idx = malloc((size_t)b->n_slots * sizeof *b->out_idx);
+        b->out_req = malloc((size_t)b->n_slots * sizeof *b->out_req);
+        b->logits  = malloc((size_t)b->n_slots * (size_t)hp->n_vocab * sizeof *b->logits);
+        b->scratch = malloc((size_t)hp->n_vocab * sizeof *b->scratch);
+        if (!b->slots || !b->ids || !b->pos || !b->seq || !b->out_idx || !b->out_req || !b->logits || !b->scratch)
+            st = celer_fail(err, CELER_ERR_OOM, "batcher: out of memory");
+    }
+    if (st) {
+        celer_batcher_free(b);
+        return st;
+    }
+    *out = b;
+    return CELER_OK;
+}
+
+static void finish(celer_batcher *b, celer_request *r, const char *why, const celer_error *failure)
+{
+    if (r->state == REQ_RUNNING) {
+        celer_kv_cache_truncate(&b->kv, r->slot, 0);
+        b->slots[r->slot] = NULL;
+    }
+    if (!failure && strcmp(why, "cancelled")) {
+        const char *text;
+        size_t      n;
+        celer_error e2 = {0};
+        if (!r->sf.stopped && !celer_detok_flush(&r->dt, &text, &n, &e2) && n)
+            celer_stop_push(&r->sf, text, n, r->on_text, r->user, NULL);
+        celer_stop_flush(&r->sf, r->on_text, r->user);
+    }
+    r->stats.finish = why;
+    if (r->t_start > 0) r->stats.t_gen = now() - r->t_start - r->stats.t_prompt;
+    if (r->on_done) r->on_done(r->user, &r->stats, failure);
+    req_free(r);
+}
+
+void celer_batcher_free(celer_batcher *b)
+{
+    if (!b) return;
+    for (int32_t s = 0; b->slots && s < b->n_slots; s++)
+        if (b->slots[s]) finish(b, b->slots[s], "cancelled", NULL);
+    while (b->head) {
+        celer_request *r = b->head;
+        b->head          = r->next;
+        finish(b, r, "cancelled", NULL);
+    }
+    celer_acts_free(&b->acts, b->e->be);
+    celer_kv_cache_free(&b->kv, b->e->be);
+    free(b->slots), free(b->ids), free(b->pos), free(b->seq), free(b->out_idx), free(b->out_req), free(b->logits);
+    free(b->scratch);
+    pthread_mutex_destroy(&b->mu);
+    free(b);
+}
+
+static int32_t blocks_for(int32_t positions) { return (positions + CELER_KV_BLOCK - 1) / CELER_KV_BLOCK; }
+
+celer_status celer_batcher_submit(celer_batcher *b, const int32_t *prompt, size_t n_prompt, const celer_gen_params *p,
+                                  celer_text_fn on_text, celer_done_fn on_done, void *user, uint64_t *id,
+                                  celer_error *err)
+{
+    const celer_engine *e = b->e;
+    if (!n_prompt) return celer_fail(err, CELER_ERR_INVALID, "generate: the prompt is empty");
+    if ((int64_t)n_prompt >= b->n_ctx)
+        return celer_fail(err, CELER_ERR_INVALID, "generate: the prompt has %zu tokens but the context holds %lld; "
+                          "shorten it or raise --ctx", n_prompt, (long long)b->n_ctx);
+    for (size_t i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= e->model.hp.n_vocab)
+            return celer_fail(err, CELER_ERR_INVALID, "generate: prompt token %d is outside the vocabulary", prompt[i]);
+    if (p->max_tokens < 0) return celer_fail(err, CELER_ERR_INVALID, "generate: max_tokens %d", p->max_tokens);
+    int64_t want = (int64_t)n_prompt + p->max_tokens;
+    int32_t reserve = (int32_t)(want < b->n_ctx ? want : b->n_ctx);
+    if (blocks_for(reserve) > b->kv.n_blocks)
+        return celer_fail(err, CELER_ERR_INVALID, "generate: the prompt and max_tokens need %d positions of cache, "
+                          "more than the whole pool of %d; lower max_tokens or raise the pool",
+                          reserve, b->kv.n_blocks * CELER_KV_BLOCK);
+    celer_request *r = calloc(1, sizeof *r);
+    if (!r) return celer_fail(err, CELER_ERR_OOM, "batcher: out of memory");
+    r->p       = *p;
+    r->reserve = reserve;
+    r->tokens  = malloc((size_t)reserve * sizeof *r->tokens);
+    size_t n_stop = 0;
+    for (const char *const *s = p->stop; s && *s; s++) n_stop++;
+    r->stop = calloc(n_stop + 1, sizeof *r->stop);
+    bool ok = r->tokens && r->stop;
+    for (size_t i = 0; ok && i < n_stop; i++) ok = (r->stop[i] = strdup(p->stop[i])) != NULL;
+    if (!ok) {
+        req_free(r);
+        return celer_fail(err, CELER_ERR_OOM, "batcher: out of memory");
+    }
+    r->p.stop = (const char *const *)r->stop;
+    r->sf     = (celer_stop_filter){.stop = r->p.stop};
+    celer_detok_init(&r->dt, e->tok);
+    if (celer_sampler_init(&r->sm, &p->sampling, (int32_t)e->model.hp.n_vocab, err)) {
+        req_free(r);
+        return err->code;
+    }
+    memcpy(r->tokens, prompt, n_prompt * sizeof *prompt);
+    r->n_prompt = r->n_tokens = (int32_t)n_prompt;
+    r->on_text = on_text, r->on_done = on_done, r->user = user;
+    r->stats    = (celer_gen_stats){.n_prompt = (int64_t)n_prompt, .finish = "length"};
+    r->t_submit = now();
+    r->slot     = -1;
+    pthread_mutex_lock(&b->mu);
+    r->id = b->next_id++;
+    if (b->tail) b->tail->next = r;
+    else b->head = r;
+    b->tail = r;
+    b->n_waiting++;
+    pthread_mutex_unlock(&b->mu);
+    if (id) *id = r->id;
+    return CELER_OK;
+}
+
+void celer_batcher_cancel(celer_batcher *b, uint64_t id)
+{
+    pthread_mutex_lock(&b->mu);
+    for (celer_request *r = b->head; r; r = r->next)
+        if (r->id == id) r->cancel = true;
+    for (int32_t s = 0; s < b->n_slots; s++)
+        if (b->slots[s] && b->slots[s]->id == id) b->slots[s]->cancel = true;
+    pthread_mutex_unlock(&b->mu);
+}
+
+void celer_batcher_get_counts(celer_batcher *b, celer_batcher_counts *c)
+{
+    pthread_mutex_lock(&b->mu);
+    *c = (celer_batcher_counts){.waiting = b->n_waiting, .kv_blocks_free = b->kv.n_free,
+                                .kv_blocks_used = b->kv.n_blocks - b->kv.n_free};
+    for (int32_t s = 0; s < b->n_slots; s++) c->running += b->slots[s] != NULL;
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* Cancelled requests end; waiting ones move into free slots, in order, while the pool has their
+ * blocks (the head of the queue waits for blocks rather than be overtaken). */
+static celer_status admit(celer_batcher *b, celer_error *err)
+{
+    for (int32_t s = 0; s < b->n_slots; s++) /* running requests cancelled since the last step */
+        if (b->slots[s] && b->slots[s]->cancel) finish(b, b->slots[s], "cancelled", NULL);
+    pthread_mutex_lock(&b->mu);
+    celer_request *done = NULL, **pp = &b->head;
+    while (*pp) { /* take the cancelled out of the queue */
+        celer_request *r = *pp;
+        if (r->cancel) {
+            *pp = r->next, r->next = done, done = r, b->n_waiting--;
+            continue;
+        }
+        pp = &r->next;
+    }
+    b->tail = NULL;
+    for (celer_request *r = b->head; r; r = r->next) b->tail = r;
+    for (int32_t s = 0; s < b->n_slots && b->head; s++) {
+        if (b->slots[s]) continue;
+        celer_request *r = b->head;
+        if (blocks_for(r->reserve) > b->kv.n_free) break;
+        if (celer_kv_cache_reserve(&b->kv, s, r->reserve, err)) {
+            pthread_mutex_unlock(&b->mu);
+            return err->code;
+        }
+        b->head = r->next;
+        if (!b->head) b->tail = NULL;
+        b->n_waiting--;
+        r->next = NULL, r->state = REQ_RUNNING, r->slot = s, r->t_start = now();
+        b->kv.seq_len[s] = 0;
+        b->slots[s]      = r;
+    }
+    pthread_mutex_unlock(&b->mu);
+    while (done) {
+        celer_request *r = done;
+        done             = r->next;
+        finish(b, r, "cancelled", NULL);
+    }
+    return CELER_OK;
+}
+
+/* One sampled token of r: ends r, or appends the token for the next step. */
+static void take_token(celer_batcher *b, celer_request *r, const float *logits_row, float *scratch)
+{
+    const celer_engine *e       = b->e;
+    int64_t             n_vocab = e->model.hp.n_vocab;
+    if (r->stats.n_gen >= r->p.max_tokens) return finish(b, r, "length", NULL); /* max_tokens 0: the prompt only */
+    memcpy(scratch, logits_row, (size_t)n_vocab * sizeof *scratch);
+    int32_t id = celer_sampler_sample(&r->sm, scratch, r->tokens, (size_t)r->n_tokens);
+    if (r->stats.n_gen == 0) r->stats.t_first = now() - r->t_start, r->stats.t_prompt = r->stats.t_first;
+    r->stats.n_gen++;
+    if (!r->p.ignore_eos && celer_engine_is_eog(e, id)) {
+        finish(b, r, "stop", NULL);
+        return;
+    }
+    const char *text;
+    size_t      n;
+    celer_error derr = {0};
+    bool        go = true, oom = false;
+    if (celer_detok_push(&r->dt, id, &text, &n, &derr)) {
+        finish(b, r, "stop", &derr);
+        return;
+    }
+    if (n) go = celer_stop_push(&r->sf, text, n, r->on_text, r->user, &oom);
+    if (oom) {
+        celer_error m = {0};
+        celer_fail(&m, CELER_ERR_OOM, "batcher: out of memory for the held text");
+        finish(b, r, "stop", &m);
+        return;
+    }
+    if (r->sf.stopped) return finish(b, r, "stop", NULL);
+    if (!go) return finish(b, r, "callback", NULL);
+    if (r->stats.n_gen >= r->p.max_tokens || r->n_tokens >= r->reserve) return finish(b, r, "length", NULL);
+    r->tokens[r->n_tokens++] = id;
+}
+
+celer_status celer_batcher_step(celer_batcher *b, bool *busy, celer_error *err)
+{
+    *busy = false;
+    if (admit(b, err)) return err->code;
+    /* the batch: each decoding sequence's next token, then prompt chunks in slot order */
+    int32_t n = 0, n_out = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int32_t s = 0; s < b->n_slots; s++) {
+            celer_request *r = b->slots[s];
+            if (!r) continue;
+            bool decoding = r->n_run >= r->n_prompt;
+            if (decoding != (pass == 0)) continue;
+            int32_t k = r->n_tokens - r->n_run;
+            if (k > b->step_tokens - n) k = b->step_tokens - n;
+            if (k <= 0) continue;
+            for (int32_t i = 0; i < k; i++) {
+                b->ids[n + i] = r->tokens[r->n_run + i];
+                b->pos[n + i] = r->n_run + i;
+                b->seq[n + i] = s;
+            }
+            n += k;
+            r->n_run += k;
+            if (r->n_run == r->n_tokens) b->out_idx[n_out] = n - 1, b->out_req[n_out++] = r;
+        }
+    if (!n) return CELER_OK; /* nothing runs, so nothing waits: an empty pool admits any request */
+    *busy = true;
+    celer_engine *e  = b->e;
+    celer_batch   bt = {.n_tokens = n, .pos = b->pos, .seq = b->seq};
+    celer_status  st = celer_model_forward(&e->model, e->be, &b->kv, &bt, b->ids, b->out_idx, n_out, &b->acts, err);
+    int64_t       nv = e->model.hp.n_vocab;
+    if (!st) st = e->be->ops->read(e->be, b->acts.logits, b->logits, (size_t)(n_out * nv) * sizeof(float), err);
+    if (st) { /* the step failed: every running request fails with it */
+        for (int32_t s = 0; s < b->n_slots; s++)
+            if (b->slots[s]) finish(b, b->slots[s], "stop", err);
+        return st;
+    }
+    for (int32_t s = 0; s < b->n_slots; s++)
+        if (b->slots[s] && b->kv.seq_len[s] < b->slots[s]->n_run) b->kv.seq_len[s] = b->slots[s]->n_run;
+    for (int32_t i = 0; i < n_out; i++) take_token(b, b->out_req[i], b->logits + i * nv, b->scratch);
+    return CELER_OK;
+}

@@ -1,0 +1,220 @@
+/* Continuous batching (runtime/batcher.c) on small random-weight models (celer synth: a dense
+ * llama and a qwen3moe, Q8_0):
+ *   - 12 greedy requests of different prompt and output lengths, all queued at once and run 4
+ *     at a time in steps of at most 16 tokens (so prompts are prefilled in chunks beside other
+ *     sequences' decoding), give each exactly the text and token count it gives alone, and alone
+ *     the batcher agrees with the engine's own generate;
+ *   - a KV pool that holds one request at a time: all still complete, identical, one by one;
+ *   - a request cancelled while running ends "cancelled" and the others are unaffected; a
+ *     cancelled waiting request never runs;
+ *   - stop strings and max_tokens end requests as in the engine;
+ *   - refusals: an empty prompt, one past the context, an id outside the vocabulary, more
+ *     positions than the whole pool. */
+#include "models/synth.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "check.h"
+#include "rng.h"
+
+enum { N_REQ = 12, MAX_TEXT = 4096 };
+
+typedef struct {
+    char            text[MAX_TEXT];
+    size_t          n;
+    celer_gen_stats stats;
+    bool            done, failed;
+    char            finish[16];
+} result;
+
+static bool on_text(void *user, const char *text, size_t n)
+{
+    result *r = user;
+    if (r->n + n < MAX_TEXT) memcpy(r->text + r->n, text, n), r->n += n;
+    return true;
+}
+
+static void on_done(void *user, const celer_gen_stats *s, const celer_error *err)
+{
+    result *r = user;
+    r->stats  = *s;
+    r->done   = true;
+    r->failed = err != NULL;
+    snprintf(r->finish, sizeof r->finish, "%s", s->finish);
+}
+
+typedef struct {
+    int32_t ids[64];
+    size_t  n;
+    int32_t max_tokens;
+} request;
+
+static int run_all(celer_batcher *b, const request *q, int n, const celer_gen_params *base, result *out)
+{
+    celer_error err = {0};
+    for (int i = 0; i < n; i++) {
+        memset(&out[i], 0, sizeof out[i]);
+        celer_gen_params p = *base;
+        p.max_tokens       = q[i].max_tokens;
+        CHECK(celer_batcher_submit(b, q[i].ids, q[i].n, &p, on_text, on_done, &out[i], NULL, &err) == CELER_OK);
+    }
+    for (int guard = 0; guard < 100000; guard++) {
+        bool busy;
+        CHECK(celer_batcher_step(b, &busy, &err) == CELER_OK);
+        if (!busy) break;
+    }
+    for (int i = 0; i < n; i++) CHECK(out[i].done && !out[i].failed);
+    return 0;
+}
+
+static bool same(const result *a, const result *b)
+{
+    return a->n == b->n && !memcmp(a->text, b->text, a->n) && a->stats.n_gen == b->stats.n_gen &&
+           !strcmp(a->finish, b->finish);
+}
+
+static int test_model(const char *path, int vocab)
+{
+    celer_engine       *e;
+    celer_error         err = {0};
+    celer_engine_config ec  = {.n_ctx = 256};
+    CHECK(celer_engine_create(&e, path, &ec, &err) == CELER_OK);
+    static request q[N_REQ];
+    for (int i = 0; i < N_REQ; i++) {
+        q[i].n          = 1 + rnd() % 50;
+        q[i].max_tokens = 3 + (int32_t)(rnd() % 30);
+        for (size_t k = 0; k < q[i].n; k++) q[i].ids[k] = (int32_t)(rnd() % (uint32_t)vocab);
+    }
+    celer_gen_params p = {.sampling = celer_sampling_default(), .ignore_eos = true};
+
+    /* alone: one slot, one request at a time; and the engine's own generate for the first three */
+    static result alone[N_REQ], batched[N_REQ], engine[3];
+    celer_batcher *b1;
+    celer_batcher_config one = {.n_parallel = 1};
+    CHECK(celer_batcher_create(&b1, e, &one, &err) == CELER_OK);
+    for (int i = 0; i < N_REQ; i++)
+        if (run_all(b1, &q[i], 1, &p, &alone[i])) return 1;
+    celer_batcher_free(b1);
+    for (int i = 0; i < 3; i++) {
+        celer_gen_params gp = p;
+        gp.max_tokens       = q[i].max_tokens;
+        memset(&engine[i], 0, sizeof engine[i]);
+        celer_engine_reset(e);
+        CHECK(celer_engine_generate(e, q[i].ids, q[i].n, &gp, on_text, &engine[i], &engine[i].stats, &err) == CELER_OK);
+        snprintf(engine[i].finish, sizeof engine[i].finish, "%s", engine[i].stats.finish);
+        CHECK(same(&engine[i], &alone[i]));
+    }
+
+    /* together: 4 slots, steps of 16 tokens */
+    celer_batcher       *b4;
+    celer_batcher_config four = {.n_parallel = 4, .step_tokens = 16};
+    CHECK(celer_batcher_create(&b4, e, &four, &err) == CELER_OK);
+    if (run_all(b4, q, N_REQ, &p, batched)) return 1;
+    for (int i = 0; i < N_REQ; i++) {
+        if (!same(&batched[i], &alone[i]))
+            fprintf(stderr, "%s: request %d: batched %zu bytes, %lld tokens (%s); alone %zu, %lld (%s)\n", path, i,
+                    batched[i].n, (long long)batched[i].stats.n_gen, batched[i].finish, alone[i].n,
+                    (long long)alone[i].stats.n_gen, alone[i].finish);
+        CHECK(same(&batched[i], &alone[i]));
+        CHECK(batched[i].stats.n_gen == q[i].max_tokens && !strcmp(batched[i].finish, "length"));
+    }
+    celer_batcher_counts c;
+    celer_batcher_get_counts(b4, &c);
+    CHECK(c.waiting == 0 && c.running == 0 && c.kv_blocks_used == 0);
+    celer_batcher_free(b4);
+
+    /* a pool of 96 positions: the longest requests (up to 50 + 32) run one at a time */
+    celer_batcher       *bs;
+    celer_batcher_config small = {.n_parallel = 4, .kv_tokens = 96, .step_tokens = 16};
+    CHECK(celer_batcher_create(&bs, e, &small, &err) == CELER_OK);
+    if (run_all(bs, q, N_REQ, &p, batched)) return 1;
+    for (int i = 0; i < N_REQ; i++) CHECK(same(&batched[i], &alone[i]));
+    /* refusals */
+    celer_gen_params big = p;
+    big.max_tokens       = 200;
+    CHECK(celer_batcher_submit(bs, q[0].ids, q[0].n, &big, NULL, NULL, NULL, NULL, &err) == CELER_ERR_INVALID);
+    CHECK(strstr(err.msg, "more than the whole pool"));
+    CHECK(celer_batcher_submit(bs, q[0].ids, 0, &p, NULL, NULL, NULL, NULL, &err) == CELER_ERR_INVALID);
+    static int32_t longp[300];
+    CHECK(celer_batcher_submit(bs, longp, 300, &p, NULL, NULL, NULL, NULL, &err) == CELER_ERR_INVALID);
+    CHECK(strstr(err.msg, "context holds 256"));
+    int32_t bad = vocab;
+    CHECK(celer_batcher_submit(bs, &bad, 1, &p, NULL, NULL, NULL, NULL, &err) == CELER_ERR_INVALID);
+    celer_batcher_free(bs);
+
+    /* cancellation: request 1 while it runs, request 3 while it waits (one slot) */
+    celer_batcher *bc;
+    CHECK(celer_batcher_create(&bc, e, &one, &err) == CELER_OK);
+    static result r[4];
+    uint64_t      id[4];
+    for (int i = 0; i < 4; i++) {
+        memset(&r[i], 0, sizeof r[i]);
+        celer_gen_params gp = p;
+        gp.max_tokens       = q[i].max_tokens;
+        CHECK(celer_batcher_submit(bc, q[i].ids, q[i].n, &gp, on_text, on_done, &r[i], &id[i], &err) == CELER_OK);
+    }
+    bool busy = true;
+    while (busy && !r[0].done) CHECK(celer_batcher_step(bc, &busy, &err) == CELER_OK);
+    CHECK(celer_batcher_step(bc, &busy, &err) == CELER_OK); /* request 1 is now running */
+    celer_batcher_cancel(bc, id[1]);
+    celer_batcher_cancel(bc, id[3]);
+    celer_batcher_cancel(bc, 9999); /* no such request: ignored */
+    while (busy) CHECK(celer_batcher_step(bc, &busy, &err) == CELER_OK);
+    CHECK(r[1].done && !strcmp(r[1].finish, "cancelled") && r[1].stats.n_gen < q[1].max_tokens);
+    CHECK(r[3].done && !strcmp(r[3].finish, "cancelled") && r[3].stats.n_gen == 0 && r[3].n == 0);
+    for (int i = 0; i < 3; i += 2)
+        if (!same(&r[i], &alone[i]))
+            fprintf(stderr, "cancel test: request %d: %zu bytes, %lld tokens (%s); alone %zu, %lld (%s)\n", i, r[i].n,
+                    (long long)r[i].stats.n_gen, r[i].finish, alone[i].n, (long long)alone[i].stats.n_gen, alone[i].finish);
+    CHECK(same(&r[0], &alone[0]) && same(&r[2], &alone[2]));
+    celer_batcher_free(bc);
+
+    /* a stop string: the text before it, finish "stop"; as the engine does */
+    if (alone[4].n > 4) {
+        char        stop[3] = {alone[4].text[alone[4].n / 2], alone[4].text[alone[4].n / 2 + 1], 0};
+        const char *stops[] = {stop, NULL};
+        celer_gen_params gp = p;
+        gp.stop             = stops;
+        gp.max_tokens       = q[4].max_tokens;
+        result viab, viae = {0};
+        CHECK(celer_batcher_create(&b1, e, &one, &err) == CELER_OK);
+        memset(&viab, 0, sizeof viab);
+        CHECK(celer_batcher_submit(b1, q[4].ids, q[4].n, &gp, on_text, on_done, &viab, NULL, &err) == CELER_OK);
+        for (busy = true; busy;) CHECK(celer_batcher_step(b1, &busy, &err) == CELER_OK);
+        celer_batcher_free(b1);
+        celer_engine_reset(e);
+        CHECK(celer_engine_generate(e, q[4].ids, q[4].n, &gp, on_text, &viae, &viae.stats, &err) == CELER_OK);
+        snprintf(viae.finish, sizeof viae.finish, "%s", viae.stats.finish);
+        CHECK(!strcmp(viab.finish, "stop") && same(&viab, &viae));
+        CHECK(viab.n < alone[4].n && !memcmp(viab.text, alone[4].text, viab.n));
+    }
+    celer_engine_free(e);
+    return 0;
+}
+
+static int write_model(const char *arch, const char *path)
+{
+    celer_synth_shape s;
+    celer_error       err = {0};
+    CHECK(celer_synth_shape_defaults(&s, arch));
+    s.n_layer = 2, s.n_embd = 64, s.n_ff = 128, s.n_head = 4, s.n_head_kv = 2, s.head_dim = 16, s.n_vocab = 512;
+    if (!strcmp(arch, "qwen3moe")) s.n_expert = 8, s.n_expert_used = 2, s.n_ff_expert = 32;
+    CHECK(celer_synth_write(&s, celer_synth_type_find("Q8_0"), 7, path, NULL, NULL, NULL, &err) == CELER_OK);
+    return 0;
+}
+
+int main(void)
+{
+    int         fails = 0;
+    const char *archs[] = {"llama", "qwen3moe"};
+    for (size_t i = 0; i < 2; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/tmp/celer-test-batcher-%d-%s.gguf", (int)getpid(), archs[i]);
+        if (write_model(archs[i], path)) return 1;
+        fails += test_model(path, 512);
+        unlink(path);
+    }
+    return fails != 0;
+}
