@@ -23,6 +23,7 @@ static const struct {
     {"template", cmd_template, "render a chat template (a model's or a .jinja file) for a conversation"},
     {"quantize", cmd_quantize, "write a model as an MLX-format directory (affine, mxfp4, mxfp8, nvfp4)"},
     {"synth", cmd_synth, "write a random-weight GGUF model of a real shape, for benchmarks"},
+    {"serve", cmd_serve, "serve a model over an OpenAI-compatible HTTP API"},
 };
 
 static void usage(FILE *out)

@@ -1,0 +1,312 @@
+#include "server/reply.h"
+
+#include "server/metrics.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static bool buf_add(srv_buf *b, const char *s, size_t n)
+{
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = (b->n + n + 1) * 2;
+        char  *p   = realloc(b->p, cap);
+        if (!p) return false;
+        b->p = p, b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+    return true;
+}
+
+static uint64_t next_serial(void)
+{
+    static _Atomic uint64_t serial = 0;
+    return ++serial;
+}
+
+srv_reply *srv_reply_new(bool chat, bool stream, bool include_usage, const char *model_id, int64_t n_prompt,
+                         celer_chat_family family, bool starts_in_reasoning, uint64_t seed)
+{
+    srv_reply *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    r->chat = chat, r->stream = stream, r->include_usage = include_usage;
+    r->model_id = model_id, r->n_prompt = n_prompt, r->created = (long)time(NULL), r->http = 200, r->refs = 2;
+    snprintf(r->id, sizeof r->id, "%s-%016llx%04llx", chat ? "chatcmpl" : "cmpl", (unsigned long long)time(NULL),
+             (unsigned long long)(next_serial() & 0xffff));
+    r->calls = cJSON_CreateArray();
+    celer_chat_output_cfg cfg = {.family = chat ? family : CELER_CHAT_FAMILY_PLAIN,
+                                 .starts_in_reasoning = chat && starts_in_reasoning, .id_seed = seed};
+    celer_error err = {0};
+    r->out_ready    = r->calls && !celer_chat_output_init(&r->out, &cfg, &err);
+    if (!r->out_ready) {
+        srv_reply_release(r), srv_reply_release(r);
+        return NULL;
+    }
+    r->t_submit = now_s();
+    return r;
+}
+
+void srv_reply_release(srv_reply *r)
+{
+    pthread_mutex_lock(&r->mu);
+    bool last = --r->refs == 0;
+    pthread_mutex_unlock(&r->mu);
+    if (!last) return;
+    if (r->out_ready) celer_chat_output_free(&r->out);
+    cJSON_Delete(r->calls);
+    free(r->content.p), free(r->reasoning.p), free(r->send.p);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    free(r);
+}
+
+/* ---- streaming chunks --------------------------------------------------------------------- */
+
+/* The chunk object with one choice whose delta (chat) or text (completions) the caller fills. */
+static cJSON *chunk(const srv_reply *r, cJSON **choice)
+{
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddStringToObject(c, "id", r->id);
+    cJSON_AddStringToObject(c, "object", r->chat ? "chat.completion.chunk" : "text_completion");
+    cJSON_AddNumberToObject(c, "created", (double)r->created);
+    cJSON_AddStringToObject(c, "model", r->model_id);
+    cJSON *choices = cJSON_AddArrayToObject(c, "choices");
+    if (choice) {
+        *choice = cJSON_CreateObject();
+        cJSON_AddItemToArray(choices, *choice);
+        cJSON_AddNumberToObject(*choice, "index", 0);
+    }
+    return c;
+}
+
+static void send_sse(srv_reply *r, cJSON *c)
+{
+    char *s = cJSON_PrintUnformatted(c);
+    cJSON_Delete(c);
+    if (!s || !buf_add(&r->send, "data: ", 6) || !buf_add(&r->send, s, strlen(s)) || !buf_add(&r->send, "\n\n", 2))
+        r->oom = true;
+    free(s);
+}
+
+/* A delta: field (content, reasoning_content + reasoning, or a tool call) of text. */
+static void send_delta(srv_reply *r, const char *field, const char *text, size_t n, const celer_chat_event *call)
+{
+    cJSON *choice, *c = chunk(r, &choice);
+    char  *t          = strndup(text ? text : "", n);
+    if (!r->chat) {
+        cJSON_AddStringToObject(choice, "text", t ? t : "");
+        cJSON_AddNullToObject(choice, "logprobs");
+    } else {
+        cJSON *d = cJSON_AddObjectToObject(choice, "delta");
+        if (call) {
+            cJSON *tc = cJSON_AddArrayToObject(d, "tool_calls"), *o = cJSON_CreateObject(), *fn;
+            cJSON_AddItemToArray(tc, o);
+            cJSON_AddNumberToObject(o, "index", call->index);
+            if (call->kind == CELER_CHAT_EVENT_TOOL_CALL_BEGIN) {
+                cJSON_AddStringToObject(o, "id", call->id);
+                cJSON_AddStringToObject(o, "type", "function");
+                fn = cJSON_AddObjectToObject(o, "function");
+                cJSON_AddStringToObject(fn, "name", call->name);
+                cJSON_AddStringToObject(fn, "arguments", "");
+            } else {
+                fn = cJSON_AddObjectToObject(o, "function");
+                cJSON_AddStringToObject(fn, "arguments", t ? t : "");
+            }
+        } else if (!strcmp(field, "reasoning")) {
+            cJSON_AddStringToObject(d, "reasoning_content", t ? t : "");
+            cJSON_AddStringToObject(d, "reasoning", t ? t : "");
+        } else {
+            cJSON_AddStringToObject(d, field, t ? t : "");
+        }
+    }
+    cJSON_AddNullToObject(choice, "finish_reason");
+    free(t);
+    send_sse(r, c);
+}
+
+/* ---- events from the chat output parser ---------------------------------------------------- */
+
+static void on_event(const celer_chat_event *ev, void *user)
+{
+    srv_reply *r = user;
+    switch (ev->kind) {
+    case CELER_CHAT_EVENT_CONTENT:
+    case CELER_CHAT_EVENT_ERROR: /* a malformed call: what the model wrote, as content */
+        if (r->stream) send_delta(r, "content", ev->text, ev->len, NULL);
+        else if (!buf_add(&r->content, ev->text, ev->len)) r->oom = true;
+        break;
+    case CELER_CHAT_EVENT_REASONING:
+        if (r->stream) send_delta(r, "reasoning", ev->text, ev->len, NULL);
+        else if (!buf_add(&r->reasoning, ev->text, ev->len)) r->oom = true;
+        break;
+    case CELER_CHAT_EVENT_TOOL_CALL_BEGIN:
+    case CELER_CHAT_EVENT_TOOL_CALL_ARGS:
+        r->n_calls = ev->index + 1;
+        if (r->stream) {
+            send_delta(r, NULL, ev->text, ev->len, ev);
+        } else if (ev->kind == CELER_CHAT_EVENT_TOOL_CALL_BEGIN) {
+            cJSON *o = cJSON_CreateObject(), *fn;
+            cJSON_AddStringToObject(o, "id", ev->id);
+            cJSON_AddStringToObject(o, "type", "function");
+            fn = cJSON_AddObjectToObject(o, "function");
+            cJSON_AddStringToObject(fn, "name", ev->name);
+            cJSON_AddStringToObject(fn, "arguments", "");
+            cJSON_AddItemToArray(r->calls, o);
+        } else {
+            cJSON *fn   = cJSON_GetObjectItem(cJSON_GetArrayItem(r->calls, ev->index), "function");
+            cJSON *args = cJSON_GetObjectItem(fn, "arguments");
+            size_t had  = args ? strlen(args->valuestring) : 0;
+            char  *s    = malloc(had + ev->len + 1);
+            if (!s || !args) {
+                r->oom = true;
+                free(s);
+                break;
+            }
+            memcpy(s, args->valuestring, had);
+            memcpy(s + had, ev->text, ev->len);
+            s[had + ev->len] = '\0';
+            cJSON_ReplaceItemInObject(fn, "arguments", cJSON_CreateString(s));
+            free(s);
+        }
+        break;
+    default: break;
+    }
+}
+
+bool srv_reply_on_text(void *user, const char *text, size_t n)
+{
+    srv_reply  *r   = user;
+    celer_error err = {0};
+    pthread_mutex_lock(&r->mu);
+    double t = now_s();
+    if (r->t_first == 0) {
+        r->t_first = t;
+        if (r->metrics) srv_metrics_ttft(r->metrics, t - r->t_submit);
+        if (r->stream && r->chat) { /* the first chunk carries the role */
+            cJSON *choice, *c = chunk(r, &choice), *d = cJSON_AddObjectToObject(choice, "delta");
+            cJSON_AddStringToObject(d, "role", "assistant");
+            cJSON_AddStringToObject(d, "content", "");
+            cJSON_AddNullToObject(choice, "finish_reason");
+            send_sse(r, c);
+        }
+    } else if (r->metrics) {
+        srv_metrics_itl(r->metrics, t - r->t_last);
+    }
+    r->t_last = t;
+    if (celer_chat_output_push(&r->out, text, n, on_event, r, &err)) r->oom = true;
+    bool go = !r->oom;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    return go;
+}
+
+static const char *finish_reason(const srv_reply *r)
+{
+    if (r->n_calls) return "tool_calls";
+    return !strcmp(r->stats.finish, "length") ? "length" : "stop";
+}
+
+static cJSON *usage(const srv_reply *r)
+{
+    cJSON *u = cJSON_CreateObject();
+    cJSON_AddNumberToObject(u, "prompt_tokens", (double)r->n_prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", (double)r->stats.n_gen);
+    cJSON_AddNumberToObject(u, "total_tokens", (double)(r->n_prompt + r->stats.n_gen));
+    return u;
+}
+
+char *srv_error_json(const char *msg, const char *type, const char *param, const char *code)
+{
+    cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
+    cJSON_AddStringToObject(e, "message", msg);
+    cJSON_AddStringToObject(e, "type", type);
+    if (param && *param) cJSON_AddStringToObject(e, "param", param);
+    else cJSON_AddNullToObject(e, "param");
+    if (code && *code) cJSON_AddStringToObject(e, "code", code);
+    else cJSON_AddNullToObject(e, "code");
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+/* The whole response body of a request that did not stream. */
+static void whole_body(srv_reply *r)
+{
+    cJSON *choice, *c = chunk(r, &choice);
+    cJSON_ReplaceItemInObject(c, "object", cJSON_CreateString(r->chat ? "chat.completion" : "text_completion"));
+    if (r->chat) {
+        cJSON *m = cJSON_AddObjectToObject(choice, "message");
+        cJSON_AddStringToObject(m, "role", "assistant");
+        if (r->content.n || !r->n_calls) cJSON_AddStringToObject(m, "content", r->content.p ? r->content.p : "");
+        else cJSON_AddNullToObject(m, "content");
+        if (r->reasoning.n) {
+            cJSON_AddStringToObject(m, "reasoning_content", r->reasoning.p);
+            cJSON_AddStringToObject(m, "reasoning", r->reasoning.p);
+        }
+        if (r->n_calls) cJSON_AddItemToObject(m, "tool_calls", cJSON_Duplicate(r->calls, true));
+    } else {
+        cJSON_AddStringToObject(choice, "text", r->content.p ? r->content.p : "");
+    }
+    cJSON_AddNullToObject(choice, "logprobs");
+    cJSON_AddStringToObject(choice, "finish_reason", finish_reason(r));
+    cJSON_AddItemToObject(c, "usage", usage(r));
+    char *s = cJSON_PrintUnformatted(c);
+    cJSON_Delete(c);
+    if (!s || !buf_add(&r->send, s, strlen(s))) r->oom = true;
+    free(s);
+}
+
+void srv_reply_on_done(void *user, const celer_gen_stats *stats, const celer_error *err)
+{
+    srv_reply  *r  = user;
+    celer_error fe = {0};
+    pthread_mutex_lock(&r->mu);
+    r->stats = *stats;
+    if (!err && celer_chat_output_finish(&r->out, on_event, r, &fe)) r->oom = true;
+    if (err || r->oom) {
+        r->failed = true;
+        r->http   = 500;
+        char *e   = srv_error_json(err ? err->msg : "out of memory while building the response", "server_error", NULL,
+                                   NULL);
+        r->send.n = r->sent < r->send.n && !r->stream ? 0 : r->send.n;
+        if (r->stream) {
+            buf_add(&r->send, "data: ", 6), buf_add(&r->send, e ? e : "{}", e ? strlen(e) : 2);
+            buf_add(&r->send, "\n\ndata: [DONE]\n\n", 16);
+        } else {
+            r->send.n = 0;
+            buf_add(&r->send, e ? e : "{}", e ? strlen(e) : 2);
+        }
+        free(e);
+    } else if (r->stream) {
+        cJSON *choice, *c = chunk(r, &choice);
+        if (r->chat) cJSON_AddObjectToObject(choice, "delta");
+        else cJSON_AddStringToObject(choice, "text", "");
+        cJSON_AddStringToObject(choice, "finish_reason", finish_reason(r));
+        send_sse(r, c);
+        if (r->include_usage) {
+            c = chunk(r, NULL);
+            cJSON_AddItemToObject(c, "usage", usage(r));
+            send_sse(r, c);
+        }
+        buf_add(&r->send, "data: [DONE]\n\n", 14);
+    } else {
+        whole_body(r);
+    }
+    if (r->metrics) srv_metrics_done(r->metrics, r->failed ? 500 : 200, r->n_prompt, stats->n_gen);
+    r->done = true;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    srv_reply_release(r);
+}
