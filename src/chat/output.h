@@ -119,6 +119,8 @@ typedef struct {
     char  *p;
     size_t n, cap;
 } celer_chat_buf;
+/* Appends n bytes (kept NUL-terminated); false when out of memory. */
+bool celer_chat_buf_put(celer_chat_buf *b, const void *s, size_t n);
 
 typedef struct {
     /* private: see output.c */

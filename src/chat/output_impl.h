@@ -53,7 +53,6 @@ enum {
 #define IS_WS(c) ((c) == ' ' || (c) == '\n' || (c) == '\r' || (c) == '\t')
 
 /* Appends; false (and nothing changed) when memory runs out. */
-bool celer_chat_buf_put(celer_chat_buf *b, const void *s, size_t n);
 void celer_chat_buf_free(celer_chat_buf *b);
 
 /* output.c */

@@ -14,20 +14,6 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static bool buf_add(srv_buf *b, const char *s, size_t n)
-{
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = (b->n + n + 1) * 2;
-        char  *p   = realloc(b->p, cap);
-        if (!p) return false;
-        b->p = p, b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-    return true;
-}
-
 static uint64_t next_serial(void)
 {
     static _Atomic uint64_t serial = 0;
@@ -95,7 +81,7 @@ static void send_sse(srv_reply *r, cJSON *c)
 {
     char *s = cJSON_PrintUnformatted(c);
     cJSON_Delete(c);
-    if (!s || !buf_add(&r->send, "data: ", 6) || !buf_add(&r->send, s, strlen(s)) || !buf_add(&r->send, "\n\n", 2))
+    if (!s || !celer_chat_buf_put(&r->send, "data: ", 6) || !celer_chat_buf_put(&r->send, s, strlen(s)) || !celer_chat_buf_put(&r->send, "\n\n", 2))
         r->oom = true;
     free(s);
 }
@@ -145,11 +131,11 @@ static void on_event(const celer_chat_event *ev, void *user)
     case CELER_CHAT_EVENT_CONTENT:
     case CELER_CHAT_EVENT_ERROR: /* a malformed call: what the model wrote, as content */
         if (r->stream) send_delta(r, "content", ev->text, ev->len, NULL);
-        else if (!buf_add(&r->content, ev->text, ev->len)) r->oom = true;
+        else if (!celer_chat_buf_put(&r->content, ev->text, ev->len)) r->oom = true;
         break;
     case CELER_CHAT_EVENT_REASONING:
         if (r->stream) send_delta(r, "reasoning", ev->text, ev->len, NULL);
-        else if (!buf_add(&r->reasoning, ev->text, ev->len)) r->oom = true;
+        else if (!celer_chat_buf_put(&r->reasoning, ev->text, ev->len)) r->oom = true;
         break;
     case CELER_CHAT_EVENT_TOOL_CALL_BEGIN:
     case CELER_CHAT_EVENT_TOOL_CALL_ARGS:
@@ -264,7 +250,7 @@ static void whole_body(srv_reply *r)
     cJSON_AddItemToObject(c, "usage", usage(r));
     char *s = cJSON_PrintUnformatted(c);
     cJSON_Delete(c);
-    if (!s || !buf_add(&r->send, s, strlen(s))) r->oom = true;
+    if (!s || !celer_chat_buf_put(&r->send, s, strlen(s))) r->oom = true;
     free(s);
 }
 
@@ -282,11 +268,11 @@ void srv_reply_on_done(void *user, const celer_gen_stats *stats, const celer_err
                                    NULL);
         r->send.n = r->sent < r->send.n && !r->stream ? 0 : r->send.n;
         if (r->stream) {
-            buf_add(&r->send, "data: ", 6), buf_add(&r->send, e ? e : "{}", e ? strlen(e) : 2);
-            buf_add(&r->send, "\n\ndata: [DONE]\n\n", 16);
+            celer_chat_buf_put(&r->send, "data: ", 6), celer_chat_buf_put(&r->send, e ? e : "{}", e ? strlen(e) : 2);
+            celer_chat_buf_put(&r->send, "\n\ndata: [DONE]\n\n", 16);
         } else {
             r->send.n = 0;
-            buf_add(&r->send, e ? e : "{}", e ? strlen(e) : 2);
+            celer_chat_buf_put(&r->send, e ? e : "{}", e ? strlen(e) : 2);
         }
         free(e);
     } else if (r->stream) {
@@ -300,7 +286,7 @@ void srv_reply_on_done(void *user, const celer_gen_stats *stats, const celer_err
             cJSON_AddItemToObject(c, "usage", usage(r));
             send_sse(r, c);
         }
-        buf_add(&r->send, "data: [DONE]\n\n", 14);
+        celer_chat_buf_put(&r->send, "data: [DONE]\n\n", 14);
     } else {
         whole_body(r);
     }

@@ -10,11 +10,6 @@
 
 #include <pthread.h>
 
-typedef struct {
-    char  *p;
-    size_t n, cap;
-} srv_buf;
-
 typedef struct srv_reply {
     pthread_mutex_t   mu;
     pthread_cond_t    cv;
@@ -25,10 +20,10 @@ typedef struct srv_reply {
     int64_t           n_prompt;
     celer_chat_output out;
     bool              out_ready;
-    srv_buf           content, reasoning; /* whole-body responses */
+    celer_chat_buf           content, reasoning; /* whole-body responses */
     cJSON            *calls;              /* whole-body: the tool calls so far */
     int32_t           n_calls;
-    srv_buf           send;  /* bytes for the connection: SSE chunks, or the whole body at the end */
+    celer_chat_buf           send;  /* bytes for the connection: SSE chunks, or the whole body at the end */
     size_t            sent;  /* of send, taken by the connection */
     bool              done, failed, oom;
     int               http;  /* the status of a whole-body response: 200, or 500 when generation failed */

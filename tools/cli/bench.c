@@ -3,7 +3,6 @@
  * cache. Each is repeated R times; the median and the spread are reported. */
 #include "cli.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
@@ -61,16 +60,6 @@ static spread summarize(double *v, int n)
     return (spread){n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2, v[0], v[n - 1]};
 }
 
-static bool parse_int(const char *s, long lo, long hi, long *v)
-{
-    char *end;
-    errno  = 0;
-    long x = strtol(s, &end, 10);
-    if (errno || end == s || *end || x < lo || x > hi) return false;
-    *v = x;
-    return true;
-}
-
 int cmd_bench(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -90,16 +79,16 @@ int cmd_bench(int argc, char **argv)
         switch (c) {
         case 'm': model = optarg; break;
         case 'p':
-            if (!parse_int(optarg, 0, 1 << 20, &P)) return cli_usage_error("bench", "-p wants 0 to 1048576, got '%s'", optarg);
+            if (!cli_parse_long(optarg, 0, 1 << 20, &P)) return cli_usage_error("bench", "-p wants 0 to 1048576, got '%s'", optarg);
             break;
         case 'n':
-            if (!parse_int(optarg, 0, 1 << 20, &N)) return cli_usage_error("bench", "-n wants 0 to 1048576, got '%s'", optarg);
+            if (!cli_parse_long(optarg, 0, 1 << 20, &N)) return cli_usage_error("bench", "-n wants 0 to 1048576, got '%s'", optarg);
             break;
         case 'r':
-            if (!parse_int(optarg, 1, 1000, &R)) return cli_usage_error("bench", "-r wants 1 to 1000, got '%s'", optarg);
+            if (!cli_parse_long(optarg, 1, 1000, &R)) return cli_usage_error("bench", "-r wants 1 to 1000, got '%s'", optarg);
             break;
         case 't':
-            if (!parse_int(optarg, 1, 1024, &v)) return cli_usage_error("bench", "--threads wants 1 to 1024, got '%s'", optarg);
+            if (!cli_parse_long(optarg, 1, 1024, &v)) return cli_usage_error("bench", "--threads wants 1 to 1024, got '%s'", optarg);
             cfg.n_threads = (int)v;
             break;
         case 'j': json = true; break;

@@ -3,7 +3,6 @@
  * new message is prefilled. */
 #include "reply.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,16 +26,6 @@ static void chat_usage(FILE *out)
                  "  -t, --threads N        CPU threads (default: one per physical core)\n"
                  "  -c, --ctx N            context length (default: the trained context, at most 4096)\n"
                  "  -h, --help             show this help\n");
-}
-
-static bool parse_long(const char *s, long lo, long hi, long *v)
-{
-    char *end;
-    errno  = 0;
-    long x = strtol(s, &end, 10);
-    if (errno || end == s || *end || x < lo || x > hi) return false;
-    *v = x;
-    return true;
 }
 
 static void add_message(cJSON *msgs, const char *role, const char *content)
@@ -86,20 +75,20 @@ int cmd_chat(int argc, char **argv)
             break;
         }
         case O_SEED:
-            if (!parse_long(optarg, 0, LONG_MAX, &v)) return cli_usage_error("chat", "--seed wants a number, got '%s'", optarg);
+            if (!cli_parse_long(optarg, 0, LONG_MAX, &v)) return cli_usage_error("chat", "--seed wants a number, got '%s'", optarg);
             gp.sampling.seed = (uint64_t)v;
             break;
         case 'n':
-            if (!parse_long(optarg, 1, 1 << 24, &v)) return cli_usage_error("chat", "--max-tokens wants 1 or more, got '%s'", optarg);
+            if (!cli_parse_long(optarg, 1, 1 << 24, &v)) return cli_usage_error("chat", "--max-tokens wants 1 or more, got '%s'", optarg);
             gp.max_tokens = (int32_t)v;
             break;
         case O_REASONING: reasoning = true; break;
         case 't':
-            if (!parse_long(optarg, 1, 1024, &v)) return cli_usage_error("chat", "--threads wants 1 to 1024, got '%s'", optarg);
+            if (!cli_parse_long(optarg, 1, 1024, &v)) return cli_usage_error("chat", "--threads wants 1 to 1024, got '%s'", optarg);
             cfg.n_threads = (int)v;
             break;
         case 'c':
-            if (!parse_long(optarg, 16, 1 << 24, &v)) return cli_usage_error("chat", "--ctx wants 16 to 16777216, got '%s'", optarg);
+            if (!cli_parse_long(optarg, 16, 1 << 24, &v)) return cli_usage_error("chat", "--ctx wants 16 to 16777216, got '%s'", optarg);
             cfg.n_ctx = v;
             break;
         case 'h': chat_usage(stdout); return EXIT_OK;

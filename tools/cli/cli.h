@@ -21,6 +21,8 @@ int cli_check_utf8(const char *cmd, const char *what, const char *text);
 void cli_print_loaded(const char *model, const celer_engine *e);
 /* Prints only what the load converted ("celer: ..."), when it converted anything. */
 void cli_print_load_note(const celer_engine *e);
+/* A whole decimal number of s within [lo, hi] into *v; false otherwise. */
+bool cli_parse_long(const char *s, long lo, long hi, long *v);
 /* Seconds on a monotonic clock. */
 double cli_now_s(void);
 

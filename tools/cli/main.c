@@ -4,6 +4,7 @@
 
 #include "core/utf8.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +76,16 @@ int cli_check_utf8(const char *cmd, const char *what, const char *text)
     fprintf(stderr, "celer %s: %s is not valid UTF-8 at byte %zu (0x%02x); give UTF-8 text (convert it with iconv -t "
                     "UTF-8, or set a UTF-8 locale)\n", cmd, what, bad, (unsigned)(unsigned char)text[bad]);
     return EXIT_BAD_INPUT;
+}
+
+bool cli_parse_long(const char *s, long lo, long hi, long *v)
+{
+    char *end;
+    errno  = 0;
+    long x = strtol(s, &end, 10);
+    if (errno || end == s || *end || x < lo || x > hi) return false;
+    *v = x;
+    return true;
 }
 
 const char *cli_bytes(uint64_t n, char *buf, size_t cap)

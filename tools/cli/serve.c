@@ -3,7 +3,6 @@
 
 #include "server/server.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,16 +28,6 @@ static void serve_usage(FILE *out)
             "  -h, --help            show this help\n");
 }
 
-static bool parse_int(const char *s, long lo, long hi, long *v)
-{
-    char *end;
-    errno = 0;
-    long x = strtol(s, &end, 10);
-    if (errno || end == s || *end || x < lo || x > hi) return false;
-    *v = x;
-    return true;
-}
-
 int cmd_serve(int argc, char **argv)
 {
     enum { O_HOST = 256, O_PORT, O_PARALLEL, O_KEY, O_QUEUE, O_ID };
@@ -59,15 +48,15 @@ int cmd_serve(int argc, char **argv)
         case 'm': c.model = optarg; break;
         case O_HOST: c.host = optarg; break;
         case O_PORT:
-            if (!parse_int(optarg, 0, 65535, &v)) return cli_usage_error("serve", "--port wants 0 to 65535, not '%s'", optarg);
+            if (!cli_parse_long(optarg, 0, 65535, &v)) return cli_usage_error("serve", "--port wants 0 to 65535, not '%s'", optarg);
             c.port = (int)v;
             break;
         case O_PARALLEL:
-            if (!parse_int(optarg, 1, 256, &v)) return cli_usage_error("serve", "--parallel wants 1 to 256, not '%s'", optarg);
+            if (!cli_parse_long(optarg, 1, 256, &v)) return cli_usage_error("serve", "--parallel wants 1 to 256, not '%s'", optarg);
             c.parallel = (int)v;
             break;
         case 'c':
-            if (!parse_int(optarg, 16, 1 << 24, &v)) return cli_usage_error("serve", "--ctx wants 16 to 16777216, not '%s'", optarg);
+            if (!cli_parse_long(optarg, 16, 1 << 24, &v)) return cli_usage_error("serve", "--ctx wants 16 to 16777216, not '%s'", optarg);
             c.n_ctx = v;
             break;
         case O_KEY:
@@ -75,12 +64,12 @@ int cmd_serve(int argc, char **argv)
             c.api_key = optarg;
             break;
         case O_QUEUE:
-            if (!parse_int(optarg, 0, 1 << 20, &v)) return cli_usage_error("serve", "--max-queue wants 0 to 1048576, not '%s'", optarg);
+            if (!cli_parse_long(optarg, 0, 1 << 20, &v)) return cli_usage_error("serve", "--max-queue wants 0 to 1048576, not '%s'", optarg);
             c.max_queue = (int)v;
             break;
         case O_ID: c.model_id = optarg; break;
         case 't':
-            if (!parse_int(optarg, 1, 1024, &v)) return cli_usage_error("serve", "--threads wants 1 to 1024, not '%s'", optarg);
+            if (!cli_parse_long(optarg, 1, 1024, &v)) return cli_usage_error("serve", "--threads wants 1 to 1024, not '%s'", optarg);
             c.n_threads = (int)v;
             break;
         case 'h': serve_usage(stdout); return EXIT_OK;
