@@ -109,22 +109,33 @@ typedef struct {
 typedef struct {
     server    *s;
     srv_reply *r;
+    time_t     last; /* when bytes last went out */
 } stream_ctx;
 
+enum { KEEPALIVE_S = 5 }; /* well inside the connection timeout */
+
+/* The next bytes of the stream. While a request waits for a slot or a long prompt is prefilled,
+ * an SSE comment goes out every KEEPALIVE_S seconds: the connection's idle timeout (which guards
+ * against clients that stall) must not close a stream the server itself is slow to fill. */
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     (void)pos;
-    stream_ctx *x = cls;
-    srv_reply  *r = x->r;
+    static const char keepalive[] = ": keep-alive\n\n";
+    stream_ctx       *x           = cls;
+    srv_reply        *r           = x->r;
     pthread_mutex_lock(&r->mu);
-    while (r->sent == r->send.n && !r->done) {
+    while (r->sent == r->send.n && !r->done && time(NULL) - x->last < KEEPALIVE_S) {
         struct timespec t;
         clock_gettime(CLOCK_REALTIME, &t);
         t.tv_sec += 1;
         pthread_cond_timedwait(&r->cv, &r->mu, &t);
     }
+    x->last = time(NULL);
     ssize_t k;
-    if (r->sent < r->send.n) {
+    if (r->sent == r->send.n && !r->done && max >= sizeof keepalive - 1) {
+        memcpy(buf, keepalive, sizeof keepalive - 1);
+        k = (ssize_t)(sizeof keepalive - 1);
+    } else if (r->sent < r->send.n) {
         size_t n = r->send.n - r->sent < max ? r->send.n - r->sent : max;
         memcpy(buf, r->send.p + r->sent, n);
         r->sent += n;
@@ -260,7 +271,7 @@ static enum MHD_Result generate(server *s, struct MHD_Connection *c, const uploa
         srv_reply_release(r);
         return MHD_NO;
     }
-    x->s = s, x->r = r;
+    x->s = s, x->r = r, x->last = time(NULL);
     MHD_add_response_header(resp, "Content-Type", "text/event-stream");
     MHD_add_response_header(resp, "Cache-Control", "no-cache");
     enum MHD_Result ok = MHD_queue_response(c, 200, resp);
