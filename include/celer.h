@@ -250,7 +250,15 @@ typedef struct {
     int32_t        max_tokens; /* generated tokens at most */
     const char    *const *stop; /* stop strings (the text before them is kept), NULL-terminated, or NULL */
     bool           ignore_eos;  /* keep going past end-of-generation tokens (benchmarks) */
+    /* celer_batcher only: with on_token set, each sampled token's log-probability under the
+     * model's distribution (log-softmax of the raw logits, before temperature, penalties and
+     * filters) and the top_logprobs most likely tokens' (0 to CELER_MAX_TOP_LOGPROBS) */
+    int32_t        top_logprobs;
+    void (*on_token)(void *user, int32_t id, float logprob, const int32_t *top_ids, const float *top_logprobs,
+                     int32_t n_top);
 } celer_gen_params;
+
+#define CELER_MAX_TOP_LOGPROBS 20
 
 /* Called with each piece of generated text as soon as it is complete UTF-8 (stop strings held
  * back until decided). Return false to stop. */

@@ -14,6 +14,7 @@
 #include "runtime/stop_filter.h"
 #include "tokenizer/tokenizer.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -277,6 +278,29 @@ static celer_status admit(celer_batcher *b, celer_error *err)
     return CELER_OK;
 }
 
+/* The chosen token's log-probability and the top ones, from the raw logits, to on_token. */
+static void report_logprobs(celer_request *r, const float *logits, int64_t n_vocab, int32_t id)
+{
+    double mx = logits[0], sum = 0;
+    for (int64_t i = 1; i < n_vocab; i++) mx = logits[i] > mx ? logits[i] : mx;
+    for (int64_t i = 0; i < n_vocab; i++) sum += exp((double)logits[i] - mx);
+    double  lse = mx + log(sum);
+    int32_t n = r->p.top_logprobs < 0 ? 0 : r->p.top_logprobs > CELER_MAX_TOP_LOGPROBS ? CELER_MAX_TOP_LOGPROBS
+                                                                                   : r->p.top_logprobs;
+    if (n > n_vocab) n = (int32_t)n_vocab;
+    int32_t top[CELER_MAX_TOP_LOGPROBS];
+    float   lp[CELER_MAX_TOP_LOGPROBS];
+    int32_t have = 0; /* top[0..have) by logit descending; scanning ids upward keeps the lower id first on ties */
+    for (int64_t i = 0; i < n_vocab && n; i++) {
+        if (have == n && logits[i] <= logits[top[n - 1]]) continue;
+        int32_t at = have < n ? have++ : n - 1;
+        while (at > 0 && logits[i] > logits[top[at - 1]]) top[at] = top[at - 1], at--;
+        top[at] = (int32_t)i;
+    }
+    for (int32_t k = 0; k < n; k++) lp[k] = (float)((double)logits[top[k]] - lse);
+    r->p.on_token(r->user, id, (float)((double)logits[id] - lse), top, lp, n);
+}
+
 /* One sampled token of r: ends r, or appends the token for the next step. */
 static void take_token(celer_batcher *b, celer_request *r, const float *logits_row, float *scratch)
 {
@@ -285,6 +309,7 @@ static void take_token(celer_batcher *b, celer_request *r, const float *logits_r
     if (r->stats.n_gen >= r->p.max_tokens) return finish(b, r, "length", NULL); /* max_tokens 0: the prompt only */
     memcpy(scratch, logits_row, (size_t)n_vocab * sizeof *scratch);
     int32_t id = celer_sampler_sample(&r->sm, scratch, r->tokens, (size_t)r->n_tokens);
+    if (r->p.on_token) report_logprobs(r, logits_row, n_vocab, id);
     if (r->stats.n_gen == 0) r->stats.t_first = now() - r->t_start, r->stats.t_prompt = r->stats.t_first;
     r->stats.n_gen++;
     if (!r->p.ignore_eos && celer_engine_is_eog(e, id)) {

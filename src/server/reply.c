@@ -52,10 +52,91 @@ void srv_reply_release(srv_reply *r)
     if (!last) return;
     if (r->out_ready) celer_chat_output_free(&r->out);
     cJSON_Delete(r->calls);
+    cJSON_Delete(r->logprobs);
     free(r->content.p), free(r->reasoning.p), free(r->send.p);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
     free(r);
+}
+
+/* ---- log-probabilities ---------------------------------------------------------------------- */
+
+void srv_reply_want_logprobs(srv_reply *r, const celer_tokenizer *tok)
+{
+    r->tok      = tok;
+    r->logprobs = cJSON_CreateArray();
+}
+
+/* {token, logprob, bytes}: the token's text as the tokenizer decodes it alone (a token that is
+ * part of a UTF-8 sequence decodes to U+FFFD), its UTF-8 bytes, and its log-probability. */
+static cJSON *token_entry(const srv_reply *r, int32_t id, float lp)
+{
+    cJSON      *e    = cJSON_CreateObject();
+    char       *text = NULL;
+    size_t      n    = 0;
+    celer_error err  = {0};
+    if (celer_tokenizer_decode(r->tok, &id, 1, &text, &n, &err)) text = NULL, n = 0;
+    cJSON_AddStringToObject(e, "token", text ? text : "");
+    cJSON_AddNumberToObject(e, "logprob", lp);
+    cJSON *bytes = cJSON_AddArrayToObject(e, "bytes");
+    for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(bytes, cJSON_CreateNumber((unsigned char)text[i]));
+    free(text);
+    return e;
+}
+
+void srv_reply_on_token(void *user, int32_t id, float logprob, const int32_t *top_ids, const float *top_lp, int32_t n)
+{
+    srv_reply *r = user;
+    pthread_mutex_lock(&r->mu);
+    cJSON *e   = token_entry(r, id, logprob);
+    cJSON *top = cJSON_AddArrayToObject(e, "top_logprobs");
+    for (int32_t k = 0; k < n; k++) cJSON_AddItemToArray(top, token_entry(r, top_ids[k], top_lp[k]));
+    cJSON_AddNumberToObject(e, "text_offset", (double)r->text_offset);
+    r->text_offset += (int64_t)strlen(cJSON_GetObjectItem(e, "token")->valuestring);
+    cJSON_AddItemToArray(r->logprobs, e);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* The logprobs object of a choice from entries (taken): chat's {"content": [...]}, or the legacy
+ * completions form {tokens, token_logprobs, top_logprobs, text_offset}. */
+static cJSON *logprobs_json(const srv_reply *r, cJSON *entries)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (r->chat) {
+        for (cJSON *e = entries->child; e; e = e->next) {
+            cJSON_DeleteItemFromObject(e, "text_offset");
+            for (cJSON *t = cJSON_GetObjectItem(e, "top_logprobs")->child; t; t = t->next)
+                cJSON_DeleteItemFromObject(t, "top_logprobs"), cJSON_DeleteItemFromObject(t, "text_offset");
+        }
+        cJSON_AddItemToObject(o, "content", entries);
+        return o;
+    }
+    cJSON *tokens = cJSON_AddArrayToObject(o, "tokens"), *lps = cJSON_AddArrayToObject(o, "token_logprobs");
+    cJSON *tops = cJSON_AddArrayToObject(o, "top_logprobs"), *offs = cJSON_AddArrayToObject(o, "text_offset");
+    for (cJSON *e = entries->child; e; e = e->next) {
+        cJSON_AddItemToArray(tokens, cJSON_CreateString(cJSON_GetObjectItem(e, "token")->valuestring));
+        cJSON_AddItemToArray(lps, cJSON_CreateNumber(cJSON_GetObjectItem(e, "logprob")->valuedouble));
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber(cJSON_GetObjectItem(e, "text_offset")->valuedouble));
+        cJSON *m = cJSON_CreateObject();
+        for (cJSON *t = cJSON_GetObjectItem(e, "top_logprobs")->child; t; t = t->next)
+            if (!cJSON_GetObjectItem(m, cJSON_GetObjectItem(t, "token")->valuestring))
+                cJSON_AddNumberToObject(m, cJSON_GetObjectItem(t, "token")->valuestring,
+                                        cJSON_GetObjectItem(t, "logprob")->valuedouble);
+        cJSON_AddItemToArray(tops, m);
+    }
+    cJSON_Delete(entries);
+    return o;
+}
+
+/* The choice's "logprobs": null when not asked for; else the entries so far, which it takes. */
+static void add_logprobs(srv_reply *r, cJSON *choice)
+{
+    if (!r->logprobs) {
+        cJSON_AddNullToObject(choice, "logprobs");
+        return;
+    }
+    cJSON_AddItemToObject(choice, "logprobs", logprobs_json(r, r->logprobs));
+    r->logprobs = cJSON_CreateArray();
 }
 
 /* ---- streaming chunks --------------------------------------------------------------------- */
@@ -93,7 +174,7 @@ static void send_delta(srv_reply *r, const char *field, const char *text, size_t
     char  *t          = strndup(text ? text : "", n);
     if (!r->chat) {
         cJSON_AddStringToObject(choice, "text", t ? t : "");
-        cJSON_AddNullToObject(choice, "logprobs");
+        add_logprobs(r, choice);
     } else {
         cJSON *d = cJSON_AddObjectToObject(choice, "delta");
         if (call) {
@@ -116,6 +197,7 @@ static void send_delta(srv_reply *r, const char *field, const char *text, size_t
         } else {
             cJSON_AddStringToObject(d, field, t ? t : "");
         }
+        if (r->logprobs) add_logprobs(r, choice); /* the tokens generated since the last chunk */
     }
     cJSON_AddNullToObject(choice, "finish_reason");
     free(t);
@@ -245,7 +327,7 @@ static void whole_body(srv_reply *r)
     } else {
         cJSON_AddStringToObject(choice, "text", r->content.p ? r->content.p : "");
     }
-    cJSON_AddNullToObject(choice, "logprobs");
+    add_logprobs(r, choice);
     cJSON_AddStringToObject(choice, "finish_reason", finish_reason(r));
     cJSON_AddItemToObject(c, "usage", usage(r));
     char *s = cJSON_PrintUnformatted(c);
@@ -279,6 +361,7 @@ void srv_reply_on_done(void *user, const celer_gen_stats *stats, const celer_err
         cJSON *choice, *c = chunk(r, &choice);
         if (r->chat) cJSON_AddObjectToObject(choice, "delta");
         else cJSON_AddStringToObject(choice, "text", "");
+        if (r->logprobs) add_logprobs(r, choice); /* the tokens no text was sent for (the end-of-turn) */
         cJSON_AddStringToObject(choice, "finish_reason", finish_reason(r));
         send_sse(r, c);
         if (r->include_usage) {

@@ -32,6 +32,11 @@ typedef struct srv_reply {
     int               refs;   /* the connection and the batcher each hold one */
     double            t_submit, t_first, t_last; /* for the latency histograms */
     struct srv_metrics *metrics;
+    /* logprobs: entries {token, logprob, bytes, top_logprobs} of tokens not yet sent (a stream)
+     * or of all (whole); NULL when not asked for */
+    cJSON                 *logprobs;
+    const celer_tokenizer *tok;
+    int64_t                text_offset; /* completions: where the next token's text starts */
 } srv_reply;
 
 /* A reply for a request of n_prompt tokens; family: the chat output family (chat only). */
@@ -40,8 +45,12 @@ srv_reply *srv_reply_new(bool chat, bool stream, bool include_usage, const char 
 /* Drops one reference; the last frees. */
 void       srv_reply_release(srv_reply *r);
 
+/* Asks for log-probabilities: the reply records each token's (tok names them). */
+void srv_reply_want_logprobs(srv_reply *r, const celer_tokenizer *tok);
+
 /* The batcher's callbacks (user: the reply). */
 bool srv_reply_on_text(void *user, const char *text, size_t n);
+void srv_reply_on_token(void *user, int32_t id, float logprob, const int32_t *top_ids, const float *top_lp, int32_t n);
 void srv_reply_on_done(void *user, const celer_gen_stats *stats, const celer_error *err);
 
 /* A whole JSON error body in OpenAI's shape, malloc'd. */

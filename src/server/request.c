@@ -125,17 +125,32 @@ static bool check_stop(srv_request *r, srv_error *e)
 }
 
 /* Fields celer refuses rather than ignore. */
+/* Chat: logprobs (bool) and top_logprobs (0-20, with logprobs). Completions: logprobs, the
+ * number of alternatives (0-5), as the legacy API has it. */
+static bool check_logprobs(srv_request *r, srv_error *e)
+{
+    const cJSON *b  = r->body, *top = cJSON_GetObjectItemCaseSensitive(b, "top_logprobs");
+    double       n  = -1;
+    bool         on = false;
+    r->logprobs     = -1;
+    if (!r->chat) {
+        if (!integer(b, "logprobs", 0, 5, &n, e)) return false;
+        r->logprobs = (int32_t)n;
+        return true;
+    }
+    if (!boolean(b, "logprobs", &on, e) || !integer(b, "top_logprobs", 0, 20, &n, e)) return false;
+    if (top && !cJSON_IsNull(top) && !on)
+        return fail(e, 400, "top_logprobs", "invalid_value", "'top_logprobs' needs 'logprobs': true");
+    if (on) r->logprobs = n > 0 ? (int32_t)n : 0;
+    return true;
+}
+
 static bool check_unsupported(const srv_request *r, srv_error *e)
 {
     const cJSON *b = r->body, *x;
     double       n = 1;
     if (!integer(b, "n", 1, 1e9, &n, e)) return false;
     if (n != 1) return fail(e, 400, "n", "invalid_value", "'n' is %g; this server returns one choice per request (n = 1)", n);
-    bool lp = false;
-    if (!boolean(b, "logprobs", &lp, e)) return false;
-    if (lp || ((x = cJSON_GetObjectItemCaseSensitive(b, "top_logprobs")) && !cJSON_IsNull(x)))
-        return fail(e, 400, "logprobs", "unsupported_parameter", "logprobs are not supported yet; leave out 'logprobs' "
-                    "and 'top_logprobs'");
     if ((x = cJSON_GetObjectItemCaseSensitive(b, "response_format")) && !cJSON_IsNull(x)) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(x, "type");
         if (!cJSON_IsObject(x) || !cJSON_IsString(type))
@@ -212,7 +227,7 @@ bool srv_request_parse(srv_request *r, const char *body, size_t n, bool chat, co
     if (!num(b, "temperature", 0, 2, &t, e) || !num(b, "top_p", 0, 1, &tp, e) || !integer(b, "top_k", 0, 1e9, &tk, e) ||
         !num(b, "min_p", 0, 1, &mp, e) || !integer(b, "seed", -9.2e18, 9.2e18, &seed, e) ||
         !num(b, "presence_penalty", -2, 2, &pp, e) || !num(b, "frequency_penalty", -2, 2, &fp, e) ||
-        !boolean(b, "stream", &r->stream, e) || !check_stop(r, e) || !check_unsupported(r, e))
+        !boolean(b, "stream", &r->stream, e) || !check_stop(r, e) || !check_logprobs(r, e) || !check_unsupported(r, e))
         return false;
     if ((x = cJSON_GetObjectItemCaseSensitive(b, "stream_options")) && !cJSON_IsNull(x)) {
         if (!cJSON_IsObject(x)) return fail(e, 400, "stream_options", "invalid_type", "'stream_options' must be an object");

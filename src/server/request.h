@@ -20,6 +20,7 @@ typedef struct {
     celer_sampling sampling;
     const char    *stop[SRV_MAX_STOP + 1]; /* NULL-terminated, pointing into body */
     bool           stream, include_usage;
+    int32_t        logprobs; /* -1: none; else how many top alternatives per token (0-20) */
 } srv_request;
 
 /* What was wrong: the message and the field ("param"; "" for the body as a whole). */

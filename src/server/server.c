@@ -237,7 +237,8 @@ static enum MHD_Result generate(server *s, struct MHD_Connection *c, const uploa
         return respond(c, s, 503, "application/json", srv_error_json(msg, "server_error", NULL, "queue_full"), "1");
     }
     celer_gen_params gp = {.sampling = q.sampling, .stop = q.stop,
-                           .max_tokens = q.max_tokens > 0 ? q.max_tokens : (int32_t)(ctx - (int64_t)n_ids)};
+                           .max_tokens = q.max_tokens > 0 ? q.max_tokens : (int32_t)(ctx - (int64_t)n_ids),
+                           .top_logprobs = q.logprobs, .on_token = q.logprobs >= 0 ? srv_reply_on_token : NULL};
     srv_reply *r = srv_reply_new(chat, q.stream, q.include_usage, s->cfg.model_id, (int64_t)n_ids, s->family, opens,
                                  q.sampling.seed);
     if (!r) {
@@ -246,6 +247,7 @@ static enum MHD_Result generate(server *s, struct MHD_Connection *c, const uploa
         return error(c, s, 500, "server_error", NULL, NULL, "out of memory");
     }
     r->metrics = &s->metrics;
+    if (q.logprobs >= 0) srv_reply_want_logprobs(r, celer_engine_tokenizer(s->e));
     st         = celer_batcher_submit(s->b, ids, n_ids, &gp, srv_reply_on_text, srv_reply_on_done, r, &r->req_id, &err);
     free(ids);
     bool stream = q.stream;

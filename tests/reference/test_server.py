@@ -134,6 +134,46 @@ def test_stop_and_length(srv):
     assert r.choices[0].finish_reason == "length" and r.usage.completion_tokens == 3
 
 
+def test_logprobs_against_mlx_lm(srv):
+    """Each token's log-probability: the greedy token is the most likely, the list is sorted, one
+    entry per generated token, the same streamed; and the first answer token's margin over the
+    runner-up equals mlx-lm's (tests/data/mlx/smollm2-135m.json, prompt chat0: this request's prompt)."""
+    import tokenizer_ref
+
+    r = chat(srv, max_tokens=12, logprobs=True, top_logprobs=5)
+    lp = r.choices[0].logprobs.content
+    assert len(lp) == r.usage.completion_tokens
+    for e in lp:
+        tops = [t.logprob for t in e.top_logprobs]
+        assert len(tops) == 5 and tops == sorted(tops, reverse=True) and all(x <= 0 for x in tops)
+        assert e.token == e.top_logprobs[0].token and e.logprob == tops[0]  # greedy
+        assert bytes(e.bytes).decode("utf-8", "replace") == e.token
+    assert "".join(e.token for e in lp).startswith(r.choices[0].message.content[:10])
+    streamed = [e for ch in chat(srv, max_tokens=12, logprobs=True, top_logprobs=5, stream=True)
+                for c in ch.choices if c.logprobs for e in c.logprobs.content]
+    assert [(e.token, e.logprob) for e in streamed] == [(e.token, e.logprob) for e in lp]
+
+    fx = json.loads((ROOT / "tests/data/mlx/smollm2-135m.json").read_text())
+    p = next(p for p in fx["prompts"] if p["name"] == "chat0")
+    assert p["text"].endswith("What is the capital of France?<|im_end|>\n<|im_start|>assistant\n")
+    at = len(p["ids"]) - 1
+    hf, _ = tokenizer_ref.load_reference(str(SMOLLM))
+    assert lp[0].token == tokenizer_ref.decode(hf, [p["top1"][at]])
+    margin = lp[0].top_logprobs[0].logprob - lp[0].top_logprobs[1].logprob
+    assert abs(margin - p["margin"][at]) < 0.03, (margin, p["margin"][at])
+
+
+def test_completions_logprobs(srv):
+    r = srv.client().completions.create(model="smollm2", prompt="The capital of France is", temperature=0,
+                                        max_tokens=6, logprobs=3)
+    lp = r.choices[0].logprobs
+    assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == len(lp.text_offset) == 6
+    assert "".join(lp.tokens) == r.choices[0].text
+    assert lp.text_offset == [sum(len(t) for t in lp.tokens[:i]) for i in range(6)]
+    for tok, x, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs):
+        assert len(top) <= 3 and max(top.values()) == x and top[tok] == x
+
+
 PROMPTS = ["Name a color.", "Count to five.", "What is 2+2?", "Say hello in French.", "Name a fruit.",
            "What is the largest planet?", "Write a haiku about rain.", "Who wrote Hamlet?"]
 
@@ -216,8 +256,11 @@ BAD = [
      "include_usage"),
     ("n = 2", "/v1/chat/completions", {**msgs(U), "n": 2}, 400, "n"),
     ("n a string", "/v1/chat/completions", {**msgs(U), "n": "1"}, 400, "n"),
-    ("logprobs", "/v1/chat/completions", {**msgs(U), "logprobs": True}, 400, "logprobs"),
-    ("top_logprobs", "/v1/chat/completions", {**msgs(U), "top_logprobs": 3}, 400, "logprobs"),
+    ("logprobs a string", "/v1/chat/completions", {**msgs(U), "logprobs": "yes"}, 400, "logprobs"),
+    ("top_logprobs without logprobs", "/v1/chat/completions", {**msgs(U), "top_logprobs": 3}, 400, "top_logprobs"),
+    ("top_logprobs 21", "/v1/chat/completions", {**msgs(U), "logprobs": True, "top_logprobs": 21}, 400,
+     "top_logprobs"),
+    ("completions logprobs 6", "/v1/completions", {"prompt": "a", "logprobs": 6}, 400, "logprobs"),
     ("json_object", "/v1/chat/completions", {**msgs(U), "response_format": {"type": "json_object"}}, 400,
      "response_format"),
     ("response_format a string", "/v1/chat/completions", {**msgs(U), "response_format": "json"}, 400,
