@@ -112,10 +112,10 @@ typedef struct {
     time_t     last; /* when bytes last went out */
 } stream_ctx;
 
-enum { KEEPALIVE_S = 5 }; /* well inside the connection timeout */
+enum { KEEPALIVE_S = 1 }; /* inside any connection timeout (--timeout is at least 2 s) */
 
 /* The next bytes of the stream. While a request waits for a slot or a long prompt is prefilled,
- * an SSE comment goes out every KEEPALIVE_S seconds: the connection's idle timeout (which guards
+ * an SSE comment goes out every KEEPALIVE_S seconds of silence: the connection's idle timeout (which guards
  * against clients that stall) must not close a stream the server itself is slow to fill. */
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
@@ -230,7 +230,8 @@ static enum MHD_Result generate(server *s, struct MHD_Connection *c, const uploa
     }
     celer_batcher_counts counts;
     celer_batcher_get_counts(s->b, &counts);
-    if (counts.waiting >= s->cfg.max_queue) {
+    int would_wait = counts.running + counts.waiting + 1 - s->cfg.parallel; /* with this one */
+    if (would_wait > s->cfg.max_queue) {
         free(ids);
         srv_request_free(&q);
         snprintf(msg, sizeof msg, "the queue is full (%d requests waiting); retry later", counts.waiting);
@@ -394,7 +395,7 @@ celer_status srv_run(const srv_config *cfg, celer_error *err)
     struct MHD_Daemon *d = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, (uint16_t)cfg->port,
         NULL, NULL, handle, &s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)30, MHD_OPTION_CONNECTION_LIMIT, (unsigned)256, MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
+        (unsigned)(cfg->timeout_s > 0 ? cfg->timeout_s : 30), MHD_OPTION_CONNECTION_LIMIT, (unsigned)256, MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
         MHD_OPTION_END);
     if (!d)
         return celer_fail(err, CELER_ERR_IO, "serve: cannot listen on %s:%d (in use, or not allowed); pick another "

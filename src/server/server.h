@@ -17,6 +17,7 @@ typedef struct {
     int         max_queue;  /* waiting requests before 503 */
     int         n_threads;  /* compute threads; 0: one per core */
     size_t      max_body;   /* request body bytes */
+    int         timeout_s;  /* a connection that sends nothing this long is closed (slow clients) */
 } srv_config;
 
 /* Listens, loads the model (GET /health answers 503 meanwhile), serves until SIGINT or SIGTERM.

@@ -340,11 +340,11 @@ def test_metrics(srv):
 def keyed(tmp_path_factory):
     d = tmp_path_factory.mktemp("serve")
     model = d / "tiny.gguf"
-    r = subprocess.run([CELER, "synth", "--arch", "llama", "--layers", "2", "--embd", "64", "--ff", "128", "--heads",
+    r = subprocess.run([CELER, "synth", "--arch", "llama", "--layers", "4", "--embd", "256", "--ff", "512", "--heads",
                         "4", "--kv-heads", "2", "--vocab", "512", "--type", "Q8_0", "-o", str(model)],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    s = Server("-m", str(model), "--api-key", "sekret", "--parallel", "1", "--max-queue", "0")
+    s = Server("-m", str(model), "--api-key", "sekret", "--parallel", "1", "--max-queue", "0", "--timeout", "2")
     yield s
     s.stop()
 
@@ -357,10 +357,124 @@ def test_bad_auth(keyed, header):
     assert keyed.request("GET", "/health")[0] == 200
 
 
+def test_slow_loris(keyed):
+    """40 connections that send half a header and stop: the server keeps answering, and closes
+    each within its --timeout (2 s) of silence."""
+    import socket
+
+    slow = []
+    for _ in range(40):
+        k = socket.create_connection(("127.0.0.1", keyed.port), timeout=10)
+        k.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Len")
+        slow.append(k)
+    t0 = time.time()
+    assert keyed.request("GET", "/health")[0] == 200
+    body = json.dumps({"prompt": "a", "max_tokens": 2}).encode()
+    assert keyed.request("POST", "/v1/completions", body, {"Authorization": "Bearer sekret"})[0] == 200
+    assert time.time() - t0 < 2, "the slow connections held up the others"
+    for k in slow:
+        try:
+            assert k.recv(1024) == b""  # closed by the server, unanswered
+        except ConnectionResetError:
+            pass
+        assert time.time() - t0 < 8, "a silent connection outlived the 2 s timeout"
+        k.close()
+    assert keyed.request("GET", "/health")[0] == 200
+
+
 def test_good_auth_and_full_queue(keyed):
     body = json.dumps({"prompt": "a", "max_tokens": 2}).encode()
     st, _, data = keyed.request("POST", "/v1/completions", body, {"Authorization": "Bearer sekret"})
-    assert st in (200, 503), data  # --max-queue 0: 503 whenever another request waits
+    assert st == 200, data  # a free slot: no waiting needed
+    # --parallel 1 --max-queue 0: while one request runs, another is a 503 with Retry-After
+    # greedy, 3000 tokens: seconds of generation on this model, ample time for the check below
+    slow = json.dumps({"prompt": "a", "max_tokens": 3000, "temperature": 0, "stream": True}).encode()
+    c = http.client.HTTPConnection("127.0.0.1", keyed.port, timeout=60)
+    c.request("POST", "/v1/completions", slow, {"Authorization": "Bearer sekret"})
+    first = c.getresponse()
+    first.readline()  # it is running
+    st, h, data = keyed.request("POST", "/v1/completions", body, {"Authorization": "Bearer sekret"})
+    assert st == 503 and h.get("Retry-After") == "1", (st, data)
+    assert json.loads(data)["error"]["code"] == "queue_full"
+    c.close()  # the client goes away: its request is cancelled and the slot frees
+    for _ in range(50):
+        st, _, _ = keyed.request("POST", "/v1/completions", body, {"Authorization": "Bearer sekret"})
+        if st == 200:
+            break
+        time.sleep(0.1)
+    assert st == 200
     with pytest.raises(openai.AuthenticationError):
         keyed.client("wrong").models.list()
     assert [m.id for m in keyed.client("sekret").models.list().data] == ["tiny"]
+
+
+# ---- what a model's output turns into: tool calls and reasoning, end to end -----------------------
+
+@pytest.fixture(scope="module")
+def scripted(tmp_path_factory):
+    import scripted_models
+
+    d = tmp_path_factory.mktemp("scripted")
+    servers = {name: Server("-m", str(scripted_models.write(name, d / f"{name}.gguf")), "--model-id", name)
+               for name in scripted_models.SCRIPTS}
+    yield servers
+    for s in servers.values():
+        s.stop()
+
+
+WEATHER_TOOL = {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
+                                                 "parameters": {"type": "object",
+                                                                "properties": {"city": {"type": "string"}}}}}
+
+
+def test_tool_call_round_trip(scripted):
+    """The model's <tool_call> becomes tool_calls (whole and streamed); the client's reply with the
+    call and the tool's result is accepted and rendered into the next prompt."""
+    cl = scripted["tool-call"].client()
+    ask = [{"role": "user", "content": "What is the weather in Paris?"}]
+    r = cl.chat.completions.create(model="tool-call", messages=ask, tools=[WEATHER_TOOL], temperature=0)
+    c = r.choices[0]
+    assert c.finish_reason == "tool_calls" and c.message.content is None
+    (call,) = c.message.tool_calls
+    assert call.type == "function" and call.function.name == "get_weather" and call.id
+    assert json.loads(call.function.arguments) == {"city": "Paris"}
+    # streamed: an index, id and name first, then argument pieces that add up to the same JSON
+    calls: dict[int, dict] = {}
+    finish = None
+    for ch in cl.chat.completions.create(model="tool-call", messages=ask, tools=[WEATHER_TOOL], temperature=0,
+                                         stream=True):
+        for ci in ch.choices:
+            finish = ci.finish_reason or finish
+            for tc in ci.delta.tool_calls or []:
+                d = calls.setdefault(tc.index, {"id": tc.id, "name": tc.function.name, "args": ""})
+                d["args"] += tc.function.arguments or ""
+    assert finish == "tool_calls" and list(calls) == [0]
+    assert calls[0]["id"] == call.id and calls[0]["name"] == "get_weather"
+    assert json.loads(calls[0]["args"]) == {"city": "Paris"}
+    # the round trip: the call and its result go back; the prompt grows by both
+    back = ask + [{"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+                  {"role": "tool", "tool_call_id": call.id, "content": '{"temperature": 21}'}]
+    r2 = cl.chat.completions.create(model="tool-call", messages=back, tools=[WEATHER_TOOL], temperature=0)
+    assert r2.usage.prompt_tokens > r.usage.prompt_tokens + len('{"temperature": 21}')
+    # tool_choice none: the tools are not offered, so the template does not list them
+    r3 = cl.chat.completions.create(model="tool-call", messages=ask, tools=[WEATHER_TOOL], tool_choice="none",
+                                    temperature=0)
+    assert r3.usage.prompt_tokens < r.usage.prompt_tokens
+
+
+def test_reasoning_split(scripted):
+    """<think>…</think> is reasoning, in reasoning_content and reasoning; the rest is content."""
+    cl = scripted["reasoning"].client()
+    r = cl.chat.completions.create(model="reasoning", messages=[{"role": "user", "content": "Hi"}], temperature=0)
+    m = r.choices[0].message
+    extra = m.model_extra or {}
+    assert "The user wants a greeting." in extra["reasoning_content"] and extra["reasoning"] == extra["reasoning_content"]
+    assert "<think>" not in m.content and "</think>" not in m.content and m.content.strip() == "Hello!"
+    reasoning = content = ""
+    for ch in cl.chat.completions.create(model="reasoning", messages=[{"role": "user", "content": "Hi"}],
+                                         temperature=0, stream=True):
+        for ci in ch.choices:
+            x = ci.delta.model_extra or {}
+            reasoning += x.get("reasoning_content") or ""
+            content += ci.delta.content or ""
+    assert reasoning == extra["reasoning_content"] and content == m.content

@@ -24,22 +24,25 @@ static void serve_usage(FILE *out)
             "      --api-key KEY     require 'Authorization: Bearer KEY' on /v1/ routes\n"
             "      --max-queue N     requests that may wait for a slot before 503 (default 64)\n"
             "      --model-id NAME   the model's name in /v1/models and requests (default: the file name)\n"
+            "      --timeout S       close a connection that sends nothing for S seconds (default 30)\n"
             "  -t, --threads N       CPU threads (default: one per physical core)\n"
             "  -h, --help            show this help\n");
 }
 
 int cmd_serve(int argc, char **argv)
 {
-    enum { O_HOST = 256, O_PORT, O_PARALLEL, O_KEY, O_QUEUE, O_ID };
+    enum { O_HOST = 256, O_PORT, O_PARALLEL, O_KEY, O_QUEUE, O_ID, O_TIMEOUT };
     static const struct option opts[] = {
         {"model", required_argument, NULL, 'm'},      {"host", required_argument, NULL, O_HOST},
         {"port", required_argument, NULL, O_PORT},    {"parallel", required_argument, NULL, O_PARALLEL},
         {"ctx", required_argument, NULL, 'c'},        {"api-key", required_argument, NULL, O_KEY},
         {"max-queue", required_argument, NULL, O_QUEUE}, {"model-id", required_argument, NULL, O_ID},
         {"threads", required_argument, NULL, 't'},    {"help", no_argument, NULL, 'h'},
+        {"timeout", required_argument, NULL, O_TIMEOUT},
         {NULL, 0, NULL, 0},
     };
-    srv_config c = {.host = "127.0.0.1", .port = 8080, .parallel = 4, .max_queue = 64, .max_body = 8u << 20};
+    srv_config c = {.host = "127.0.0.1", .port = 8080, .parallel = 4, .max_queue = 64, .max_body = 8u << 20,
+                    .timeout_s = 30};
     long       v;
     int        o;
     opterr = 0;
@@ -68,6 +71,10 @@ int cmd_serve(int argc, char **argv)
             c.max_queue = (int)v;
             break;
         case O_ID: c.model_id = optarg; break;
+        case O_TIMEOUT:
+            if (!cli_parse_long(optarg, 2, 3600, &v)) return cli_usage_error("serve", "--timeout wants 2 to 3600, not '%s'", optarg);
+            c.timeout_s = (int)v;
+            break;
         case 't':
             if (!cli_parse_long(optarg, 1, 1024, &v)) return cli_usage_error("serve", "--threads wants 1 to 1024, not '%s'", optarg);
             c.n_threads = (int)v;
