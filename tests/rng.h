@@ -4,6 +4,7 @@
 #define CELER_TESTS_RNG_H
 
 #include <stdint.h>
+#include <string.h>
 
 #ifndef RNG_SEED
 #define RNG_SEED 0x9e3779b97f4a7c15ull
@@ -20,5 +21,15 @@ static inline uint32_t rnd(void)
 }
 
 static inline float uni(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; } /* [-1, 1) */
+
+/* Matmul activations x (T, k): mostly in [-1, 1), some zeros, some large, one all-zero token. */
+static inline void random_acts(float *x, int64_t T, int64_t k)
+{
+    for (int64_t i = 0; i < T * k; i++) {
+        uint32_t r = rnd() % 100;
+        x[i]       = r < 10 ? 0.0f : r < 12 ? uni() * 1000.0f : uni();
+    }
+    if (T > 2) memset(x + k, 0, (size_t)k * sizeof *x);
+}
 
 #endif

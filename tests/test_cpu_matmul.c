@@ -59,16 +59,6 @@ static void random_weights(celer_ggml_type t, void *w, int64_t rows, int64_t k)
     }
 }
 
-/* Activations: mostly in [-1, 1), some zeros, some large, one all-zero token. */
-static void random_acts(float *x, int64_t T, int64_t k)
-{
-    for (int64_t i = 0; i < T * k; i++) {
-        uint32_t r = rnd() % 100;
-        x[i]       = r < 10 ? 0.0f : r < 12 ? uni() * 1000.0f : uni();
-    }
-    if (T > 2) memset(x + k, 0, (size_t)k * sizeof *x);
-}
-
 /* Per activation i: the bound e(i) of its error (matmul.h: one fine step of its block) and its
  * quantized value x̂ = d · (256 · hi + lo) as the reference quantizer makes it. */
 static void act_error(celer_cpu_act act, const float *x, int64_t k, float *e, float *xq)

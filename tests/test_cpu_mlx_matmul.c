@@ -123,16 +123,6 @@ static int make_matrix(mlx_matrix *m, celer_hf_quant_mode mode, uint32_t bits, u
 
 static void free_matrix(mlx_matrix *m) { free(m->words), free(m->scales), free(m->biases), free(m->W), free(m->Wa); }
 
-/* Activations: mostly in [-1, 1), some zeros, some large, one all-zero token. */
-static void random_acts(float *x, int64_t T, int64_t k)
-{
-    for (int64_t i = 0; i < T * k; i++) {
-        uint32_t r = rnd() % 100;
-        x[i]       = r < 10 ? 0.0f : r < 12 ? uni() * 1000.0f : uni();
-    }
-    if (T > 2) memset(x + k, 0, (size_t)k * sizeof *x);
-}
-
 /* Per activation: its error bound e (one fine step of its block; 0 for f32) and its quantized
  * value x̂, as the reference quantizer makes them. */
 static void act_error(bool f32, const float *x, int64_t k, float *e, float *xq)

@@ -15,13 +15,7 @@ static celer_weight host_slice(const celer_weight *w, int64_t row0, int64_t rows
     celer_weight s = *w;
     s.rows         = rows;
     if (w->type == CELER_WEIGHT_MLX) {
-        const celer_mlx_quant_data *d = &w->mlx_data;
-        size_t wb = d->weight_bytes / (size_t)w->rows, sb = d->scales_bytes / (size_t)w->rows;
-        size_t bb = d->biases_bytes / (size_t)w->rows;
-        s.mlx_data = (celer_mlx_quant_data){(const char *)d->weight + (size_t)row0 * wb, (size_t)rows * wb,
-                                            (const char *)d->scales + (size_t)row0 * sb, (size_t)rows * sb,
-                                            d->biases ? (const char *)d->biases + (size_t)row0 * bb : NULL,
-                                            d->biases ? (size_t)rows * bb : 0};
+        s.mlx_data = celer_mlx_quant_data_rows(&w->mlx_data, w->rows, row0, rows);
         s.mlx.rows = rows;
         s.data     = s.mlx_data.weight;
         return s;

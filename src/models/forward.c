@@ -18,8 +18,8 @@ uint64_t celer_acts_bytes(const celer_hparams *hp, int64_t cap, int64_t cap_out)
 {
     WIDTHS(hp);
     (void)nv;
-    uint64_t per_token = (uint64_t)(3 * d + nq + 2 * nk + na + 2 * ff + hp->n_expert + 1) +
-                         (uint64_t)(2 * hp->n_expert_used) * 4 / sizeof(float);
+    /* MoE: router logits, the chosen ids and weights (4 bytes each), the shared expert's gate */
+    uint64_t per_token = (uint64_t)(3 * d + nq + 2 * nk + na + 2 * ff + hp->n_expert + 2 * hp->n_expert_used + 1);
     return ((uint64_t)cap * per_token + (uint64_t)cap_out * (uint64_t)(d + hp->n_vocab)) * sizeof(float);
 }
 

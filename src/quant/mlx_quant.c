@@ -284,3 +284,14 @@ celer_status celer_mlx_dequant_row(const celer_mlx_quant *q, const celer_mlx_qua
     }
     return CELER_OK;
 }
+
+celer_mlx_quant_data celer_mlx_quant_data_rows(const celer_mlx_quant_data *d, int64_t n_rows, int64_t row0,
+                                               int64_t rows)
+{
+    size_t wb = d->weight_bytes / (size_t)n_rows, sb = d->scales_bytes / (size_t)n_rows;
+    size_t bb = d->biases_bytes / (size_t)n_rows;
+    return (celer_mlx_quant_data){(const char *)d->weight + (size_t)row0 * wb, (size_t)rows * wb,
+                                  (const char *)d->scales + (size_t)row0 * sb, (size_t)rows * sb,
+                                  d->biases ? (const char *)d->biases + (size_t)row0 * bb : NULL,
+                                  d->biases ? (size_t)rows * bb : 0};
+}

@@ -108,6 +108,11 @@ celer_status celer_mlx_quant_check_tensor(const celer_mlx_quant *q, celer_mlx_qu
 celer_status celer_mlx_dequant_row(const celer_mlx_quant *q, const celer_mlx_quant_data *d, int64_t row, float *y,
                                    celer_error *err);
 
+/* Rows row0 .. row0 + rows of the arrays d holds for a weight of n_rows rows: each array
+ * sliced alike (every row has the same bytes in each), biases staying NULL when absent. */
+celer_mlx_quant_data celer_mlx_quant_data_rows(const celer_mlx_quant_data *d, int64_t n_rows, int64_t row0,
+                                               int64_t rows);
+
 /* "affine 4-bit group 64" etc., for messages: writes at most n bytes to buf, returns buf. */
 const char *celer_mlx_quant_describe(const celer_mlx_quant *q, char *buf, size_t n);
 

@@ -55,7 +55,7 @@ struct celer_batcher {
     int32_t        *ids, *pos, *seq, *out_idx; /* (step_tokens) the step's batch */
     celer_request **out_req;    /* (n_slots) whose logits row each out_idx is */
     float          *logits;     /* (n_slots, n_vocab) host copy */
-    float          *scratch;    /* (n_vocab) what the sampler may modify */
+    float          *scratch;    /* (n_vocab) the sampler's copy of a row whose raw logits are reported too */
     pthread_mutex_t mu;         /* guards the queue, next_id and cancel flags */
     celer_request  *head, *tail;
     int32_t         n_waiting;
@@ -302,13 +302,19 @@ static void report_logprobs(celer_request *r, const float *logits, int64_t n_voc
 }
 
 /* One sampled token of r: ends r, or appends the token for the next step. */
-static void take_token(celer_batcher *b, celer_request *r, const float *logits_row, float *scratch)
+/* logits_row is this step's host copy: the sampler modifies it, or a copy of it when the raw
+ * values are still needed for the log-probabilities. */
+static void take_token(celer_batcher *b, celer_request *r, float *logits_row, float *scratch)
 {
     const celer_engine *e       = b->e;
     int64_t             n_vocab = e->model.hp.n_vocab;
-    if (r->stats.n_gen >= r->p.max_tokens) return finish(b, r, "length", NULL); /* max_tokens 0: the prompt only */
-    memcpy(scratch, logits_row, (size_t)n_vocab * sizeof *scratch);
-    int32_t id = celer_sampler_sample(&r->sm, scratch, r->tokens, (size_t)r->n_tokens);
+    if (r->stats.n_gen >= r->p.max_tokens) { /* max_tokens 0: the prompt only */
+        finish(b, r, "length", NULL);
+        return;
+    }
+    float *work = logits_row;
+    if (r->p.on_token) work = memcpy(scratch, logits_row, (size_t)n_vocab * sizeof *scratch);
+    int32_t id = celer_sampler_sample(&r->sm, work, r->tokens, (size_t)r->n_tokens);
     if (r->p.on_token) report_logprobs(r, logits_row, n_vocab, id);
     if (r->stats.n_gen == 0) r->stats.t_first = now() - r->t_start, r->stats.t_prompt = r->stats.t_first;
     r->stats.n_gen++;
@@ -331,10 +337,10 @@ static void take_token(celer_batcher *b, celer_request *r, const float *logits_r
         finish(b, r, "stop", &m);
         return;
     }
-    if (r->sf.stopped) return finish(b, r, "stop", NULL);
-    if (!go) return finish(b, r, "callback", NULL);
-    if (r->stats.n_gen >= r->p.max_tokens || r->n_tokens >= r->reserve) return finish(b, r, "length", NULL);
-    r->tokens[r->n_tokens++] = id;
+    const char *end = r->sf.stopped ? "stop" : !go ? "callback"
+                    : r->stats.n_gen >= r->p.max_tokens || r->n_tokens >= r->reserve ? "length" : NULL;
+    if (end) finish(b, r, end, NULL);
+    else r->tokens[r->n_tokens++] = id;
 }
 
 celer_status celer_batcher_step(celer_batcher *b, bool *busy, celer_error *err)

@@ -348,7 +348,6 @@ void srv_reply_on_done(void *user, const celer_gen_stats *stats, const celer_err
         r->http   = 500;
         char *e   = srv_error_json(err ? err->msg : "out of memory while building the response", "server_error", NULL,
                                    NULL);
-        r->send.n = r->sent < r->send.n && !r->stream ? 0 : r->send.n;
         if (r->stream) {
             celer_chat_buf_put(&r->send, "data: ", 6), celer_chat_buf_put(&r->send, e ? e : "{}", e ? strlen(e) : 2);
             celer_chat_buf_put(&r->send, "\n\ndata: [DONE]\n\n", 16);

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tiny_models import _byte_alphabet  # GPT-2's byte alphabet
+
 TEMPLATE = (
     "{%- if tools %}<|im_start|>system\nTools:{% for t in tools %} {{ t | tojson }}{% endfor %}\n"
     "Answer with <tool_call>{\"name\": ..., \"arguments\": ...}</tool_call>; think in <think></think>.<|im_end|>\n"
@@ -31,19 +33,6 @@ SCRIPTS = {
     "tool-call": ["<tool_call>", '\n{"name": "get_weather", "arguments": ', '{"city": "Paris"}}', "\n</tool_call>"],
     "reasoning": ["<think>", "\nThe user wants a greeting.", "\n</think>", "\n\nHello!"],
 }
-
-
-def _byte_alphabet() -> list[str]:
-    bs = [*range(ord("!"), ord("~") + 1), *range(ord("\u00a1"), ord("\u00ac") + 1),
-          *range(ord("\u00ae"), ord("\u00ff") + 1)]
-    cs, n = list(bs), 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    table = dict(zip(bs, cs))
-    return [chr(table[b]) for b in range(256)]
 
 
 def write(script: str, path: Path) -> Path:

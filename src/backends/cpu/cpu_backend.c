@@ -191,14 +191,8 @@ static celer_status cpu_weight_view(celer_backend *be, const celer_weight *w, in
     *view      = *w;
     view->rows = rows;
     view->data = (const char *)w->data + at;
-    if (mlx) { /* the host arrays too, sliced alike */
-        celer_mlx_quant_data *d = &view->mlx_data;
-        size_t wb = d->weight_bytes / (size_t)w->rows, sb = d->scales_bytes / (size_t)w->rows;
-        size_t bb = d->biases_bytes / (size_t)w->rows;
-        *d = (celer_mlx_quant_data){(const char *)d->weight + (size_t)row0 * wb, (size_t)rows * wb,
-                                    (const char *)d->scales + (size_t)row0 * sb, (size_t)rows * sb,
-                                    d->biases ? (const char *)d->biases + (size_t)row0 * bb : NULL,
-                                    d->biases ? (size_t)rows * bb : 0};
+    if (mlx) { /* the host arrays too */
+        view->mlx_data = celer_mlx_quant_data_rows(&w->mlx_data, w->rows, row0, rows);
         view->mlx.rows = rows;
     }
     return CELER_OK;
