@@ -211,6 +211,33 @@ typedef struct {
  * mlx_lm.convert would write with the same settings: the same tensors, bytes and
  * config.json quantization block, and the tokenizer (copied, or rebuilt from the GGUF's). */
 celer_status celer_quantize_model(const char *in, const char *out, const celer_quantize_params *p, celer_error *err);
+/* ---- GPU devices ------------------------------------------------------------------------ */
+
+typedef struct {
+    char     backend[8];          /* "cuda" or "rocm" */
+    char     vendor[16];          /* "NVIDIA" or "AMD" */
+    char     name[256];           /* as the runtime names it */
+    char     arch[64];            /* "sm_90", "gfx1151" (feature flags stripped) */
+    char     runtime[32];         /* the runtime's version */
+    int      index, count;        /* this device, and how many there are */
+    int      compute_units;       /* multiprocessors (NVIDIA) or compute units (AMD) */
+    int      warp_size;           /* 32, or 64 on CDNA */
+    uint64_t mem_total, mem_free; /* as the runtime reports them */
+    uint64_t mem_allocatable;     /* what the planner uses: mem_free, or on a unified-memory APU the free
+                                   * VRAM carve-out plus free GTT, from sysfs */
+    bool     unified;             /* the GPU allocates host memory (APUs such as Strix Halo) */
+    char     unified_source[64];  /* how that was decided */
+    char     built_archs[128];    /* the targets this build has code for */
+    bool     supported;           /* this build can run on it; else why says what to do */
+    char     why[512];
+} celer_device_facts;
+
+/* The facts of GPU device `index` for the GPU backend this build has. CELER_ERR_UNSUPPORTED when
+ * the build has no GPU backend (naming the CMake option); CELER_ERR_DEVICE when no device answers
+ * (with the runtime's words). A device the build has no code for is described, with supported
+ * false and the rebuild command in why. */
+celer_status celer_device_query(int index, celer_device_facts *f, celer_error *err);
+
 /* ---- the engine: a model loaded on a backend, generating --------------------------------- */
 
 typedef struct celer_engine celer_engine;
@@ -277,6 +304,22 @@ void celer_engine_reset(celer_engine *e);
  * in the cache that match the prompt's beginning are reused (multi-turn chat). */
 celer_status celer_engine_generate(celer_engine *e, const int32_t *prompt, size_t n_prompt, const celer_gen_params *p,
                                    celer_text_fn on_text, void *user, celer_gen_stats *stats, celer_error *err);
+
+/* Teacher forcing, for comparing backends (celer verify): runs ids[0, n) as the engine's
+ * interactive sequence and writes the logits after each of its last n_out tokens into logits,
+ * (n_out, n_vocab) with n_vocab from the model file's hparams: row r holds the logits that follow
+ * ids[n - n_out + r], the prediction of the token after it. Cached positions matching the start of
+ * ids are reused, as celer_engine_generate does, but only up to position n - n_out; the rest runs
+ * as a prefill in chunks. n at most the engine's context; 1 <= n_out <= n. Allocates the rows'
+ * activation buffers per call when n_out > 1: for tools, not for a decode loop. */
+celer_status celer_engine_eval(celer_engine *e, const int32_t *ids, size_t n, size_t n_out, float *logits,
+                               celer_error *err);
+
+/* The backend celer_engine_create would load onto for `backend` ("cpu", "cuda", "rocm"; NULL for
+ * the best available): creates it (one host thread) and frees it again, and copies its name into
+ * name (cap bytes). Fails as engine creation would: CELER_ERR_UNSUPPORTED for a backend this build
+ * does not have, CELER_ERR_DEVICE when its device is missing or fails. */
+celer_status celer_backend_probe(const char *backend, char *name, size_t cap, celer_error *err);
 
 /* ---- continuous batching: many requests sharing each forward step ------------------------- */
 

@@ -71,3 +71,22 @@ endforeach()
 add_test(NAME smoke COMMAND ${PROJECT_SOURCE_DIR}/scripts/smoke.sh $<TARGET_FILE:celer>
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(smoke PROPERTIES FIXTURES_REQUIRED models TIMEOUT 300)
+
+# No code outside the kernel-port tables and the GPU vendor header branches on the backend kind
+# or the vendor (DESIGN.md, Backends).
+add_test(NAME lint_backend_branches
+         COMMAND ${CELER_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/tests/lint/check_backend_branches.py ${PROJECT_SOURCE_DIR})
+
+# tests/gpu/test_<name>.c: every GPU op against the CPU backend. Built with the GPU backend
+# (CELER_CUDA / CELER_HIP) and run where a GPU is (scripts/gpu-check.sh); a missing device fails.
+if(TARGET celer_gpu)
+  file(GLOB CELER_GPU_TESTS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/gpu/test_*.c)
+  foreach(src ${CELER_GPU_TESTS})
+    get_filename_component(name ${src} NAME_WE)
+    add_executable(${name} ${src})
+    target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+    target_link_libraries(${name} PRIVATE celer_core)
+    add_test(NAME ${name} COMMAND ${name} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+    set_tests_properties(${name} PROPERTIES LABELS gpu)
+  endforeach()
+endif()

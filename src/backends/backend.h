@@ -101,10 +101,17 @@ typedef struct {
      * backend's arrangement of w cannot be cut there: the caller loads those rows on their own. */
     celer_status (*weight_view)(celer_backend *be, const celer_weight *w, int64_t row0, int64_t rows,
                                 celer_weight *view, celer_error *err);
+    /* backend memory to host memory (waits for the work before it), host to backend, backend to backend */
     celer_status (*read)(celer_backend *be, const void *src, void *host_dst, size_t n, celer_error *err);
+    celer_status (*write)(celer_backend *be, void *dst, const void *host_src, size_t n, celer_error *err);
     celer_status (*copy)(celer_backend *be, void *dst, const void *src, size_t n, celer_error *err);
+    /* the memory this backend can allocate now and its total (the CPU: host MemAvailable and
+     * MemTotal; a GPU: what the device can really allocate, on unified-memory APUs the GPU's limit) */
+    celer_status (*memory)(celer_backend *be, uint64_t *free_bytes, uint64_t *total_bytes, celer_error *err);
 
-    /* y (n, cols) = rows ids of w, as f32 */
+    /* y (n, cols) = rows ids (host memory) of w, as f32. A CELER_WEIGHT_MLX w whose data is NULL
+     * is described by its host arrays alone (an embedding table only looked up): its rows are as
+     * mx.dequantize gives them. */
     celer_status (*get_rows)(celer_backend *be, const celer_weight *w, const int32_t *ids, int64_t n, float *y,
                              celer_error *err);
     /* y (rows, d) = x / rms(x) * w; w is a vector of d (f32); y may be x */
@@ -152,12 +159,20 @@ struct celer_backend {
 
 /* ---- the registry (backends/registry.c) ---- */
 typedef struct {
-    int n_threads; /* cpu: worker threads, 0 = one per physical core */
+    int      n_threads;    /* cpu: worker threads, 0 = one per physical core */
+    int      device;       /* gpu: the device index */
+    double   timeout_s;    /* gpu: the watchdog's deadline for one step; 0 = the default (120 s) */
+    uint64_t upload_total; /* gpu: the bytes of weights to upload, for the progress line; 0 = unknown */
 } celer_backend_config;
 
-/* Creates the backend called name ("cpu"), or the best available when name is NULL. */
+/* Creates the backend called name ("cpu", "cuda", "rocm"), or the best available when name is
+ * NULL ("auto"): the GPU backend this build has when a device answers, else the CPU. A GPU
+ * backend asked for by name that cannot start (no device, a device this build has no code for)
+ * is CELER_ERR_DEVICE or CELER_ERR_UNSUPPORTED with the reason; it never falls back silently. */
 celer_status celer_backend_create(celer_backend **out, const char *name, const celer_backend_config *cfg,
                                   celer_error *err);
 void         celer_backend_destroy(celer_backend *be);
+/* Whether this build has the backend called name. */
+bool         celer_backend_in_build(const char *name);
 
 #endif

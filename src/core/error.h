@@ -19,6 +19,10 @@ celer_status celer_fail(celer_error *err, celer_status code, const char *fmt, ..
     do {                                                                                     \
         if (!(c)) celer_assert_fail(__FILE__, __LINE__, #c);                                 \
     } while (0)
+#if defined(__cplusplus)
+[[noreturn]] void celer_assert_fail(const char *file, int line, const char *cond);
+#else
 _Noreturn void celer_assert_fail(const char *file, int line, const char *cond);
+#endif
 
 #endif

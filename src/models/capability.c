@@ -4,6 +4,7 @@
  * repack_mlx.h for every MLX format). */
 #include "celer.h"
 
+#include "backends/backend.h"
 #include "backends/cpu/matmul.h"
 #include "backends/cpu/repack.h"
 #include "quant/dequant.h"
@@ -61,15 +62,48 @@ const char *celer_capability_name(celer_capability c)
     return c == CELER_CAP_NATIVE ? "native" : c == CELER_CAP_CONVERT ? "convert" : "reject";
 }
 
-/* The GPU rows: celer has no GPU backend yet, so every type is refused there, saying so; the rows
- * follow the GPU kernels as they come (DESIGN.md: native, convert at load, or reject). */
+/* The GPU rows (cuda and rocm alike: one kernel source): the types gpu_decode.cuh decodes run
+ * natively, decoded in registers; the rest are refused with what to use. */
+static celer_capability gpu_capability(const char *type, char *detail, size_t n)
+{
+    static const char *const GPU_RUNS[] = {"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K",
+                                           "Q5_K", "Q6_K", "mxfp4", "mxfp8", "nvfp4"};
+    unsigned bits = 0, group = 0;
+    char     tail;
+    if (sscanf(type, "affine%u-g%u%c", &bits, &group, &tail) == 2) {
+        if (bits < 2 || bits > 8 || bits == 7 || (group != 32 && group != 64 && group != 128)) {
+            snprintf(detail, n, "not a format mlx writes (affine 2, 3, 4, 5, 6 or 8 bits in groups of 32, 64 or 128)");
+            return CELER_CAP_REJECT;
+        }
+        snprintf(detail, n, "runs natively at its quantized size: each row's scales and biases moved beside its "
+                 "codes at load, decoded in registers");
+        return CELER_CAP_NATIVE;
+    }
+    for (size_t i = 0; i < sizeof GPU_RUNS / sizeof GPU_RUNS[0]; i++)
+        if (!strcmp(type, GPU_RUNS[i])) {
+            snprintf(detail, n, "runs as stored, decoded in registers by the GPU kernels");
+            return CELER_CAP_NATIVE;
+        }
+    snprintf(detail, n, "no GPU kernel; requantize to one of F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, "
+             "Q6_K or an MLX format, or use --backend cpu");
+    return CELER_CAP_REJECT;
+}
+
+static const struct {
+    const char *name;
+    celer_capability (*row)(const char *type, char *detail, size_t n);
+} ROWS[] = {{"cpu", celer_cpu_capability}, {"cuda", gpu_capability}, {"rocm", gpu_capability}};
+
 celer_capability celer_backend_capability(const char *backend, const char *type, char *detail, size_t n)
 {
-    if (!strcmp(backend, "cpu")) return celer_cpu_capability(type, detail, n);
-    if (!strcmp(backend, "cuda") || !strcmp(backend, "rocm")) {
-        snprintf(detail, n, "this celer has no %s backend (GPU backends are not written yet); run it with the cpu "
-                 "backend", !strcmp(backend, "cuda") ? "CUDA" : "ROCm");
-        return CELER_CAP_REJECT;
+    for (size_t i = 0; i < sizeof ROWS / sizeof ROWS[0]; i++) {
+        if (strcmp(backend, ROWS[i].name)) continue;
+        if (!celer_backend_in_build(backend)) {
+            snprintf(detail, n, "this celer has no %s backend; rebuild with it (docs/install.md) or run it with the "
+                     "cpu backend", backend);
+            return CELER_CAP_REJECT;
+        }
+        return ROWS[i].row(type, detail, n);
     }
     snprintf(detail, n, "'%s' is not a backend: cpu, cuda or rocm", backend);
     return CELER_CAP_REJECT;

@@ -3,6 +3,7 @@
  * activation, sliding window, experts in place of the dense FFN). */
 #include "models/forward.h"
 
+#include "backends/ports.h"
 #include "core/error.h"
 #include "quant/half.h"
 
@@ -63,6 +64,33 @@ void celer_acts_free(celer_acts *a, celer_backend *be)
         if (st_) return st_;                                                                                        \
     } while (0)
 
+/* x += o, then h = rmsnorm(x) · w: the backend's fused kernel when it has one (the port), else
+ * the two ops. */
+static celer_status add_norm(const celer_model *m, celer_backend *be, int64_t T, const celer_weight *w, celer_acts *a,
+                             celer_error *err)
+{
+    celer_port_fn fn;
+    celer_error   none;
+    int64_t       d = m->hp.n_embd;
+    if (!celer_port_select(&celer_port_add_rmsnorm, be->ops->kind, &fn, &none))
+        return ((celer_add_rmsnorm_fn)fn)(be, a->x, a->o, w, T, d, m->norm_eps, a->h, err);
+    TRY(be->ops->add(be, a->x, a->o, T * d, err));
+    return be->ops->rmsnorm(be, a->x, w, T, d, m->norm_eps, a->h, err);
+}
+
+/* The keys rotated and, with the values, appended to the cache: fused where the backend can. */
+static celer_status rope_kv_write(const celer_model *m, celer_backend *be, celer_kv_cache *kv, const celer_batch *b,
+                                  int32_t il, celer_acts *a, celer_error *err)
+{
+    const celer_layer *l = &m->layers[il];
+    celer_port_fn      fn;
+    celer_error        none;
+    if (!celer_port_select(&celer_port_rope_kv_write, be->ops->kind, &fn, &none))
+        return ((celer_rope_kv_write_fn)fn)(be, kv, il, a->k, a->v, b, m->hp.head_dim_k, &l->rope, err);
+    TRY(be->ops->rope(be, a->k, b, m->hp.n_head_kv, m->hp.head_dim_k, &l->rope, err));
+    return be->ops->kv_write(be, kv, il, a->k, a->v, b, err);
+}
+
 static celer_status attention_block(const celer_model *m, celer_backend *be, celer_kv_cache *kv, const celer_batch *b,
                                     int32_t il, celer_acts *a, celer_error *err)
 {
@@ -72,8 +100,7 @@ static celer_status attention_block(const celer_model *m, celer_backend *be, cel
     int64_t                  T  = b->n_tokens;
     WIDTHS(hp);
     (void)nq, (void)nk, (void)nv, (void)ff;
-    TRY(op->rmsnorm(be, a->x, &l->attn_norm, T, d, m->norm_eps, a->h, err));
-    TRY(op->matmul(be, &l->wq, a->h, T, a->q, err));
+    TRY(op->matmul(be, &l->wq, a->h, T, a->q, err)); /* a->h: the normed input (celer_model_forward) */
     TRY(op->matmul(be, &l->wk, a->h, T, a->k, err));
     TRY(op->matmul(be, &l->wv, a->h, T, a->v, err));
     if (l->bq.data) TRY(op->add_bias(be, a->q, &l->bq, T, err));
@@ -84,13 +111,12 @@ static celer_status attention_block(const celer_model *m, celer_backend *be, cel
         TRY(op->rmsnorm(be, a->k, &l->k_norm, T * hp->n_head_kv, hp->head_dim_k, m->norm_eps, a->k, err));
     }
     TRY(op->rope(be, a->q, b, hp->n_head, hp->head_dim_k, &l->rope, err));
-    TRY(op->rope(be, a->k, b, hp->n_head_kv, hp->head_dim_k, &l->rope, err));
-    TRY(op->kv_write(be, kv, il, a->k, a->v, b, err));
+    TRY(rope_kv_write(m, be, kv, b, il, a, err));
     TRY(op->attention(be, a->q, kv, il, b, &l->attn, a->att, err));
     TRY(op->matmul(be, &l->wo, a->att, T, a->o, err));
     (void)na;
     if (m->arch->sandwich_norm) TRY(op->rmsnorm(be, a->o, &l->post_attn_norm, T, d, m->norm_eps, a->o, err));
-    return op->add(be, a->x, a->o, T * d, err);
+    return add_norm(m, be, T, &l->ffn_norm, a, err);
 }
 
 /* The trace of this step's routing at the j-th MoE layer (celer_acts_set_router_trace). */
@@ -111,8 +137,8 @@ static celer_status trace_router(const celer_model *m, celer_backend *be, int64_
     return CELER_OK;
 }
 
-/* A mixture-of-experts FFN on the normed input a->h: the router's top experts, weighted, plus
- * (qwen2moe) the shared expert scaled by its sigmoid gate. */
+/* A mixture-of-experts FFN on the normed input a->h, into a->o: the router's top experts,
+ * weighted, plus (qwen2moe) the shared expert scaled by its sigmoid gate. */
 static celer_status moe_block(const celer_model *m, celer_backend *be, int64_t T, int32_t il, celer_acts *a,
                               celer_error *err)
 {
@@ -133,22 +159,26 @@ static celer_status moe_block(const celer_model *m, celer_backend *be, int64_t T
         TRY(op->mul_sigmoid(be, a->h, a->sgate, T, d, err));
         TRY(op->add(be, a->o, a->h, T * d, err));
     }
-    return op->add(be, a->x, a->o, T * d, err);
+    return CELER_OK;
 }
 
+/* The FFN on the normed input a->h; adds its output to x and leaves in a->h the next layer's
+ * normed input (or, after the last layer, adds only). */
 static celer_status ffn_block(const celer_model *m, celer_backend *be, int64_t T, int32_t il, celer_acts *a,
                               celer_error *err)
 {
     const celer_backend_ops *op = be->ops;
     const celer_layer       *l  = &m->layers[il];
     int64_t                  d = m->hp.n_embd, ff = l->w_gate.rows;
-    TRY(op->rmsnorm(be, a->x, &l->ffn_norm, T, d, m->norm_eps, a->h, err));
-    if (l->moe.n_expert) return moe_block(m, be, T, il, a, err);
-    TRY(op->matmul(be, &l->w_gate, a->h, T, a->gate, err));
-    TRY(op->matmul(be, &l->w_up, a->h, T, a->up, err));
-    TRY(op->glu(be, a->gate, a->up, T * ff, m->arch->act, err));
-    TRY(op->matmul(be, &l->w_down, a->gate, T, a->o, err));
-    if (m->arch->sandwich_norm) TRY(op->rmsnorm(be, a->o, &l->post_ffn_norm, T, d, m->norm_eps, a->o, err));
+    if (l->moe.n_expert) TRY(moe_block(m, be, T, il, a, err));
+    else {
+        TRY(op->matmul(be, &l->w_gate, a->h, T, a->gate, err));
+        TRY(op->matmul(be, &l->w_up, a->h, T, a->up, err));
+        TRY(op->glu(be, a->gate, a->up, T * ff, m->arch->act, err));
+        TRY(op->matmul(be, &l->w_down, a->gate, T, a->o, err));
+        if (m->arch->sandwich_norm) TRY(op->rmsnorm(be, a->o, &l->post_ffn_norm, T, d, m->norm_eps, a->o, err));
+    }
+    if (il + 1 < m->n_layers) return add_norm(m, be, T, &m->layers[il + 1].attn_norm, a, err);
     return op->add(be, a->x, a->o, T * d, err);
 }
 
@@ -161,17 +191,15 @@ celer_status celer_model_forward(const celer_model *m, celer_backend *be, celer_
     if (T > a->cap || n_out > a->cap_out)
         return celer_fail(err, CELER_ERR_INVALID, "model: a step of %lld tokens (%lld with logits) exceeds the %lld (%lld) "
                           "the buffers hold", (long long)T, (long long)n_out, (long long)a->cap, (long long)a->cap_out);
-    if (m->embd_mlx) /* host memory: the loader allows it on the CPU backend only */
-        for (int64_t t = 0; t < T; t++) {
-            if (ids[t] < 0 || ids[t] >= m->hp.n_vocab)
-                return celer_fail(err, CELER_ERR_INVALID, "model: token id %d is outside the %lld-token vocabulary",
-                                  ids[t], (long long)m->hp.n_vocab);
-            TRY(celer_mlx_dequant_row(&m->embd_q, &m->embd_d, ids[t], a->x + t * d, err));
-        }
-    else
+    if (m->embd_mlx) { /* the rows as mx.dequantize gives them, from the arrays as stored (host memory) */
+        celer_weight e = {.type = CELER_WEIGHT_MLX, .rows = m->embd_q.rows, .cols = m->embd_q.cols,
+                          .mlx = m->embd_q, .mlx_data = m->embd_d};
+        TRY(op->get_rows(be, &e, ids, T, a->x, err));
+    } else
         TRY(op->get_rows(be, &m->tok_embd, ids, T, a->x, err));
     if (m->arch->embd_scale) /* sqrt(n_embd) in bf16, as the reference implementations round it */
         TRY(op->scale(be, a->x, T * d, celer_bf16_to_f32(celer_f32_to_bf16(sqrtf((float)d))), err));
+    if (m->n_layers > 0) TRY(op->rmsnorm(be, a->x, &m->layers[0].attn_norm, T, d, m->norm_eps, a->h, err));
     for (int32_t il = 0; il < m->n_layers; il++) {
         TRY(attention_block(m, be, kv, b, il, a, err));
         TRY(ffn_block(m, be, T, il, a, err));

@@ -394,9 +394,6 @@ celer_status celer_model_load_dir(celer_model *m, const celer_model_file *mf, ce
         return err->code;
     if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
     m->embd_mlx = m->embd_q.rows > 0;
-    if (m->embd_mlx && be->ops->kind != CELER_BACKEND_CPU)
-        return celer_fail(err, CELER_ERR_UNSUPPORTED, "model: %s: MLX-quantized embeddings run on the CPU backend only "
-                          "so far; use --backend cpu", dir);
     m->n_layers = (int32_t)hp->n_layer;
     m->layers   = calloc((size_t)m->n_layers, sizeof *m->layers);
     if (!m->layers) return celer_fail(err, CELER_ERR_OOM, "model: out of memory");

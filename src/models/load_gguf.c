@@ -165,7 +165,9 @@ static celer_status read_rope(celer_model *m, const celer_gguf *g, loader *L, ce
         if (!m->freq_factors) return celer_fail(L->err, CELER_ERR_OOM, "model: out of memory");
         r->freq_factors = m->freq_factors;
     }
-    if (ff.data) memcpy(m->freq_factors, ff.data, (size_t)(n_rot / 2) * sizeof *m->freq_factors);
+    if (ff.data && /* the loaded copy is backend memory: read it back */
+        L->be->ops->read(L->be, ff.data, m->freq_factors, (size_t)(n_rot / 2) * sizeof *m->freq_factors, L->err))
+        return L->err->code;
     if (yarn && factor > 1) {
         double orig = (double)m->hp.n_ctx_train, fast = 32, slow = 1, attn = 1, ext = 1;
         if (get_f(g, a, "rope.scaling.original_context_length", &orig, L->err) ||

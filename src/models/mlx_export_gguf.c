@@ -304,10 +304,10 @@ celer_status celer_xexport_gguf(const celer_model_file *mf, const char *dtype, c
             o->perm_heads = strstr(gname, ".attn_q.") ? mf->hp.n_head : mf->hp.n_head_kv;
             if (t->n_dims == 1) o->rows = o->cols, o->cols = 1; /* a bias: permute its elements */
             if (o->perm_heads <= 0 || o->rows % (2 * o->perm_heads)) {
+                long long rows = (long long)o->rows, heads = (long long)o->perm_heads; /* o is in x */
                 free(x);
                 return celer_fail(err, CELER_ERR_FORMAT, "quantize: %s: tensor '%s' has %lld rows, not a whole "
-                                  "number of %lld heads of even width", g->name, gname, (long long)o->rows,
-                                  (long long)o->perm_heads);
+                                  "number of %lld heads of even width", g->name, gname, rows, heads);
             }
         }
         if (t->n_dims == 1 && strstr(gname, ".ffn_gate_inp_shexp.")) /* {n_embd}: Hugging Face's (1, n_embd) */

@@ -11,6 +11,7 @@
 #include "runtime/engine_impl.h"
 #include "tokenizer/tokenizer.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -47,21 +48,22 @@ static void find_eog(celer_engine *e)
 }
 
 
-/* Refuses, with the numbers and the flag to change, a model that does not fit in the memory
- * available now. The weights are mapped, not copied, but every page is read each token. */
+/* Refuses, with the numbers and the flag to change, a model that does not fit in the memory the
+ * backend can allocate now (host MemAvailable on the CPU, where the weights are mapped but every
+ * page is read each token; on a GPU the device's allocatable memory). */
 static celer_status check_memory(const celer_engine *e, int64_t n_ctx, celer_error *err)
 {
     celer_memory_estimate m;
-    celer_host_info       h;
+    uint64_t              avail = 0, total = 0;
     celer_model_file_estimate_memory(e->mf, n_ctx, &m);
-    celer_host_info_read(&h);
-    if (!h.mem_available || m.total <= h.mem_available) return CELER_OK;
-    double gib = 1024.0 * 1024 * 1024;
+    if (e->be->ops->memory(e->be, &avail, &total, err)) return err->code;
+    if (!avail || m.total <= avail) return CELER_OK;
+    const double gib = 1024.0 * 1024.0 * 1024.0;
     return celer_fail(err, CELER_ERR_INVALID, /* the fix is a flag: bad input, exit 2 */
                       "engine: the model needs %.2f GiB (weights %.2f + KV cache %.2f at --ctx %lld + scratch %.2f) but "
-                      "%.2f GiB are available; lower --ctx or use a smaller model",
+                      "%.2f GiB are available on the %s backend; lower --ctx or use a smaller model",
                       (double)m.total / gib, (double)m.weights / gib, (double)m.kv_cache / gib, (long long)n_ctx,
-                      (double)m.scratch / gib, (double)h.mem_available / gib);
+                      (double)m.scratch / gib, (double)avail / gib, e->be->ops->name);
 }
 
 void celer_engine_free(celer_engine *e)
@@ -94,7 +96,8 @@ celer_status celer_engine_create(celer_engine **out, const char *model_path, con
     celer_status         st = celer_model_file_open(&e->mf, model_path, err);
     if (!st) st = celer_tokenizer_load(&e->tok, e->mf, err);
     /* before the weights load: a load that does not fit would push the host into swap or the
-     * OOM killer, and what it took would make the check itself fail a model that fits */
+     * OOM killer (or fail on the device half way), and what it took would make the check itself
+     * fail a model that fits */
     int64_t n_ctx = 0;
     if (!st) {
         n_ctx = cfg && cfg->n_ctx > 0 ? cfg->n_ctx : celer_model_file_default_ctx(e->mf);
@@ -102,8 +105,13 @@ celer_status celer_engine_create(celer_engine **out, const char *model_path, con
             st = celer_fail(err, CELER_ERR_INVALID, "engine: a context of %lld tokens is more than celer supports (16M)",
                             (long long)n_ctx);
     }
+    if (!st) { /* the weights' bytes: the GPU's upload progress line */
+        celer_memory_estimate m;
+        celer_model_file_estimate_memory(e->mf, n_ctx, &m);
+        bc.upload_total = m.weights;
+        st              = celer_backend_create(&e->be, cfg ? cfg->backend : NULL, &bc, err);
+    }
     if (!st) st = check_memory(e, n_ctx, err);
-    if (!st) st = celer_backend_create(&e->be, cfg ? cfg->backend : NULL, &bc, err);
     if (!st) st = celer_model_load(&e->model, e->mf, e->be, err);
     if (!st && celer_tokenizer_n_vocab(e->tok) > e->model.hp.n_vocab) /* ids past the table: refuse now */
         st = celer_fail(err, CELER_ERR_FORMAT, "%s: the tokenizer has %d tokens but the embedding table %lld rows; the "
@@ -180,7 +188,9 @@ celer_status celer_engine_copy_bandwidth(celer_engine *e, size_t bytes, int reps
     if (!st) st = op->copy(e->be, b, a, bytes, err); /* first touch, outside the timing */
     for (int r = 0; r < reps && !st; r++) {
         double t0 = now();
-        st        = op->copy(e->be, r % 2 ? a : b, r % 2 ? b : a, bytes, err);
+        float  probe; /* a read waits for the copy on a backend that runs asynchronously */
+        st = op->copy(e->be, r % 2 ? a : b, r % 2 ? b : a, bytes, err);
+        if (!st) st = op->read(e->be, r % 2 ? a : b, &probe, sizeof probe, err);
         double dt = now() - t0;
         if (!st && dt > 0 && 2.0 * (double)bytes / dt > *bytes_per_s) *bytes_per_s = 2.0 * (double)bytes / dt;
     }
@@ -280,5 +290,71 @@ celer_status celer_engine_generate(celer_engine *e, const int32_t *prompt, size_
     celer_detok_free(&dt);
     celer_stop_free(&sf);
     if (stats) *stats = s;
+    return st;
+}
+
+/* ---- teacher forcing (celer verify) ------------------------------------------------------- */
+
+enum { EVAL_CHUNK = 64 }; /* rows of logits one forward of celer_engine_eval returns at most */
+
+celer_status celer_engine_eval(celer_engine *e, const int32_t *ids, size_t n, size_t n_out, float *logits,
+                               celer_error *err)
+{
+    celer_error local;
+    if (!err) err = &local;
+    if (!n || !n_out || n_out > n)
+        return celer_fail(err, CELER_ERR_INVALID, "eval: %zu tokens and %zu rows of logits; want 1 <= rows <= tokens",
+                          n, n_out);
+    if ((int64_t)n > e->n_ctx)
+        return celer_fail(err, CELER_ERR_INVALID, "eval: %zu tokens but the context holds %lld; raise --ctx", n,
+                          (long long)e->n_ctx);
+    int64_t n_vocab = e->model.hp.n_vocab;
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= n_vocab)
+            return celer_fail(err, CELER_ERR_INVALID, "eval: token %d is outside the vocabulary", ids[i]);
+    int32_t first = (int32_t)(n - n_out), keep = 0; /* first: the position of the first row asked for */
+    while (keep < e->n_tokens && keep < first && e->tokens[keep] == ids[keep]) keep++;
+    celer_kv_cache_truncate(&e->kv, 0, keep);
+    e->n_tokens = keep;
+    celer_status st = CELER_OK;
+    if (n_out == 1) { /* the engine's own buffers: one row, as generate */
+        st = run_tokens(e, ids + keep, keep, (int32_t)n - keep, err);
+        if (!st) memcpy(logits, e->logits, (size_t)n_vocab * sizeof *logits);
+    } else {
+        if (keep < first) st = run_tokens(e, ids + keep, keep, first - keep, err);
+        celer_acts acts = {0};
+        if (!st) st = celer_acts_init(&acts, &e->model, e->be, EVAL_CHUNK, EVAL_CHUNK, err);
+        int32_t out_idx[EVAL_CHUNK];
+        for (int32_t done = first; !st && done < (int32_t)n;) {
+            int32_t k = (int32_t)n - done < EVAL_CHUNK ? (int32_t)n - done : EVAL_CHUNK;
+            for (int32_t i = 0; i < k; i++) e->pos[i] = done + i, out_idx[i] = i;
+            celer_batch b = {.n_tokens = k, .pos = e->pos, .seq = e->seq};
+            st = celer_kv_cache_reserve(&e->kv, 0, done + k, err);
+            if (!st) st = celer_model_forward(&e->model, e->be, &e->kv, &b, ids + done, out_idx, k, &acts, err);
+            if (!st)
+                st = e->be->ops->read(e->be, acts.logits, logits + (size_t)(done - first) * (size_t)n_vocab,
+                                      (size_t)k * (size_t)n_vocab * sizeof *logits, err);
+            done += k;
+        }
+        celer_acts_free(&acts, e->be);
+    }
+    if (st) { /* what the cache holds is unknown: start over next time */
+        celer_engine_reset(e);
+        return st;
+    }
+    memcpy(e->tokens + keep, ids + keep, (n - (size_t)keep) * sizeof *ids);
+    e->n_tokens = (int32_t)n;
+    return CELER_OK;
+}
+
+celer_status celer_backend_probe(const char *backend, char *name, size_t cap, celer_error *err)
+{
+    celer_error local;
+    if (!err) err = &local;
+    celer_backend       *be = NULL;
+    celer_backend_config bc = {.n_threads = 1};
+    celer_status         st = celer_backend_create(&be, backend, &bc, err);
+    if (!st && cap) snprintf(name, cap, "%s", be->ops->name);
+    celer_backend_destroy(be);
     return st;
 }

@@ -404,7 +404,7 @@ celer_status srv_run(const srv_config *cfg, celer_error *err)
     fprintf(stderr, "celer serve: listening on http://%s:%u (loading %s)\n", cfg->host, di ? di->port : cfg->port,
             cfg->model);
 
-    celer_engine_config ec = {.n_threads = cfg->n_threads, .n_ctx = cfg->n_ctx};
+    celer_engine_config ec = {.backend = cfg->backend, .n_threads = cfg->n_threads, .n_ctx = cfg->n_ctx};
     celer_status        st = celer_engine_create(&s.e, cfg->model, &ec, err);
     celer_batcher_config bc = {.n_parallel = cfg->parallel};
     if (!st) st = celer_batcher_create(&s.b, s.e, &bc, err);

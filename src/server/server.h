@@ -16,6 +16,7 @@ typedef struct {
     const char *api_key;    /* NULL: none */
     int         max_queue;  /* waiting requests before 503 */
     int         n_threads;  /* compute threads; 0: one per core */
+    const char *backend;    /* "cpu", "cuda", "rocm"; NULL: the best available */
     size_t      max_body;   /* request body bytes */
     int         timeout_s;  /* a connection that sends nothing this long is closed (slow clients) */
 } srv_config;

@@ -10,7 +10,7 @@
 
 static void bench_usage(FILE *out)
 {
-    fprintf(out, "usage: celer bench [-m MODEL] [-p P] [-n N] [-r R] [--threads N] [--json]\n\n"
+    fprintf(out, "usage: celer bench [-m MODEL] [-p P] [-n N] [-r R] [--backend B] [--threads N] [--json]\n\n"
                  "Measures prefill (pp: P prompt tokens at once) and decode (tg: N tokens one by one) speed,\n"
                  "each from an empty context, repeated R times. Decode is then set against the memory\n"
                  "bound: the weight bytes one step reads, times tok/s, as a share of the backend's copy\n"
@@ -21,9 +21,10 @@ static void bench_usage(FILE *out)
                  "  -p, --prompt P     prompt tokens for pp (default 512; 0 skips pp)\n"
                  "  -n, --gen N        generated tokens for tg (default 128; 0 skips tg)\n"
                  "  -r, --reps R       repetitions (default 5)\n"
+                 "  -b, --backend B    auto, cpu, cuda or rocm (default auto: the best this build has)\n"
                  "  -t, --threads N    CPU threads (default: one per physical core)\n"
                  "      --json         one JSON object on stdout instead of the table\n"
-                 "  -h, --help         show this help\n");
+                 "  -h, --help         show this help\n\n" CLI_EXIT_CODES);
 }
 
 /* Bytes per buffer for the copy bandwidth: twice the last-level cache (from sysfs; servers have
@@ -66,7 +67,8 @@ int cmd_bench(int argc, char **argv)
         {"model", required_argument, NULL, 'm'}, {"prompt", required_argument, NULL, 'p'},
         {"gen", required_argument, NULL, 'n'},   {"reps", required_argument, NULL, 'r'},
         {"threads", required_argument, NULL, 't'}, {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},        {0},
+        {"backend", required_argument, NULL, 'b'}, {"help", no_argument, NULL, 'h'},
+        {0},
     };
     const char         *model = NULL;
     long                P = 512, N = 128, R = 5, v;
@@ -75,7 +77,7 @@ int cmd_bench(int argc, char **argv)
     int                 c;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":m:p:n:r:t:jh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:p:n:r:t:b:jh", opts, NULL)) != -1) {
         switch (c) {
         case 'm': model = optarg; break;
         case 'p':
@@ -90,6 +92,9 @@ int cmd_bench(int argc, char **argv)
         case 't':
             if (!cli_parse_long(optarg, 1, 1024, &v)) return cli_usage_error("bench", "--threads wants 1 to 1024, got '%s'", optarg);
             cfg.n_threads = (int)v;
+            break;
+        case 'b':
+            if (cli_parse_backend("bench", "--backend", optarg, &cfg.backend)) return EXIT_BAD_INPUT;
             break;
         case 'j': json = true; break;
         case 'h': bench_usage(stdout); return EXIT_OK;

@@ -23,9 +23,10 @@ static void chat_usage(FILE *out)
                  "      --seed S           random seed (default 0)\n"
                  "  -n, --max-tokens N     tokens per reply at most (default 1024)\n"
                  "      --show-reasoning   also print the model's thinking\n"
+                 "  -b, --backend B        auto, cpu, cuda or rocm (default auto: the best this build has)\n"
                  "  -t, --threads N        CPU threads (default: one per physical core)\n"
                  "  -c, --ctx N            context length (default: the trained context, at most 4096)\n"
-                 "  -h, --help             show this help\n");
+                 "  -h, --help             show this help\n\n" CLI_EXIT_CODES);
 }
 
 static void add_message(cJSON *msgs, const char *role, const char *content)
@@ -51,7 +52,8 @@ int cmd_chat(int argc, char **argv)
         {"temp", required_argument, NULL, O_TEMP},  {"seed", required_argument, NULL, O_SEED},
         {"max-tokens", required_argument, NULL, 'n'}, {"show-reasoning", no_argument, NULL, O_REASONING},
         {"threads", required_argument, NULL, 't'},  {"ctx", required_argument, NULL, 'c'},
-        {"help", no_argument, NULL, 'h'},           {0},
+        {"backend", required_argument, NULL, 'b'},  {"help", no_argument, NULL, 'h'},
+        {0},
     };
     const char         *model = NULL, *system = NULL;
     celer_gen_params    gp    = {.sampling = celer_sampling_default(), .max_tokens = 1024};
@@ -62,7 +64,7 @@ int cmd_chat(int argc, char **argv)
     gp.sampling.temperature = 0.7f;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":m:n:t:c:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:n:t:c:b:h", opts, NULL)) != -1) {
         switch (c) {
         case 'm': model = optarg; break;
         case O_SYSTEM: system = optarg; break;
@@ -90,6 +92,9 @@ int cmd_chat(int argc, char **argv)
         case 'c':
             if (!cli_parse_long(optarg, 16, 1 << 24, &v)) return cli_usage_error("chat", "--ctx wants 16 to 16777216, got '%s'", optarg);
             cfg.n_ctx = v;
+            break;
+        case 'b':
+            if (cli_parse_backend("chat", "--backend", optarg, &cfg.backend)) return EXIT_BAD_INPUT;
             break;
         case 'h': chat_usage(stdout); return EXIT_OK;
         case ':': return cli_usage_error("chat", "option %s needs a value", argv[optind - 1]);

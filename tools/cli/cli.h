@@ -6,8 +6,15 @@
 
 #include <stdio.h>
 
-/* Exit codes every subcommand uses; README.md documents them. */
-enum { EXIT_OK = 0, EXIT_BAD_INPUT = 2, EXIT_RUNTIME = 3 };
+/* Exit codes every subcommand uses; README.md documents them. EXIT_CHECK_FAILED: a check that ran
+ * found a difference (celer verify). celer_status_exit_code maps statuses onto the others. */
+enum { EXIT_OK = 0, EXIT_CHECK_FAILED = 1, EXIT_BAD_INPUT = 2, EXIT_RUNTIME = 3 };
+
+/* The end of each --help that runs a model. */
+#define CLI_EXIT_CODES                                                                                            \
+    "exit codes: 0 ok; 2 bad input (options, files, an unsupported model, a backend this build does not\n"      \
+    "have); 3 runtime failure (out of memory; a device failure: a GPU fault, out of device memory, a\n"         \
+    "timeout, no device for the backend asked for).\n"
 
 /* Prints "celer: <msg>" on stderr and returns the exit code for err. */
 int cli_report(const celer_error *err);
@@ -21,6 +28,10 @@ int cli_check_utf8(const char *cmd, const char *what, const char *text);
 void cli_print_loaded(const char *model, const celer_engine *e);
 /* Prints only what the load converted ("celer: ..."), when it converted anything. */
 void cli_print_load_note(const celer_engine *e);
+/* A --backend value (opt names the option for the message): "auto" gives *backend = NULL (the best
+ * available), "cpu", "cuda" and "rocm" themselves. Anything else prints a usage error listing the
+ * choices and returns EXIT_BAD_INPUT; else EXIT_OK. */
+int cli_parse_backend(const char *cmd, const char *opt, const char *arg, const char **backend);
 /* A whole decimal number of s within [lo, hi] into *v; false otherwise. */
 bool cli_parse_long(const char *s, long lo, long hi, long *v);
 /* Seconds on a monotonic clock. */
@@ -59,5 +70,6 @@ int cmd_chat(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
 
 #endif

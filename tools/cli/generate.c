@@ -29,9 +29,10 @@ static void generate_usage(FILE *out)
             "      --presence-penalty X, --frequency-penalty X   OpenAI-style penalties (default 0)\n"
             "      --seed S             random seed for sampling (default 0)\n"
             "      --stop TEXT          stop when TEXT is generated (may be repeated)\n"
+            "  -b, --backend B          auto, cpu, cuda or rocm (default auto: the best this build has)\n"
             "  -t, --threads N          CPU threads (default: one per physical core)\n"
             "  -c, --ctx N              context length in tokens (default: the trained context, at most 4096)\n"
-            "  -h, --help               show this help\n");
+            "  -h, --help               show this help\n\n" CLI_EXIT_CODES);
 }
 
 static bool parse_num(const char *s, double lo, double hi, double *v)
@@ -56,7 +57,7 @@ int cmd_generate(int argc, char **argv)
         {"presence-penalty", required_argument, NULL, O_PRES}, {"frequency-penalty", required_argument, NULL, O_FREQ},
         {"seed", required_argument, NULL, O_SEED},     {"stop", required_argument, NULL, O_STOP},
         {"threads", required_argument, NULL, 't'},     {"ctx", required_argument, NULL, 'c'},
-        {"chat", no_argument, NULL, O_CHAT},           {"no-chat", no_argument, NULL, O_NO_CHAT},
+        {"backend", required_argument, NULL, 'b'},     {"chat", no_argument, NULL, O_CHAT},           {"no-chat", no_argument, NULL, O_NO_CHAT},
         {"system", required_argument, NULL, O_SYSTEM}, {"show-reasoning", no_argument, NULL, O_REASONING},
         {"help", no_argument, NULL, 'h'},              {0},
     };
@@ -71,7 +72,7 @@ int cmd_generate(int argc, char **argv)
     int                 c;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":m:p:n:t:c:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:p:n:t:c:b:h", opts, NULL)) != -1) {
         const char *arg = optarg;
         switch (c) {
         case 'm': model = arg; break;
@@ -124,6 +125,9 @@ int cmd_generate(int argc, char **argv)
             if (!parse_num(arg, 16, 1 << 24, &v) || v != floor(v))
                 return cli_usage_error("generate", "--ctx wants 16 to 16777216 tokens, got '%s'", arg);
             cfg.n_ctx = (int64_t)v;
+            break;
+        case 'b':
+            if (cli_parse_backend("generate", "--backend", arg, &cfg.backend)) return EXIT_BAD_INPUT;
             break;
         case O_CHAT: chat = 1; break;
         case O_NO_CHAT: chat = 0; break;

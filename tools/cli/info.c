@@ -8,25 +8,102 @@
 
 static void info_usage(FILE *out)
 {
-    fprintf(out, "usage: celer info [-m MODEL | MODEL] [--backend cpu|cuda|rocm] [--tensors] [--json] [--ctx N]\n\n"
-                 "Without a model: this machine's CPU, cores, SIMD features and memory.\n"
+    fprintf(out, "usage: celer info [-m MODEL | MODEL] [--backend auto|cpu|cuda|rocm] [--tensors] [--json] [--ctx N]\n\n"
+                 "Without a model: this machine's CPU, cores, SIMD features and memory, and the GPUs of\n"
+                 "this build's GPU backend (vendor, backend, name, architecture, compute units, total,\n"
+                 "free and allocatable memory, unified memory); with --backend cuda|rocm, a missing\n"
+                 "device or one this build has no code for is an error (exit 3, or 2 with the rebuild\n"
+                 "command).\n"
                  "With a model (a .gguf file or a model directory): architecture, hyper-parameters,\n"
                  "weight types, parameter count and the memory it needs, and for each weight type what\n"
                  "loading it onto the backend does: runs it as stored (native), converts it at load\n"
                  "(convert), or refuses it (reject), and how or what to use instead.\n\n"
                  "options:\n"
                  "  -m, --model MODEL  the model to describe\n"
-                 "  -b, --backend B    the backend whose decisions to show (default cpu)\n"
+                 "  -b, --backend B    the backend whose decisions to show: cpu (the default), cuda, rocm, or\n"
+                 "                     auto: the one loading picks without --backend, the best this build has\n"
                  "  -t, --tensors      also list every tensor (name, type, shape, bytes)\n"
                  "  -j, --json         print JSON instead of text (always includes the tensors)\n"
                  "  -c, --ctx N        context length for the memory estimate (default: the trained\n"
                  "                     context, at most 4096)\n"
-                 "  -h, --help         show this help\n");
+                 "  -h, --help         show this help\n\n" CLI_EXIT_CODES);
+}
+
+/* ---- GPU devices ---------------------------------------------------------- */
+
+static void device_json(cJSON *o, const celer_device_facts *f)
+{
+    cJSON_AddStringToObject(o, "backend", f->backend);
+    cJSON_AddStringToObject(o, "vendor", f->vendor);
+    cJSON_AddStringToObject(o, "name", f->name);
+    cJSON_AddStringToObject(o, "arch", f->arch);
+    cJSON_AddStringToObject(o, "runtime", f->runtime);
+    cJSON_AddNumberToObject(o, "index", f->index);
+    cJSON_AddNumberToObject(o, "compute_units", f->compute_units);
+    cJSON_AddNumberToObject(o, "warp_size", f->warp_size);
+    cJSON_AddNumberToObject(o, "mem_total", (double)f->mem_total);
+    cJSON_AddNumberToObject(o, "mem_free", (double)f->mem_free);
+    cJSON_AddNumberToObject(o, "mem_allocatable", (double)f->mem_allocatable);
+    cJSON_AddBoolToObject(o, "unified_memory", f->unified);
+    cJSON_AddStringToObject(o, "unified_memory_source", f->unified_source);
+    cJSON_AddStringToObject(o, "built_archs", f->built_archs);
+    cJSON_AddBoolToObject(o, "supported", f->supported);
+    if (!f->supported) cJSON_AddStringToObject(o, "refused", f->why);
+}
+
+static void device_text(const celer_device_facts *f)
+{
+    char a[32], b[32], c[32];
+    printf("gpu %-10d %s\n", f->index, f->name);
+    printf("  backend      %s (%s, %s)\n", f->backend, f->vendor, f->runtime);
+    printf("  arch         %s (this build has code for: %s)\n", f->arch, f->built_archs);
+    printf("  compute      %d units, warp %d\n", f->compute_units, f->warp_size);
+    printf("  memory       %s total, %s free, %s allocatable\n", cli_bytes(f->mem_total, a, sizeof a),
+           cli_bytes(f->mem_free, b, sizeof b), cli_bytes(f->mem_allocatable, c, sizeof c));
+    printf("  unified      %s (%s)\n", f->unified ? "yes" : "no", f->unified_source);
+    if (!f->supported) printf("  refused      %s\n", f->why);
+}
+
+/* The GPU devices of this build's GPU backend. With want (a GPU backend named by --backend), a
+ * backend this build lacks, a missing device or one the build cannot run is an error (exit 2 or
+ * 3); without, it is a line of the report. */
+static int print_devices(cJSON *json, const char *want)
+{
+    celer_device_facts f;
+    celer_error        err = {0};
+    celer_status       st  = celer_device_query(0, &f, &err);
+    cJSON             *arr = json ? cJSON_AddArrayToObject(json, "gpus") : NULL;
+    if (st) {
+        if (want) return cli_report(&err);
+        if (json) cJSON_AddStringToObject(json, "gpu_error", err.msg);
+        else printf("gpu            none: %s\n", err.msg);
+        return EXIT_OK;
+    }
+    if (want && strcmp(want, f.backend)) {
+        err.code = CELER_ERR_UNSUPPORTED;
+        snprintf(err.msg, sizeof err.msg, "backend '%s' is not in this build (it has: cpu, %s)", want, f.backend);
+        return cli_report(&err);
+    }
+    for (int i = 0; i < f.count; i++) {
+        if (i && celer_device_query(i, &f, &err)) return cli_report(&err);
+        if (json) {
+            cJSON *d = cJSON_CreateObject();
+            device_json(d, &f);
+            cJSON_AddItemToArray(arr, d);
+        }
+        else device_text(&f);
+    }
+    if (want && !f.supported) {
+        err.code = CELER_ERR_UNSUPPORTED;
+        snprintf(err.msg, sizeof err.msg, "%s", f.why);
+        return cli_report(&err);
+    }
+    return EXIT_OK;
 }
 
 /* ---- host -------------------------------------------------------------- */
 
-static int print_host(bool json)
+static int print_host(bool json, const char *want)
 {
     celer_host_info h;
     celer_host_info_read(&h);
@@ -50,11 +127,12 @@ static int print_host(bool json)
         cJSON_AddItemToObject(o, "simd", f);
         cJSON_AddNumberToObject(o, "mem_total", (double)h.mem_total);
         cJSON_AddNumberToObject(o, "mem_available", (double)h.mem_available);
+        int rc = print_devices(o, want);
         char *s = cJSON_Print(o);
         printf("%s\n", s);
         free(s);
         cJSON_Delete(o);
-        return EXIT_OK;
+        return rc;
     }
     char a[32], b[32];
     printf("cpu            %s (%s)\n", h.cpu_model[0] ? h.cpu_model : "unknown", h.arch);
@@ -69,8 +147,7 @@ static int print_host(bool json)
     printf("%s\n", any ? "" : " none detected");
     printf("memory         %s total, %s available\n", cli_bytes(h.mem_total, a, sizeof a),
            cli_bytes(h.mem_available, b, sizeof b));
-    printf("backends       cpu\n");
-    return EXIT_OK;
+    return print_devices(NULL, want);
 }
 
 /* ---- model ------------------------------------------------------------- */
@@ -237,7 +314,7 @@ int cmd_info(int argc, char **argv)
         {"backend", required_argument, NULL, 'b'}, {"help", no_argument, NULL, 'h'},
         {0},
     };
-    const char *model = NULL, *backend = "cpu";
+    const char *model = NULL, *backend = "cpu"; /* NULL: auto */
     bool        json = false, tensors = false;
     long long   ctx = 0;
     int         c;
@@ -247,9 +324,7 @@ int cmd_info(int argc, char **argv)
         switch (c) {
         case 'm': model = optarg; break;
         case 'b':
-            if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda") && strcmp(optarg, "rocm"))
-                return cli_usage_error("info", "--backend wants cpu, cuda or rocm, got '%s'", optarg);
-            backend = optarg;
+            if (cli_parse_backend("info", "--backend", optarg, &backend)) return EXIT_BAD_INPUT;
             break;
         case 't': tensors = true; break;
         case 'j': json = true; break;
@@ -269,7 +344,13 @@ int cmd_info(int argc, char **argv)
         if (model || optind + 1 < argc) return cli_usage_error("info", "give one model, not '%s'", argv[argc - 1]);
         model = argv[optind];
     }
-    if (!model && strcmp(backend, "cpu"))
-        return cli_usage_error("info", "--backend describes a model's weight types; give -m MODEL");
-    return model ? print_model(model, json, tensors, ctx, backend) : print_host(json);
+    if (!model) /* the host, and the devices of the GPU backend named (or, with auto, any) */
+        return print_host(json, backend && strcmp(backend, "cpu") ? backend : NULL);
+    char picked[32];
+    if (!backend) { /* auto: the backend celer_engine_create would pick */
+        celer_error err = {0};
+        if (celer_backend_probe(NULL, picked, sizeof picked, &err)) return cli_report(&err);
+        backend = picked;
+    }
+    return print_model(model, json, tensors, ctx, backend);
 }

@@ -25,6 +25,7 @@ static const struct {
     {"quantize", cmd_quantize, "write a model as an MLX-format directory (affine, mxfp4, mxfp8, nvfp4)"},
     {"synth", cmd_synth, "write a random-weight GGUF model of a real shape, for benchmarks"},
     {"serve", cmd_serve, "serve a model over an OpenAI-compatible HTTP API"},
+    {"verify", cmd_verify, "compare a backend's logits with another's (cpu) on the same model"},
 };
 
 static void usage(FILE *out)
@@ -35,8 +36,10 @@ static void usage(FILE *out)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\noptions:\n  -h, --help     show this help\n  -V, --version  print the version\n\n"
-                 "exit codes: 0 success, 2 bad input (arguments, files, unsupported models), 3 runtime failure\n"
-                 "(out of memory, device failure). Generated text goes to stdout; diagnostics to stderr.\n");
+                 "exit codes: 0 success; 1 a check failed (celer verify: the backends disagree); 2 bad input\n"
+                 "(arguments, files, unsupported models, a backend this build does not have); 3 runtime failure\n"
+                 "(out of memory; a device failure: a GPU fault, out of device memory, a timeout, no device).\n"
+                 "Generated text goes to stdout; diagnostics to stderr.\n");
 }
 
 int cli_report(const celer_error *err)
@@ -76,6 +79,22 @@ int cli_check_utf8(const char *cmd, const char *what, const char *text)
     fprintf(stderr, "celer %s: %s is not valid UTF-8 at byte %zu (0x%02x); give UTF-8 text (convert it with iconv -t "
                     "UTF-8, or set a UTF-8 locale)\n", cmd, what, bad, (unsigned)(unsigned char)text[bad]);
     return EXIT_BAD_INPUT;
+}
+
+int cli_parse_backend(const char *cmd, const char *opt, const char *arg, const char **backend)
+{
+    static const char *const names[] = {"cpu", "cuda", "rocm"};
+    if (!strcmp(arg, "auto")) {
+        *backend = NULL;
+        return EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(arg, names[i])) {
+            *backend = names[i];
+            return EXIT_OK;
+        }
+    return cli_usage_error(cmd, "%s wants cpu, cuda or rocm, got '%s' (or auto: the best this build has)",
+                           opt, arg);
 }
 
 bool cli_parse_long(const char *s, long lo, long hi, long *v)

@@ -25,8 +25,9 @@ static void serve_usage(FILE *out)
             "      --max-queue N     requests that may wait for a slot before 503 (default 64)\n"
             "      --model-id NAME   the model's name in /v1/models and requests (default: the file name)\n"
             "      --timeout S       close a connection that sends nothing for S seconds (default 30)\n"
+            "  -b, --backend B       auto, cpu, cuda or rocm (default auto: the best this build has)\n"
             "  -t, --threads N       CPU threads (default: one per physical core)\n"
-            "  -h, --help            show this help\n");
+            "  -h, --help            show this help\n\n" CLI_EXIT_CODES);
 }
 
 int cmd_serve(int argc, char **argv)
@@ -38,7 +39,7 @@ int cmd_serve(int argc, char **argv)
         {"ctx", required_argument, NULL, 'c'},        {"api-key", required_argument, NULL, O_KEY},
         {"max-queue", required_argument, NULL, O_QUEUE}, {"model-id", required_argument, NULL, O_ID},
         {"threads", required_argument, NULL, 't'},    {"help", no_argument, NULL, 'h'},
-        {"timeout", required_argument, NULL, O_TIMEOUT},
+        {"timeout", required_argument, NULL, O_TIMEOUT}, {"backend", required_argument, NULL, 'b'},
         {NULL, 0, NULL, 0},
     };
     srv_config c = {.host = "127.0.0.1", .port = 8080, .parallel = 4, .max_queue = 64, .max_body = 8u << 20,
@@ -46,7 +47,7 @@ int cmd_serve(int argc, char **argv)
     long       v;
     int        o;
     opterr = 0;
-    while ((o = getopt_long(argc, argv, ":m:c:t:h", opts, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, ":m:c:t:b:h", opts, NULL)) != -1) {
         switch (o) {
         case 'm': c.model = optarg; break;
         case O_HOST: c.host = optarg; break;
@@ -78,6 +79,9 @@ int cmd_serve(int argc, char **argv)
         case 't':
             if (!cli_parse_long(optarg, 1, 1024, &v)) return cli_usage_error("serve", "--threads wants 1 to 1024, not '%s'", optarg);
             c.n_threads = (int)v;
+            break;
+        case 'b':
+            if (cli_parse_backend("serve", "--backend", optarg, &c.backend)) return EXIT_BAD_INPUT;
             break;
         case 'h': serve_usage(stdout); return EXIT_OK;
         case ':': return cli_usage_error("serve", "%s needs a value", argv[optind - 1]);

@@ -205,6 +205,22 @@ static celer_status cpu_read(celer_backend *be, const void *src, void *dst, size
     return CELER_OK;
 }
 
+static celer_status cpu_write(celer_backend *be, void *dst, const void *src, size_t n, celer_error *err)
+{
+    (void)be, (void)err;
+    memcpy(dst, src, n);
+    return CELER_OK;
+}
+
+static celer_status cpu_memory(celer_backend *be, uint64_t *free_bytes, uint64_t *total_bytes, celer_error *err)
+{
+    (void)be, (void)err;
+    celer_host_info h;
+    celer_host_info_read(&h);
+    *free_bytes = h.mem_available, *total_bytes = h.mem_total;
+    return CELER_OK;
+}
+
 typedef struct {
     char       *dst;
     const char *src;
@@ -282,7 +298,9 @@ const celer_backend_ops celer_cpu_ops = {
     .weight_load = cpu_weight_load,
     .weight_view = cpu_weight_view,
     .read        = cpu_read,
+    .write       = cpu_write,
     .copy        = cpu_copy,
+    .memory      = cpu_memory,
     .get_rows    = cpu_get_rows,
     .rmsnorm     = cpu_rmsnorm,
     .matmul      = cpu_matmul_op,

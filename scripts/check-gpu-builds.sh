@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Compiles and links both GPU builds of celer (DESIGN.md, Testing: CI has no GPU, so it builds
+# them): CUDA for sm_80/sm_90 with nvcc, and HIP for gfx1030/gfx90a with Debian's hipcc. Then,
+# on a machine without an AMD GPU, the HIP build must refuse the rocm backend cleanly: exit 3
+# and one line on stderr saying there is no AMD GPU (check_hip_no_device below).
+#
+#   scripts/check-gpu-builds.sh [--only cuda|hip] [--no-device-check] [CUDA_BUILD_DIR [HIP_BUILD_DIR]]
+#
+# Build folders: the arguments, else $CELER_CUDA_BUILD_DIR / $CELER_HIP_BUILD_DIR, else
+# build-cuda and build-hip. Arch lists: $CELER_CUDA_ARCHS ("80;90") and $CELER_HIP_ARCHS
+# ("gfx1030;gfx90a"). CC (default clang, as in the Makefile), JOBS (default nproc), and CI
+# (set: -DCELER_WERROR=ON) as for `make`. Needs nvcc (the CUDA toolkit) and hipcc
+# (apt-get install hipcc); a missing one fails at configure with the package to install.
+# Exit 0 when every build and check passes, 1 otherwise.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+only=""
+device_check=1
+dirs=()
+while (($#)); do
+    case "$1" in
+        --only) only=${2:-}; shift 2 ;;
+        --only=*) only=${1#--only=}; shift ;;
+        --no-device-check) device_check=0; shift ;;
+        -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -*) echo "check-gpu-builds: unknown option $1 (see --help)" >&2; exit 2 ;;
+        *) dirs+=("$1"); shift ;;
+    esac
+done
+case "$only" in ""|cuda|hip) ;; *) echo "check-gpu-builds: --only takes cuda or hip, not '$only'" >&2; exit 2 ;; esac
+
+cuda_dir=${dirs[0]:-${CELER_CUDA_BUILD_DIR:-build-cuda}}
+hip_dir=${dirs[1]:-${CELER_HIP_BUILD_DIR:-build-hip}}
+cuda_archs=${CELER_CUDA_ARCHS:-80;90}
+hip_archs=${CELER_HIP_ARCHS:-gfx1030;gfx90a}
+if [ -z "${CC:-}" ]; then
+    if command -v clang >/dev/null 2>&1; then CC=clang; else CC=cc; fi
+fi
+jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+werror=OFF
+[ -n "${CI:-}" ] && werror=ON
+
+fail() { echo "check-gpu-builds: FAIL: $*" >&2; exit 1; }
+
+# configure and build the celer binary in $1 with the extra CMake arguments that follow
+build_variant() {
+    local name=$1 dir=$2; shift 2
+    local t0=$SECONDS
+    echo "check-gpu-builds: $name: configuring $dir ($*)"
+    mkdir -p "$dir"
+    cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER="$CC" -DCELER_WERROR="$werror" "$@" \
+        >"$dir/configure.log" 2>&1 ||
+        { cat "$dir/configure.log" >&2; fail "$name: configure failed (above)"; }
+    cmake --build "$dir" -j "$jobs" --target celer || fail "$name: build failed (above)"
+    [ -x "$dir/celer" ] || fail "$name: $dir/celer was not built"
+    echo "check-gpu-builds: $name: ok, $dir/celer built in $((SECONDS - t0)) s"
+}
+
+# The HIP build on a machine with no AMD GPU: `celer info --backend rocm` must exit 3
+# (EXIT_RUNTIME) with exactly one line on stderr that says no AMD GPU was found. The HIP runtime
+# prints nothing itself then (hipGetDeviceCount: hipErrorNoDevice), so that line is celer's own.
+check_hip_no_device() {
+    local bin=$1/celer
+    [ -e "$bin" ] || fail "hip: $bin does not exist: the HIP build produced no celer binary"
+    [ -x "$bin" ] || fail "hip: $bin is not executable"
+    if [ -e /dev/kfd ]; then
+        echo "check-gpu-builds: hip: /dev/kfd exists (an AMD GPU driver is loaded): no-device check skipped"
+        return 0
+    fi
+    local out err rc=0
+    out=$(mktemp) err=$(mktemp)
+    "$bin" info --backend rocm >"$out" 2>"$err" </dev/null || rc=$?
+    local lines
+    lines=$(grep -c '' "$err" || true)
+    local why=""
+    if [ "$rc" -ne 3 ]; then
+        why="exit code $rc, expected 3"
+    elif [ "$lines" -ne 1 ]; then
+        why="$lines lines on stderr, expected one"
+    elif ! grep -Eiq 'AMD|ROCm|HIP' "$err" || ! grep -Eiq '\bno\b|not found|none|missing' "$err"; then
+        why="the stderr line does not say that no AMD GPU was found"
+    fi
+    if [ -n "$why" ]; then
+        {
+            echo "check-gpu-builds: FAIL: hip: $bin info --backend rocm: $why"
+            echo "--- stdout"; cat "$out"
+            echo "--- stderr"; cat "$err"
+        } >&2
+        rm -f "$out" "$err"
+        exit 1
+    fi
+    echo "check-gpu-builds: hip: ok, no AMD GPU refused: $(cat "$err")"
+    rm -f "$out" "$err"
+}
+
+if [ "$only" != hip ]; then
+    build_variant cuda "$cuda_dir" -DCELER_CUDA=ON -DCELER_HIP=OFF "-DCELER_CUDA_ARCHS=$cuda_archs"
+fi
+if [ "$only" != cuda ]; then
+    build_variant hip "$hip_dir" -DCELER_HIP=ON -DCELER_CUDA=OFF "-DCELER_HIP_ARCHS=$hip_archs"
+    if [ "$device_check" -eq 1 ]; then
+        check_hip_no_device "$hip_dir"
+    else
+        echo "check-gpu-builds: hip: no-device check skipped (--no-device-check)"
+    fi
+fi
+echo "check-gpu-builds: all ok"

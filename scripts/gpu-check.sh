@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The GPU backend's checks on a machine with an NVIDIA GPU (docs/benchmarks/gpu-h200.md says how
+# its numbers were taken). Steps, any of them in order (default: build test verify):
+#   build    configure and build the CUDA backend (build-cuda/), sm_90 unless CELER_CUDA_ARCHS says
+#   test     tests/gpu/test_gpu_ops, then again under compute-sanitizer --tool memcheck
+#   verify   celer verify --backend cuda --against cpu: the tiny MLX models of tests/data/mlx_dirs
+#            and synthetic GGUF models of every weight type (small shapes)
+#   big      synthetic Llama-3.1-8B and Qwen3-30B-A3B Q4_0: celer verify, then celer bench
+#            (pp512, tg128), and llama.cpp's llama-bench on the same files when LLAMA_BENCH names it
+# Logs go to $OUT/logs.tar.gz ($OUT defaults to ./gpu-out); the last lines printed are a short
+# table of results.
+# Dependencies the machine lacks (cJSON, libmicrohttpd) are taken from .carry/deb when there: the
+# contents of Debian's libcjson-dev, libcjson1, libmicrohttpd-dev and libmicrohttpd12 packages.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-out}
+B=${BUILD_DIR:-build-cuda}
+SYNTH=${SYNTH_DIR:-/tmp/celer-synth}
+mkdir -p "$OUT/logs" "$SYNTH"
+RESULTS=()
+result() { RESULTS+=("$(printf '%-44s %s' "$1" "$2")"); }
+
+DEB=$PWD/.carry/deb
+DEPS=()
+if [ -d "$DEB" ]; then
+    export LD_LIBRARY_PATH=$DEB/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    DEPS=(-DCJSON_INCLUDE_DIR="$DEB/usr/include" -DCJSON_LIBRARY="$DEB/usr/lib/x86_64-linux-gnu/libcjson.so"
+          -DMHD_INCLUDE_DIR="$DEB/usr/include" -DMHD_LIBRARY="$DEB/usr/lib/x86_64-linux-gnu/libmicrohttpd.so")
+fi
+
+step_build() {
+    local t0=$SECONDS
+    cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCELER_CUDA=ON \
+        -DCELER_CUDA_ARCHS="${CELER_CUDA_ARCHS:-90}" "${DEPS[@]}" >"$OUT/logs/configure.log" 2>&1 &&
+        cmake --build "$B" -j"$(nproc)" --target celer test_gpu_ops >"$OUT/logs/build.log" 2>&1
+    local rc=$?
+    result "build (celer, test_gpu_ops)" "$([ $rc = 0 ] && echo ok || echo FAILED) in $((SECONDS - t0)) s"
+    [ $rc = 0 ] || { tail -30 "$OUT/logs/build.log"; return 1; }
+    "$B/celer" info >"$OUT/logs/info.txt" 2>&1
+    sed -n '1,40p' "$OUT/logs/info.txt"
+}
+
+step_test() {
+    "$B/test_gpu_ops" >"$OUT/logs/test_gpu_ops.log" 2>&1
+    result "test_gpu_ops" "$([ $? = 0 ] && echo passed || echo FAILED) ($(grep -c '' "$OUT/logs/test_gpu_ops.log") lines)"
+    tail -5 "$OUT/logs/test_gpu_ops.log"
+    if command -v compute-sanitizer >/dev/null; then
+        compute-sanitizer --tool memcheck --error-exitcode 9 "$B/test_gpu_ops" >"$OUT/logs/memcheck.log" 2>&1
+        local rc=$?
+        result "memcheck test_gpu_ops" "$([ $rc = 0 ] && echo clean || echo "FAILED rc=$rc") ($(grep -m1 'ERROR SUMMARY' "$OUT/logs/memcheck.log"))"
+    else
+        result "memcheck test_gpu_ops" "compute-sanitizer not found"
+    fi
+}
+
+# One verify run: its total line into the table, the whole report into $OUT/logs/.
+verify() {
+    local name=$1 model=$2 log
+    shift 2
+    log="$OUT/logs/verify-$(echo "$name" | tr -c 'A-Za-z0-9._\n-' '_').txt"
+    "$B/celer" verify -m "$model" --backend cuda --against cpu "$@" >"$log" 2>&1
+    local rc=$?
+    result "verify $name" "rc=$rc $(grep -m1 -E '^total' "$log" | tr -s ' ' | cut -c1-80)"
+}
+
+step_verify() {
+    for d in tests/data/mlx_dirs/*/; do
+        case $d in *tiny-qwen2-*) continue ;; esac # their tokenizer has one id past the embeddings: refused on any backend
+        verify "$(basename "$d")" "$d" -n 16
+    done
+    for t in F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K; do
+        f=$SYNTH/small-$t.gguf
+        [ -f "$f" ] || "$B/celer" synth --shape qwen3-0.6b --layers 4 --type "$t" -o "$f" >/dev/null 2>&1
+        verify "synth qwen3-0.6b/4 layers $t" "$f" -n 16
+    done
+    f=$SYNTH/small-moe.gguf
+    [ -f "$f" ] || "$B/celer" synth --shape qwen3-30b-a3b --layers 2 --type Q4_K_M -o "$f" >/dev/null 2>&1
+    verify "synth qwen3-30b-a3b/2 layers Q4_K_M" "$f" -n 16
+    f=$SYNTH/small-gemma.gguf
+    [ -f "$f" ] || "$B/celer" synth --shape gemma3-270m --type Q8_0 -o "$f" >/dev/null 2>&1
+    verify "synth gemma3-270m Q8_0" "$f" -n 16
+}
+
+step_big() {
+    for shape in llama-3.1-8b qwen3-30b-a3b; do
+        f=$SYNTH/$shape-Q4_0.gguf
+        [ -f "$f" ] || "$B/celer" synth --shape "$shape" --type Q4_0 -o "$f" >"$OUT/logs/synth-$shape.log" 2>&1
+        verify "$shape Q4_0" "$f" -n 8
+        "$B/celer" bench -m "$f" --backend cuda -p 512 -n 128 -r 3 >"$OUT/logs/bench-$shape.txt" 2>&1
+        result "celer bench $shape Q4_0" "$(grep -E 'pp512|tg128' "$OUT/logs/bench-$shape.txt" | awk '{print $(NF-3), $(NF-2)}' | tr '\n' ' ')"
+        if [ -n "${LLAMA_BENCH:-}" ]; then
+            "$LLAMA_BENCH" -m "$f" -p 512 -n 128 -r 3 -ngl 99 -fa 1 >"$OUT/logs/llama-bench-$shape.txt" 2>&1
+            result "llama-bench $shape Q4_0" "$(grep -E 'pp512|tg128' "$OUT/logs/llama-bench-$shape.txt" | awk -F'|' '{print $(NF-2), $(NF-1)}' | tr -s ' ' | tr '\n' ' ')"
+        fi
+    done
+}
+
+steps=("$@")
+[ ${#steps[@]} = 0 ] && steps=(build test verify)
+for s in "${steps[@]}"; do
+    "step_$s" || break
+done
+# what comes back from a lent machine is a few files: the logs travel as one archive
+tar -czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$OUT/logs"
+echo
+echo "== gpu-check: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+printf '%s\n' "${RESULTS[@]}"

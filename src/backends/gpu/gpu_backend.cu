@@ -1,0 +1,285 @@
+/* The GPU backend's host side: device selection, the stream, device memory, transfers, the
+ * watchdog, and the ops table. Kernels are in the other .cu files of this directory. */
+#include "backends/gpu/gpu_backend.h"
+
+extern "C" {
+#include "backends/gpu/gpu_device.h"
+}
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- errors ---------------------------------------------------------------- */
+
+celer_status gpu_fail(gpu_backend *g, celer_error *err, gpuError_t e, const char *what)
+{
+    bool oom = e == gpuErrorMemoryAllocation;
+    if (!g->failed && !oom) { /* an out-of-memory leaves the device usable; anything else does not */
+        g->failed = true;
+        snprintf(g->failure, sizeof g->failure, "%s: %s (%s)", what, gpuGetErrorString(e), gpuGetErrorName(e));
+    }
+    return celer_fail(err, oom ? CELER_ERR_OOM : CELER_ERR_DEVICE, "%s: %s failed: %s (%s)%s", CELER_GPU_NAME, what,
+                      gpuGetErrorString(e), gpuGetErrorName(e), oom ? "" : "; the device is marked failed");
+}
+
+celer_status gpu_alive(gpu_backend *g, celer_error *err)
+{
+    if (!g->failed) return CELER_OK;
+    return celer_fail(err, CELER_ERR_DEVICE, "%s: the device failed earlier (%s); restart celer", CELER_GPU_NAME,
+                      g->failure);
+}
+
+celer_status gpu_launched(gpu_backend *g, celer_error *err, const char *kernel)
+{
+    gpuError_t e = gpuGetLastError();
+    return e == gpuSuccess ? CELER_OK : gpu_fail(g, err, e, kernel);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Polls the stream: a few microseconds of spinning, then short sleeps, until done or the
+ * deadline passes (a hung kernel fails the device instead of hanging the request forever). */
+celer_status gpu_sync(gpu_backend *g, celer_error *err)
+{
+    if (gpu_alive(g, err)) return err->code;
+    double t0 = now_s();
+    for (int spin = 0;; spin++) {
+        gpuError_t e = gpuStreamQuery(g->stream);
+        if (e == gpuSuccess) return CELER_OK;
+        if (e != gpuErrorNotReady) return gpu_fail(g, err, e, "a kernel");
+        if (spin > 2000) {
+            if (now_s() - t0 > g->timeout_s) {
+                g->failed = true;
+                snprintf(g->failure, sizeof g->failure, "a step did not finish within %.0f s (watchdog)", g->timeout_s);
+                return celer_fail(err, CELER_ERR_DEVICE, "%s: %s; the device is marked failed", CELER_GPU_NAME,
+                                  g->failure);
+            }
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+celer_status gpu_grid(gpu_backend *g, int64_t n, int64_t per, unsigned *blocks, const char *kernel, celer_error *err)
+{
+    (void)g;
+    int64_t nb = (n + per - 1) / per;
+    if (nb > GPU_MAX_GRID_X)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: %s over %lld items needs %lld blocks, past the grid's limit",
+                          CELER_GPU_NAME, kernel, (long long)n, (long long)nb);
+    *blocks = (unsigned)(nb > 0 ? nb : 1);
+    return CELER_OK;
+}
+
+/* ---- memory ---------------------------------------------------------------- */
+
+static celer_status gpu_alloc(celer_backend *be, size_t bytes, void **out, celer_error *err)
+{
+    gpu_backend *g = gpu_of(be);
+    *out           = NULL;
+    if (gpu_alive(g, err)) return err->code;
+    gpuError_t e = gpuMalloc(out, bytes ? bytes : 1);
+    if (e != gpuSuccess) {
+        size_t free_b = 0, total_b = 0;
+        (void)gpuGetLastError();
+        (void)gpuMemGetInfo(&free_b, &total_b);
+        return celer_fail(err, CELER_ERR_OOM, "%s: cannot allocate %.1f MiB of device memory (%.1f MiB free of %.1f)",
+                          CELER_GPU_NAME, (double)bytes / 1048576.0, (double)free_b / 1048576.0,
+                          (double)total_b / 1048576.0);
+    }
+    /* fresh memory is zeroed, as the CPU's calloc: a KV block never holds another run's values */
+    GPU_TRY(g, err, gpuMemsetAsync(*out, 0, bytes, g->stream), "memset");
+    return CELER_OK;
+}
+
+static void gpu_release(celer_backend *be, void *p)
+{
+    (void)be;
+    if (p) (void)gpuFree(p);
+}
+
+celer_status gpu_buf_reserve(gpu_backend *g, gpu_buf *b, size_t bytes, celer_error *err)
+{
+    if (b->bytes >= bytes) return CELER_OK;
+    if (b->p) {
+        if (gpu_sync(g, err)) return err->code; /* the old buffer may still be read */
+        (void)gpuFree(b->p);
+    }
+    b->p = NULL, b->bytes = 0;
+    size_t want = bytes < 4096 ? 4096 : bytes + bytes / 4;
+    if (gpu_alloc(&g->base, want, &b->p, err)) return err->code;
+    b->bytes = want;
+    return CELER_OK;
+}
+
+celer_status gpu_host_stage(gpu_backend *g, size_t bytes, void **out, celer_error *err)
+{
+    if (g->host_stage_bytes < bytes) {
+        free(g->host_stage);
+        g->host_stage       = malloc(bytes);
+        g->host_stage_bytes = g->host_stage ? bytes : 0;
+        if (!g->host_stage) return celer_fail(err, CELER_ERR_OOM, "%s: out of host memory", CELER_GPU_NAME);
+    }
+    *out = g->host_stage;
+    return CELER_OK;
+}
+
+/* Pageable host memory: the call returns once the source has been taken, so the caller may
+ * reuse it at once. */
+celer_status gpu_upload(gpu_backend *g, void *dst, const void *src, size_t n, celer_error *err)
+{
+    if (!n) return CELER_OK;
+    GPU_TRY(g, err, gpuMemcpyAsync(dst, src, n, gpuMemcpyHostToDevice, g->stream), "host-to-device copy");
+    return CELER_OK;
+}
+
+static celer_status gpu_read(celer_backend *be, const void *src, void *dst, size_t n, celer_error *err)
+{
+    gpu_backend *g = gpu_of(be);
+    if (gpu_alive(g, err)) return err->code;
+    GPU_TRY(g, err, gpuMemcpyAsync(dst, src, n, gpuMemcpyDeviceToHost, g->stream), "device-to-host copy");
+    return gpu_sync(g, err);
+}
+
+static celer_status gpu_write(celer_backend *be, void *dst, const void *src, size_t n, celer_error *err)
+{
+    gpu_backend *g = gpu_of(be);
+    if (gpu_alive(g, err)) return err->code;
+    return gpu_upload(g, dst, src, n, err);
+}
+
+static celer_status gpu_copy(celer_backend *be, void *dst, const void *src, size_t n, celer_error *err)
+{
+    gpu_backend *g = gpu_of(be);
+    if (gpu_alive(g, err)) return err->code;
+    GPU_TRY(g, err, gpuMemcpyAsync(dst, src, n, gpuMemcpyDeviceToDevice, g->stream), "device-to-device copy");
+    return CELER_OK;
+}
+
+static celer_status gpu_memory(celer_backend *be, uint64_t *free_b, uint64_t *total_b, celer_error *err)
+{
+    gpu_backend       *g = gpu_of(be);
+    celer_device_facts f;
+    if (gpu_alive(g, err) || celer_gpu_device_facts(g->device, &f, err)) return err->code;
+    *free_b = f.mem_allocatable, *total_b = f.mem_total;
+    return CELER_OK;
+}
+
+/* ---- the batch on the device ------------------------------------------------- */
+
+/* Uploads n values of h to d when they differ from the shadow copy (grown as needed). */
+static celer_status mirror(gpu_backend *g, gpu_buf *d, int32_t **shadow, int64_t *shadow_n, const int32_t *h,
+                           int64_t n, celer_error *err)
+{
+    size_t bytes = (size_t)(n > 0 ? n : 1) * sizeof(int32_t);
+    if (*shadow && *shadow_n == n && d->bytes >= bytes && !memcmp(*shadow, h, (size_t)n * sizeof *h)) return CELER_OK;
+    if (d->bytes < bytes) {
+        free(*shadow);
+        *shadow = NULL, *shadow_n = 0;
+        if (gpu_buf_reserve(g, d, bytes, err)) return err->code;
+    }
+    int32_t *s = (int32_t *)realloc(*shadow, bytes);
+    if (!s) return celer_fail(err, CELER_ERR_OOM, "%s: out of host memory", CELER_GPU_NAME);
+    memcpy(s, h, (size_t)n * sizeof *h);
+    *shadow = s, *shadow_n = n;
+    return gpu_upload(g, d->p, h, (size_t)n * sizeof *h, err);
+}
+
+celer_status gpu_batch_upload(gpu_backend *g, const celer_batch *b, const celer_kv_cache *kv, const int32_t **pos,
+                              const int32_t **seq, const int32_t **tables, celer_error *err)
+{
+    if (mirror(g, &g->d_pos, &g->h_pos, &g->h_pos_n, b->pos, b->n_tokens, err) ||
+        mirror(g, &g->d_seq, &g->h_seq, &g->h_seq_n, b->seq, b->n_tokens, err))
+        return err->code;
+    if (kv && mirror(g, &g->d_tables, &g->h_tables, &g->h_tables_n, kv->tables, (int64_t)kv->n_seqs * kv->max_blocks,
+                     err))
+        return err->code;
+    *pos = (const int32_t *)g->d_pos.p, *seq = (const int32_t *)g->d_seq.p;
+    if (tables) *tables = (const int32_t *)g->d_tables.p;
+    return CELER_OK;
+}
+
+/* ---- the backend ---------------------------------------------------------------- */
+
+static int gpu_n_threads(celer_backend *be)
+{
+    (void)be;
+    return 1; /* host threads: the device does the work */
+}
+
+static void gpu_free(celer_backend *be)
+{
+    gpu_backend *g = gpu_of(be);
+    if (!g) return;
+    if (g->stream) (void)gpuStreamSynchronize(g->stream);
+    gpu_buf *bufs[] = {&g->d_pos, &g->d_seq, &g->d_tables, &g->d_ids};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu_release(be, bufs[i]->p);
+    for (size_t i = 0; i < sizeof g->moe / sizeof g->moe[0]; i++) gpu_release(be, g->moe[i].p);
+    for (int i = 0; i < g->n_freq; i++) gpu_release(be, g->freq[i].dev);
+    gpu_weights_free(g);
+    if (g->stream) (void)gpuStreamDestroy(g->stream);
+    free(g->h_pos), free(g->h_seq), free(g->h_tables), free(g->host_stage);
+    free(g);
+}
+
+static const celer_backend_ops gpu_ops = {
+    .name        = CELER_GPU_NAME,
+    .kind        = CELER_GPU_KIND,
+    .free        = gpu_free,
+    .n_threads   = gpu_n_threads,
+    .alloc       = gpu_alloc,
+    .release     = gpu_release,
+    .weight_load = gpu_weight_load,
+    .weight_view = gpu_weight_view,
+    .read        = gpu_read,
+    .write       = gpu_write,
+    .copy        = gpu_copy,
+    .memory      = gpu_memory,
+    .get_rows    = gpu_get_rows,
+    .rmsnorm     = gpu_rmsnorm,
+    .matmul      = gpu_matmul,
+    .add_bias    = gpu_add_bias,
+    .rope        = gpu_rope,
+    .kv_write    = gpu_kv_write,
+    .attention   = gpu_attention,
+    .add         = gpu_add,
+    .glu         = gpu_glu,
+    .scale       = gpu_scale,
+    .mul_sigmoid = gpu_mul_sigmoid,
+    .moe_route   = gpu_moe_route,
+    .moe_ffn     = gpu_moe_ffn,
+};
+
+extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const celer_backend_config *cfg,
+                                                 celer_error *err)
+{
+    *out = NULL;
+    int device = cfg && cfg->device > 0 ? cfg->device : 0;
+    celer_device_facts f;
+    if (celer_gpu_device_facts(device, &f, err)) return err->code; /* no device */
+    if (!f.supported) return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s", f.why);
+    gpu_backend *g = (gpu_backend *)calloc(1, sizeof *g);
+    if (!g) return celer_fail(err, CELER_ERR_OOM, "%s: out of memory", CELER_GPU_NAME);
+    g->base.ops  = &gpu_ops;
+    g->device    = device;
+    g->timeout_s = cfg && cfg->timeout_s > 0 ? cfg->timeout_s : 120.0;
+    g->upload_total = cfg ? cfg->upload_total : 0;
+    snprintf(g->device_name, sizeof g->device_name, "%s", f.name);
+    gpuError_t e = gpuSetDevice(device);
+    if (e == gpuSuccess) e = gpuGetDeviceProperties(&g->prop, device);
+    if (e == gpuSuccess) e = gpuStreamCreateNonBlocking(&g->stream);
+    if (e != gpuSuccess) {
+        celer_status st = gpu_fail(g, err, e, "opening the device");
+        gpu_free(&g->base);
+        return st;
+    }
+    *out = &g->base;
+    return CELER_OK;
+}

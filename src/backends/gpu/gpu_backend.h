@@ -1,0 +1,131 @@
+/* The GPU backend's instance, its error discipline and the launchers its .cu files define.
+ * One source for CUDA and HIP: everything vendor-specific is in gpu_vendor.h.
+ *
+ * Failures are errors (DESIGN.md): every runtime call and every launch is checked; the first
+ * failure marks the device failed, and from then on every op answers CELER_ERR_DEVICE with the
+ * first failure's message, so a request that meets a fault ends with an error, not a NaN stream.
+ * A step that does not finish within the watchdog's deadline is such a failure too. */
+#ifndef CELER_BACKENDS_GPU_GPU_BACKEND_H
+#define CELER_BACKENDS_GPU_GPU_BACKEND_H
+
+#include "backends/gpu/gpu_vendor.h"
+
+extern "C" {
+#include "backends/backend.h"
+#include "core/error.h"
+}
+
+#include <stdint.h>
+
+/* A device buffer that grows to the largest size asked for and is kept. */
+typedef struct {
+    void  *p;
+    size_t bytes;
+} gpu_buf;
+
+typedef struct {
+    celer_backend base;
+    int           device;
+    gpuDeviceProp prop;
+    gpuStream_t   stream;
+    double        timeout_s;  /* watchdog: a sync that waits longer fails the device */
+    char          device_name[256];
+    /* weights: one allocation each, freed with the backend; bytes uploaded, for the progress line */
+    void   **weights;
+    size_t   n_weights, cap_weights;
+    uint64_t uploaded, upload_total;
+    double   progress_at;
+    bool          failed;
+    char          failure[256];
+    /* the batch and the KV block tables as the kernels see them: uploaded when they change */
+    gpu_buf  d_pos, d_seq, d_tables, d_ids;
+    int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */
+    int64_t  h_pos_n, h_seq_n, h_tables_n;
+    /* RoPE frequency divisors (host arrays of the model) and their device copies */
+    struct {
+        const float *host;
+        float       *dev;
+    } freq[64];
+    int n_freq;
+    /* scratch for MoE and staging */
+    gpu_buf moe[6];
+    void   *host_stage;
+    size_t  host_stage_bytes;
+} gpu_backend;
+
+static inline gpu_backend *gpu_of(celer_backend *be) { return (gpu_backend *)be; }
+
+/* Fails the device with the runtime's error for what (a call or a launch). */
+celer_status gpu_fail(gpu_backend *g, celer_error *err, gpuError_t e, const char *what);
+/* CELER_OK, or the failure the device had earlier. */
+celer_status gpu_alive(gpu_backend *g, celer_error *err);
+/* Checks the last launch. */
+celer_status gpu_launched(gpu_backend *g, celer_error *err, const char *kernel);
+/* Waits for the stream, within the watchdog's deadline. */
+celer_status gpu_sync(gpu_backend *g, celer_error *err);
+/* b grown to at least bytes (its contents are lost when it grows). */
+celer_status gpu_buf_reserve(gpu_backend *g, gpu_buf *b, size_t bytes, celer_error *err);
+/* Host memory for staging, at least bytes, valid until the next call. */
+celer_status gpu_host_stage(gpu_backend *g, size_t bytes, void **out, celer_error *err);
+/* Copies n bytes of host memory to the device (stream-ordered). */
+celer_status gpu_upload(gpu_backend *g, void *dst, const void *src, size_t n, celer_error *err);
+
+#define GPU_TRY(g, err, call, what)                                                                                 \
+    do {                                                                                                            \
+        gpuError_t e_ = (call);                                                                                     \
+        if (e_ != gpuSuccess) return gpu_fail((g), (err), e_, (what));                                             \
+    } while (0)
+
+/* Threads a launch may use in one grid dimension: a launcher refuses what it cannot cover. */
+#define GPU_MAX_GRID_X 2147483647LL
+#define GPU_MAX_GRID_YZ 65535LL
+
+/* The batch's positions and sequences and the KV block tables, on the device (uploaded when
+ * they differ from what was uploaded last). */
+celer_status gpu_batch_upload(gpu_backend *g, const celer_batch *b, const celer_kv_cache *kv, const int32_t **pos,
+                              const int32_t **seq, const int32_t **tables, celer_error *err);
+
+/* ---- weights on the device (gpu_weights.cu) ---- */
+/* Layout of an MLX matrix on the GPU: row after row, each row its codes as stored, then its
+ * scales, then (affine) its biases, padded to 16 bytes. */
+enum { GPU_LAYOUT_STORED = 0, GPU_LAYOUT_MLX_ROWS = 1 };
+size_t       gpu_mlx_row_bytes(const celer_mlx_quant *q);
+celer_status gpu_weight_load(celer_backend *be, celer_weight *w, celer_error *err);
+celer_status gpu_weight_view(celer_backend *be, const celer_weight *w, int64_t row0, int64_t rows, celer_weight *view,
+                             celer_error *err);
+void         gpu_weights_free(gpu_backend *g);
+
+/* ---- ops (each in the file named) ---- */
+/* gpu_matmul.cu */
+celer_status gpu_matmul(celer_backend *be, const celer_weight *w, const float *x, int64_t T, float *y,
+                        celer_error *err);
+celer_status gpu_get_rows(celer_backend *be, const celer_weight *w, const int32_t *ids, int64_t n, float *y,
+                          celer_error *err);
+/* gpu_ops.cu */
+celer_status gpu_rmsnorm(celer_backend *be, const float *x, const celer_weight *w, int64_t rows, int64_t d, float eps,
+                         float *y, celer_error *err);
+celer_status gpu_add_bias(celer_backend *be, float *y, const celer_weight *b, int64_t T, celer_error *err);
+celer_status gpu_add(celer_backend *be, float *x, const float *y, int64_t n, celer_error *err);
+celer_status gpu_scale(celer_backend *be, float *x, int64_t n, float s, celer_error *err);
+celer_status gpu_glu(celer_backend *be, float *gate, const float *up, int64_t n, celer_act act, celer_error *err);
+celer_status gpu_mul_sigmoid(celer_backend *be, float *x, const float *gt, int64_t T, int64_t n, celer_error *err);
+celer_status gpu_rope(celer_backend *be, float *x, const celer_batch *b, int64_t n_heads, int64_t head_dim,
+                      const celer_rope *r, celer_error *err);
+celer_status gpu_kv_write(celer_backend *be, celer_kv_cache *kv, int32_t layer, const float *k, const float *v,
+                          const celer_batch *b, celer_error *err);
+/* The device copy of a model's RoPE frequency divisors (n values; NULL for none), kept for the
+ * backend's life. */
+celer_status gpu_freq_factors(gpu_backend *g, const float *host, int64_t n, const float **dev, celer_error *err);
+/* gpu_attention.cu */
+celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cache *kv, int32_t layer,
+                           const celer_batch *b, const celer_attn *a, float *out, celer_error *err);
+/* gpu_moe.cu */
+celer_status gpu_moe_route(celer_backend *be, const float *logits, int64_t T, int64_t n_expert, int64_t n_used,
+                           bool renorm, int32_t *ids, float *w, celer_error *err);
+celer_status gpu_moe_ffn(celer_backend *be, const celer_moe *moe, const float *x, int64_t T, const int32_t *ids,
+                         const float *w, int64_t n_used, celer_act act, float *out, celer_error *err);
+
+/* Blocks of `per` items covering n, refused past the grid's limit. */
+celer_status gpu_grid(gpu_backend *g, int64_t n, int64_t per, unsigned *blocks, const char *kernel, celer_error *err);
+
+#endif

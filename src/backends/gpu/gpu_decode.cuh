@@ -1,0 +1,208 @@
+/* Decoding weights on the device: every format the GPU runs natively, read 32 consecutive
+ * values of a row at a time (a "chunk"; every native format's rows are whole chunks). The
+ * matmul and embedding kernels are written once over dec32<F>.
+ *
+ * The GGUF decoders compute what the reference dequantizers (quant/dequant.c, dequant_k.c)
+ * compute, operation for operation and never fused (__fmul_rn / __fadd_rn), so an embedding row
+ * equals the CPU's bit for bit. The MLX decoders compute scale * q + bias in float32 without the
+ * rounding to the scales' dtype that mx.dequantize adds: the matmul accumulates in float32
+ * anyway, and MLX embedding rows are looked up from the host arrays (gpu_matmul.cu). */
+#ifndef CELER_BACKENDS_GPU_GPU_DECODE_CUH
+#define CELER_BACKENDS_GPU_GPU_DECODE_CUH
+
+#include "backends/gpu/gpu_vendor.h"
+
+#include <stdint.h>
+
+enum gpu_fmt {
+    GPU_F32, GPU_F16, GPU_BF16,
+    GPU_Q4_0, GPU_Q4_1, GPU_Q5_0, GPU_Q5_1, GPU_Q8_0, GPU_Q4_K, GPU_Q5_K, GPU_Q6_K,
+    GPU_AFFINE2, GPU_AFFINE3, GPU_AFFINE4, GPU_AFFINE5, GPU_AFFINE6, GPU_AFFINE8,
+    GPU_MXFP4, GPU_MXFP8, GPU_NVFP4,
+    GPU_FMT_COUNT
+};
+
+/* A weight as the kernels see it. */
+typedef struct {
+    const uint8_t *data;
+    int64_t        rows, cols;
+    int64_t        row_bytes;
+    int32_t        group;      /* MLX: values per scale */
+    int32_t        sdtype;     /* MLX affine scales and biases: 0 f32, 1 f16, 2 bf16 */
+    int64_t        scales_off; /* MLX: offset of a row's scales in the row (its codes' bytes) */
+    int64_t        biases_off; /* MLX affine: offset of a row's biases */
+    float          gmul;       /* nvfp4: global scale / 2688, else 1 */
+} gpu_wdesc;
+
+static __device__ __forceinline__ float dec_f16(uint32_t h)
+{
+    uint32_t s = (h & 0x8000u) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    if (e == 0) {
+        float v = (float)m * 5.9604644775390625e-8f; /* m · 2^-24, exact */
+        return s ? -v : v;
+    }
+    if (e == 31) return __uint_as_float(s | 0x7f800000u | (m << 13));
+    return __uint_as_float(s | ((e + 112) << 23) | (m << 13));
+}
+
+static __device__ __forceinline__ float dec_bf16(uint32_t b) { return __uint_as_float(b << 16); }
+
+static __device__ __forceinline__ uint32_t ld16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
+
+static __device__ __forceinline__ float dec_e2m1(uint32_t c)
+{
+    const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    float       v      = mag[c & 7];
+    return c & 8 ? -v : v;
+}
+
+static __device__ __forceinline__ float dec_e4m3(uint32_t b)
+{
+    uint32_t e = (b >> 3) & 15, m = b & 7;
+    float    v;
+    if (e == 15 && m == 7) v = __uint_as_float(0x7fc00000u);
+    else if (e == 0) v = (float)m * 0.001953125f; /* m · 2^-9 */
+    else v = __uint_as_float(((e + 120) << 23) | (m << 20));
+    return b & 0x80 ? -v : v;
+}
+
+static __device__ __forceinline__ float dec_e8m0(uint32_t s)
+{
+    return __uint_as_float(s == 0 ? 0x00400000u : s == 255 ? 0x7f800000u : s << 23);
+}
+
+static __device__ __forceinline__ float dec_sdtype(const uint8_t *p, int32_t t)
+{
+    if (t == 0) return __uint_as_float((uint32_t)ld16(p) | (uint32_t)ld16(p + 2) << 16);
+    return t == 1 ? dec_f16(ld16(p)) : dec_bf16(ld16(p));
+}
+
+/* Q4_K / Q5_K: the 6-bit scale and min of sub-block j. */
+static __device__ __forceinline__ void k_scale_min(const uint8_t *s, int j, int *sc, int *m)
+{
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m  = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 2) & 0x30);
+        *m  = (s[j + 4] >> 4) | ((s[j] >> 2) & 0x30);
+    }
+}
+
+/* MLX codes of BITS bits: the 32 codes of a chunk are BITS little-endian words. */
+template <int BITS>
+static __device__ __forceinline__ void mlx_codes(const uint8_t *p, uint32_t q[32])
+{
+    uint32_t w[BITS];
+#pragma unroll
+    for (int i = 0; i < BITS; i++) w[i] = *(const uint32_t *)(p + 4 * i);
+#pragma unroll
+    for (int j = 0; j < 32; j++) {
+        const int bit = j * BITS, wi = bit / 32, sh = bit % 32;
+        uint32_t  v   = w[wi] >> sh;
+        if (sh + BITS > 32) v |= w[wi + 1] << (32 - sh);
+        q[j] = v & ((1u << BITS) - 1);
+    }
+}
+
+/* v[0..32) = values 32c .. 32c + 31 of the row at `row`. */
+template <int F>
+static __device__ __forceinline__ void dec32(const gpu_wdesc &w, const uint8_t *row, int64_t c, float v[32])
+{
+    if (F == GPU_F32) {
+        const float *p = (const float *)row + 32 * c;
+#pragma unroll
+        for (int i = 0; i < 32; i++) v[i] = p[i];
+    } else if (F == GPU_F16 || F == GPU_BF16) {
+        const uint16_t *p = (const uint16_t *)row + 32 * c;
+#pragma unroll
+        for (int i = 0; i < 32; i++) v[i] = F == GPU_F16 ? dec_f16(p[i]) : dec_bf16(p[i]);
+    } else if (F == GPU_Q4_0 || F == GPU_Q4_1 || F == GPU_Q5_0 || F == GPU_Q5_1) {
+        const bool     has_m = F == GPU_Q4_1 || F == GPU_Q5_1, five = F == GPU_Q5_0 || F == GPU_Q5_1;
+        const int      bb    = 2 + (has_m ? 2 : 0) + (five ? 4 : 0) + 16;
+        const uint8_t *b     = row + bb * c;
+        const float    d     = dec_f16(ld16(b));
+        const float    m     = has_m ? dec_f16(ld16(b + 2)) : 0.0f;
+        const uint8_t *qh    = b + (has_m ? 4 : 2);
+        const uint8_t *qs    = qh + (five ? 4 : 0);
+        uint32_t       h     = five ? (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24 : 0;
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            int lo = qs[j] & 0x0f, hi = qs[j] >> 4;
+            if (five) lo |= (int)((h >> j) & 1) << 4, hi |= (int)((h >> (j + 16)) & 1) << 4;
+            if (has_m) {
+                v[j]      = __fadd_rn(__fmul_rn(d, (float)lo), m);
+                v[j + 16] = __fadd_rn(__fmul_rn(d, (float)hi), m);
+            } else {
+                const int off = five ? 16 : 8;
+                v[j]          = __fmul_rn(d, (float)(lo - off));
+                v[j + 16]     = __fmul_rn(d, (float)(hi - off));
+            }
+        }
+    } else if (F == GPU_Q8_0) {
+        const uint8_t *b = row + 34 * c;
+        const float    d = dec_f16(ld16(b));
+#pragma unroll
+        for (int i = 0; i < 32; i++) v[i] = __fmul_rn((float)(int8_t)b[2 + i], d);
+    } else if (F == GPU_Q4_K || F == GPU_Q5_K) {
+        const bool     five = F == GPU_Q5_K;
+        const uint8_t *b    = row + (five ? 176 : 144) * (c / 8);
+        const int      j    = (int)(c % 8);
+        const float    d = dec_f16(ld16(b)), dmin = dec_f16(ld16(b + 2));
+        int            sc, m;
+        k_scale_min(b + 4, j, &sc, &m);
+        const float    dl = __fmul_rn(d, (float)sc), ml = __fmul_rn(dmin, (float)m);
+        const uint8_t *qh = b + 16, *qs = b + (five ? 48 : 16) + 32 * (j / 2);
+#pragma unroll
+        for (int l = 0; l < 32; l++) {
+            int q = (qs[l] >> (4 * (j % 2))) & 0x0f;
+            if (five) q |= ((qh[l] >> j) & 1) << 4;
+            v[l] = __fsub_rn(__fmul_rn(dl, (float)q), ml);
+        }
+    } else if (F == GPU_Q6_K) {
+        const uint8_t *b  = row + 210 * (c / 8);
+        const int      j  = (int)(c % 8), half = j / 4, jr = j % 4;
+        const float    d  = dec_f16(ld16(b + 208));
+        const uint8_t *ql = b, *qh = b + 128;
+        const int8_t  *sc = (const int8_t *)(b + 192);
+#pragma unroll
+        for (int l = 0; l < 32; l++) {
+            const int   r  = 32 * jr + l;
+            const int   lo = (ql[64 * half + r % 64] >> (4 * (r / 64))) & 0x0f;
+            const int   hi = (qh[32 * half + l] >> (2 * jr)) & 3;
+            const float dl = __fmul_rn(d, (float)sc[(32 * j + l) / 16]);
+            v[l]           = __fmul_rn(dl, (float)((lo | hi << 4) - 32));
+        }
+    } else if (F >= GPU_AFFINE2 && F <= GPU_AFFINE8) {
+        const int BITS = F == GPU_AFFINE2 ? 2 : F == GPU_AFFINE3 ? 3 : F == GPU_AFFINE4 ? 4 : F == GPU_AFFINE5 ? 5
+                                             : F == GPU_AFFINE6 ? 6 : 8;
+        uint32_t q[32];
+        mlx_codes<BITS>(row + 4 * BITS * c, q);
+        const int64_t g  = 32 * c / w.group;
+        const int     es = w.sdtype == 0 ? 4 : 2;
+        const float   s  = dec_sdtype(row + w.scales_off + es * g, w.sdtype);
+        const float   bi = dec_sdtype(row + w.biases_off + es * g, w.sdtype);
+#pragma unroll
+        for (int i = 0; i < 32; i++) v[i] = __fadd_rn(__fmul_rn((float)q[i], s), bi);
+    } else if (F == GPU_MXFP4 || F == GPU_NVFP4) {
+        uint32_t q[32];
+        mlx_codes<4>(row + 16 * c, q);
+        if (F == GPU_MXFP4) {
+            const float s = dec_e8m0(row[w.scales_off + c]);
+#pragma unroll
+            for (int i = 0; i < 32; i++) v[i] = dec_e2m1(q[i]) * s;
+        } else {
+            const float s0 = dec_e4m3(row[w.scales_off + 2 * c]) * w.gmul;
+            const float s1 = dec_e4m3(row[w.scales_off + 2 * c + 1]) * w.gmul;
+#pragma unroll
+            for (int i = 0; i < 32; i++) v[i] = dec_e2m1(q[i]) * (i < 16 ? s0 : s1);
+        }
+    } else if (F == GPU_MXFP8) {
+        const uint8_t *p = row + 32 * c;
+        const float    s = dec_e8m0(row[w.scales_off + c]);
+#pragma unroll
+        for (int i = 0; i < 32; i++) v[i] = dec_e4m3(p[i]) * s;
+    }
+}
+
+#endif

@@ -1,0 +1,118 @@
+/* The GPU's fused kernels, reached through the port tables (backends/ports.h): each does in one
+ * pass what its fallback does in two ops, with the same arithmetic. */
+#include "backends/gpu/gpu_backend.h"
+#include "backends/gpu/gpu_rope.cuh"
+
+extern "C" {
+#include "backends/gpu/gpu_ports.h"
+}
+
+enum { THREADS = 256 };
+
+/* x += o; h = rmsnorm(x) * w: one block per row */
+__global__ void k_add_rmsnorm(float *__restrict__ x, const float *__restrict__ o, const float *__restrict__ w,
+                              int64_t d, float eps, float *__restrict__ h)
+{
+    __shared__ float part[1024 / 32];
+    float           *xr = x + (int64_t)blockIdx.x * d, *hr = h + (int64_t)blockIdx.x * d;
+    const float     *orow = o + (int64_t)blockIdx.x * d;
+    float            ss   = 0.0f;
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+        const float v = xr[i] + orow[i];
+        xr[i]         = v;
+        ss += v * v;
+    }
+    ss = gpu_warp_sum(ss);
+    const int lane = threadIdx.x % CELER_WARP, wid = threadIdx.x / CELER_WARP, nw = blockDim.x / CELER_WARP;
+    if (lane == 0) part[wid] = ss;
+    __syncthreads();
+    if (wid == 0) {
+        float s = lane < nw ? part[lane] : 0.0f;
+        s       = gpu_warp_sum(s);
+        if (lane == 0) part[0] = s;
+    }
+    __syncthreads();
+    const float inv = 1.0f / sqrtf(part[0] / (float)d + eps);
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) hr[i] = xr[i] * inv * w[i];
+}
+
+extern "C" celer_status celer_gpu_add_rmsnorm(celer_backend *be, float *x, const float *o, const celer_weight *w,
+                                              int64_t rows, int64_t d, float eps, float *h, celer_error *err)
+{
+    gpu_backend *g = gpu_of(be);
+    if (gpu_alive(g, err)) return err->code;
+    if (w->type != CELER_GGML_F32 || w->cols != d)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: add_rmsnorm wants an f32 weight of %lld values",
+                          CELER_GPU_NAME, (long long)d);
+    if (rows <= 0) return CELER_OK;
+    if (rows > GPU_MAX_GRID_X)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: add_rmsnorm of %lld rows", CELER_GPU_NAME, (long long)rows);
+    k_add_rmsnorm<<<(unsigned)rows, THREADS, 0, g->stream>>>(x, o, (const float *)w->data, d, eps, h);
+    return gpu_launched(g, err, "add_rmsnorm");
+}
+
+/* One thread per (token, kv head, element pair or unrotated value): the rotated keys and the
+ * values go straight to their cache slots. */
+__global__ void k_rope_kv_write(float *kc, float *vc, const float *__restrict__ k, const float *__restrict__ v,
+                                const int32_t *__restrict__ pos, const int32_t *__restrict__ seq,
+                                const int32_t *__restrict__ tables, int32_t max_blocks, int32_t block_size, int64_t T,
+                                int64_t n_kv, int64_t hd, int64_t n_rot, int neox, float base, float pos_scale,
+                                const float *__restrict__ factors, float mscale)
+{
+    const int64_t half = n_rot / 2, kw = n_kv * hd;
+    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < T * kw;
+         idx += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t t = idx / kw, e = idx % kw, h = e / hd, j = e % hd;
+        const int32_t p    = pos[t];
+        const int64_t slot = (int64_t)tables[(int64_t)seq[t] * max_blocks + p / block_size] * block_size + p % block_size;
+        vc[slot * kw + e]  = v[idx];
+        /* the pair (i0, i1) is written by the thread of its first element */
+        const float *kr = k + t * kw + h * hd;
+        float       *kd = kc + slot * kw + h * hd;
+        if (j >= n_rot) {
+            kd[j] = kr[j];
+            continue;
+        }
+        const int64_t i = neox ? (j < half ? j : -1) : (j % 2 == 0 ? j / 2 : -1);
+        if (i < 0) continue;
+        const int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
+        float         c, s;
+        gpu_rope_cos_sin(p, i, n_rot, base, pos_scale, factors, mscale, &c, &s);
+        const float x0 = kr[i0], x1 = kr[i1];
+        kd[i0]         = x0 * c - x1 * s;
+        kd[i1]         = x0 * s + x1 * c;
+    }
+}
+
+extern "C" celer_status celer_gpu_rope_kv_write(celer_backend *be, celer_kv_cache *kv, int32_t layer, const float *k,
+                                                const float *v, const celer_batch *b, int64_t head_dim,
+                                                const celer_rope *r, celer_error *err)
+{
+    gpu_backend *g = gpu_of(be);
+    if (gpu_alive(g, err)) return err->code;
+    if (r->n_rot > head_dim || r->n_rot % 2 || head_dim != kv->head_dim_k || kv->head_dim_v != kv->head_dim_k)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: rope_kv_write over %lld of %lld dimensions (cache %lld/%lld)",
+                          CELER_GPU_NAME, (long long)r->n_rot, (long long)head_dim, (long long)kv->head_dim_k,
+                          (long long)kv->head_dim_v);
+    for (int64_t t = 0; t < b->n_tokens; t++) {
+        int32_t s = b->seq[t], p = b->pos[t];
+        if (s < 0 || s >= kv->n_seqs || p < 0 || p / kv->block_size >= kv->max_blocks ||
+            kv->tables[(int64_t)s * kv->max_blocks + p / kv->block_size] < 0)
+            return celer_fail(err, CELER_ERR_INVALID, "%s: no KV block for sequence %d position %d", CELER_GPU_NAME, s,
+                              p);
+    }
+    if (b->n_tokens <= 0) return CELER_OK;
+    const int32_t *pos, *seq, *tables;
+    const float   *ff;
+    if (gpu_batch_upload(g, b, kv, &pos, &seq, &tables, err) ||
+        gpu_freq_factors(g, r->freq_factors, r->n_rot / 2, &ff, err))
+        return err->code;
+    int64_t  n = b->n_tokens * kv->n_kv_heads * head_dim;
+    int64_t  nb = (n + THREADS - 1) / THREADS;
+    unsigned blocks = (unsigned)(nb > 65535 ? 65535 : nb);
+    k_rope_kv_write<<<blocks, THREADS, 0, g->stream>>>(kv->k[layer], kv->v[layer], k, v, pos, seq, tables,
+                                                       kv->max_blocks, kv->block_size, b->n_tokens, kv->n_kv_heads,
+                                                       head_dim, r->n_rot, r->mode == CELER_ROPE_NEOX, r->base,
+                                                       r->pos_scale, ff, r->mscale);
+    return gpu_launched(g, err, "rope_kv_write");
+}

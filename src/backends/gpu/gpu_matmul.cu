@@ -1,0 +1,244 @@
+/* Matrix products of f32 activations by stored weights, and embedding rows, on the GPU. Weights
+ * are decoded in registers (gpu_decode.cuh) and never written out dequantized.
+ *
+ * Decode (T <= MV_TOKENS): one warp per weight row, its lanes striding over the row's 32-value
+ * chunks, each chunk decoded once and dotted with every token of the step.
+ * Prefill: tiles of 64 rows × 64 tokens; each 32-column step decodes the tile's weight chunks
+ * into shared memory once for the 64 tokens.
+ *
+ * These are the correct, simple versions; issue 10 makes them fast (wide loads, matrix units). */
+#include "backends/gpu/gpu_backend.h"
+#include "backends/gpu/gpu_decode.cuh"
+
+extern "C" {
+#include "quant/mlx_quant.h"
+}
+
+#include <string.h>
+
+enum { MV_TOKENS = 8, MV_THREADS = 256, TILE_R = 64, TILE_T = 64, GEMM_THREADS = 256 };
+
+template <int F>
+__global__ void k_matvec(gpu_wdesc w, const float *__restrict__ x, int64_t T, float *__restrict__ y)
+{
+    const int     lane = threadIdx.x % CELER_WARP, nw = blockDim.x / CELER_WARP;
+    const int64_t r    = (int64_t)blockIdx.x * nw + threadIdx.x / CELER_WARP;
+    if (r >= w.rows) return; /* the whole warp */
+    const uint8_t *row = w.data + r * w.row_bytes;
+    const int64_t  nc  = w.cols / 32;
+    float          acc[MV_TOKENS];
+#pragma unroll
+    for (int t = 0; t < MV_TOKENS; t++) acc[t] = 0.0f;
+    for (int64_t c = lane; c < nc; c += CELER_WARP) {
+        float v[32];
+        dec32<F>(w, row, c, v);
+#pragma unroll
+        for (int t = 0; t < MV_TOKENS; t++) {
+            if (t >= T) break;
+            const float *xt = x + t * w.cols + 32 * c;
+            float        s  = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 32; i++) s += v[i] * xt[i];
+            acc[t] += s;
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < MV_TOKENS; t++) {
+        if (t >= T) break;
+        const float s = gpu_warp_sum(acc[t]);
+        if (lane == 0) y[t * w.rows + r] = s;
+    }
+}
+
+template <int F>
+__global__ void k_gemm(gpu_wdesc w, const float *__restrict__ x, int64_t T, float *__restrict__ y)
+{
+    __shared__ float ws[TILE_R][33], xs[TILE_T][33];
+    const int     tid = threadIdx.x, tr = tid % 16, tt = tid / 16;
+    const int64_t r0 = (int64_t)blockIdx.x * TILE_R, t0 = (int64_t)blockIdx.y * TILE_T, nc = w.cols / 32;
+    float         acc[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
+    for (int64_t c = 0; c < nc; c++) {
+        if (tid < TILE_R) {
+            float v[32];
+            if (r0 + tid < w.rows) dec32<F>(w, w.data + (r0 + tid) * w.row_bytes, c, v);
+            else
+#pragma unroll
+                for (int i = 0; i < 32; i++) v[i] = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 32; i++) ws[tid][i] = v[i];
+        }
+        for (int k = tid; k < TILE_T * 32; k += GEMM_THREADS) {
+            const int     tk = k / 32, i = k % 32;
+            const int64_t t  = t0 + tk;
+            xs[tk][i]        = t < T ? x[t * w.cols + 32 * c + i] : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll 8
+        for (int i = 0; i < 32; i++) {
+            float a[4], b[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) a[j] = ws[tr * 4 + j][i], b[j] = xs[tt * 4 + j][i];
+#pragma unroll
+            for (int p = 0; p < 4; p++)
+#pragma unroll
+                for (int q = 0; q < 4; q++) acc[p][q] += a[p] * b[q];
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int p = 0; p < 4; p++)
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const int64_t r = r0 + tr * 4 + p, t = t0 + tt * 4 + q;
+            if (r < w.rows && t < T) y[t * w.rows + r] = acc[p][q];
+        }
+}
+
+template <int F>
+__global__ void k_get_rows(gpu_wdesc w, const int32_t *__restrict__ ids, int64_t n, float *__restrict__ y)
+{
+    const int64_t nc = w.cols / 32, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n * nc) return;
+    const int64_t t = i / nc, c = i % nc;
+    float         v[32];
+    dec32<F>(w, w.data + (int64_t)ids[t] * w.row_bytes, c, v);
+#pragma unroll
+    for (int k = 0; k < 32; k++) y[t * w.cols + 32 * c + k] = v[k];
+}
+
+/* ---- dispatch ------------------------------------------------------------------- */
+
+static int fmt_of(const celer_weight *w)
+{
+    if (w->type == CELER_WEIGHT_MLX) {
+        switch (w->mlx.mode) {
+        case CELER_HF_QUANT_MXFP4: return GPU_MXFP4;
+        case CELER_HF_QUANT_MXFP8: return GPU_MXFP8;
+        case CELER_HF_QUANT_NVFP4: return GPU_NVFP4;
+        default: break;
+        }
+        switch (w->mlx.bits) {
+        case 2: return GPU_AFFINE2;
+        case 3: return GPU_AFFINE3;
+        case 4: return GPU_AFFINE4;
+        case 5: return GPU_AFFINE5;
+        case 6: return GPU_AFFINE6;
+        case 8: return GPU_AFFINE8;
+        default: return -1;
+        }
+    }
+    switch (w->type) {
+    case CELER_GGML_F32: return GPU_F32;
+    case CELER_GGML_F16: return GPU_F16;
+    case CELER_GGML_BF16: return GPU_BF16;
+    case CELER_GGML_Q4_0: return GPU_Q4_0;
+    case CELER_GGML_Q4_1: return GPU_Q4_1;
+    case CELER_GGML_Q5_0: return GPU_Q5_0;
+    case CELER_GGML_Q5_1: return GPU_Q5_1;
+    case CELER_GGML_Q8_0: return GPU_Q8_0;
+    case CELER_GGML_Q4_K: return GPU_Q4_K;
+    case CELER_GGML_Q5_K: return GPU_Q5_K;
+    case CELER_GGML_Q6_K: return GPU_Q6_K;
+    default: return -1;
+    }
+}
+
+static celer_status describe(const celer_weight *w, gpu_wdesc *d, int *fmt, celer_error *err)
+{
+    *fmt = fmt_of(w);
+    if (*fmt < 0 || !w->data)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no GPU kernel for this weight's format", CELER_GPU_NAME);
+    if (w->cols % 32)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: rows of %lld values (the kernels want multiples of 32)",
+                          CELER_GPU_NAME, (long long)w->cols);
+    memset(d, 0, sizeof *d);
+    d->data = (const uint8_t *)w->data, d->rows = w->rows, d->cols = w->cols, d->gmul = 1.0f;
+    if (w->type == CELER_WEIGHT_MLX) {
+        const celer_mlx_quant *q = &w->mlx;
+        int64_t                groups = q->cols / q->group_size;
+        d->row_bytes  = (int64_t)gpu_mlx_row_bytes(q);
+        d->group      = (int32_t)q->group_size;
+        d->sdtype     = q->dtype == CELER_ST_F32 ? 0 : q->dtype == CELER_ST_F16 ? 1 : 2;
+        d->scales_off = q->cols * q->bits / 8;
+        d->biases_off = d->scales_off + groups * (d->sdtype == 0 ? 4 : 2);
+        if (q->has_global_scale) d->gmul = q->global_scale / 2688.0f;
+    } else {
+        const celer_ggml_type_info *ti = celer_ggml_type_get(w->type);
+        d->row_bytes = (int64_t)(w->cols / ti->block_elems) * (int64_t)ti->block_bytes;
+    }
+    return CELER_OK;
+}
+
+typedef void (*matvec_fn)(gpu_wdesc, const float *, int64_t, float *);
+typedef void (*rows_fn)(gpu_wdesc, const int32_t *, int64_t, float *);
+
+#define FMT_TABLE(K)                                                                                                \
+    {K<GPU_F32>,     K<GPU_F16>,     K<GPU_BF16>,    K<GPU_Q4_0>,    K<GPU_Q4_1>,    K<GPU_Q5_0>,    K<GPU_Q5_1>,   \
+     K<GPU_Q8_0>,    K<GPU_Q4_K>,    K<GPU_Q5_K>,    K<GPU_Q6_K>,    K<GPU_AFFINE2>, K<GPU_AFFINE3>, K<GPU_AFFINE4>, \
+     K<GPU_AFFINE5>, K<GPU_AFFINE6>, K<GPU_AFFINE8>, K<GPU_MXFP4>,   K<GPU_MXFP8>,   K<GPU_NVFP4>}
+
+static const matvec_fn MATVEC[GPU_FMT_COUNT] = FMT_TABLE(k_matvec);
+static const matvec_fn GEMM[GPU_FMT_COUNT]   = FMT_TABLE(k_gemm);
+static const rows_fn   ROWS[GPU_FMT_COUNT]   = FMT_TABLE(k_get_rows);
+
+celer_status gpu_matmul(celer_backend *be, const celer_weight *w, const float *x, int64_t T, float *y,
+                        celer_error *err)
+{
+    gpu_backend *g = gpu_of(be);
+    gpu_wdesc    d;
+    int          f;
+    if (gpu_alive(g, err) || describe(w, &d, &f, err)) return err->code;
+    if (T <= 0) return CELER_OK;
+    if (T <= MV_TOKENS) {
+        unsigned blocks;
+        int      rows_per = MV_THREADS / g->prop.warpSize;
+        if (gpu_grid(g, w->rows, rows_per, &blocks, "matvec", err)) return err->code;
+        MATVEC[f]<<<blocks, MV_THREADS, 0, g->stream>>>(d, x, T, y);
+        return gpu_launched(g, err, "matvec");
+    }
+    int64_t bt = (T + TILE_T - 1) / TILE_T;
+    if (bt > GPU_MAX_GRID_YZ)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: a step of %lld tokens is past the matmul's grid (%lld)",
+                          CELER_GPU_NAME, (long long)T, (long long)(GPU_MAX_GRID_YZ * TILE_T));
+    unsigned br;
+    if (gpu_grid(g, w->rows, TILE_R, &br, "gemm", err)) return err->code;
+    GEMM[f]<<<dim3(br, (unsigned)bt), GEMM_THREADS, 0, g->stream>>>(d, x, T, y);
+    return gpu_launched(g, err, "gemm");
+}
+
+/* MLX rows come from the host arrays, as mx.dequantize gives them (quant/mlx_quant.c). */
+static celer_status get_rows_mlx(gpu_backend *g, const celer_weight *w, const int32_t *ids, int64_t n, float *y,
+                                 celer_error *err)
+{
+    float *h;
+    if (gpu_host_stage(g, (size_t)(n * w->cols) * sizeof *h, (void **)&h, err)) return err->code;
+    for (int64_t i = 0; i < n; i++)
+        if (celer_mlx_dequant_row(&w->mlx, &w->mlx_data, ids[i], h + i * w->cols, err)) return err->code;
+    return gpu_upload(g, y, h, (size_t)(n * w->cols) * sizeof *h, err);
+}
+
+celer_status gpu_get_rows(celer_backend *be, const celer_weight *w, const int32_t *ids, int64_t n, float *y,
+                          celer_error *err)
+{
+    gpu_backend *g = gpu_of(be);
+    if (gpu_alive(g, err)) return err->code;
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= w->rows)
+            return celer_fail(err, CELER_ERR_INVALID, "%s: token id %d is outside the embedding (%lld rows)",
+                              CELER_GPU_NAME, ids[i], (long long)w->rows);
+    if (n <= 0) return CELER_OK;
+    if (w->type == CELER_WEIGHT_MLX) return get_rows_mlx(g, w, ids, n, y, err);
+    gpu_wdesc d;
+    int       f;
+    unsigned  blocks;
+    if (describe(w, &d, &f, err) || gpu_buf_reserve(g, &g->d_ids, (size_t)n * sizeof *ids, err) ||
+        gpu_upload(g, g->d_ids.p, ids, (size_t)n * sizeof *ids, err) ||
+        gpu_grid(g, n * (w->cols / 32), 256, &blocks, "get_rows", err))
+        return err->code;
+    ROWS[f]<<<blocks, 256, 0, g->stream>>>(d, (const int32_t *)g->d_ids.p, n, y);
+    return gpu_launched(g, err, "get_rows");
+}

@@ -1,0 +1,144 @@
+/* Mixture of experts on the GPU. Routing is a kernel (softmax, top-k in the CPU's order: most
+ * probable first, ties to the lower index). The experts' FFN reads the step's choices back to
+ * the host, groups the (token, slot) pairs by expert, gathers each group's inputs into one
+ * block, and runs per chosen expert the gate, up and down products over its group (a decode step
+ * reads only the chosen experts' rows; a prefill chunk reads each chosen expert once); a last
+ * kernel sums each token's weighted expert outputs. Unchosen experts are never touched. */
+#include "backends/gpu/gpu_backend.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { THREADS = 256 };
+
+/* One thread per token: the CPU's selection, on probabilities computed the same way. */
+__global__ void k_moe_route(const float *__restrict__ logits, int64_t T, int64_t E, int64_t K, int renorm,
+                            int32_t *__restrict__ ids, float *__restrict__ w)
+{
+    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= T) return;
+    const float *l  = logits + t * E;
+    float        mx = l[0], sum = 0.0f, kept = 0.0f;
+    for (int64_t e = 1; e < E; e++) mx = l[e] > mx ? l[e] : mx;
+    for (int64_t e = 0; e < E; e++) sum += expf(l[e] - mx);
+    float   last_p = INFINITY;
+    int64_t last_e = -1;
+    for (int64_t j = 0; j < K; j++) { /* the best after (last_p, last_e) in (p desc, e asc) order */
+        int64_t best   = -1;
+        float   best_p = 0.0f;
+        for (int64_t e = 0; e < E; e++) {
+            const float p     = expf(l[e] - mx);
+            const bool  after = p < last_p || (p == last_p && e > last_e);
+            if (after && (best < 0 || p > best_p)) best = e, best_p = p;
+        }
+        ids[t * K + j] = (int32_t)best;
+        w[t * K + j]   = best_p / sum;
+        kept += w[t * K + j];
+        last_p = best_p, last_e = best;
+    }
+    if (renorm)
+        for (int64_t j = 0; j < K; j++) w[t * K + j] /= kept;
+}
+
+celer_status gpu_moe_route(celer_backend *be, const float *logits, int64_t T, int64_t n_expert, int64_t n_used,
+                           bool renorm, int32_t *ids, float *w, celer_error *err)
+{
+    gpu_backend *g = gpu_of(be);
+    if (gpu_alive(g, err)) return err->code;
+    if (n_expert <= 0 || n_used <= 0 || n_used > n_expert)
+        return celer_fail(err, CELER_ERR_INVALID, "%s: MoE routing of %lld experts to %lld per token", CELER_GPU_NAME,
+                          (long long)n_expert, (long long)n_used);
+    if (T <= 0) return CELER_OK;
+    unsigned blocks;
+    if (gpu_grid(g, T, THREADS, &blocks, "moe_route", err)) return err->code;
+    k_moe_route<<<blocks, THREADS, 0, g->stream>>>(logits, T, n_expert, n_used, renorm, ids, w);
+    return gpu_launched(g, err, "moe_route");
+}
+
+/* xs[n] = x[tok[n]] (rows of d) */
+__global__ void k_gather(const float *__restrict__ x, const int32_t *__restrict__ tok, int64_t N, int64_t d,
+                         float *__restrict__ xs)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < N * d; i += (int64_t)gridDim.x * blockDim.x)
+        xs[i] = x[(int64_t)tok[i / d] * d + i % d];
+}
+
+/* out[t] = Σ_j w[t, j] · ys[at[t, j]] */
+__global__ void k_combine(const float *__restrict__ ys, const int32_t *__restrict__ at, const float *__restrict__ w,
+                          int64_t T, int64_t K, int64_t d, float *__restrict__ out)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < T * d; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t t = i / d, c = i % d;
+        float         s = 0.0f;
+        for (int64_t j = 0; j < K; j++) s += w[t * K + j] * ys[(int64_t)at[t * K + j] * d + c];
+        out[i] = s;
+    }
+}
+
+static unsigned blocks_for(int64_t n)
+{
+    int64_t b = (n + THREADS - 1) / THREADS;
+    return (unsigned)(b < 1 ? 1 : b > 65535 ? 65535 : b);
+}
+
+celer_status gpu_moe_ffn(celer_backend *be, const celer_moe *moe, const float *x, int64_t T, const int32_t *ids,
+                         const float *w, int64_t n_used, celer_act act, float *out, celer_error *err)
+{
+    gpu_backend *g = gpu_of(be);
+    int64_t      E = moe->n_expert, ff = moe->n_ff, d = moe->down[0].rows, K = n_used, N = T * K;
+    if (gpu_alive(g, err)) return err->code;
+    if (E <= 0 || K <= 0 || K > E)
+        return celer_fail(err, CELER_ERR_INVALID, "%s: MoE of %lld experts, %lld per token", CELER_GPU_NAME,
+                          (long long)E, (long long)K);
+    if (T <= 0) return CELER_OK;
+    /* the choices, on the host: pairs sorted by expert (stable: by token within an expert) */
+    int32_t *h;
+    if (gpu_host_stage(g, (size_t)(N * 3 + E + 1) * sizeof *h, (void **)&h, err)) return err->code;
+    int32_t *hid = h, *tok = h + N, *at = h + 2 * N, *start = h + 3 * N;
+    if (g->base.ops->read(&g->base, ids, hid, (size_t)N * sizeof *hid, err)) return err->code;
+    memset(start, 0, (size_t)(E + 1) * sizeof *start);
+    for (int64_t n = 0; n < N; n++) {
+        if (hid[n] < 0 || hid[n] >= E)
+            return celer_fail(err, CELER_ERR_INVALID, "%s: expert id %d of %lld", CELER_GPU_NAME, hid[n], (long long)E);
+        start[hid[n] + 1]++;
+    }
+    for (int64_t e = 0; e < E; e++) start[e + 1] += start[e];
+    {
+        int32_t fill[1024];
+        if (E > 1024)
+            return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: MoE layers of %lld experts (at most 1024)",
+                              CELER_GPU_NAME, (long long)E);
+        memcpy(fill, start, (size_t)E * sizeof *fill);
+        for (int64_t n = 0; n < N; n++) {
+            int32_t s = fill[hid[n]]++;
+            tok[s]    = (int32_t)(n / K);
+            at[n]     = s;
+        }
+    }
+    gpu_buf *b_tok = &g->moe[0], *b_at = &g->moe[1], *b_xs = &g->moe[2], *b_gate = &g->moe[3], *b_up = &g->moe[4],
+            *b_ys = &g->moe[5];
+    if (gpu_buf_reserve(g, b_tok, (size_t)N * 4, err) || gpu_buf_reserve(g, b_at, (size_t)N * 4, err) ||
+        gpu_buf_reserve(g, b_xs, (size_t)(N * d) * 4, err) || gpu_buf_reserve(g, b_gate, (size_t)(N * ff) * 4, err) ||
+        gpu_buf_reserve(g, b_up, (size_t)(N * ff) * 4, err) || gpu_buf_reserve(g, b_ys, (size_t)(N * d) * 4, err) ||
+        gpu_upload(g, b_tok->p, tok, (size_t)N * 4, err) || gpu_upload(g, b_at->p, at, (size_t)N * 4, err))
+        return err->code;
+    float *xs = (float *)b_xs->p, *G = (float *)b_gate->p, *U = (float *)b_up->p, *Y = (float *)b_ys->p;
+    k_gather<<<blocks_for(N * d), THREADS, 0, g->stream>>>(x, (const int32_t *)b_tok->p, N, d, xs);
+    if (gpu_launched(g, err, "moe gather")) return err->code;
+    const celer_backend_ops *op = g->base.ops;
+    for (int64_t e = 0; e < E; e++) {
+        int64_t s = start[e], n = start[e + 1] - start[e];
+        if (!n) continue;
+        if (op->matmul(&g->base, &moe->gate[e], xs + s * d, n, G + s * ff, err) ||
+            op->matmul(&g->base, &moe->up[e], xs + s * d, n, U + s * ff, err))
+            return err->code;
+    }
+    if (op->glu(&g->base, G, U, N * ff, act, err)) return err->code;
+    for (int64_t e = 0; e < E; e++) {
+        int64_t s = start[e], n = start[e + 1] - start[e];
+        if (n && op->matmul(&g->base, &moe->down[e], G + s * ff, n, Y + s * d, err)) return err->code;
+    }
+    k_combine<<<blocks_for(T * d), THREADS, 0, g->stream>>>(Y, (const int32_t *)b_at->p, w, T, K, d, out);
+    return gpu_launched(g, err, "moe combine");
+}

@@ -1,0 +1,21 @@
+/* The GPU library's fused kernels, for the port tables (backends/ports.c). */
+#ifndef CELER_BACKENDS_GPU_GPU_PORTS_H
+#define CELER_BACKENDS_GPU_GPU_PORTS_H
+
+#include "backends/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+celer_status celer_gpu_add_rmsnorm(celer_backend *be, float *x, const float *o, const celer_weight *w, int64_t rows,
+                                   int64_t d, float eps, float *h, celer_error *err);
+celer_status celer_gpu_rope_kv_write(celer_backend *be, celer_kv_cache *kv, int32_t layer, const float *k,
+                                     const float *v, const celer_batch *b, int64_t head_dim, const celer_rope *r,
+                                     celer_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,162 @@
+/* The one place that knows which GPU vendor a build targets: a neutral gpu* spelling of the
+ * runtime API and the warp primitives, mapped onto CUDA (nvcc) or HIP (hipcc, clang -x hip).
+ * Every other GPU source is written once against these names (DESIGN.md, Backends).
+ *
+ * Warp size is a property of the target, not the constant 32: CELER_WARP is 32 on NVIDIA and
+ * on RDNA (wave32), 64 on CDNA (wave64: gfx90a, gfx942). Device code uses CELER_WARP; host code
+ * asks the device (gpuDeviceProp.warpSize) and sizes launches from that. In a HIP build the host
+ * pass has no wavefront size, so CELER_WARP is only meaningful inside device code: kernels must
+ * not be templated on it (the host stub and the device symbol would differ). */
+#ifndef CELER_BACKENDS_GPU_VENDOR_H
+#define CELER_BACKENDS_GPU_VENDOR_H
+
+#include <stdio.h>
+
+extern "C" {
+#include "celer.h"
+#include "backends/gpu/amd_sysfs.h"
+#include "backends/gpu/gfx_targets.h"
+}
+
+#if defined(__HIPCC__) || defined(__HIP__)
+#include <hip/hip_runtime.h>
+
+#define CELER_GPU_VENDOR "AMD"
+#define CELER_GPU_KIND   CELER_BACKEND_ROCM
+#define CELER_GPU_NAME   "rocm"
+#define CELER_GPU_API    "HIP"
+
+typedef hipError_t      gpuError_t;
+typedef hipStream_t     gpuStream_t;
+typedef hipEvent_t      gpuEvent_t;
+typedef hipDeviceProp_t gpuDeviceProp;
+
+#define gpuSuccess                hipSuccess
+#define gpuErrorMemoryAllocation  hipErrorOutOfMemory
+#define gpuGetErrorString         hipGetErrorString
+#define gpuGetErrorName           hipGetErrorName
+#define gpuGetLastError           hipGetLastError
+#define gpuGetDeviceCount         hipGetDeviceCount
+#define gpuGetDeviceProperties    hipGetDeviceProperties
+#define gpuSetDevice              hipSetDevice
+#define gpuMemGetInfo             hipMemGetInfo
+#define gpuMalloc                 hipMalloc
+#define gpuFree                   hipFree
+#define gpuHostAlloc(p, n)        hipHostMalloc((p), (n), hipHostMallocDefault)
+#define gpuFreeHost               hipHostFree
+#define gpuMemcpyAsync            hipMemcpyAsync
+#define gpuMemsetAsync            hipMemsetAsync
+#define gpuMemcpyHostToDevice     hipMemcpyHostToDevice
+#define gpuMemcpyDeviceToHost     hipMemcpyDeviceToHost
+#define gpuMemcpyDeviceToDevice   hipMemcpyDeviceToDevice
+#define gpuStreamCreateNonBlocking(s) hipStreamCreateWithFlags((s), hipStreamNonBlocking)
+#define gpuStreamDestroy          hipStreamDestroy
+#define gpuStreamQuery            hipStreamQuery
+#define gpuStreamSynchronize      hipStreamSynchronize
+#define gpuErrorNotReady          hipErrorNotReady
+#define gpuEventCreate            hipEventCreate
+#define gpuEventDestroy           hipEventDestroy
+#define gpuEventRecord            hipEventRecord
+#define gpuEventQuery             hipEventQuery
+#define gpuDriverGetVersion       hipDriverGetVersion
+#define gpuRuntimeGetVersion      hipRuntimeGetVersion
+
+#if defined(__HIP_DEVICE_COMPILE__)
+#define CELER_WARP __AMDGCN_WAVEFRONT_SIZE
+#else
+#define CELER_WARP 64 /* host pass: never used for code, see above */
+#endif
+#define gpu_shfl_xor(v, m) __shfl_xor((v), (m), CELER_WARP)
+#define gpu_shfl(v, l)     __shfl((v), (l), CELER_WARP)
+
+/* What the HIP runtime does not say: whether the build has code for this gfx target
+ * (gfx_targets.h), and on APUs the memory the GPU can really allocate (amd_sysfs.h: the VRAM
+ * carve-out plus GTT, from the amdgpu driver's sysfs files). */
+static inline void gpu_vendor_facts(const gpuDeviceProp *p, celer_device_facts *f)
+{
+    celer_error e;
+    celer_gfx_arch_base(p->gcnArchName, f->arch, sizeof f->arch);
+    f->supported = celer_gfx_check(p->gcnArchName, p->name, f->built_archs, &e) == CELER_OK;
+    if (!f->supported) snprintf(f->why, sizeof f->why, "%s", e.msg);
+    char bus[32];
+    snprintf(bus, sizeof bus, "%04x:%02x:%02x.0", (unsigned)p->pciDomainID, (unsigned)p->pciBusID,
+             (unsigned)p->pciDeviceID);
+    celer_amd_mem m;
+    bool         sysfs = celer_amd_sysfs_find("/sys", bus, &m, &e) == CELER_OK;
+    f->unified         = sysfs ? celer_amd_is_apu(&m, p->integrated != 0) : p->integrated != 0;
+    snprintf(f->unified_source, sizeof f->unified_source, "%s",
+             sysfs ? "HIP integrated flag and amdgpu sysfs" : "HIP integrated flag (no amdgpu sysfs)");
+    if (sysfs) f->mem_allocatable = celer_amd_allocatable(&m, f->unified);
+}
+
+#else /* CUDA */
+#include <cuda_runtime.h>
+
+#define CELER_GPU_VENDOR "NVIDIA"
+#define CELER_GPU_KIND   CELER_BACKEND_CUDA
+#define CELER_GPU_NAME   "cuda"
+#define CELER_GPU_API    "CUDA"
+
+typedef cudaError_t    gpuError_t;
+typedef cudaStream_t   gpuStream_t;
+typedef cudaEvent_t    gpuEvent_t;
+typedef cudaDeviceProp gpuDeviceProp;
+
+#define gpuSuccess                cudaSuccess
+#define gpuErrorMemoryAllocation  cudaErrorMemoryAllocation
+#define gpuGetErrorString         cudaGetErrorString
+#define gpuGetErrorName           cudaGetErrorName
+#define gpuGetLastError           cudaGetLastError
+#define gpuGetDeviceCount         cudaGetDeviceCount
+#define gpuGetDeviceProperties    cudaGetDeviceProperties
+#define gpuSetDevice              cudaSetDevice
+#define gpuMemGetInfo             cudaMemGetInfo
+#define gpuMalloc                 cudaMalloc
+#define gpuFree                   cudaFree
+#define gpuHostAlloc(p, n)        cudaHostAlloc((p), (n), cudaHostAllocDefault)
+#define gpuFreeHost               cudaFreeHost
+#define gpuMemcpyAsync            cudaMemcpyAsync
+#define gpuMemsetAsync            cudaMemsetAsync
+#define gpuMemcpyHostToDevice     cudaMemcpyHostToDevice
+#define gpuMemcpyDeviceToHost     cudaMemcpyDeviceToHost
+#define gpuMemcpyDeviceToDevice   cudaMemcpyDeviceToDevice
+#define gpuStreamCreateNonBlocking(s) cudaStreamCreateWithFlags((s), cudaStreamNonBlocking)
+#define gpuStreamDestroy          cudaStreamDestroy
+#define gpuStreamQuery            cudaStreamQuery
+#define gpuStreamSynchronize      cudaStreamSynchronize
+#define gpuErrorNotReady          cudaErrorNotReady
+#define gpuEventCreate            cudaEventCreate
+#define gpuEventDestroy           cudaEventDestroy
+#define gpuEventRecord            cudaEventRecord
+#define gpuEventQuery             cudaEventQuery
+#define gpuDriverGetVersion       cudaDriverGetVersion
+#define gpuRuntimeGetVersion      cudaRuntimeGetVersion
+
+#define CELER_WARP 32
+#define gpu_shfl_xor(v, m) __shfl_xor_sync(0xffffffffu, (v), (m), CELER_WARP)
+#define gpu_shfl(v, l)     __shfl_sync(0xffffffffu, (v), (l), CELER_WARP)
+
+/* NVIDIA: the runtime says it all; the driver runs PTX of an older target on newer devices. */
+static inline void gpu_vendor_facts(const gpuDeviceProp *p, celer_device_facts *f)
+{
+    snprintf(f->arch, sizeof f->arch, "sm_%d%d", p->major, p->minor);
+    f->unified   = p->integrated != 0;
+    snprintf(f->unified_source, sizeof f->unified_source, "CUDA integrated flag");
+    f->supported = true;
+}
+#endif
+
+/* Sum and max over the lanes of a warp; every lane gets the result. */
+static __device__ __forceinline__ float gpu_warp_sum(float v)
+{
+    for (int m = CELER_WARP / 2; m > 0; m >>= 1) v += gpu_shfl_xor(v, m);
+    return v;
+}
+
+static __device__ __forceinline__ float gpu_warp_max(float v)
+{
+    for (int m = CELER_WARP / 2; m > 0; m >>= 1) v = fmaxf(v, gpu_shfl_xor(v, m));
+    return v;
+}
+
+#endif

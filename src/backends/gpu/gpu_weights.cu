@@ -1,0 +1,167 @@
+/* Weights on the device. GGUF types go up as stored (their blocks are what the kernels decode).
+ * An MLX matrix's three host arrays are put row by row side by side (GPU_LAYOUT_MLX_ROWS: a
+ * row's codes, then its scales, then its biases, padded to 16 bytes), so that any run of rows
+ * (an expert of a stacked tensor) is one contiguous range. Values are moved, never re-encoded. */
+#include "backends/gpu/gpu_backend.h"
+
+extern "C" {
+#include "quant/mlx_quant.h"
+}
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The GGUF types the kernels decode (gpu_decode.cuh). */
+static bool gguf_type_native(celer_ggml_type t)
+{
+    switch (t) {
+    case CELER_GGML_F32: case CELER_GGML_F16: case CELER_GGML_BF16: case CELER_GGML_Q4_0: case CELER_GGML_Q4_1:
+    case CELER_GGML_Q5_0: case CELER_GGML_Q5_1: case CELER_GGML_Q8_0: case CELER_GGML_Q4_K: case CELER_GGML_Q5_K:
+    case CELER_GGML_Q6_K:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static size_t dtype_bytes(celer_st_dtype t) { return t == CELER_ST_F32 ? 4 : 2; }
+
+size_t gpu_mlx_row_bytes(const celer_mlx_quant *q)
+{
+    size_t codes = (size_t)q->cols * q->bits / 8, groups = (size_t)(q->cols / q->group_size);
+    size_t sb    = q->mode == CELER_HF_QUANT_AFFINE ? 2 * groups * dtype_bytes(q->dtype) : groups;
+    return (codes + sb + 15) / 16 * 16;
+}
+
+static void progress(gpu_backend *g, uint64_t bytes)
+{
+    g->uploaded += bytes;
+    if (!g->upload_total || !isatty(2)) return;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    bool   done = g->uploaded >= g->upload_total;
+    if (!done && now - g->progress_at < 0.2) return;
+    g->progress_at = now;
+    fprintf(stderr, "\r%s: uploading weights to %s: %.2f / %.2f GiB%s", CELER_GPU_NAME, g->device_name,
+            (double)g->uploaded / 1073741824.0, (double)g->upload_total / 1073741824.0, done ? "\n" : "");
+    if (done) g->upload_total = 0; /* one line per load */
+}
+
+static celer_status weight_alloc(gpu_backend *g, size_t bytes, void **out, celer_error *err)
+{
+    if (g->n_weights == g->cap_weights) {
+        size_t cap = g->cap_weights ? 2 * g->cap_weights : 256;
+        void **w   = (void **)realloc(g->weights, cap * sizeof *w);
+        if (!w) return celer_fail(err, CELER_ERR_OOM, "%s: out of host memory", CELER_GPU_NAME);
+        g->weights = w, g->cap_weights = cap;
+    }
+    gpuError_t e = gpuMalloc(out, bytes ? bytes : 1);
+    if (e != gpuSuccess) {
+        (void)gpuGetLastError();
+        size_t free_b = 0, total_b = 0;
+        (void)gpuMemGetInfo(&free_b, &total_b);
+        return celer_fail(err, CELER_ERR_OOM, "%s: out of device memory for a weight of %.1f MiB (%.1f MiB free of "
+                          "%.1f); use a smaller model or a lower --ctx", CELER_GPU_NAME, (double)bytes / 1048576.0,
+                          (double)free_b / 1048576.0, (double)total_b / 1048576.0);
+    }
+    g->weights[g->n_weights++] = *out;
+    return CELER_OK;
+}
+
+/* Uploads synchronously (the host source is a mapped file or staging memory reused at once). */
+static celer_status put(gpu_backend *g, void *dst, const void *src, size_t n, celer_error *err)
+{
+    GPU_TRY(g, err, gpuMemcpyAsync(dst, src, n, gpuMemcpyHostToDevice, g->stream), "weight upload");
+    if (gpu_sync(g, err)) return err->code;
+    progress(g, n);
+    return CELER_OK;
+}
+
+static celer_status load_mlx(gpu_backend *g, celer_weight *w, celer_error *err)
+{
+    const celer_mlx_quant      *q = &w->mlx;
+    const celer_mlx_quant_data *d = &w->mlx_data;
+    celer_mlx_quant_shapes      s;
+    if (celer_mlx_quant_get_shapes(q, &s, err)) return err->code;
+    if (q->rows != w->rows || q->cols != w->cols || !d->weight || d->weight_bytes != s.weight_bytes || !d->scales ||
+        d->scales_bytes != s.scales_bytes || (s.has_biases ? !d->biases || d->biases_bytes != s.biases_bytes : d->biases != NULL))
+        return celer_fail(err, CELER_ERR_INVALID, "%s: an MLX weight's arrays do not match its %lld x %lld shape",
+                          CELER_GPU_NAME, (long long)w->rows, (long long)w->cols);
+    size_t rb = gpu_mlx_row_bytes(q), codes = (size_t)q->cols * q->bits / 8;
+    size_t sb = s.has_biases ? (size_t)(q->cols / q->group_size) * dtype_bytes(q->dtype) : (size_t)(q->cols / q->group_size);
+    void  *dst;
+    if (weight_alloc(g, rb * (size_t)w->rows, &dst, err)) return err->code;
+    int64_t chunk = (int64_t)((64u << 20) / rb) + 1; /* rows per staged upload */
+    for (int64_t r0 = 0; r0 < w->rows; r0 += chunk) {
+        int64_t n = w->rows - r0 < chunk ? w->rows - r0 : chunk;
+        char   *h;
+        if (gpu_host_stage(g, (size_t)n * rb, (void **)&h, err)) return err->code;
+        memset(h, 0, (size_t)n * rb);
+        for (int64_t r = 0; r < n; r++) {
+            char *row = h + (size_t)r * rb;
+            memcpy(row, (const char *)d->weight + (size_t)(r0 + r) * codes, codes);
+            memcpy(row + codes, (const char *)d->scales + (size_t)(r0 + r) * sb, sb);
+            if (s.has_biases) memcpy(row + codes + sb, (const char *)d->biases + (size_t)(r0 + r) * sb, sb);
+        }
+        if (put(g, (char *)dst + (size_t)r0 * rb, h, (size_t)n * rb, err)) return err->code;
+    }
+    w->data   = dst;
+    w->layout = GPU_LAYOUT_MLX_ROWS;
+    return CELER_OK;
+}
+
+celer_status gpu_weight_load(celer_backend *be, celer_weight *w, celer_error *err)
+{
+    gpu_backend *g = gpu_of(be);
+    if (gpu_alive(g, err)) return err->code;
+    if (w->type == CELER_WEIGHT_MLX) return load_mlx(g, w, err);
+    if (!w->data) return CELER_OK; /* absent */
+    const celer_ggml_type_info *ti = celer_ggml_type_get(w->type);
+    if (!ti || !gguf_type_native(w->type))
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: weights of type %s have no GPU kernel; requantize to Q4_0, "
+                          "Q4_K, Q5_K, Q6_K or Q8_0, or use --backend cpu", CELER_GPU_NAME, ti ? ti->name : "?");
+    if (w->cols % ti->block_elems)
+        return celer_fail(err, CELER_ERR_FORMAT, "%s: a %s row of %lld values is not whole blocks", CELER_GPU_NAME,
+                          ti->name, (long long)w->cols);
+    size_t bytes = (size_t)w->rows * (size_t)(w->cols / ti->block_elems) * ti->block_bytes;
+    void  *dst;
+    if (weight_alloc(g, bytes, &dst, err) || put(g, dst, w->data, bytes, err)) return err->code;
+    w->data   = dst;
+    w->layout = GPU_LAYOUT_STORED;
+    return CELER_OK;
+}
+
+celer_status gpu_weight_view(celer_backend *be, const celer_weight *w, int64_t row0, int64_t rows, celer_weight *view,
+                             celer_error *err)
+{
+    (void)be;
+    if (row0 < 0 || rows <= 0 || row0 + rows > w->rows)
+        return celer_fail(err, CELER_ERR_INVALID, "%s: rows %lld .. %lld of a %lld-row weight", CELER_GPU_NAME,
+                          (long long)row0, (long long)(row0 + rows), (long long)w->rows);
+    bool   mlx = w->type == CELER_WEIGHT_MLX;
+    size_t rb;
+    if (mlx) rb = gpu_mlx_row_bytes(&w->mlx);
+    else {
+        const celer_ggml_type_info *ti = celer_ggml_type_get(w->type);
+        rb = (size_t)(w->cols / ti->block_elems) * ti->block_bytes;
+    }
+    *view      = *w;
+    view->rows = rows;
+    view->data = (const char *)w->data + (size_t)row0 * rb;
+    if (mlx) {
+        view->mlx_data = celer_mlx_quant_data_rows(&w->mlx_data, w->rows, row0, rows);
+        view->mlx.rows = rows;
+    }
+    return CELER_OK;
+}
+
+void gpu_weights_free(gpu_backend *g)
+{
+    for (size_t i = 0; i < g->n_weights; i++) (void)gpuFree(g->weights[i]);
+    free(g->weights);
+    g->weights = NULL, g->n_weights = g->cap_weights = 0;
+}

@@ -1,0 +1,41 @@
+/* The port tables. A slot holds a backend's fused kernel; the GPU library fills the slot of the
+ * kind it was built for (CELER_GPU_BACKEND_KIND, from cmake/celer_gpu.cmake). */
+#include "backends/ports.h"
+
+#include "core/error.h"
+
+#if CELER_HAVE_GPU
+#include "backends/gpu/gpu_ports.h"
+#define GPU_SLOT(fn) [CELER_GPU_BACKEND_KIND] = (celer_port_fn)(fn)
+#else
+#define GPU_SLOT(fn) [CELER_BACKEND_CPU] = NULL
+#endif
+
+const celer_port celer_port_add_rmsnorm = {
+    .name     = "add_rmsnorm",
+    .does     = "adds a sub-layer's output to the residual stream and normalizes it in one pass",
+    .fallback = "add, then rmsnorm",
+    .impl     = {GPU_SLOT(celer_gpu_add_rmsnorm)},
+};
+
+const celer_port celer_port_rope_kv_write = {
+    .name     = "rope_kv_write",
+    .does     = "rotates the keys and appends them and the values to the paged KV cache in one pass",
+    .fallback = "rope on the keys, then kv_write",
+    .impl     = {GPU_SLOT(celer_gpu_rope_kv_write)},
+};
+
+const celer_port *const celer_ports[] = {&celer_port_add_rmsnorm, &celer_port_rope_kv_write, NULL};
+
+static const char *const KIND_NAMES[CELER_BACKEND_KIND_COUNT] = {"cpu", "cuda", "rocm"};
+
+celer_status celer_port_select(const celer_port *p, celer_backend_kind kind, celer_port_fn *fn, celer_error *err)
+{
+    *fn = NULL;
+    if ((unsigned)kind >= CELER_BACKEND_KIND_COUNT)
+        return celer_fail(err, CELER_ERR_INVALID, "port %s: backend kind %d does not exist", p->name, (int)kind);
+    *fn = p->impl[kind];
+    if (*fn) return CELER_OK;
+    return celer_fail(err, CELER_ERR_UNSUPPORTED, "port %s: the %s backend has no fused kernel; run the fallback: %s",
+                      p->name, KIND_NAMES[kind], p->fallback);
+}

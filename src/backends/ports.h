@@ -1,0 +1,38 @@
+/* Kernel ports: fused kernels reached through a table with one slot per backend kind (DESIGN.md,
+ * Backends). A backend that has a fused kernel fills its slot; selecting a port whose slot is
+ * empty returns CELER_ERR_UNSUPPORTED naming the fallback (the unfused sequence of ops), which
+ * the caller then runs. Nothing else in celer may branch on the backend kind or the GPU vendor
+ * (tests/check_backend_branches.py fails the build's tests when something does). */
+#ifndef CELER_BACKENDS_PORTS_H
+#define CELER_BACKENDS_PORTS_H
+
+#include "backends/backend.h"
+
+typedef void (*celer_port_fn)(void); /* cast to the port's own type to call */
+
+typedef struct {
+    const char   *name;     /* "add_rmsnorm" */
+    const char   *does;     /* what the fused kernel computes */
+    const char   *fallback; /* the ops a caller runs instead */
+    celer_port_fn impl[CELER_BACKEND_KIND_COUNT];
+} celer_port;
+
+/* x (rows, d) += o; h = x / rms(x) * w (w a vector of d, f32). Fallback: add, then rmsnorm. */
+typedef celer_status (*celer_add_rmsnorm_fn)(celer_backend *be, float *x, const float *o, const celer_weight *w,
+                                             int64_t rows, int64_t d, float eps, float *h, celer_error *err);
+extern const celer_port celer_port_add_rmsnorm;
+
+/* Writes rope(k) (rotated at the batch's positions; k is left as it was) and v into the cache
+ * of layer. Fallback: rope on k, then kv_write. */
+typedef celer_status (*celer_rope_kv_write_fn)(celer_backend *be, celer_kv_cache *kv, int32_t layer, const float *k,
+                                               const float *v, const celer_batch *b, int64_t head_dim,
+                                               const celer_rope *r, celer_error *err);
+extern const celer_port celer_port_rope_kv_write;
+
+/* Every port, for tests and `celer info`; NULL-terminated. */
+extern const celer_port *const celer_ports[];
+
+/* *fn = p's kernel for kind, or CELER_ERR_UNSUPPORTED (fn NULL) saying which fallback to run. */
+celer_status celer_port_select(const celer_port *p, celer_backend_kind kind, celer_port_fn *fn, celer_error *err);
+
+#endif

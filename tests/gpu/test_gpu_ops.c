@@ -1,0 +1,428 @@
+/* Every GPU op against the CPU backend and against exact references, on fresh random inputs
+ * (the seed is printed; CELER_TEST_SEED repeats a run), odd shapes and every weight format.
+ * Bounds (relative L2 error, ‖gpu − ref‖ / ‖ref‖):
+ *   - matmul vs the product in double of the CPU's reference dequantization: 1e-5 (f32
+ *     accumulation), GGUF types and MLX formats with f32 scales; MLX bf16 scales: 4e-3 (mlx
+ *     rounds each dequantized value to bf16, the GPU kernel does not);
+ *   - matmul and moe_ffn vs the CPU backend: 1e-5 for float weights, 2e-2 for quantized ones
+ *     (the CPU quantizes activations to 8 bits for its integer dot products);
+ *   - embedding rows: equal to the CPU's reference dequantizer bit for bit;
+ *   - norms, activations, RoPE, attention over the paged cache (a mixed batch of three
+ *     sequences: prefill, decode and a chunk; grouped-query heads; a sliding window), routing:
+ *     1e-5, and the routers' choices equal.
+ * Run on a machine with a GPU (scripts/gpu-check.sh); built only with CELER_CUDA or CELER_HIP. */
+#include "backends/backend.h"
+#include "core/error.h"
+#include "quant/dequant.h"
+#include "quant/mlx_quantize.h"
+#include "runtime/kv_cache.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "random_weights.h"
+
+/* Every check runs; each failure is counted and printed with its line. */
+static int failures;
+#define CHECK(c)                                                                                                    \
+    do {                                                                                                            \
+        if (!(c)) {                                                                                                 \
+            fprintf(stderr, "%s:%d: %s%s%s\n", __FILE__, __LINE__, #c, err.msg[0] ? " -- " : "", err.msg);     \
+            failures++;                                                                                             \
+        }                                                                                                           \
+    } while (0)
+
+static celer_backend *cpu, *gpu;
+static celer_error    err;
+
+/* ---- helpers -------------------------------------------------------------------------- */
+
+static float *dev_copy(const void *h, size_t bytes)
+{
+    void *d = NULL;
+    CHECK(gpu->ops->alloc(gpu, bytes, &d, &err) == CELER_OK);
+    CHECK(gpu->ops->write(gpu, d, h, bytes, &err) == CELER_OK);
+    return d;
+}
+
+static float *dev_zeros(size_t n)
+{
+    void *d = NULL;
+    CHECK(gpu->ops->alloc(gpu, n * sizeof(float), &d, &err) == CELER_OK);
+    return d;
+}
+
+static void to_host(const void *d, void *h, size_t bytes) { CHECK(gpu->ops->read(gpu, d, h, bytes, &err) == CELER_OK); }
+
+static double rel_l2(const float *a, const double *ref, int64_t n)
+{
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(a[i])) return INFINITY;
+        num += (a[i] - ref[i]) * (a[i] - ref[i]), den += ref[i] * ref[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static double rel_l2f(const float *a, const float *b, int64_t n)
+{
+    double *r = malloc((size_t)n * sizeof *r);
+    for (int64_t i = 0; i < n; i++) r[i] = b[i];
+    double e = rel_l2(a, r, n);
+    free(r);
+    return e;
+}
+
+static void random_fill(float *x, int64_t n, float s)
+{
+    for (int64_t i = 0; i < n; i++) x[i] = uni() * s;
+}
+
+/* ---- matmul ----------------------------------------------------------------------------- */
+
+/* y = x · wᵀ in double from dequantized rows wd (rows, k). */
+static void ref_matmul(const float *wd, int64_t rows, int64_t k, const float *x, int64_t T, double *y)
+{
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t r = 0; r < rows; r++) {
+            double s = 0;
+            for (int64_t i = 0; i < k; i++) s += (double)wd[r * k + i] * x[t * k + i];
+            y[t * rows + r] = s;
+        }
+}
+
+/* Runs w (host arrays) through both backends' matmul for several step sizes. */
+static void check_matmul(const char *what, const celer_weight *host_w, const float *wd, double bound_ref,
+                         double bound_cpu)
+{
+    static const int64_t Ts[] = {1, 3, 8, 9, 70};
+    celer_weight         wc = *host_w, wg = *host_w;
+    CHECK(cpu->ops->weight_load(cpu, &wc, &err) == CELER_OK);
+    CHECK(gpu->ops->weight_load(gpu, &wg, &err) == CELER_OK);
+    int64_t rows = host_w->rows, k = host_w->cols;
+    for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+        int64_t T  = Ts[ti];
+        float  *x  = malloc((size_t)(T * k) * sizeof *x), *yc = malloc((size_t)(T * rows) * sizeof *yc);
+        float  *yg = malloc((size_t)(T * rows) * sizeof *yg);
+        double *yr = malloc((size_t)(T * rows) * sizeof *yr);
+        random_acts(x, T, k);
+        ref_matmul(wd, rows, k, x, T, yr);
+        CHECK(cpu->ops->matmul(cpu, &wc, x, T, yc, &err) == CELER_OK);
+        float *dx = dev_copy(x, (size_t)(T * k) * sizeof *x), *dy = dev_zeros((size_t)(T * rows));
+        CHECK(gpu->ops->matmul(gpu, &wg, dx, T, dy, &err) == CELER_OK);
+        to_host(dy, yg, (size_t)(T * rows) * sizeof *yg);
+        double e_ref = rel_l2(yg, yr, T * rows), e_cpu = rel_l2f(yg, yc, T * rows);
+        if (!(e_ref <= bound_ref) || !(e_cpu <= bound_cpu))
+            fprintf(stderr, "  %s %lldx%lld T=%lld: vs exact %.2e (bound %.0e), vs cpu %.2e (bound %.0e)\n", what,
+                    (long long)rows, (long long)k, (long long)T, e_ref, bound_ref, e_cpu, bound_cpu);
+        CHECK(e_ref <= bound_ref);
+        CHECK(e_cpu <= bound_cpu);
+        gpu->ops->release(gpu, dx), gpu->ops->release(gpu, dy);
+        free(x), free(yc), free(yg), free(yr);
+    }
+}
+
+static const celer_ggml_type GGUF_TYPES[] = {CELER_GGML_F32,  CELER_GGML_F16,  CELER_GGML_BF16, CELER_GGML_Q4_0,
+                                             CELER_GGML_Q4_1, CELER_GGML_Q5_0, CELER_GGML_Q5_1, CELER_GGML_Q8_0,
+                                             CELER_GGML_Q4_K, CELER_GGML_Q5_K, CELER_GGML_Q6_K};
+
+static void test_matmul_gguf(void)
+{
+    for (size_t i = 0; i < sizeof GGUF_TYPES / sizeof GGUF_TYPES[0]; i++) {
+        celer_ggml_type t = GGUF_TYPES[i];
+        bool            fl = t == CELER_GGML_F32 || t == CELER_GGML_F16 || t == CELER_GGML_BF16;
+        int64_t         rows = 67 + 30 * (int64_t)i, k = 768;
+        void           *raw  = random_weights(t, rows, k, 0.1f);
+        float          *wd   = malloc((size_t)(rows * k) * sizeof *wd);
+        const celer_ggml_type_info *ti = celer_ggml_type_get(t);
+        size_t rb = (size_t)(k / ti->block_elems) * ti->block_bytes;
+        for (int64_t r = 0; r < rows; r++) CHECK(celer_dequant_row(t, (char *)raw + r * rb, wd + r * k, k));
+        celer_weight w = {.type = t, .rows = rows, .cols = k, .data = raw};
+        check_matmul(ti->name, &w, wd, 1e-5, fl ? 1e-5 : 2e-2);
+        free(raw), free(wd);
+    }
+}
+
+/* One MLX weight quantized from random values, its host arrays and its dequantized rows. */
+static void test_matmul_mlx_one(celer_hf_quant_mode mode, uint32_t bits, uint32_t group, celer_st_dtype dtype,
+                                bool gscale)
+{
+    int64_t         rows = 45, k = 512;
+    celer_mlx_quant q    = {.name = "test", .mode = mode, .bits = bits, .group_size = group, .dtype = dtype,
+                            .has_global_scale = gscale, .global_scale = gscale ? 3.5f : 0.0f, .rows = rows, .cols = k};
+    celer_mlx_quant_shapes s;
+    CHECK(celer_mlx_quant_get_shapes(&q, &s, &err) == CELER_OK);
+    float *src = malloc((size_t)(rows * k) * sizeof *src);
+    random_fill(src, rows * k, 0.5f);
+    void *wq = malloc(s.weight_bytes), *sc = malloc(s.scales_bytes), *bi = s.has_biases ? malloc(s.biases_bytes) : NULL;
+    /* affine quantizes in its scales' dtype: give it the values rounded to that dtype */
+    void *in = src;
+    uint16_t *r16 = NULL;
+    if (mode == CELER_HF_QUANT_AFFINE && dtype != CELER_ST_F32) {
+        r16 = malloc((size_t)(rows * k) * sizeof *r16);
+        for (int64_t i = 0; i < rows * k; i++) r16[i] = dtype == CELER_ST_BF16 ? celer_f32_to_bf16(src[i]) : celer_f32_to_half(src[i]);
+        in = r16;
+    }
+    celer_status st = celer_mlx_quantize_rows(&q, in, mode == CELER_HF_QUANT_AFFINE ? dtype : CELER_ST_F32, 0, rows, wq,
+                                              sc, bi, &err);
+    if (st) fprintf(stderr, "  quantize: %s\n", err.msg);
+    CHECK(st == CELER_OK);
+    celer_weight w = {.type = CELER_WEIGHT_MLX, .rows = rows, .cols = k, .data = wq, .mlx = q,
+                      .mlx_data = {wq, s.weight_bytes, sc, s.scales_bytes, bi, s.biases_bytes}};
+    float *wd = malloc((size_t)(rows * k) * sizeof *wd);
+    for (int64_t r = 0; r < rows; r++) CHECK(celer_mlx_dequant_row(&q, &w.mlx_data, r, wd + r * k, &err) == CELER_OK);
+    char desc[64];
+    celer_mlx_quant_describe(&q, desc, sizeof desc);
+    bool exact_dtype = dtype == CELER_ST_F32 || mode == CELER_HF_QUANT_NVFP4 || mode == CELER_HF_QUANT_MXFP4;
+    check_matmul(desc, &w, wd, exact_dtype ? 1e-5 : 4e-3, 2e-2);
+    /* an embedding looked up from the host arrays: mx.dequantize's values exactly */
+    int32_t ids[3] = {0, (int32_t)rows - 1, 7};
+    float  *rows_h = malloc(3 * (size_t)k * sizeof *rows_h), *dy = dev_zeros(3 * (size_t)k);
+    celer_weight e = w;
+    e.data         = NULL;
+    CHECK(gpu->ops->get_rows(gpu, &e, ids, 3, dy, &err) == CELER_OK);
+    to_host(dy, rows_h, 3 * (size_t)k * sizeof *rows_h);
+    for (int i = 0; i < 3; i++) CHECK(!memcmp(rows_h + i * k, wd + ids[i] * k, (size_t)k * sizeof *wd));
+    gpu->ops->release(gpu, dy);
+    free(rows_h), free(src), free(r16), free(wq), free(sc), free(bi), free(wd);
+}
+
+static void test_matmul_mlx(void)
+{
+    static const uint32_t bits[] = {2, 3, 4, 5, 6, 8}, groups[] = {32, 64, 128};
+    for (size_t b = 0; b < 6; b++)
+        for (size_t g = 0; g < 3; g++) test_matmul_mlx_one(CELER_HF_QUANT_AFFINE, bits[b], groups[g], CELER_ST_F32, false);
+    test_matmul_mlx_one(CELER_HF_QUANT_AFFINE, 4, 64, CELER_ST_BF16, false);
+    test_matmul_mlx_one(CELER_HF_QUANT_AFFINE, 8, 32, CELER_ST_F16, false);
+    test_matmul_mlx_one(CELER_HF_QUANT_MXFP4, 4, 32, CELER_ST_BF16, false);
+    test_matmul_mlx_one(CELER_HF_QUANT_MXFP8, 8, 32, CELER_ST_F32, false);
+    test_matmul_mlx_one(CELER_HF_QUANT_NVFP4, 4, 16, CELER_ST_BF16, false);
+    test_matmul_mlx_one(CELER_HF_QUANT_NVFP4, 4, 16, CELER_ST_F32, true);
+}
+
+/* ---- embedding rows ------------------------------------------------------------------------ */
+
+static void test_get_rows(void)
+{
+    for (size_t i = 0; i < sizeof GGUF_TYPES / sizeof GGUF_TYPES[0]; i++) {
+        celer_ggml_type             t  = GGUF_TYPES[i];
+        const celer_ggml_type_info *ti = celer_ggml_type_get(t);
+        int64_t                     rows = 300, k = 512;
+        void                       *raw = random_weights(t, rows, k, 1.0f);
+        size_t                      rb  = (size_t)(k / ti->block_elems) * ti->block_bytes;
+        celer_weight                w   = {.type = t, .rows = rows, .cols = k, .data = raw};
+        CHECK(gpu->ops->weight_load(gpu, &w, &err) == CELER_OK);
+        int32_t ids[5] = {0, 299, 17, 17, 150};
+        float  *dy = dev_zeros(5 * (size_t)k), *y = malloc(5 * (size_t)k * sizeof *y), *ref = malloc((size_t)k * sizeof *ref);
+        CHECK(gpu->ops->get_rows(gpu, &w, ids, 5, dy, &err) == CELER_OK);
+        to_host(dy, y, 5 * (size_t)k * sizeof *y);
+        for (int j = 0; j < 5; j++) {
+            CHECK(celer_dequant_row(t, (char *)raw + ids[j] * rb, ref, k));
+            if (memcmp(y + j * k, ref, (size_t)k * sizeof *ref)) fprintf(stderr, "  get_rows %s row %d differs\n", ti->name, ids[j]);
+            CHECK(!memcmp(y + j * k, ref, (size_t)k * sizeof *ref));
+        }
+        int32_t bad = 300;
+        CHECK(gpu->ops->get_rows(gpu, &w, &bad, 1, dy, &err) == CELER_ERR_INVALID);
+        gpu->ops->release(gpu, dy);
+        free(raw), free(y), free(ref);
+    }
+}
+
+/* ---- element-wise and row-wise ------------------------------------------------------------- */
+
+static void test_elementwise(void)
+{
+    enum { R = 5, D = 640, N = R * D };
+    static float x[N], y[N], g[R], wv[D], c[N], out[N];
+    random_fill(x, N, 3.0f), random_fill(y, N, 3.0f), random_fill(g, R, 4.0f), random_fill(wv, D, 1.0f);
+    celer_weight norm = {.type = CELER_GGML_F32, .rows = 1, .cols = D, .data = wv}, ng = norm;
+    CHECK(gpu->ops->weight_load(gpu, &ng, &err) == CELER_OK);
+    float *dx = dev_copy(x, sizeof x), *dy = dev_copy(y, sizeof y), *dg = dev_copy(g, sizeof g), *dout = dev_zeros(N);
+    /* rmsnorm */
+    memcpy(c, x, sizeof x);
+    CHECK(cpu->ops->rmsnorm(cpu, c, &norm, R, D, 1e-6f, c, &err) == CELER_OK);
+    CHECK(gpu->ops->rmsnorm(gpu, dx, &ng, R, D, 1e-6f, dout, &err) == CELER_OK);
+    to_host(dout, out, sizeof out);
+    CHECK(rel_l2f(out, c, N) < 1e-5);
+    /* add_bias (the norm weight as a bias of D) */
+    memcpy(c, x, sizeof x);
+    CHECK(gpu->ops->copy(gpu, dout, dx, sizeof x, &err) == CELER_OK);
+    CHECK(cpu->ops->add_bias(cpu, c, &norm, R, &err) == CELER_OK);
+    CHECK(gpu->ops->add_bias(gpu, dout, &ng, R, &err) == CELER_OK);
+    to_host(dout, out, sizeof out);
+    CHECK(rel_l2f(out, c, N) < 1e-6);
+    /* add, scale, mul_sigmoid, glu */
+    for (int op = 0; op < 5; op++) {
+        memcpy(c, x, sizeof x);
+        CHECK(gpu->ops->copy(gpu, dout, dx, sizeof x, &err) == CELER_OK);
+        celer_backend *b[2]    = {cpu, gpu};
+        float         *xs[2]   = {c, dout};
+        const float   *ys[2]   = {y, dy};
+        const float   *gs[2]   = {g, dg};
+        for (int k = 0; k < 2; k++) {
+            celer_status st = op == 0 ? b[k]->ops->add(b[k], xs[k], ys[k], N, &err)
+                            : op == 1 ? b[k]->ops->scale(b[k], xs[k], N, 0.37f, &err)
+                            : op == 2 ? b[k]->ops->mul_sigmoid(b[k], xs[k], gs[k], R, D, &err)
+                            : b[k]->ops->glu(b[k], xs[k], ys[k], N, op == 3 ? CELER_ACT_SILU : CELER_ACT_GELU_TANH, &err);
+            CHECK(st == CELER_OK);
+        }
+        to_host(dout, out, sizeof out);
+        double e = rel_l2f(out, c, N);
+        if (e >= 1e-5) fprintf(stderr, "  element-wise op %d: %.2e\n", op, e);
+        CHECK(e < 1e-5);
+    }
+    gpu->ops->release(gpu, dx), gpu->ops->release(gpu, dy), gpu->ops->release(gpu, dg), gpu->ops->release(gpu, dout);
+}
+
+static void test_rope(void)
+{
+    enum { T = 6, H = 3, HD = 128 };
+    static float x[T * H * HD], c[T * H * HD], out[T * H * HD], factors[32];
+    int32_t      pos[T] = {0, 1, 5, 1000, 70000, 3}, seq[T] = {0};
+    celer_batch  b = {T, pos, seq};
+    for (int i = 0; i < 32; i++) factors[i] = 1.0f + (float)i / 4.0f;
+    for (int mode = 0; mode < 2; mode++)
+        for (int ff = 0; ff < 2; ff++) {
+            celer_rope r = {.mode = mode ? CELER_ROPE_NEOX : CELER_ROPE_NORM, .n_rot = ff ? 64 : HD, .base = 10000.0f,
+                            .pos_scale = ff ? 0.5f : 1.0f, .freq_factors = ff ? factors : NULL, .mscale = ff ? 1.1f : 1.0f};
+            random_fill(x, T * H * HD, 2.0f);
+            memcpy(c, x, sizeof x);
+            float *dx = dev_copy(x, sizeof x);
+            CHECK(cpu->ops->rope(cpu, c, &b, H, HD, &r, &err) == CELER_OK);
+            CHECK(gpu->ops->rope(gpu, dx, &b, H, HD, &r, &err) == CELER_OK);
+            to_host(dx, out, sizeof out);
+            double e = rel_l2f(out, c, T * H * HD);
+            if (e >= 1e-5) fprintf(stderr, "  rope mode %d factors %d: %.2e\n", mode, ff, e);
+            CHECK(e < 1e-5);
+            gpu->ops->release(gpu, dx);
+        }
+}
+
+/* ---- attention over the paged cache ------------------------------------------------------- */
+
+static void attention_case(int64_t n_heads, int64_t n_kv, int64_t hd, int32_t window)
+{
+    celer_kv_cache kc, kg;
+    int64_t        kw = n_kv * hd, qw = n_heads * hd;
+    CHECK(celer_kv_cache_init(&kc, cpu, 1, n_kv, hd, hd, 3, 512, 64, &err) == CELER_OK);
+    CHECK(celer_kv_cache_init(&kg, gpu, 1, n_kv, hd, hd, 3, 512, 64, &err) == CELER_OK);
+    /* step 1: three prefills of 37, 80 and 14 tokens; step 2: a decode, a chunk of 5, a decode */
+    int32_t lens1[3] = {37, 80, 14}, starts2[3] = {37, 80, 14}, lens2[3] = {1, 5, 1};
+    for (int step = 0; step < 2; step++) {
+        int32_t pos[200], seq[200], T = 0;
+        for (int s = 0; s < 3; s++) {
+            int32_t p0 = step ? starts2[s] : 0, n = step ? lens2[s] : lens1[s];
+            CHECK(celer_kv_cache_reserve(&kc, s, p0 + n, &err) == CELER_OK);
+            CHECK(celer_kv_cache_reserve(&kg, s, p0 + n, &err) == CELER_OK);
+            for (int32_t i = 0; i < n; i++) pos[T] = p0 + i, seq[T++] = s;
+        }
+        CHECK(!memcmp(kc.tables, kg.tables, (size_t)(3 * kc.max_blocks) * sizeof *kc.tables));
+        celer_batch b = {T, pos, seq};
+        celer_attn  a = {n_heads, n_kv, hd, 1.0f / sqrtf((float)hd), window};
+        float *q = malloc((size_t)(T * qw) * sizeof *q), *k = malloc((size_t)(T * kw) * sizeof *k);
+        float *v = malloc((size_t)(T * kw) * sizeof *v), *oc = malloc((size_t)(T * qw) * sizeof *oc);
+        float *og = malloc((size_t)(T * qw) * sizeof *og);
+        random_fill(q, T * qw, 2.0f), random_fill(k, T * kw, 2.0f), random_fill(v, T * kw, 1.0f);
+        float *dq = dev_copy(q, (size_t)(T * qw) * 4), *dk = dev_copy(k, (size_t)(T * kw) * 4);
+        float *dv = dev_copy(v, (size_t)(T * kw) * 4), *dout = dev_zeros((size_t)(T * qw));
+        CHECK(cpu->ops->kv_write(cpu, &kc, 0, k, v, &b, &err) == CELER_OK);
+        CHECK(gpu->ops->kv_write(gpu, &kg, 0, dk, dv, &b, &err) == CELER_OK);
+        CHECK(cpu->ops->attention(cpu, q, &kc, 0, &b, &a, oc, &err) == CELER_OK);
+        CHECK(gpu->ops->attention(gpu, dq, &kg, 0, &b, &a, dout, &err) == CELER_OK);
+        to_host(dout, og, (size_t)(T * qw) * 4);
+        double e = rel_l2f(og, oc, T * qw);
+        if (e >= 1e-5)
+            fprintf(stderr, "  attention %lld/%lld heads of %lld, window %d, step %d: %.2e\n", (long long)n_heads,
+                    (long long)n_kv, (long long)hd, window, step, e);
+        CHECK(e < 1e-5);
+        gpu->ops->release(gpu, dq), gpu->ops->release(gpu, dk), gpu->ops->release(gpu, dv), gpu->ops->release(gpu, dout);
+        free(q), free(k), free(v), free(oc), free(og);
+    }
+    celer_kv_cache_free(&kc, cpu);
+    celer_kv_cache_free(&kg, gpu);
+}
+
+static void test_attention(void)
+{
+    attention_case(8, 2, 64, 0);
+    attention_case(4, 4, 256, 0);
+    attention_case(6, 1, 128, 8);
+    attention_case(2, 2, 80, 0); /* a head size that is not a multiple of the warp */
+}
+
+/* ---- mixture of experts --------------------------------------------------------------------- */
+
+static void test_moe(celer_ggml_type t, int64_t T)
+{
+    enum { E = 16, K = 4, D = 256, FF = 512 };
+    float   *logits = malloc((size_t)(T * E) * sizeof *logits), *wc = malloc((size_t)(T * K) * 4), *wg = malloc((size_t)(T * K) * 4);
+    int32_t *ic = malloc((size_t)(T * K) * 4), *ig = malloc((size_t)(T * K) * 4);
+    random_fill(logits, T * E, 3.0f);
+    if (T > 2) logits[E + 3] = logits[E + 9] = 50.0f; /* a tie at the top */
+    float   *dl = dev_copy(logits, (size_t)(T * E) * 4), *dw = dev_zeros((size_t)(T * K));
+    int32_t *di = (int32_t *)dev_zeros((size_t)(T * K));
+    CHECK(cpu->ops->moe_route(cpu, logits, T, E, K, true, ic, wc, &err) == CELER_OK);
+    CHECK(gpu->ops->moe_route(gpu, dl, T, E, K, true, di, dw, &err) == CELER_OK);
+    to_host(di, ig, (size_t)(T * K) * 4), to_host(dw, wg, (size_t)(T * K) * 4);
+    CHECK(!memcmp(ic, ig, (size_t)(T * K) * 4));
+    CHECK(rel_l2f(wg, wc, T * K) < 1e-6);
+    /* the experts */
+    celer_weight gc[E], uc[E], dc[E], gg[E], ug[E], dg[E];
+    void        *raw[3 * E];
+    for (int e = 0; e < E; e++) {
+        raw[3 * e] = random_weights(t, FF, D, 0.1f), raw[3 * e + 1] = random_weights(t, FF, D, 0.1f);
+        raw[3 * e + 2] = random_weights(t, D, FF, 0.1f);
+        gc[e] = gg[e] = (celer_weight){.type = t, .rows = FF, .cols = D, .data = raw[3 * e]};
+        uc[e] = ug[e] = (celer_weight){.type = t, .rows = FF, .cols = D, .data = raw[3 * e + 1]};
+        dc[e] = dg[e] = (celer_weight){.type = t, .rows = D, .cols = FF, .data = raw[3 * e + 2]};
+        CHECK(cpu->ops->weight_load(cpu, &gc[e], &err) == CELER_OK && cpu->ops->weight_load(cpu, &uc[e], &err) == CELER_OK &&
+              cpu->ops->weight_load(cpu, &dc[e], &err) == CELER_OK);
+        CHECK(gpu->ops->weight_load(gpu, &gg[e], &err) == CELER_OK && gpu->ops->weight_load(gpu, &ug[e], &err) == CELER_OK &&
+              gpu->ops->weight_load(gpu, &dg[e], &err) == CELER_OK);
+    }
+    celer_moe mc = {E, FF, gc, uc, dc}, mg = {E, FF, gg, ug, dg};
+    float    *x = malloc((size_t)(T * D) * 4), *oc = malloc((size_t)(T * D) * 4), *og = malloc((size_t)(T * D) * 4);
+    random_fill(x, T * D, 1.0f);
+    float *dx = dev_copy(x, (size_t)(T * D) * 4), *dout = dev_zeros((size_t)(T * D));
+    CHECK(cpu->ops->moe_ffn(cpu, &mc, x, T, ic, wc, K, CELER_ACT_SILU, oc, &err) == CELER_OK);
+    CHECK(gpu->ops->moe_ffn(gpu, &mg, dx, T, di, dw, K, CELER_ACT_SILU, dout, &err) == CELER_OK);
+    to_host(dout, og, (size_t)(T * D) * 4);
+    double e = rel_l2f(og, oc, T * D), bound = t == CELER_GGML_F32 ? 1e-5 : 2e-2;
+    if (e >= bound) fprintf(stderr, "  moe_ffn %s T=%lld: %.2e\n", celer_ggml_type_get(t)->name, (long long)T, e);
+    CHECK(e < bound);
+    for (int i = 0; i < 3 * E; i++) free(raw[i]);
+    gpu->ops->release(gpu, dl), gpu->ops->release(gpu, dw), gpu->ops->release(gpu, di);
+    gpu->ops->release(gpu, dx), gpu->ops->release(gpu, dout);
+    free(logits), free(wc), free(wg), free(ic), free(ig), free(x), free(oc), free(og);
+}
+
+int main(void)
+{
+    const char *s    = getenv("CELER_TEST_SEED");
+    rng_state        = s && *s ? strtoull(s, NULL, 0) : (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull | 1;
+    printf("test_gpu_ops: seed %llu (CELER_TEST_SEED repeats it)\n", (unsigned long long)rng_state);
+    celer_backend_config cfg = {0};
+    CHECK(celer_backend_create(&cpu, "cpu", &cfg, &err) == CELER_OK);
+    celer_status st = celer_backend_create(&gpu, getenv("CELER_TEST_BACKEND") ? getenv("CELER_TEST_BACKEND") : "cuda", &cfg, &err);
+    if (st) {
+        fprintf(stderr, "test_gpu_ops: no GPU backend: %s\n", err.msg);
+        return 1; /* on a GPU machine a missing device is a failure, not a skip */
+    }
+    test_get_rows();
+    test_matmul_gguf();
+    test_matmul_mlx();
+    test_elementwise();
+    test_rope();
+    test_attention();
+    test_moe(CELER_GGML_F32, 1);
+    test_moe(CELER_GGML_F32, 37);
+    test_moe(CELER_GGML_Q4_0, 1);
+    test_moe(CELER_GGML_Q4_K, 300);
+    celer_backend_destroy(gpu);
+    celer_backend_destroy(cpu);
+    printf("test_gpu_ops: %s (%d failed checks)\n", failures ? "FAILED" : "passed", failures);
+    return failures ? 1 : 0;
+}
