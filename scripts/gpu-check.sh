@@ -2,11 +2,14 @@
 # The GPU backend's checks on a machine with an NVIDIA GPU (docs/benchmarks/gpu-h200.md says how
 # its numbers were taken). Steps, any of them in order (default: build test verify):
 #   build    configure and build the CUDA backend (build-cuda/), sm_90 unless CELER_CUDA_ARCHS says
-#   test     tests/gpu/test_gpu_ops, then again under compute-sanitizer --tool memcheck
+#   test     tests/test_ports, tests/test_batcher (its engines on the GPU: continuous batches of
+#            mixed prefill and decode), tests/gpu/test_gpu_ops, then test_gpu_ops again under
+#            compute-sanitizer --tool memcheck
 #   verify   celer verify --backend cuda --against cpu: the tiny MLX models of tests/data/mlx_dirs
 #            and synthetic GGUF models of every weight type (small shapes)
-#   big      synthetic Llama-3.1-8B and Qwen3-30B-A3B Q4_0: celer verify, then celer bench
-#            (pp512, tg128), and llama.cpp's llama-bench on the same files when LLAMA_BENCH names it
+#   big      synthetic Llama-3.1-8B and Qwen3-30B-A3B Q4_0 (celer synth): celer verify
+#   bench    the same files: celer bench (pp512, tg128), and llama.cpp's llama-bench on them in the
+#            same run when LLAMA_BENCH names its binary
 # Logs go to $OUT/logs.tar.gz ($OUT defaults to ./gpu-out); the last lines printed are a short
 # table of results.
 # Dependencies the machine lacks (cJSON, libmicrohttpd) are taken from .carry/deb when there: the
@@ -32,15 +35,19 @@ step_build() {
     local t0=$SECONDS
     cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCELER_CUDA=ON \
         -DCELER_CUDA_ARCHS="${CELER_CUDA_ARCHS:-90}" "${DEPS[@]}" >"$OUT/logs/configure.log" 2>&1 &&
-        cmake --build "$B" -j"$(nproc)" --target celer test_gpu_ops >"$OUT/logs/build.log" 2>&1
+        cmake --build "$B" -j"$(nproc)" --target celer test_gpu_ops test_ports test_batcher >"$OUT/logs/build.log" 2>&1
     local rc=$?
-    result "build (celer, test_gpu_ops)" "$([ $rc = 0 ] && echo ok || echo FAILED) in $((SECONDS - t0)) s"
+    result "build (celer and the GPU tests)" "$([ $rc = 0 ] && echo ok || echo FAILED) in $((SECONDS - t0)) s"
     [ $rc = 0 ] || { tail -30 "$OUT/logs/build.log"; return 1; }
     "$B/celer" info >"$OUT/logs/info.txt" 2>&1
     sed -n '1,40p' "$OUT/logs/info.txt"
 }
 
 step_test() {
+    for t in test_ports test_batcher; do # the batcher's engine takes the GPU (auto): mixed batches there
+        "$B/$t" >"$OUT/logs/$t.log" 2>&1
+        result "$t" "$([ $? = 0 ] && echo passed || echo FAILED)"
+    done
     "$B/test_gpu_ops" >"$OUT/logs/test_gpu_ops.log" 2>&1
     result "test_gpu_ops" "$([ $? = 0 ] && echo passed || echo FAILED) ($(grep -c '' "$OUT/logs/test_gpu_ops.log") lines)"
     tail -5 "$OUT/logs/test_gpu_ops.log"
@@ -81,11 +88,21 @@ step_verify() {
     verify "synth gemma3-270m Q8_0" "$f" -n 16
 }
 
+synth_big() {
+    f=$SYNTH/$1-Q4_0.gguf
+    [ -f "$f" ] || "$B/celer" synth --shape "$1" --type Q4_0 -o "$f" >"$OUT/logs/synth-$1.log" 2>&1
+}
+
 step_big() {
     for shape in llama-3.1-8b qwen3-30b-a3b; do
-        f=$SYNTH/$shape-Q4_0.gguf
-        [ -f "$f" ] || "$B/celer" synth --shape "$shape" --type Q4_0 -o "$f" >"$OUT/logs/synth-$shape.log" 2>&1
+        synth_big $shape
         verify "$shape Q4_0" "$f" -n 8
+    done
+}
+
+step_bench() {
+    for shape in llama-3.1-8b qwen3-30b-a3b; do
+        synth_big $shape
         "$B/celer" bench -m "$f" --backend cuda -p 512 -n 128 -r 3 >"$OUT/logs/bench-$shape.txt" 2>&1
         result "celer bench $shape Q4_0" "$(grep -E 'pp512|tg128' "$OUT/logs/bench-$shape.txt" | awk '{print $(NF-3), $(NF-2)}' | tr '\n' ' ')"
         if [ -n "${LLAMA_BENCH:-}" ]; then
@@ -101,7 +118,7 @@ for s in "${steps[@]}"; do
     "step_$s" || break
 done
 # what comes back from a lent machine is a few files: the logs travel as one archive
-tar -czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$OUT/logs"
+tar -czf "$OUT/logs-$(date +%H%M%S).tar.gz" -C "$OUT" logs && rm -rf "$OUT/logs"
 echo
 echo "== gpu-check: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 printf '%s\n' "${RESULTS[@]}"

@@ -90,3 +90,14 @@ if(TARGET celer_gpu)
     set_tests_properties(${name} PROPERTIES LABELS gpu)
   endforeach()
 endif()
+
+# CI has no GPU: it compiles and links the CUDA build (sm_80, sm_90) and the HIP build (gfx1030,
+# gfx90a, Debian's hipcc), and checks that the HIP binary, where no AMD GPU exists, says so in one
+# line and exits 3 (scripts/check-gpu-builds.sh). Not in the sanitizer build or a GPU build itself.
+if(NOT CELER_SANITIZE AND NOT TARGET celer_gpu)
+  add_test(NAME gpu_builds
+           COMMAND ${PROJECT_SOURCE_DIR}/scripts/check-gpu-builds.sh ${PROJECT_BINARY_DIR}/gpu-cuda
+                   ${PROJECT_BINARY_DIR}/gpu-hip
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(gpu_builds PROPERTIES TIMEOUT 1500 ENVIRONMENT "JOBS=2")
+endif()

@@ -9,9 +9,12 @@
  *   - embedding rows: equal to the CPU's reference dequantizer bit for bit;
  *   - norms, activations, RoPE, attention over the paged cache (a mixed batch of three
  *     sequences: prefill, decode and a chunk; grouped-query heads; a sliding window), routing:
- *     1e-5, and the routers' choices equal.
+ *     1e-5, and the routers' choices equal;
+ *   - the fused kernels of the port tables (add_rmsnorm, rope_kv_write) against their fallbacks
+ *     run on the CPU backend: 1e-5 (the cache contents compared directly).
  * Run on a machine with a GPU (scripts/gpu-check.sh); built only with CELER_CUDA or CELER_HIP. */
 #include "backends/backend.h"
+#include "backends/ports.h"
 #include "core/error.h"
 #include "quant/dequant.h"
 #include "quant/mlx_quantize.h"
@@ -353,6 +356,63 @@ static void test_attention(void)
     attention_case(2, 2, 80, 0); /* a head size that is not a multiple of the warp */
 }
 
+/* ---- the fused kernels of the port tables ------------------------------------------------ */
+
+static void test_fused(void)
+{
+    enum { R = 7, D = 640 };
+    static float x[R * D], o[R * D], wv[D], cx[R * D], ch[R * D], gx[R * D], gh[R * D];
+    random_fill(x, R * D, 2.0f), random_fill(o, R * D, 2.0f), random_fill(wv, D, 1.0f);
+    celer_weight norm = {.type = CELER_GGML_F32, .rows = 1, .cols = D, .data = wv}, ng = norm;
+    CHECK(gpu->ops->weight_load(gpu, &ng, &err) == CELER_OK);
+    celer_port_fn fn;
+    CHECK(celer_port_select(&celer_port_add_rmsnorm, gpu->ops->kind, &fn, &err) == CELER_OK);
+    float *dx = dev_copy(x, sizeof x), *dob = dev_copy(o, sizeof o), *dh = dev_zeros(R * D);
+    CHECK(((celer_add_rmsnorm_fn)fn)(gpu, dx, dob, &ng, R, D, 1e-6f, dh, &err) == CELER_OK);
+    memcpy(cx, x, sizeof x);
+    CHECK(cpu->ops->add(cpu, cx, o, R * D, &err) == CELER_OK);
+    CHECK(cpu->ops->rmsnorm(cpu, cx, &norm, R, D, 1e-6f, ch, &err) == CELER_OK);
+    to_host(dx, gx, sizeof gx), to_host(dh, gh, sizeof gh);
+    CHECK(rel_l2f(gx, cx, R * D) < 1e-6 && rel_l2f(gh, ch, R * D) < 1e-5);
+    gpu->ops->release(gpu, dx), gpu->ops->release(gpu, dob), gpu->ops->release(gpu, dh);
+
+    /* rope_kv_write: norm and neox, partial rotation, frequency divisors, two sequences */
+    enum { T = 9, KV = 2, HD = 128 };
+    static float k[T * KV * HD], v[T * KV * HD], kr[T * KV * HD], factors[32];
+    int32_t      pos[T] = {0, 1, 2, 3, 4, 40, 41, 42, 3000}, seq[T] = {0, 0, 0, 0, 0, 1, 1, 1, 1};
+    celer_batch  b = {T, pos, seq};
+    for (int i = 0; i < 32; i++) factors[i] = 1.0f + (float)i;
+    CHECK(celer_port_select(&celer_port_rope_kv_write, gpu->ops->kind, &fn, &err) == CELER_OK);
+    for (int mode = 0; mode < 2; mode++) {
+        celer_rope r = {.mode = mode ? CELER_ROPE_NEOX : CELER_ROPE_NORM, .n_rot = mode ? 64 : HD, .base = 500000.0f,
+                        .pos_scale = 1.0f, .freq_factors = mode ? factors : NULL, .mscale = 1.0f};
+        celer_kv_cache kc, kg;
+        CHECK(celer_kv_cache_init(&kc, cpu, 1, KV, HD, HD, 2, 4096, 256, &err) == CELER_OK);
+        CHECK(celer_kv_cache_init(&kg, gpu, 1, KV, HD, HD, 2, 4096, 256, &err) == CELER_OK);
+        for (int s = 0; s < 2; s++) {
+            CHECK(celer_kv_cache_reserve(&kc, s, s ? 3001 : 5, &err) == CELER_OK);
+            CHECK(celer_kv_cache_reserve(&kg, s, s ? 3001 : 5, &err) == CELER_OK);
+        }
+        random_fill(k, T * KV * HD, 2.0f), random_fill(v, T * KV * HD, 2.0f);
+        memcpy(kr, k, sizeof k);
+        float *dk = dev_copy(k, sizeof k), *dv = dev_copy(v, sizeof v);
+        CHECK(((celer_rope_kv_write_fn)fn)(gpu, &kg, 0, dk, dv, &b, HD, &r, &err) == CELER_OK);
+        CHECK(cpu->ops->rope(cpu, kr, &b, KV, HD, &r, &err) == CELER_OK);
+        CHECK(cpu->ops->kv_write(cpu, &kc, 0, kr, v, &b, &err) == CELER_OK);
+        size_t bytes = (size_t)kc.n_blocks * kc.block_size * KV * HD * sizeof(float);
+        float *hk = malloc(bytes), *hv = malloc(bytes);
+        to_host(kg.k[0], hk, bytes), to_host(kg.v[0], hv, bytes);
+        int64_t n = (int64_t)(bytes / sizeof(float));
+        double  ek = rel_l2f(hk, kc.k[0], n), ev = rel_l2f(hv, kc.v[0], n);
+        if (!(ek < 1e-5 && ev == 0)) fprintf(stderr, "  rope_kv_write mode %d: keys %.2e values %.2e\n", mode, ek, ev);
+        CHECK(ek < 1e-5 && ev == 0);
+        free(hk), free(hv);
+        gpu->ops->release(gpu, dk), gpu->ops->release(gpu, dv);
+        celer_kv_cache_free(&kc, cpu);
+        celer_kv_cache_free(&kg, gpu);
+    }
+}
+
 /* ---- mixture of experts --------------------------------------------------------------------- */
 
 static void test_moe(celer_ggml_type t, int64_t T)
@@ -417,6 +477,7 @@ int main(void)
     test_elementwise();
     test_rope();
     test_attention();
+    test_fused();
     test_moe(CELER_GGML_F32, 1);
     test_moe(CELER_GGML_F32, 37);
     test_moe(CELER_GGML_Q4_0, 1);

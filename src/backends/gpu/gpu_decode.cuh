@@ -89,120 +89,79 @@ static __device__ __forceinline__ void k_scale_min(const uint8_t *s, int j, int 
     }
 }
 
-/* MLX codes of BITS bits: the 32 codes of a chunk are BITS little-endian words. */
-template <int BITS>
-static __device__ __forceinline__ void mlx_codes(const uint8_t *p, uint32_t q[32])
+/* Value j (0..31) of chunk c of the row at `row`. Written per value so that the decode-step
+ * kernel can give each lane of a warp one value of a chunk (its loads of the activations are
+ * then one contiguous line per warp); dec32 below unrolls it over a whole chunk, where the
+ * compiler shares the block's scale loads between the 32 values. */
+template <int F>
+static __device__ __forceinline__ float dec1(const gpu_wdesc &w, const uint8_t *row, int64_t c, int j)
 {
-    uint32_t w[BITS];
-#pragma unroll
-    for (int i = 0; i < BITS; i++) w[i] = *(const uint32_t *)(p + 4 * i);
-#pragma unroll
-    for (int j = 0; j < 32; j++) {
-        const int bit = j * BITS, wi = bit / 32, sh = bit % 32;
-        uint32_t  v   = w[wi] >> sh;
-        if (sh + BITS > 32) v |= w[wi + 1] << (32 - sh);
-        q[j] = v & ((1u << BITS) - 1);
+    if (F == GPU_F32) return ((const float *)row)[32 * c + j];
+    if (F == GPU_F16) return dec_f16(((const uint16_t *)row)[32 * c + j]);
+    if (F == GPU_BF16) return dec_bf16(((const uint16_t *)row)[32 * c + j]);
+    if (F == GPU_Q4_0 || F == GPU_Q4_1 || F == GPU_Q5_0 || F == GPU_Q5_1) {
+        const bool     has_m = F == GPU_Q4_1 || F == GPU_Q5_1, five = F == GPU_Q5_0 || F == GPU_Q5_1;
+        const int      bb    = 2 + (has_m ? 2 : 0) + (five ? 4 : 0) + 16;
+        const uint8_t *b     = row + bb * c;
+        const uint8_t *qh    = b + (has_m ? 4 : 2);
+        const uint8_t *qs    = qh + (five ? 4 : 0);
+        int            q     = (qs[j % 16] >> (4 * (j / 16))) & 0x0f;
+        if (five) q |= ((qh[j / 8] >> (j % 8)) & 1) << 4;
+        const float d = dec_f16(ld16(b));
+        if (has_m) return __fadd_rn(__fmul_rn(d, (float)q), dec_f16(ld16(b + 2)));
+        return __fmul_rn(d, (float)(q - (five ? 16 : 8)));
     }
+    if (F == GPU_Q8_0) {
+        const uint8_t *b = row + 34 * c;
+        return __fmul_rn((float)(int8_t)b[2 + j], dec_f16(ld16(b)));
+    }
+    if (F == GPU_Q4_K || F == GPU_Q5_K) {
+        const bool     five = F == GPU_Q5_K;
+        const uint8_t *b    = row + (five ? 176 : 144) * (c / 8);
+        const int      s    = (int)(c % 8);
+        int            sc, m;
+        k_scale_min(b + 4, s, &sc, &m);
+        const float dl = __fmul_rn(dec_f16(ld16(b)), (float)sc), ml = __fmul_rn(dec_f16(ld16(b + 2)), (float)m);
+        int         q  = (b[(five ? 48 : 16) + 32 * (s / 2) + j] >> (4 * (s % 2))) & 0x0f;
+        if (five) q |= ((b[16 + j] >> s) & 1) << 4;
+        return __fsub_rn(__fmul_rn(dl, (float)q), ml);
+    }
+    if (F == GPU_Q6_K) {
+        const uint8_t *b  = row + 210 * (c / 8);
+        const int      s  = (int)(c % 8), half = s / 4, sr = s % 4, r = 32 * sr + j;
+        const int      lo = (b[64 * half + r % 64] >> (4 * (r / 64))) & 0x0f;
+        const int      hi = (b[128 + 32 * half + j] >> (2 * sr)) & 3;
+        const float    dl = __fmul_rn(dec_f16(ld16(b + 208)), (float)((const int8_t *)(b + 192))[(32 * s + j) / 16]);
+        return __fmul_rn(dl, (float)((lo | hi << 4) - 32));
+    }
+    if (F >= GPU_AFFINE2 && F <= GPU_AFFINE8) {
+        const int BITS = F == GPU_AFFINE2 ? 2 : F == GPU_AFFINE3 ? 3 : F == GPU_AFFINE4 ? 4 : F == GPU_AFFINE5 ? 5
+                                             : F == GPU_AFFINE6 ? 6 : 8;
+        const uint32_t *wd  = (const uint32_t *)(row + 4 * BITS * c);
+        const int       bit = j * BITS, wi = bit / 32, sh = bit % 32;
+        uint32_t        q   = wd[wi] >> sh;
+        if (sh + BITS > 32) q |= wd[wi + 1] << (32 - sh);
+        q &= (1u << BITS) - 1;
+        const int64_t g  = 32 * c / w.group;
+        const int     es = w.sdtype == 0 ? 4 : 2;
+        return __fadd_rn(__fmul_rn((float)q, dec_sdtype(row + w.scales_off + es * g, w.sdtype)),
+                         dec_sdtype(row + w.biases_off + es * g, w.sdtype));
+    }
+    if (F == GPU_MXFP4 || F == GPU_NVFP4) {
+        const uint32_t q = (((const uint32_t *)(row + 16 * c))[j / 8] >> (4 * (j % 8))) & 0x0f;
+        if (F == GPU_MXFP4) return dec_e2m1(q) * dec_e8m0(row[w.scales_off + c]);
+        return dec_e2m1(q) * (dec_e4m3(row[w.scales_off + 2 * c + j / 16]) * w.gmul);
+    }
+    /* GPU_MXFP8 */
+    return dec_e4m3(row[32 * c + j]) * dec_e8m0(row[w.scales_off + c]);
 }
 
 /* v[0..32) = values 32c .. 32c + 31 of the row at `row`. */
 template <int F>
 static __device__ __forceinline__ void dec32(const gpu_wdesc &w, const uint8_t *row, int64_t c, float v[32])
 {
-    if (F == GPU_F32) {
-        const float *p = (const float *)row + 32 * c;
 #pragma unroll
-        for (int i = 0; i < 32; i++) v[i] = p[i];
-    } else if (F == GPU_F16 || F == GPU_BF16) {
-        const uint16_t *p = (const uint16_t *)row + 32 * c;
-#pragma unroll
-        for (int i = 0; i < 32; i++) v[i] = F == GPU_F16 ? dec_f16(p[i]) : dec_bf16(p[i]);
-    } else if (F == GPU_Q4_0 || F == GPU_Q4_1 || F == GPU_Q5_0 || F == GPU_Q5_1) {
-        const bool     has_m = F == GPU_Q4_1 || F == GPU_Q5_1, five = F == GPU_Q5_0 || F == GPU_Q5_1;
-        const int      bb    = 2 + (has_m ? 2 : 0) + (five ? 4 : 0) + 16;
-        const uint8_t *b     = row + bb * c;
-        const float    d     = dec_f16(ld16(b));
-        const float    m     = has_m ? dec_f16(ld16(b + 2)) : 0.0f;
-        const uint8_t *qh    = b + (has_m ? 4 : 2);
-        const uint8_t *qs    = qh + (five ? 4 : 0);
-        uint32_t       h     = five ? (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24 : 0;
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
-            int lo = qs[j] & 0x0f, hi = qs[j] >> 4;
-            if (five) lo |= (int)((h >> j) & 1) << 4, hi |= (int)((h >> (j + 16)) & 1) << 4;
-            if (has_m) {
-                v[j]      = __fadd_rn(__fmul_rn(d, (float)lo), m);
-                v[j + 16] = __fadd_rn(__fmul_rn(d, (float)hi), m);
-            } else {
-                const int off = five ? 16 : 8;
-                v[j]          = __fmul_rn(d, (float)(lo - off));
-                v[j + 16]     = __fmul_rn(d, (float)(hi - off));
-            }
-        }
-    } else if (F == GPU_Q8_0) {
-        const uint8_t *b = row + 34 * c;
-        const float    d = dec_f16(ld16(b));
-#pragma unroll
-        for (int i = 0; i < 32; i++) v[i] = __fmul_rn((float)(int8_t)b[2 + i], d);
-    } else if (F == GPU_Q4_K || F == GPU_Q5_K) {
-        const bool     five = F == GPU_Q5_K;
-        const uint8_t *b    = row + (five ? 176 : 144) * (c / 8);
-        const int      j    = (int)(c % 8);
-        const float    d = dec_f16(ld16(b)), dmin = dec_f16(ld16(b + 2));
-        int            sc, m;
-        k_scale_min(b + 4, j, &sc, &m);
-        const float    dl = __fmul_rn(d, (float)sc), ml = __fmul_rn(dmin, (float)m);
-        const uint8_t *qh = b + 16, *qs = b + (five ? 48 : 16) + 32 * (j / 2);
-#pragma unroll
-        for (int l = 0; l < 32; l++) {
-            int q = (qs[l] >> (4 * (j % 2))) & 0x0f;
-            if (five) q |= ((qh[l] >> j) & 1) << 4;
-            v[l] = __fsub_rn(__fmul_rn(dl, (float)q), ml);
-        }
-    } else if (F == GPU_Q6_K) {
-        const uint8_t *b  = row + 210 * (c / 8);
-        const int      j  = (int)(c % 8), half = j / 4, jr = j % 4;
-        const float    d  = dec_f16(ld16(b + 208));
-        const uint8_t *ql = b, *qh = b + 128;
-        const int8_t  *sc = (const int8_t *)(b + 192);
-#pragma unroll
-        for (int l = 0; l < 32; l++) {
-            const int   r  = 32 * jr + l;
-            const int   lo = (ql[64 * half + r % 64] >> (4 * (r / 64))) & 0x0f;
-            const int   hi = (qh[32 * half + l] >> (2 * jr)) & 3;
-            const float dl = __fmul_rn(d, (float)sc[(32 * j + l) / 16]);
-            v[l]           = __fmul_rn(dl, (float)((lo | hi << 4) - 32));
-        }
-    } else if (F >= GPU_AFFINE2 && F <= GPU_AFFINE8) {
-        const int BITS = F == GPU_AFFINE2 ? 2 : F == GPU_AFFINE3 ? 3 : F == GPU_AFFINE4 ? 4 : F == GPU_AFFINE5 ? 5
-                                             : F == GPU_AFFINE6 ? 6 : 8;
-        uint32_t q[32];
-        mlx_codes<BITS>(row + 4 * BITS * c, q);
-        const int64_t g  = 32 * c / w.group;
-        const int     es = w.sdtype == 0 ? 4 : 2;
-        const float   s  = dec_sdtype(row + w.scales_off + es * g, w.sdtype);
-        const float   bi = dec_sdtype(row + w.biases_off + es * g, w.sdtype);
-#pragma unroll
-        for (int i = 0; i < 32; i++) v[i] = __fadd_rn(__fmul_rn((float)q[i], s), bi);
-    } else if (F == GPU_MXFP4 || F == GPU_NVFP4) {
-        uint32_t q[32];
-        mlx_codes<4>(row + 16 * c, q);
-        if (F == GPU_MXFP4) {
-            const float s = dec_e8m0(row[w.scales_off + c]);
-#pragma unroll
-            for (int i = 0; i < 32; i++) v[i] = dec_e2m1(q[i]) * s;
-        } else {
-            const float s0 = dec_e4m3(row[w.scales_off + 2 * c]) * w.gmul;
-            const float s1 = dec_e4m3(row[w.scales_off + 2 * c + 1]) * w.gmul;
-#pragma unroll
-            for (int i = 0; i < 32; i++) v[i] = dec_e2m1(q[i]) * (i < 16 ? s0 : s1);
-        }
-    } else if (F == GPU_MXFP8) {
-        const uint8_t *p = row + 32 * c;
-        const float    s = dec_e8m0(row[w.scales_off + c]);
-#pragma unroll
-        for (int i = 0; i < 32; i++) v[i] = dec_e4m3(p[i]) * s;
-    }
+    for (int j = 0; j < 32; j++) v[j] = dec1<F>(w, row, c, j);
 }
 
 #endif

@@ -1,8 +1,9 @@
 /* Matrix products of f32 activations by stored weights, and embedding rows, on the GPU. Weights
  * are decoded in registers (gpu_decode.cuh) and never written out dequantized.
  *
- * Decode (T <= MV_TOKENS): one warp per weight row, its lanes striding over the row's 32-value
- * chunks, each chunk decoded once and dotted with every token of the step.
+ * Decode (T <= MV_TOKENS): one warp per weight row; the warp walks the row's 32-value chunks, each
+ * lane decoding one value of a chunk and dotting it with every token of the step, so the
+ * activations are read a line per warp and the weights once.
  * Prefill: tiles of 64 rows × 64 tokens; each 32-column step decodes the tile's weight chunks
  * into shared memory once for the 64 tokens.
  *
@@ -22,25 +23,21 @@ template <int F>
 __global__ void k_matvec(gpu_wdesc w, const float *__restrict__ x, int64_t T, float *__restrict__ y)
 {
     const int     lane = threadIdx.x % CELER_WARP, nw = blockDim.x / CELER_WARP;
-    const int64_t r    = (int64_t)blockIdx.x * nw + threadIdx.x / CELER_WARP;
+    const int     j = lane % 32, slot = lane / 32, slots = CELER_WARP / 32; /* wave64: two chunks at a time */
+    const int64_t r = (int64_t)blockIdx.x * nw + threadIdx.x / CELER_WARP;
     if (r >= w.rows) return; /* the whole warp */
     const uint8_t *row = w.data + r * w.row_bytes;
     const int64_t  nc  = w.cols / 32;
     float          acc[MV_TOKENS];
 #pragma unroll
     for (int t = 0; t < MV_TOKENS; t++) acc[t] = 0.0f;
-    for (int64_t c = lane; c < nc; c += CELER_WARP) {
-        float v[32];
-        dec32<F>(w, row, c, v);
+#pragma unroll 4
+    for (int64_t c = slot; c < nc; c += slots) {
+        const float  v  = dec1<F>(w, row, c, j);
+        const float *xc = x + 32 * c + j;
 #pragma unroll
-        for (int t = 0; t < MV_TOKENS; t++) {
-            if (t >= T) break;
-            const float *xt = x + t * w.cols + 32 * c;
-            float        s  = 0.0f;
-#pragma unroll
-            for (int i = 0; i < 32; i++) s += v[i] * xt[i];
-            acc[t] += s;
-        }
+        for (int t = 0; t < MV_TOKENS; t++)
+            if (t < T) acc[t] += v * xc[t * w.cols];
     }
 #pragma unroll
     for (int t = 0; t < MV_TOKENS; t++) {
