@@ -269,7 +269,9 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     if (!g) return celer_fail(err, CELER_ERR_OOM, "%s: out of memory", CELER_GPU_NAME);
     g->base.ops  = &gpu_ops;
     g->device    = device;
-    g->timeout_s = cfg && cfg->timeout_s > 0 ? cfg->timeout_s : 120.0;
+    /* the watchdog's deadline: the config's, else CELER_GPU_WATCHDOG (seconds), else 120 s */
+    const char *wd = getenv("CELER_GPU_WATCHDOG");
+    g->timeout_s   = cfg && cfg->timeout_s > 0 ? cfg->timeout_s : wd && atof(wd) > 0 ? atof(wd) : 120.0;
     g->upload_total = cfg ? cfg->upload_total : 0;
     snprintf(g->device_name, sizeof g->device_name, "%s", f.name);
     gpuError_t e = gpuSetDevice(device);

@@ -1,9 +1,9 @@
 /* Matrix products of f32 activations by stored weights, and embedding rows, on the GPU. Weights
  * are decoded in registers (gpu_decode.cuh) and never written out dequantized.
  *
- * Decode (T <= MV_TOKENS): one warp per weight row; the warp walks the row's 32-value chunks, each
- * lane decoding one value of a chunk and dotting it with every token of the step, so the
- * activations are read a line per warp and the weights once.
+ * Decode (T <= MV_TOKENS): 32 lanes per weight row, each decoding one 32-value chunk of a segment
+ * of 32 chunks (neighbouring lanes read neighbouring blocks), against the step's activations of
+ * that segment, staged once per block in shared memory (rows padded: no bank conflicts).
  * Prefill: tiles of 64 rows × 64 tokens; each 32-column step decodes the tile's weight chunks
  * into shared memory once for the 64 tokens.
  *
@@ -17,33 +17,49 @@ extern "C" {
 
 #include <string.h>
 
-enum { MV_TOKENS = 8, MV_THREADS = 256, TILE_R = 64, TILE_T = 64, GEMM_THREADS = 256 };
+enum { MV_TOKENS = 8, MV_THREADS = 256, SEG = 32, TILE_R = 64, TILE_T = 64, GEMM_THREADS = 256 };
 
 template <int F>
 __global__ void k_matvec(gpu_wdesc w, const float *__restrict__ x, int64_t T, float *__restrict__ y)
 {
+    extern __shared__ float xs[]; /* (T, SEG, 33): a segment of the activations, rows padded */
     const int     lane = threadIdx.x % CELER_WARP, nw = blockDim.x / CELER_WARP;
-    const int     j = lane % 32, slot = lane / 32, slots = CELER_WARP / 32; /* wave64: two chunks at a time */
-    const int64_t r = (int64_t)blockIdx.x * nw + threadIdx.x / CELER_WARP;
-    if (r >= w.rows) return; /* the whole warp */
-    const uint8_t *row = w.data + r * w.row_bytes;
-    const int64_t  nc  = w.cols / 32;
+    const int     ch = lane % SEG, per_warp = CELER_WARP / SEG; /* wave64: a warp takes two rows */
+    const int64_t r      = ((int64_t)blockIdx.x * nw + threadIdx.x / CELER_WARP) * per_warp + lane / SEG;
+    const bool    active = r < w.rows; /* every thread reaches the barriers */
+    const uint8_t *row   = w.data + (active ? r : 0) * w.row_bytes;
+    const int64_t  nc    = w.cols / 32;
     float          acc[MV_TOKENS];
 #pragma unroll
     for (int t = 0; t < MV_TOKENS; t++) acc[t] = 0.0f;
-#pragma unroll 4
-    for (int64_t c = slot; c < nc; c += slots) {
-        const float  v  = dec1<F>(w, row, c, j);
-        const float *xc = x + 32 * c + j;
+    for (int64_t c0 = 0; c0 < nc; c0 += SEG) {
+        __syncthreads();
+        for (int k = threadIdx.x; k < T * SEG * 32; k += blockDim.x) {
+            const int     t = k / (SEG * 32), i = k % (SEG * 32);
+            const int64_t col = 32 * c0 + i;
+            xs[(t * SEG + i / 32) * 33 + i % 32] = col < w.cols ? x[t * w.cols + col] : 0.0f;
+        }
+        __syncthreads();
+        const int64_t c = c0 + ch;
+        if (!active || c >= nc) continue;
+        float v[32];
+        dec32<F>(w, row, c, v);
 #pragma unroll
-        for (int t = 0; t < MV_TOKENS; t++)
-            if (t < T) acc[t] += v * xc[t * w.cols];
+        for (int t = 0; t < MV_TOKENS; t++) {
+            if (t >= T) break;
+            const float *xt = xs + (t * SEG + ch) * 33;
+            float        s  = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 32; i++) s += v[i] * xt[i];
+            acc[t] += s;
+        }
     }
 #pragma unroll
     for (int t = 0; t < MV_TOKENS; t++) {
         if (t >= T) break;
-        const float s = gpu_warp_sum(acc[t]);
-        if (lane == 0) y[t * w.rows + r] = s;
+        float s = acc[t];
+        for (int m = SEG / 2; m > 0; m >>= 1) s += gpu_shfl_xor(s, m); /* within the row's SEG lanes */
+        if (ch == 0 && active) y[t * w.rows + r] = s;
     }
 }
 
@@ -192,9 +208,9 @@ celer_status gpu_matmul(celer_backend *be, const celer_weight *w, const float *x
     if (T <= 0) return CELER_OK;
     if (T <= MV_TOKENS) {
         unsigned blocks;
-        int      rows_per = MV_THREADS / g->prop.warpSize;
+        int      rows_per = MV_THREADS / SEG; /* a row per 32 lanes, whatever the warp size */
         if (gpu_grid(g, w->rows, rows_per, &blocks, "matvec", err)) return err->code;
-        MATVEC[f]<<<blocks, MV_THREADS, 0, g->stream>>>(d, x, T, y);
+        MATVEC[f]<<<blocks, MV_THREADS, (size_t)T * SEG * 33 * sizeof(float), g->stream>>>(d, x, T, y);
         return gpu_launched(g, err, "matvec");
     }
     int64_t bt = (T + TILE_T - 1) / TILE_T;
