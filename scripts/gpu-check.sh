@@ -51,13 +51,6 @@ step_test() {
     "$B/test_gpu_ops" >"$OUT/logs/test_gpu_ops.log" 2>&1
     result "test_gpu_ops" "$([ $? = 0 ] && echo passed || echo FAILED) ($(grep -c '' "$OUT/logs/test_gpu_ops.log") lines)"
     tail -5 "$OUT/logs/test_gpu_ops.log"
-    # a step past the watchdog's deadline fails the device: one line, exit 3
-    f=$SYNTH/small-Q4_0.gguf
-    [ -f "$f" ] || "$B/celer" synth --shape qwen3-0.6b --layers 4 --type Q4_0 -o "$f" >/dev/null 2>&1
-    CELER_GPU_WATCHDOG=0.000001 "$B/celer" generate -m "$f" --backend cuda --no-chat -p "hello there" -n 8 \
-        >"$OUT/logs/watchdog.txt" 2>&1
-    local wrc=$?
-    result "watchdog (deadline 1 us)" "rc=$wrc $(grep -m1 -o 'did not finish.*' "$OUT/logs/watchdog.txt" | cut -c1-60)"
     if command -v compute-sanitizer >/dev/null; then
         compute-sanitizer --tool memcheck --error-exitcode 9 "$B/test_gpu_ops" >"$OUT/logs/memcheck.log" 2>&1
         local rc=$?
@@ -105,6 +98,12 @@ step_big() {
         synth_big $shape
         verify "$shape Q4_0" "$f" -n 8
     done
+    # a step past the watchdog's deadline fails the device: one line, exit 3
+    synth_big llama-3.1-8b
+    CELER_GPU_WATCHDOG=0.000001 "$B/celer" generate -m "$f" --backend cuda --no-chat -p "hello there" -n 8 \
+        >"$OUT/logs/watchdog.txt" 2>&1
+    local wrc=$?
+    result "watchdog (deadline 1 us, 8B)" "rc=$wrc $(grep -m1 -o 'did not finish.*' "$OUT/logs/watchdog.txt" | cut -c1-60)"
 }
 
 step_bench() {

@@ -44,8 +44,8 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Polls the stream: a few microseconds of spinning, then short sleeps, until done or the
- * deadline passes (a hung kernel fails the device instead of hanging the request forever). */
+/* Polls the stream: spinning, then short sleeps, until done or the deadline passes (a hung
+ * kernel fails the device instead of hanging the request forever). */
 celer_status gpu_sync(gpu_backend *g, celer_error *err)
 {
     if (gpu_alive(g, err)) return err->code;
@@ -54,15 +54,17 @@ celer_status gpu_sync(gpu_backend *g, celer_error *err)
         gpuError_t e = gpuStreamQuery(g->stream);
         if (e == gpuSuccess) return CELER_OK;
         if (e != gpuErrorNotReady) return gpu_fail(g, err, e, "a kernel");
-        if (spin > 2000) {
+        if (spin > 64) {
             if (now_s() - t0 > g->timeout_s) {
                 g->failed = true;
-                snprintf(g->failure, sizeof g->failure, "a step did not finish within %.0f s (watchdog)", g->timeout_s);
+                snprintf(g->failure, sizeof g->failure, "a step did not finish within %g s (watchdog)", g->timeout_s);
                 return celer_fail(err, CELER_ERR_DEVICE, "%s: %s; the device is marked failed", CELER_GPU_NAME,
                                   g->failure);
             }
-            struct timespec ts = {0, 20000};
-            nanosleep(&ts, NULL);
+            if (spin > 2000) {
+                struct timespec ts = {0, 20000};
+                nanosleep(&ts, NULL);
+            }
         }
     }
 }
