@@ -8,6 +8,7 @@
 #   verify   celer verify --backend cuda --against cpu: the tiny MLX models of tests/data/mlx_dirs
 #            and synthetic GGUF models of every weight type (small shapes)
 #   big      synthetic Llama-3.1-8B and Qwen3-30B-A3B Q4_0 (celer synth): celer verify
+#   watchdog the 8B with a 1 us deadline: the first step past it fails the device (exit 3)
 #   bench    the same files: celer bench (pp512, tg128), and llama.cpp's llama-bench on them in the
 #            same run when LLAMA_BENCH names its binary
 # Logs go to $OUT/logs.tar.gz ($OUT defaults to ./gpu-out); the last lines printed are a short
@@ -98,7 +99,10 @@ step_big() {
         synth_big $shape
         verify "$shape Q4_0" "$f" -n 8
     done
-    # a step past the watchdog's deadline fails the device: one line, exit 3
+}
+
+# A step past the watchdog's deadline fails the device: one line, exit 3.
+step_watchdog() {
     synth_big llama-3.1-8b
     CELER_GPU_WATCHDOG=0.000001 "$B/celer" generate -m "$f" --backend cuda --no-chat -p "hello there" -n 8 \
         >"$OUT/logs/watchdog.txt" 2>&1

@@ -146,6 +146,9 @@ static celer_status gpu_read(celer_backend *be, const void *src, void *dst, size
 {
     gpu_backend *g = gpu_of(be);
     if (gpu_alive(g, err)) return err->code;
+    /* the work before the read finishes under the watchdog: a copy into pageable memory would
+     * wait for it inside the runtime, past any deadline */
+    if (gpu_sync(g, err)) return err->code;
     GPU_TRY(g, err, gpuMemcpyAsync(dst, src, n, gpuMemcpyDeviceToHost, g->stream), "device-to-host copy");
     return gpu_sync(g, err);
 }
