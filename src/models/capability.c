@@ -14,21 +14,29 @@
 
 static const char *const RUNS = "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K";
 
-celer_capability celer_cpu_capability(const char *type, char *detail, size_t n)
+/* An MLX affine type name ("affine4-g64"): NATIVE with native_detail when it is a format mlx
+ * writes, REJECT saying so when not; -1 when type is no affine name. */
+static int affine_capability(const char *type, const char *native_detail, char *detail, size_t n)
 {
     unsigned bits = 0, group = 0;
     char     tail;
+    if (sscanf(type, "affine%u-g%u%c", &bits, &group, &tail) != 2) return -1;
+    if (bits < 2 || bits > 8 || bits == 7 || (group != 32 && group != 64 && group != 128)) {
+        snprintf(detail, n, "not a format mlx writes (affine 2, 3, 4, 5, 6 or 8 bits in groups of 32, 64 or 128)");
+        return CELER_CAP_REJECT;
+    }
+    snprintf(detail, n, "%s", native_detail);
+    return CELER_CAP_NATIVE;
+}
+
+celer_capability celer_cpu_capability(const char *type, char *detail, size_t n)
+{
     /* MLX formats: moved at load into blocks with each row's scales beside its codes, at the
      * quantized size (backends/cpu/repack_mlx.h) */
-    if (sscanf(type, "affine%u-g%u%c", &bits, &group, &tail) == 2) {
-        if (bits < 2 || bits > 8 || bits == 7 || (group != 32 && group != 64 && group != 128)) {
-            snprintf(detail, n, "not a format mlx writes (affine 2, 3, 4, 5, 6 or 8 bits in groups of 32, 64 or 128)");
-            return CELER_CAP_REJECT;
-        }
-        snprintf(detail, n, "runs natively at its quantized size: scales moved beside the codes at load, 16 rows "
-                 "interleaved where AVX-512 VNNI runs; scale * sum(q x) + bias * sum(x) in integers");
-        return CELER_CAP_NATIVE;
-    }
+    int affine = affine_capability(type, "runs natively at its quantized size: scales moved beside the codes at "
+                                   "load, 16 rows interleaved where AVX-512 VNNI runs; scale * sum(q x) + bias * "
+                                   "sum(x) in integers", detail, n);
+    if (affine >= 0) return (celer_capability)affine;
     if (!strcmp(type, "mxfp4") || !strcmp(type, "nvfp4")) {
         snprintf(detail, n, "runs natively at its quantized size: scales moved beside the codes at load, 16 rows "
                  "interleaved where AVX-512 VNNI runs; E2M1 values dotted as integers");
@@ -68,17 +76,9 @@ static celer_capability gpu_capability(const char *type, char *detail, size_t n)
 {
     static const char *const GPU_RUNS[] = {"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K",
                                            "Q5_K", "Q6_K", "mxfp4", "mxfp8", "nvfp4"};
-    unsigned bits = 0, group = 0;
-    char     tail;
-    if (sscanf(type, "affine%u-g%u%c", &bits, &group, &tail) == 2) {
-        if (bits < 2 || bits > 8 || bits == 7 || (group != 32 && group != 64 && group != 128)) {
-            snprintf(detail, n, "not a format mlx writes (affine 2, 3, 4, 5, 6 or 8 bits in groups of 32, 64 or 128)");
-            return CELER_CAP_REJECT;
-        }
-        snprintf(detail, n, "runs natively at its quantized size: each row's scales and biases moved beside its "
-                 "codes at load, decoded in registers");
-        return CELER_CAP_NATIVE;
-    }
+    int affine = affine_capability(type, "runs natively at its quantized size: each row's scales and biases "
+                                   "moved beside its codes at load, decoded in registers", detail, n);
+    if (affine >= 0) return (celer_capability)affine;
     for (size_t i = 0; i < sizeof GPU_RUNS / sizeof GPU_RUNS[0]; i++)
         if (!strcmp(type, GPU_RUNS[i])) {
             snprintf(detail, n, "runs as stored, decoded in registers by the GPU kernels");

@@ -27,17 +27,7 @@ __global__ void k_rmsnorm(const float *__restrict__ x, const float *__restrict__
     float           *yr = y + (int64_t)blockIdx.x * d;
     float            ss = 0.0f;
     for (int64_t i = threadIdx.x; i < d; i += blockDim.x) ss += xr[i] * xr[i];
-    ss = gpu_warp_sum(ss);
-    const int lane = threadIdx.x % CELER_WARP, wid = threadIdx.x / CELER_WARP, nw = blockDim.x / CELER_WARP;
-    if (lane == 0) part[wid] = ss;
-    __syncthreads();
-    if (wid == 0) {
-        float s = lane < nw ? part[lane] : 0.0f;
-        s       = gpu_warp_sum(s);
-        if (lane == 0) part[0] = s;
-    }
-    __syncthreads();
-    const float inv = 1.0f / sqrtf(part[0] / (float)d + eps);
+    const float inv = 1.0f / sqrtf(gpu_block_sum(ss, part) / (float)d + eps);
     for (int64_t i = threadIdx.x; i < d; i += blockDim.x) yr[i] = xr[i] * inv * w[i];
 }
 

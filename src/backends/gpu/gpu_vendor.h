@@ -159,4 +159,21 @@ static __device__ __forceinline__ float gpu_warp_max(float v)
     return v;
 }
 
+/* The sum of v over the block's threads, for every thread; part is __shared__ float[32] (one
+ * slot per warp). Every thread of the block must call it. */
+static __device__ __forceinline__ float gpu_block_sum(float v, float *part)
+{
+    const int lane = threadIdx.x % CELER_WARP, wid = threadIdx.x / CELER_WARP, nw = blockDim.x / CELER_WARP;
+    v              = gpu_warp_sum(v);
+    if (lane == 0) part[wid] = v;
+    __syncthreads();
+    if (wid == 0) {
+        float s = lane < nw ? part[lane] : 0.0f;
+        s       = gpu_warp_sum(s);
+        if (lane == 0) part[0] = s;
+    }
+    __syncthreads();
+    return part[0];
+}
+
 #endif
