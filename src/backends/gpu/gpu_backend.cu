@@ -13,15 +13,25 @@ extern "C" {
 
 /* ---- errors ---------------------------------------------------------------- */
 
+const char *gpu_error_words(gpuError_t e, char *buf, size_t n)
+{
+    const char *str = gpuGetErrorString(e), *name = gpuGetErrorName(e);
+    if (!strcmp(str, name)) snprintf(buf, n, "%s", name);
+    else snprintf(buf, n, "%s (%s)", str, name);
+    return buf;
+}
+
 celer_status gpu_fail(gpu_backend *g, celer_error *err, gpuError_t e, const char *what)
 {
     bool oom = e == gpuErrorMemoryAllocation;
+    char words[160];
+    gpu_error_words(e, words, sizeof words);
     if (!g->failed && !oom) { /* an out-of-memory leaves the device usable; anything else does not */
         g->failed = true;
-        snprintf(g->failure, sizeof g->failure, "%s: %s (%s)", what, gpuGetErrorString(e), gpuGetErrorName(e));
+        snprintf(g->failure, sizeof g->failure, "%s: %s", what, words);
     }
-    return celer_fail(err, oom ? CELER_ERR_OOM : CELER_ERR_DEVICE, "%s: %s failed: %s (%s)%s", CELER_GPU_NAME, what,
-                      gpuGetErrorString(e), gpuGetErrorName(e), oom ? "" : "; the device is marked failed");
+    return celer_fail(err, oom ? CELER_ERR_OOM : CELER_ERR_DEVICE, "%s: %s failed: %s%s", CELER_GPU_NAME, what, words,
+                      oom ? "" : "; the device is marked failed");
 }
 
 celer_status gpu_alive(gpu_backend *g, celer_error *err)

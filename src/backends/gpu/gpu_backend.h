@@ -55,6 +55,9 @@ typedef struct {
 
 static inline gpu_backend *gpu_of(celer_backend *be) { return (gpu_backend *)be; }
 
+/* The runtime's words for e: "sentence (name)", or the name alone where the runtime has no
+ * sentence (HIP 5.2's strings are the names); into buf, which is returned. */
+const char  *gpu_error_words(gpuError_t e, char *buf, size_t n);
 /* Fails the device with the runtime's error for what (a call or a launch). */
 celer_status gpu_fail(gpu_backend *g, celer_error *err, gpuError_t e, const char *what);
 /* CELER_OK, or the failure the device had earlier. */

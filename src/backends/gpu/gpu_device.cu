@@ -22,9 +22,10 @@ extern "C" celer_status celer_gpu_device_facts(int index, celer_device_facts *f,
     gpuError_t e = gpuGetDeviceCount(&n);
     if (e != gpuSuccess || n == 0) {
         (void)gpuGetLastError();
-        return celer_fail(err, CELER_ERR_DEVICE, "%s: no %s GPU found (%s: %s); use --backend cpu", CELER_GPU_NAME,
-                          CELER_GPU_VENDOR, e != gpuSuccess ? gpuGetErrorName(e) : "0 devices",
-                          e != gpuSuccess ? gpuGetErrorString(e) : "the runtime sees no device");
+        char words[160];
+        return celer_fail(err, CELER_ERR_DEVICE, "%s: no %s GPU found (%s); use --backend cpu", CELER_GPU_NAME,
+                          CELER_GPU_VENDOR, e != gpuSuccess ? gpu_error_words(e, words, sizeof words)
+                                                            : "the runtime sees no device");
     }
     if (index < 0 || index >= n)
         return celer_fail(err, CELER_ERR_INVALID, "%s: device %d does not exist (there are %d)", CELER_GPU_NAME, index,
@@ -36,8 +37,9 @@ extern "C" celer_status celer_gpu_device_facts(int index, celer_device_facts *f,
     if (e == gpuSuccess) e = gpuMemGetInfo(&free_b, &total_b);
     if (e != gpuSuccess) {
         (void)gpuGetLastError();
-        return celer_fail(err, CELER_ERR_DEVICE, "%s: device %d does not answer: %s (%s)", CELER_GPU_NAME, index,
-                          gpuGetErrorString(e), gpuGetErrorName(e));
+        char words[160];
+        return celer_fail(err, CELER_ERR_DEVICE, "%s: device %d does not answer: %s", CELER_GPU_NAME, index,
+                          gpu_error_words(e, words, sizeof words));
     }
     int rt = 0;
     (void)gpuRuntimeGetVersion(&rt);
