@@ -101,7 +101,7 @@ static void ref_matmul(const float *wd, int64_t rows, int64_t k, const float *x,
 static void check_matmul(const char *what, const celer_weight *host_w, const float *wd, double bound_ref,
                          double bound_cpu)
 {
-    static const int64_t Ts[] = {1, 3, 8, 9, 70};
+    static const int64_t Ts[] = {1, 3, 8, 9, 32, 33, 70};
     celer_weight         wc = *host_w, wg = *host_w;
     CHECK(cpu->ops->weight_load(cpu, &wc, &err) == CELER_OK);
     CHECK(gpu->ops->weight_load(gpu, &wg, &err) == CELER_OK);

@@ -4,8 +4,8 @@
  * Decode (T <= MV_TOKENS): 32 lanes per weight row, each decoding one 32-value chunk of a segment
  * of 32 chunks (neighbouring lanes read neighbouring blocks), against the step's activations of
  * that segment, staged once per block in shared memory (rows padded: no bank conflicts).
- * Prefill: tiles of 64 rows × 64 tokens; each 32-column step decodes the tile's weight chunks
- * into shared memory once for the 64 tokens.
+ * Longer steps (prefill): tiles of 64 rows × 64 tokens; each 32-column step decodes the tile's
+ * weight chunks into shared memory once for the 64 tokens.
  *
  * These are the correct, simple versions; issue 10 makes them fast (wide loads, matrix units). */
 #include "backends/gpu/gpu_backend.h"
@@ -17,7 +17,10 @@ extern "C" {
 
 #include <string.h>
 
-enum { MV_TOKENS = 8, MV_THREADS = 256, SEG = 32, TILE_R = 64, TILE_T = 64, GEMM_THREADS = 256 };
+/* Steps of up to MV_SLICED tokens run the decode kernel, MV_TOKENS tokens a pass (each pass reads
+ * the weights once): on the H200 a pass of 8 tokens costs about what the tiled kernel spends on
+ * 8 tokens of a long prefill, and small grids of the tiled kernel wait on its barriers. */
+enum { MV_TOKENS = 8, MV_SLICED = 32, MV_THREADS = 256, SEG = 32, TILE_R = 64, TILE_T = 64, GEMM_THREADS = 256 };
 
 template <int F>
 __global__ void k_matvec(gpu_wdesc w, const float *__restrict__ x, int64_t T, float *__restrict__ y)
@@ -206,12 +209,17 @@ celer_status gpu_matmul(celer_backend *be, const celer_weight *w, const float *x
     int          f;
     if (gpu_alive(g, err) || describe(w, &d, &f, err)) return err->code;
     if (T <= 0) return CELER_OK;
-    if (T <= MV_TOKENS) {
+    if (T <= MV_SLICED) { /* small steps (a batch of decodes): the decode kernel, 8 tokens a pass */
         unsigned blocks;
         int      rows_per = MV_THREADS / SEG; /* a row per 32 lanes, whatever the warp size */
         if (gpu_grid(g, w->rows, rows_per, &blocks, "matvec", err)) return err->code;
-        MATVEC[f]<<<blocks, MV_THREADS, (size_t)T * SEG * 33 * sizeof(float), g->stream>>>(d, x, T, y);
-        return gpu_launched(g, err, "matvec");
+        for (int64_t t0 = 0; t0 < T; t0 += MV_TOKENS) {
+            int64_t n = T - t0 < MV_TOKENS ? T - t0 : MV_TOKENS;
+            MATVEC[f]<<<blocks, MV_THREADS, (size_t)n * SEG * 33 * sizeof(float), g->stream>>>(d, x + t0 * w->cols, n,
+                                                                                                y + t0 * w->rows);
+            if (gpu_launched(g, err, "matvec")) return err->code;
+        }
+        return CELER_OK;
     }
     int64_t bt = (T + TILE_T - 1) / TILE_T;
     if (bt > GPU_MAX_GRID_YZ)
