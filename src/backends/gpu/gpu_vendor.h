@@ -5,8 +5,9 @@
  * Warp size is a property of the target, not the constant 32: CELER_WARP is 32 on NVIDIA and
  * on RDNA (wave32), 64 on CDNA (wave64: gfx90a, gfx942). Device code uses CELER_WARP; host code
  * asks the device (gpuDeviceProp.warpSize) and sizes launches from that. In a HIP build the host
- * pass has no wavefront size, so CELER_WARP is only meaningful inside device code: kernels must
- * not be templated on it (the host stub and the device symbol would differ). */
+ * pass compiles for no target (clang even defines __AMDGCN_WAVEFRONT_SIZE as 64 there, whatever
+ * the targets), so CELER_WARP is only meaningful inside device code: kernels must not be
+ * templated on it (the host stub and the device symbol would differ). */
 #ifndef CELER_BACKENDS_GPU_VENDOR_H
 #define CELER_BACKENDS_GPU_VENDOR_H
 
