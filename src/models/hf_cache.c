@@ -57,7 +57,7 @@ celer_status celer_hf_cache_find(const char *name, char *out, size_t cap, celer_
         DIR *d = opendir(ref);
         int  n = 0;
         for (struct dirent *e; d && (e = readdir(d));)
-            if (e->d_name[0] != '.' && n++ == 0) snprintf(rev, sizeof rev, "%s", e->d_name);
+            if (e->d_name[0] != '.' && n++ == 0) snprintf(rev, sizeof rev, "%.*s", (int)sizeof rev - 1, e->d_name);
         if (d) closedir(d);
         if (n != 1)
             return celer_fail(err, n ? CELER_ERR_INVALID : CELER_ERR_IO,

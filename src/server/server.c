@@ -361,7 +361,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (chat || completions)
         return post ? generate(s, c, u, chat)
                     : error(c, s, 405, "invalid_request_error", NULL, "method_not_allowed", "use POST");
-    char msg[200];
+    char msg[320];
     snprintf(msg, sizeof msg, "no route %.16s %.120s; the routes: GET /health, GET /v1/models, POST "
              "/v1/chat/completions, POST /v1/completions, GET /metrics", method, url);
     return error(c, s, 404, "invalid_request_error", NULL, "not_found", msg);

@@ -280,7 +280,7 @@ celer_status cpu_matmul_op(celer_backend *be, const celer_weight *w, const float
 {
     cpu_backend       *c   = (cpu_backend *)be;
     bool               mlx = w->type == CELER_WEIGHT_MLX;
-    celer_cpu_scratch *s;
+    celer_cpu_scratch *s   = NULL;
     if (cpu_scratch(be, mlx ? celer_cpu_mlx_matmul_scratch_size(&w->mlx, T)
                             : celer_cpu_matmul_scratch_size(w->type, w->cols, T), &s, err))
         return err->code;

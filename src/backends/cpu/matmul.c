@@ -414,7 +414,7 @@ celer_status celer_cpu_matmul_mlx(celer_pool *pool, const celer_mlx_quant *q, ce
                                   const float *X, int64_t T, float *Y, celer_cpu_scratch *scratch, celer_error *err)
 {
     job           j;
-    celer_cpu_act act;
+    celer_cpu_act act = CELER_CPU_ACT_NONE;
     if (plan_mlx(&j, &act, q, layout, T, scratch, err)) return err->code;
     if (T == 0) return CELER_OK;
     j.W = W, j.X = X, j.Y = Y;
