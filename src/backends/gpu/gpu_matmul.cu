@@ -214,7 +214,7 @@ celer_status gpu_matmul(celer_backend *be, const celer_weight *w, const float *x
         int      rows_per = MV_THREADS / SEG; /* a row per 32 lanes, whatever the warp size */
         if (gpu_grid(g, w->rows, rows_per, &blocks, "matvec", err)) return err->code;
         for (int64_t t0 = 0; t0 < T; t0 += MV_TOKENS) {
-            int64_t n = T - t0 < MV_TOKENS ? T - t0 : MV_TOKENS;
+            int64_t n = T - t0 < (int64_t)MV_TOKENS ? T - t0 : (int64_t)MV_TOKENS;
             MATVEC[f]<<<blocks, MV_THREADS, (size_t)n * SEG * 33 * sizeof(float), g->stream>>>(d, x + t0 * w->cols, n,
                                                                                                 y + t0 * w->rows);
             if (gpu_launched(g, err, "matvec")) return err->code;
