@@ -276,7 +276,9 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
                                                  celer_error *err)
 {
     *out = NULL;
-    int device = cfg && cfg->device > 0 ? cfg->device : 0;
+    /* the device: the config's, else CELER_GPU_DEVICE (an index, as celer info lists them), else 0 */
+    const char *dv     = getenv("CELER_GPU_DEVICE");
+    int         device = cfg && cfg->device > 0 ? cfg->device : dv && *dv ? atoi(dv) : 0;
     celer_device_facts f;
     if (celer_gpu_device_facts(device, &f, err)) return err->code; /* no device */
     if (!f.supported) return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s", f.why);
