@@ -1,0 +1,167 @@
+/* The GPU backend's matmul (src/backends/gpu/gpu_matmul.cu) through the backend's own ops: for
+ * each weight format, the time of one product at the decode and batched-decode step sizes and a
+ * prefill chunk, the weight bytes per second that makes, and the device's copy bandwidth
+ * measured in the same run (bytes read + written). Weights are cold: each repeat uses the next of
+ * enough copies to exceed the L2 several times. Each format's T = 1 product is checked against
+ * the CPU backend (relative L2, bound 2e-2: the CPU's 8-bit activations).
+ *
+ * Build against a GPU build (see README.md) and run: kernel_gpu_matmul [REPS] */
+#include "backends/backend.h"
+#include "core/error.h"
+#include "quant/mlx_quantize.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "random_weights.h"
+
+static celer_backend *gpu, *cpu;
+static celer_error    err;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void die(const char *what)
+{
+    fprintf(stderr, "kernel_gpu_matmul: %s: %s\n", what, err.msg);
+    exit(1);
+}
+
+/* Waits for the device: a read synchronizes. */
+static void sync_dev(const float *p)
+{
+    float probe;
+    if (gpu->ops->read(gpu, p, &probe, sizeof probe, &err)) die("read");
+}
+
+static double copy_bandwidth(void)
+{
+    size_t bytes = (size_t)1 << 30;
+    void  *a, *b;
+    if (gpu->ops->alloc(gpu, bytes, &a, &err) || gpu->ops->alloc(gpu, bytes, &b, &err)) die("alloc");
+    double best = 0;
+    for (int r = 0; r < 6; r++) {
+        double t0 = now();
+        if (gpu->ops->copy(gpu, r % 2 ? a : b, r % 2 ? b : a, bytes, &err)) die("copy");
+        sync_dev(a);
+        double bw = 2.0 * (double)bytes / (now() - t0);
+        best      = bw > best ? bw : best;
+    }
+    gpu->ops->release(gpu, a), gpu->ops->release(gpu, b);
+    return best;
+}
+
+typedef struct {
+    const char  *name;
+    celer_weight w;      /* host description */
+    size_t       bytes;  /* of the weights */
+} fmt;
+
+static double rel_l2(const float *a, const float *b, int64_t n)
+{
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) num += (a[i] - b[i]) * (a[i] - b[i]), den += (double)b[i] * b[i];
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static void run(const fmt *f, int reps, double copy_bw)
+{
+    static const int64_t Ts[] = {1, 8, 32, 512};
+    int64_t              rows = f->w.rows, k = f->w.cols;
+    int                  copies = (int)(256.0 * 1048576.0 / (double)f->bytes) + 1; /* 256 MiB: 4x the L2 */
+    if (copies > 64) copies = 64;
+    celer_weight *ws = malloc((size_t)copies * sizeof *ws);
+    for (int c = 0; c < copies; c++) {
+        ws[c] = f->w;
+        if (gpu->ops->weight_load(gpu, &ws[c], &err)) die("weight_load");
+    }
+    float *x = malloc((size_t)(512 * k) * sizeof *x), *yc = malloc((size_t)rows * sizeof *yc),
+          *yg = malloc((size_t)rows * sizeof *yg);
+    random_acts(x, 512, k);
+    void *dx, *dy;
+    if (gpu->ops->alloc(gpu, (size_t)(512 * k) * sizeof(float), &dx, &err) ||
+        gpu->ops->alloc(gpu, (size_t)(512 * rows) * sizeof(float), &dy, &err) ||
+        gpu->ops->write(gpu, dx, x, (size_t)(512 * k) * sizeof(float), &err))
+        die("alloc");
+    /* the check: T = 1 against the CPU backend */
+    celer_weight wc = f->w;
+    if (cpu->ops->weight_load(cpu, &wc, &err) || cpu->ops->matmul(cpu, &wc, x, 1, yc, &err) ||
+        gpu->ops->matmul(gpu, &ws[0], dx, 1, dy, &err) || gpu->ops->read(gpu, dy, yg, (size_t)rows * 4, &err))
+        die("check");
+    double e = rel_l2(yg, yc, rows);
+    printf("%-16s %6lldx%-6lld %8.2f MB  vs cpu %.1e%s", f->name, (long long)rows, (long long)k,
+           (double)f->bytes / 1e6, e, e < 2e-2 ? "" : " (FAILED)");
+    for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+        int64_t T = Ts[ti];
+        for (int c = 0; c < copies; c++) /* warm-up: every copy once */
+            if (gpu->ops->matmul(gpu, &ws[c], dx, T, dy, &err)) die("matmul");
+        sync_dev(dy);
+        double t0 = now();
+        for (int r = 0; r < reps; r++)
+            if (gpu->ops->matmul(gpu, &ws[r % copies], dx, T, dy, &err)) die("matmul");
+        sync_dev(dy);
+        double us = (now() - t0) / reps * 1e6;
+        printf(" | T=%-3lld %8.1f us %7.0f GB/s %3.0f%%", (long long)T, us, (double)f->bytes / us / 1e3,
+               100.0 * (double)f->bytes / (us * 1e-6) / copy_bw);
+    }
+    printf("\n");
+    gpu->ops->release(gpu, dx), gpu->ops->release(gpu, dy);
+    free(ws), free(x), free(yc), free(yg);
+}
+
+/* An MLX affine 4-bit, group-64 matrix with bf16 scales, quantized from random values. */
+static fmt mlx_affine4(int64_t rows, int64_t k)
+{
+    celer_mlx_quant q = {.name = "bench", .mode = CELER_HF_QUANT_AFFINE, .bits = 4, .group_size = 64,
+                         .dtype = CELER_ST_BF16, .rows = rows, .cols = k};
+    celer_mlx_quant_shapes s;
+    if (celer_mlx_quant_get_shapes(&q, &s, &err)) die("mlx shapes");
+    uint16_t *src = malloc((size_t)(rows * k) * 2);
+    for (int64_t i = 0; i < rows * k; i++) src[i] = celer_f32_to_bf16(uni() * 0.1f);
+    void *wq = malloc(s.weight_bytes), *sc = malloc(s.scales_bytes), *bi = malloc(s.biases_bytes);
+    if (celer_mlx_quantize_rows(&q, src, CELER_ST_BF16, 0, rows, wq, sc, bi, &err)) die("mlx quantize");
+    free(src);
+    fmt f = {"mlx affine4 g64", {.type = CELER_WEIGHT_MLX, .rows = rows, .cols = k, .data = wq, .mlx = q,
+                                 .mlx_data = {wq, s.weight_bytes, sc, s.scales_bytes, bi, s.biases_bytes}},
+             s.weight_bytes + s.scales_bytes + s.biases_bytes};
+    return f;
+}
+
+int main(int argc, char **argv)
+{
+    int                  reps = argc > 1 ? atoi(argv[1]) : 50;
+    setvbuf(stdout, NULL, _IOLBF, 0); /* a line at a time, even into a pipe */
+    celer_backend_config cfg  = {0};
+    if (celer_backend_create(&cpu, "cpu", &cfg, &err)) die("cpu");
+    if (celer_backend_create(&gpu, getenv("CELER_TEST_BACKEND") ? getenv("CELER_TEST_BACKEND") : "cuda", &cfg, &err))
+        die("gpu");
+    double bw = copy_bandwidth();
+    printf("device copy bandwidth (read + write): %.0f GB/s; %d repeats, weights cold\n", bw / 1e9, reps);
+    static const celer_ggml_type types[] = {CELER_GGML_Q4_0, CELER_GGML_Q4_1, CELER_GGML_Q5_0, CELER_GGML_Q5_1,
+                                            CELER_GGML_Q8_0, CELER_GGML_Q4_K, CELER_GGML_Q5_K, CELER_GGML_Q6_K,
+                                            CELER_GGML_F16,  CELER_GGML_BF16};
+    static const int64_t shapes[][2] = {{4096, 4096}, {14336, 4096}, {4096, 14336}}; /* Llama-3.1-8B's */
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int64_t rows = shapes[s][0], k = shapes[s][1];
+        for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+            const celer_ggml_type_info *ti = celer_ggml_type_get(types[i]);
+            fmt f = {ti->name, {.type = types[i], .rows = rows, .cols = k, .data = random_weights(types[i], rows, k, 0.1f)},
+                     (size_t)(rows * k / ti->block_elems) * ti->block_bytes};
+            run(&f, reps, bw);
+            free((void *)f.w.data);
+        }
+        fmt m = mlx_affine4(rows, k);
+        run(&m, reps, bw);
+        free((void *)m.w.mlx_data.weight), free((void *)m.w.mlx_data.scales), free((void *)m.w.mlx_data.biases);
+    }
+    celer_backend_destroy(gpu);
+    celer_backend_destroy(cpu);
+    return 0;
+}
