@@ -9,7 +9,6 @@
 
 #if CELER_HAVE_GPU
 #include "backends/gpu/gpu_device.h"
-#define GPU_NAME CELER_GPU_BACKEND_NAME
 #endif
 
 typedef struct {
@@ -19,7 +18,7 @@ typedef struct {
 
 static const backend_entry backends[] = {
 #if CELER_HAVE_GPU
-    {GPU_NAME, celer_gpu_backend_create},
+    {CELER_GPU_BACKEND_NAME, celer_gpu_backend_create},
 #endif
     {"cpu", celer_cpu_backend_create},
 };

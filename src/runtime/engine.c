@@ -51,11 +51,11 @@ static void find_eog(celer_engine *e)
 /* Refuses, with the numbers and the flag to change, a model that does not fit in the memory the
  * backend can allocate now (host MemAvailable on the CPU, where the weights are mapped but every
  * page is read each token; on a GPU the device's allocatable memory). */
-static celer_status check_memory(const celer_engine *e, int64_t n_ctx, celer_error *err)
+static celer_status check_memory(const celer_engine *e, const celer_memory_estimate *est, int64_t n_ctx,
+                                 celer_error *err)
 {
-    celer_memory_estimate m;
+    const celer_memory_estimate m = *est;
     uint64_t              avail = 0, total = 0;
-    celer_model_file_estimate_memory(e->mf, n_ctx, &m);
     if (e->be->ops->memory(e->be, &avail, &total, err)) return err->code;
     if (!avail || m.total <= avail) return CELER_OK;
     const double gib = 1024.0 * 1024.0 * 1024.0;
@@ -98,20 +98,20 @@ celer_status celer_engine_create(celer_engine **out, const char *model_path, con
     /* before the weights load: a load that does not fit would push the host into swap or the
      * OOM killer (or fail on the device half way), and what it took would make the check itself
      * fail a model that fits */
-    int64_t n_ctx = 0;
+    int64_t               n_ctx = 0;
+    celer_memory_estimate mem   = {0};
     if (!st) {
         n_ctx = cfg && cfg->n_ctx > 0 ? cfg->n_ctx : celer_model_file_default_ctx(e->mf);
         if (n_ctx > (int64_t)1 << 24)
             st = celer_fail(err, CELER_ERR_INVALID, "engine: a context of %lld tokens is more than celer supports (16M)",
                             (long long)n_ctx);
     }
-    if (!st) { /* the weights' bytes: the GPU's upload progress line */
-        celer_memory_estimate m;
-        celer_model_file_estimate_memory(e->mf, n_ctx, &m);
-        bc.upload_total = m.weights;
+    if (!st) {
+        celer_model_file_estimate_memory(e->mf, n_ctx, &mem);
+        bc.upload_total = mem.weights; /* the GPU's upload progress line */
         st              = celer_backend_create(&e->be, cfg ? cfg->backend : NULL, &bc, err);
     }
-    if (!st) st = check_memory(e, n_ctx, err);
+    if (!st) st = check_memory(e, &mem, n_ctx, err);
     if (!st) st = celer_model_load(&e->model, e->mf, e->be, err);
     if (!st && celer_tokenizer_n_vocab(e->tok) > e->model.hp.n_vocab) /* ids past the table: refuse now */
         st = celer_fail(err, CELER_ERR_FORMAT, "%s: the tokenizer has %d tokens but the embedding table %lld rows; the "

@@ -77,16 +77,7 @@ celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cac
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: attention with %lld heads over %lld kv heads of %lld/%lld "
                           "(the kernel takes head sizes up to %d)", CELER_GPU_NAME, (long long)a->n_heads,
                           (long long)a->n_kv_heads, (long long)kv->head_dim_k, (long long)kv->head_dim_v, HD_MAX);
-    for (int64_t t = 0; t < b->n_tokens; t++) { /* every visible position has a block */
-        int32_t s = b->seq[t], p = b->pos[t];
-        if (s < 0 || s >= kv->n_seqs || p < 0 || p / kv->block_size >= kv->max_blocks)
-            return celer_fail(err, CELER_ERR_INVALID, "%s: attention at sequence %d position %d is outside the cache",
-                              CELER_GPU_NAME, s, p);
-        for (int32_t k = 0; k <= p / kv->block_size; k++)
-            if (kv->tables[(int64_t)s * kv->max_blocks + k] < 0)
-                return celer_fail(err, CELER_ERR_INVALID, "%s: sequence %d has no KV block for positions %d..",
-                                  CELER_GPU_NAME, s, k * kv->block_size);
-    }
+    if (gpu_kv_check(kv, b, true, err)) return err->code;
     if (b->n_tokens <= 0) return CELER_OK;
     if (b->n_tokens > GPU_MAX_GRID_X)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: attention over %lld tokens", CELER_GPU_NAME,

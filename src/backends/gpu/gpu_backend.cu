@@ -90,6 +90,26 @@ celer_status gpu_grid(gpu_backend *g, int64_t n, int64_t per, unsigned *blocks, 
     return CELER_OK;
 }
 
+celer_status gpu_kv_check(const celer_kv_cache *kv, const celer_batch *b, bool visible, celer_error *err)
+{
+    int32_t last = -1, upto = -1; /* blocks 0 .. upto of sequence last are checked (a prefill's tokens follow
+                                   * each other: each block is checked once) */
+    for (int64_t t = 0; t < b->n_tokens; t++) {
+        int32_t s = b->seq[t], p = b->pos[t];
+        if (s < 0 || s >= kv->n_seqs || p < 0 || p / kv->block_size >= kv->max_blocks)
+            return celer_fail(err, CELER_ERR_INVALID, "%s: sequence %d position %d is outside the KV cache",
+                              CELER_GPU_NAME, s, p);
+        const int32_t *table = kv->tables + (int64_t)s * kv->max_blocks;
+        int32_t        kb = p / kv->block_size, from = !visible ? kb : s == last ? upto + 1 : 0;
+        for (int32_t k = from; k <= kb; k++)
+            if (table[k] < 0)
+                return celer_fail(err, CELER_ERR_INVALID, "%s: no KV block for sequence %d position %d", CELER_GPU_NAME,
+                                  s, visible ? k * kv->block_size : p);
+        if (visible && (s != last || kb > upto)) last = s, upto = kb;
+    }
+    return CELER_OK;
+}
+
 /* ---- memory ---------------------------------------------------------------- */
 
 static celer_status gpu_alloc(celer_backend *be, size_t bytes, void **out, celer_error *err)

@@ -92,7 +92,11 @@ celer_status gpu_batch_upload(gpu_backend *g, const celer_batch *b, const celer_
 /* Layout of an MLX matrix on the GPU: row after row, each row its codes as stored, then its
  * scales, then (affine) its biases, padded to 16 bytes. */
 enum { GPU_LAYOUT_STORED = 0, GPU_LAYOUT_MLX_ROWS = 1 };
-size_t       gpu_mlx_row_bytes(const celer_mlx_quant *q);
+typedef struct {
+    size_t codes, scales, biases; /* bytes of each part of a row (biases 0 but for affine) */
+    size_t row;                   /* the row's bytes, padded */
+} gpu_mlx_row;
+gpu_mlx_row  gpu_mlx_row_layout(const celer_mlx_quant *q);
 celer_status gpu_weight_load(celer_backend *be, celer_weight *w, celer_error *err);
 celer_status gpu_weight_view(celer_backend *be, const celer_weight *w, int64_t row0, int64_t rows, celer_weight *view,
                              celer_error *err);
@@ -127,6 +131,19 @@ celer_status gpu_moe_route(celer_backend *be, const float *logits, int64_t T, in
                            bool renorm, int32_t *ids, float *w, celer_error *err);
 celer_status gpu_moe_ffn(celer_backend *be, const celer_moe *moe, const float *x, int64_t T, const int32_t *ids,
                          const float *w, int64_t n_used, celer_act act, float *out, celer_error *err);
+
+/* Blocks of `threads` for a grid-stride loop over n items: enough to cover n, at most 65535
+ * (the loop covers the rest). */
+static inline unsigned gpu_blocks(int64_t n, int threads)
+{
+    int64_t b = (n + threads - 1) / threads;
+    return (unsigned)(b < 1 ? 1 : b > 65535 ? 65535 : b);
+}
+
+/* The host's check of what the KV kernels trust: every token's sequence and position lie in the
+ * cache and have a block (visible: also every earlier position of the sequence, as attention
+ * reads them). CELER_ERR_INVALID naming the sequence and position otherwise. */
+celer_status gpu_kv_check(const celer_kv_cache *kv, const celer_batch *b, bool visible, celer_error *err);
 
 /* Blocks of `per` items covering n, refused past the grid's limit. */
 celer_status gpu_grid(gpu_backend *g, int64_t n, int64_t per, unsigned *blocks, const char *kernel, celer_error *err);

@@ -84,22 +84,14 @@ extern "C" celer_status celer_gpu_rope_kv_write(celer_backend *be, celer_kv_cach
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: rope_kv_write over %lld of %lld dimensions (cache %lld/%lld)",
                           CELER_GPU_NAME, (long long)r->n_rot, (long long)head_dim, (long long)kv->head_dim_k,
                           (long long)kv->head_dim_v);
-    for (int64_t t = 0; t < b->n_tokens; t++) {
-        int32_t s = b->seq[t], p = b->pos[t];
-        if (s < 0 || s >= kv->n_seqs || p < 0 || p / kv->block_size >= kv->max_blocks ||
-            kv->tables[(int64_t)s * kv->max_blocks + p / kv->block_size] < 0)
-            return celer_fail(err, CELER_ERR_INVALID, "%s: no KV block for sequence %d position %d", CELER_GPU_NAME, s,
-                              p);
-    }
+    if (gpu_kv_check(kv, b, false, err)) return err->code;
     if (b->n_tokens <= 0) return CELER_OK;
     const int32_t *pos, *seq, *tables;
     const float   *ff;
     if (gpu_batch_upload(g, b, kv, &pos, &seq, &tables, err) ||
         gpu_freq_factors(g, r->freq_factors, r->n_rot / 2, &ff, err))
         return err->code;
-    int64_t  n = b->n_tokens * kv->n_kv_heads * head_dim;
-    int64_t  nb = (n + THREADS - 1) / THREADS;
-    unsigned blocks = (unsigned)(nb > 65535 ? 65535 : nb);
+    unsigned blocks = gpu_blocks(b->n_tokens * kv->n_kv_heads * head_dim, THREADS);
     k_rope_kv_write<<<blocks, THREADS, 0, g->stream>>>(kv->k[layer], kv->v[layer], k, v, pos, seq, tables,
                                                        kv->max_blocks, kv->block_size, b->n_tokens, kv->n_kv_heads,
                                                        head_dim, r->n_rot, r->mode == CELER_ROPE_NEOX, r->base,

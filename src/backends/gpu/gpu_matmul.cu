@@ -175,12 +175,12 @@ static celer_status describe(const celer_weight *w, gpu_wdesc *d, int *fmt, cele
     d->data = (const uint8_t *)w->data, d->rows = w->rows, d->cols = w->cols, d->gmul = 1.0f;
     if (w->type == CELER_WEIGHT_MLX) {
         const celer_mlx_quant *q = &w->mlx;
-        int64_t                groups = q->cols / q->group_size;
-        d->row_bytes  = (int64_t)gpu_mlx_row_bytes(q);
+        gpu_mlx_row            L = gpu_mlx_row_layout(q);
+        d->row_bytes  = (int64_t)L.row;
         d->group      = (int32_t)q->group_size;
         d->sdtype     = q->dtype == CELER_ST_F32 ? 0 : q->dtype == CELER_ST_F16 ? 1 : 2;
-        d->scales_off = q->cols * q->bits / 8;
-        d->biases_off = d->scales_off + groups * (d->sdtype == 0 ? 4 : 2);
+        d->scales_off = (int64_t)L.codes;
+        d->biases_off = (int64_t)(L.codes + L.scales);
         if (q->has_global_scale) d->gmul = q->global_scale / 2688.0f;
     } else {
         const celer_ggml_type_info *ti = celer_ggml_type_get(w->type);

@@ -76,21 +76,15 @@ __global__ void k_combine(const float *__restrict__ ys, const int32_t *__restric
     }
 }
 
-static unsigned blocks_for(int64_t n)
-{
-    int64_t b = (n + THREADS - 1) / THREADS;
-    return (unsigned)(b < 1 ? 1 : b > 65535 ? 65535 : b);
-}
-
 celer_status gpu_moe_ffn(celer_backend *be, const celer_moe *moe, const float *x, int64_t T, const int32_t *ids,
                          const float *w, int64_t n_used, celer_act act, float *out, celer_error *err)
 {
     gpu_backend *g = gpu_of(be);
     int64_t      E = moe->n_expert, ff = moe->n_ff, d = moe->down[0].rows, K = n_used, N = T * K;
     if (gpu_alive(g, err)) return err->code;
-    if (E <= 0 || K <= 0 || K > E)
-        return celer_fail(err, CELER_ERR_INVALID, "%s: MoE of %lld experts, %lld per token", CELER_GPU_NAME,
-                          (long long)E, (long long)K);
+    if (E <= 0 || E > 1024 || K <= 0 || K > E)
+        return celer_fail(err, CELER_ERR_INVALID, "%s: MoE of %lld experts (1 to 1024), %lld per token",
+                          CELER_GPU_NAME, (long long)E, (long long)K);
     if (T <= 0) return CELER_OK;
     /* the choices, on the host: pairs sorted by expert (stable: by token within an expert) */
     int32_t *h;
@@ -104,17 +98,12 @@ celer_status gpu_moe_ffn(celer_backend *be, const celer_moe *moe, const float *x
         start[hid[n] + 1]++;
     }
     for (int64_t e = 0; e < E; e++) start[e + 1] += start[e];
-    {
-        int32_t fill[1024];
-        if (E > 1024)
-            return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: MoE layers of %lld experts (at most 1024)",
-                              CELER_GPU_NAME, (long long)E);
-        memcpy(fill, start, (size_t)E * sizeof *fill);
-        for (int64_t n = 0; n < N; n++) {
-            int32_t s = fill[hid[n]]++;
-            tok[s]    = (int32_t)(n / K);
-            at[n]     = s;
-        }
+    int32_t fill[1024];
+    memcpy(fill, start, (size_t)E * sizeof *fill);
+    for (int64_t n = 0; n < N; n++) {
+        int32_t s = fill[hid[n]]++;
+        tok[s]    = (int32_t)(n / K);
+        at[n]     = s;
     }
     gpu_buf *b_tok = &g->moe[0], *b_at = &g->moe[1], *b_xs = &g->moe[2], *b_gate = &g->moe[3], *b_up = &g->moe[4],
             *b_ys = &g->moe[5];
@@ -124,7 +113,7 @@ celer_status gpu_moe_ffn(celer_backend *be, const celer_moe *moe, const float *x
         gpu_upload(g, b_tok->p, tok, (size_t)N * 4, err) || gpu_upload(g, b_at->p, at, (size_t)N * 4, err))
         return err->code;
     float *xs = (float *)b_xs->p, *G = (float *)b_gate->p, *U = (float *)b_up->p, *Y = (float *)b_ys->p;
-    k_gather<<<blocks_for(N * d), THREADS, 0, g->stream>>>(x, (const int32_t *)b_tok->p, N, d, xs);
+    k_gather<<<gpu_blocks(N * d, THREADS), THREADS, 0, g->stream>>>(x, (const int32_t *)b_tok->p, N, d, xs);
     if (gpu_launched(g, err, "moe gather")) return err->code;
     const celer_backend_ops *op = g->base.ops;
     for (int64_t e = 0; e < E; e++) {
@@ -139,6 +128,6 @@ celer_status gpu_moe_ffn(celer_backend *be, const celer_moe *moe, const float *x
         int64_t s = start[e], n = start[e + 1] - start[e];
         if (n && op->matmul(&g->base, &moe->down[e], G + s * ff, n, Y + s * d, err)) return err->code;
     }
-    k_combine<<<blocks_for(T * d), THREADS, 0, g->stream>>>(Y, (const int32_t *)b_at->p, w, T, K, d, out);
+    k_combine<<<gpu_blocks(T * d, THREADS), THREADS, 0, g->stream>>>(Y, (const int32_t *)b_at->p, w, T, K, d, out);
     return gpu_launched(g, err, "moe combine");
 }

@@ -6,13 +6,7 @@
 
 #include <math.h>
 
-enum { THREADS = 256, MAX_BLOCKS = 65535 };
-
-static unsigned blocks_for(int64_t n)
-{
-    int64_t b = (n + THREADS - 1) / THREADS;
-    return (unsigned)(b < 1 ? 1 : b > (int64_t)MAX_BLOCKS ? (int64_t)MAX_BLOCKS : b);
-}
+enum { THREADS = 256 };
 
 #define GRID_STRIDE(i, n)                                                                                           \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
@@ -89,7 +83,7 @@ celer_status gpu_add_bias(celer_backend *be, float *y, const celer_weight *b, in
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: a bias must be f32", CELER_GPU_NAME);
     int64_t total = T * b->cols;
     if (total <= 0) return CELER_OK;
-    k_add_bias<<<blocks_for(total), THREADS, 0, g->stream>>>(y, (const float *)b->data, b->cols, total);
+    k_add_bias<<<gpu_blocks(total, THREADS), THREADS, 0, g->stream>>>(y, (const float *)b->data, b->cols, total);
     return gpu_launched(g, err, "add_bias");
 }
 
@@ -98,7 +92,7 @@ celer_status gpu_add(celer_backend *be, float *x, const float *y, int64_t n, cel
     gpu_backend *g = gpu_of(be);
     if (gpu_alive(g, err)) return err->code;
     if (n <= 0) return CELER_OK;
-    k_add<<<blocks_for(n), THREADS, 0, g->stream>>>(x, y, n);
+    k_add<<<gpu_blocks(n, THREADS), THREADS, 0, g->stream>>>(x, y, n);
     return gpu_launched(g, err, "add");
 }
 
@@ -107,7 +101,7 @@ celer_status gpu_scale(celer_backend *be, float *x, int64_t n, float s, celer_er
     gpu_backend *g = gpu_of(be);
     if (gpu_alive(g, err)) return err->code;
     if (n <= 0) return CELER_OK;
-    k_scale<<<blocks_for(n), THREADS, 0, g->stream>>>(x, n, s);
+    k_scale<<<gpu_blocks(n, THREADS), THREADS, 0, g->stream>>>(x, n, s);
     return gpu_launched(g, err, "scale");
 }
 
@@ -116,7 +110,7 @@ celer_status gpu_glu(celer_backend *be, float *gate, const float *up, int64_t n,
     gpu_backend *g = gpu_of(be);
     if (gpu_alive(g, err)) return err->code;
     if (n <= 0) return CELER_OK;
-    k_glu<<<blocks_for(n), THREADS, 0, g->stream>>>(gate, up, n, (int)act);
+    k_glu<<<gpu_blocks(n, THREADS), THREADS, 0, g->stream>>>(gate, up, n, (int)act);
     return gpu_launched(g, err, "glu");
 }
 
@@ -125,7 +119,7 @@ celer_status gpu_mul_sigmoid(celer_backend *be, float *x, const float *gt, int64
     gpu_backend *g = gpu_of(be);
     if (gpu_alive(g, err)) return err->code;
     if (T * n <= 0) return CELER_OK;
-    k_mul_sigmoid<<<blocks_for(T * n), THREADS, 0, g->stream>>>(x, gt, n, T * n);
+    k_mul_sigmoid<<<gpu_blocks(T * n, THREADS), THREADS, 0, g->stream>>>(x, gt, n, T * n);
     return gpu_launched(g, err, "mul_sigmoid");
 }
 
@@ -186,7 +180,7 @@ celer_status gpu_rope(celer_backend *be, float *x, const celer_batch *b, int64_t
     if (gpu_batch_upload(g, b, NULL, &pos, &seq, NULL, err) || gpu_freq_factors(g, r->freq_factors, r->n_rot / 2, &ff, err))
         return err->code;
     int64_t n = b->n_tokens * (r->n_rot / 2);
-    k_rope<<<blocks_for(n), THREADS, 0, g->stream>>>(x, pos, b->n_tokens, n_heads, head_dim, r->n_rot,
+    k_rope<<<gpu_blocks(n, THREADS), THREADS, 0, g->stream>>>(x, pos, b->n_tokens, n_heads, head_dim, r->n_rot,
                                                      r->mode == CELER_ROPE_NEOX, r->base, r->pos_scale, ff, r->mscale);
     return gpu_launched(g, err, "rope");
 }
@@ -211,22 +205,15 @@ celer_status gpu_kv_write(celer_backend *be, celer_kv_cache *kv, int32_t layer, 
 {
     gpu_backend *g = gpu_of(be);
     if (gpu_alive(g, err)) return err->code;
-    /* the host checks what the kernel would trust: every token has a block */
-    for (int64_t t = 0; t < b->n_tokens; t++) {
-        int32_t s = b->seq[t], p = b->pos[t];
-        if (s < 0 || s >= kv->n_seqs || p < 0 || p / kv->block_size >= kv->max_blocks ||
-            kv->tables[(int64_t)s * kv->max_blocks + p / kv->block_size] < 0)
-            return celer_fail(err, CELER_ERR_INVALID, "%s: no KV block for sequence %d position %d", CELER_GPU_NAME, s,
-                              p);
-    }
+    if (gpu_kv_check(kv, b, false, err)) return err->code;
     if (b->n_tokens <= 0) return CELER_OK;
     const int32_t *pos, *seq, *tables;
     if (gpu_batch_upload(g, b, kv, &pos, &seq, &tables, err)) return err->code;
     int64_t kw = kv->n_kv_heads * kv->head_dim_k, vw = kv->n_kv_heads * kv->head_dim_v;
-    k_kv_write<<<blocks_for(b->n_tokens * kw), THREADS, 0, g->stream>>>(kv->k[layer], k, pos, seq, tables,
+    k_kv_write<<<gpu_blocks(b->n_tokens * kw, THREADS), THREADS, 0, g->stream>>>(kv->k[layer], k, pos, seq, tables,
                                                                         kv->max_blocks, kv->block_size, kw, b->n_tokens);
     if (gpu_launched(g, err, "kv_write")) return err->code;
-    k_kv_write<<<blocks_for(b->n_tokens * vw), THREADS, 0, g->stream>>>(kv->v[layer], v, pos, seq, tables,
+    k_kv_write<<<gpu_blocks(b->n_tokens * vw, THREADS), THREADS, 0, g->stream>>>(kv->v[layer], v, pos, seq, tables,
                                                                         kv->max_blocks, kv->block_size, vw, b->n_tokens);
     return gpu_launched(g, err, "kv_write");
 }

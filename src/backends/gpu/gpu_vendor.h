@@ -15,12 +15,14 @@
 
 extern "C" {
 #include "celer.h"
-#include "backends/gpu/amd_sysfs.h"
-#include "backends/gpu/gfx_targets.h"
 }
 
 #if defined(__HIPCC__) || defined(__HIP__)
 #include <hip/hip_runtime.h>
+extern "C" {
+#include "backends/gpu/amd_sysfs.h"
+#include "backends/gpu/gfx_targets.h"
+}
 
 #define CELER_GPU_VENDOR "AMD"
 #define CELER_GPU_KIND   CELER_BACKEND_ROCM

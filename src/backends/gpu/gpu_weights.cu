@@ -27,13 +27,16 @@ static bool gguf_type_native(celer_ggml_type t)
     }
 }
 
-static size_t dtype_bytes(celer_st_dtype t) { return t == CELER_ST_F32 ? 4 : 2; }
-
-size_t gpu_mlx_row_bytes(const celer_mlx_quant *q)
+gpu_mlx_row gpu_mlx_row_layout(const celer_mlx_quant *q)
 {
-    size_t codes = (size_t)q->cols * q->bits / 8, groups = (size_t)(q->cols / q->group_size);
-    size_t sb    = q->mode == CELER_HF_QUANT_AFFINE ? 2 * groups * dtype_bytes(q->dtype) : groups;
-    return (codes + sb + 15) / 16 * 16;
+    size_t      groups = (size_t)(q->cols / q->group_size);
+    bool        affine = q->mode == CELER_HF_QUANT_AFFINE;
+    gpu_mlx_row r;
+    r.codes  = (size_t)q->cols * q->bits / 8;
+    r.scales = affine ? groups * (q->dtype == CELER_ST_F32 ? 4 : 2) : groups; /* fp modes: a byte each */
+    r.biases = affine ? r.scales : 0;
+    r.row    = (r.codes + r.scales + r.biases + 15) / 16 * 16;
+    return r;
 }
 
 static void progress(gpu_backend *g, uint64_t bytes)
@@ -91,9 +94,9 @@ static celer_status load_mlx(gpu_backend *g, celer_weight *w, celer_error *err)
         d->scales_bytes != s.scales_bytes || (s.has_biases ? !d->biases || d->biases_bytes != s.biases_bytes : d->biases != NULL))
         return celer_fail(err, CELER_ERR_INVALID, "%s: an MLX weight's arrays do not match its %lld x %lld shape",
                           CELER_GPU_NAME, (long long)w->rows, (long long)w->cols);
-    size_t rb = gpu_mlx_row_bytes(q), codes = (size_t)q->cols * q->bits / 8;
-    size_t sb = s.has_biases ? (size_t)(q->cols / q->group_size) * dtype_bytes(q->dtype) : (size_t)(q->cols / q->group_size);
-    void  *dst;
+    gpu_mlx_row L  = gpu_mlx_row_layout(q);
+    size_t      rb = L.row;
+    void       *dst;
     if (weight_alloc(g, rb * (size_t)w->rows, &dst, err)) return err->code;
     int64_t chunk = (int64_t)((64u << 20) / rb) + 1; /* rows per staged upload */
     for (int64_t r0 = 0; r0 < w->rows; r0 += chunk) {
@@ -103,9 +106,10 @@ static celer_status load_mlx(gpu_backend *g, celer_weight *w, celer_error *err)
         memset(h, 0, (size_t)n * rb);
         for (int64_t r = 0; r < n; r++) {
             char *row = h + (size_t)r * rb;
-            memcpy(row, (const char *)d->weight + (size_t)(r0 + r) * codes, codes);
-            memcpy(row + codes, (const char *)d->scales + (size_t)(r0 + r) * sb, sb);
-            if (s.has_biases) memcpy(row + codes + sb, (const char *)d->biases + (size_t)(r0 + r) * sb, sb);
+            memcpy(row, (const char *)d->weight + (size_t)(r0 + r) * L.codes, L.codes);
+            memcpy(row + L.codes, (const char *)d->scales + (size_t)(r0 + r) * L.scales, L.scales);
+            if (L.biases)
+                memcpy(row + L.codes + L.scales, (const char *)d->biases + (size_t)(r0 + r) * L.biases, L.biases);
         }
         if (put(g, (char *)dst + (size_t)r0 * rb, h, (size_t)n * rb, err)) return err->code;
     }
@@ -144,7 +148,7 @@ celer_status gpu_weight_view(celer_backend *be, const celer_weight *w, int64_t r
                           (long long)row0, (long long)(row0 + rows), (long long)w->rows);
     bool   mlx = w->type == CELER_WEIGHT_MLX;
     size_t rb;
-    if (mlx) rb = gpu_mlx_row_bytes(&w->mlx);
+    if (mlx) rb = gpu_mlx_row_layout(&w->mlx).row;
     else {
         const celer_ggml_type_info *ti = celer_ggml_type_get(w->type);
         rb = (size_t)(w->cols / ti->block_elems) * ti->block_bytes;
