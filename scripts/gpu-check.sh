@@ -11,6 +11,8 @@
 #   watchdog the 8B with a 1 us deadline: the first step past it fails the device (exit 3)
 #   bench    the same files: celer bench (pp512, tg128), and llama.cpp's llama-bench on them in the
 #            same run when LLAMA_BENCH names its binary
+#   kernels  dev/kernels/gpu_matmul.c: each format's matmul time and weight bandwidth (its table is
+#            printed whole)
 # Logs go to $OUT/logs.tar.gz ($OUT defaults to ./gpu-out); the last lines printed are a short
 # table of results.
 # Dependencies the machine lacks (cJSON, libmicrohttpd) are taken from .carry/deb when there: the
@@ -120,6 +122,16 @@ step_bench() {
             result "llama-bench $shape Q4_0" "$(grep -E 'pp512|tg128' "$OUT/logs/llama-bench-$shape.txt" | awk -F'|' '{print $(NF-2), $(NF-1)}' | tr -s ' ' | tr '\n' ' ')"
         fi
     done
+}
+
+step_kernels() {
+    local libs=(-L/usr/local/cuda/lib64 -lcudart -lstdc++ -lcjson -lm -lpthread -Wl,-rpath,/usr/local/cuda/lib64)
+    [ -d "$DEB" ] && libs=(-I"$DEB/usr/include" -L"$DEB/usr/lib/x86_64-linux-gnu" "${libs[@]}")
+    cc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -Isrc -Itests dev/kernels/gpu_matmul.c -Wl,--start-group \
+        "$B/libceler_core.a" "$B/libceler_gpu.a" -Wl,--end-group "${libs[@]}" -o "$B/kernel_gpu_matmul" \
+        >"$OUT/logs/kernels-build.log" 2>&1 || { result "kernels (build)" FAILED; return 0; }
+    "$B/kernel_gpu_matmul" "${KERNEL_REPS:-30}" 2>&1 | tee "$OUT/logs/kernels.txt"
+    result "kernels" "$(grep -c 'FAILED' "$OUT/logs/kernels.txt") failed checks"
 }
 
 steps=("$@")

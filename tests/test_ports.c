@@ -33,12 +33,12 @@ static int walk(void)
         celer_error   err = {0};
         CHECK(celer_port_select(p, CELER_BACKEND_KIND_COUNT, &fn, &err) == CELER_ERR_INVALID && fn == NULL);
     }
-    CHECK(n >= 2);
+    CHECK(n >= 3);
     /* the ports the forward pass uses are in the list */
-    bool add = false, rope = false;
+    bool add = false, rope = false, mm = false;
     for (const celer_port *const *pp = celer_ports; *pp; pp++)
-        add |= *pp == &celer_port_add_rmsnorm, rope |= *pp == &celer_port_rope_kv_write;
-    CHECK(add && rope);
+        add |= *pp == &celer_port_add_rmsnorm, rope |= *pp == &celer_port_rope_kv_write, mm |= *pp == &celer_port_matmuls;
+    CHECK(add && rope && mm);
     printf("test_ports: %d ports walked\n", n);
     return 0;
 }

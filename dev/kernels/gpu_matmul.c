@@ -5,7 +5,8 @@
  * enough copies to exceed the L2 several times. Each format's T = 1 product is checked against
  * the CPU backend (relative L2, bound 2e-2: the CPU's 8-bit activations).
  *
- * Build against a GPU build (see README.md) and run: kernel_gpu_matmul [REPS] */
+ * Build against a GPU build (see README.md) and run: kernel_gpu_matmul [REPS [FORMAT [ROWS]]]
+ * (FORMAT: only the formats whose name starts with it; ROWS: only that shape's row count). */
 #include "backends/backend.h"
 #include "core/error.h"
 #include "quant/mlx_quantize.h"
@@ -137,6 +138,8 @@ static fmt mlx_affine4(int64_t rows, int64_t k)
 int main(int argc, char **argv)
 {
     int                  reps = argc > 1 ? atoi(argv[1]) : 50;
+    const char          *only = argc > 2 ? argv[2] : "";
+    int64_t              only_rows = argc > 3 ? atoll(argv[3]) : 0;
     setvbuf(stdout, NULL, _IOLBF, 0); /* a line at a time, even into a pipe */
     celer_backend_config cfg  = {0};
     if (celer_backend_create(&cpu, "cpu", &cfg, &err)) die("cpu");
@@ -154,11 +157,11 @@ int main(int argc, char **argv)
             const celer_ggml_type_info *ti = celer_ggml_type_get(types[i]);
             fmt f = {ti->name, {.type = types[i], .rows = rows, .cols = k, .data = random_weights(types[i], rows, k, 0.1f)},
                      (size_t)(rows * k / ti->block_elems) * ti->block_bytes};
-            run(&f, reps, bw);
+            if (!strncmp(f.name, only, strlen(only)) && (!only_rows || rows == only_rows)) run(&f, reps, bw);
             free((void *)f.w.data);
         }
         fmt m = mlx_affine4(rows, k);
-        run(&m, reps, bw);
+        if (!strncmp(m.name, only, strlen(only)) && (!only_rows || rows == only_rows)) run(&m, reps, bw);
         free((void *)m.w.mlx_data.weight), free((void *)m.w.mlx_data.scales), free((void *)m.w.mlx_data.biases);
     }
     celer_backend_destroy(gpu);

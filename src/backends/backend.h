@@ -140,6 +140,18 @@ typedef struct {
     /* x (T, n): row t *= sigmoid(g[t]) */
     celer_status (*mul_sigmoid)(celer_backend *be, float *x, const float *g, int64_t T, int64_t n, celer_error *err);
 
+    /* Steps (optional: NULL where a backend runs every op as it comes). Between step_begin and
+     * step_end the caller issues one forward step; key names its shape (the same key promises
+     * the same sequence of ops on the same buffers with the same sizes, only the contents of
+     * the host inputs differing: token ids, positions, sequences, KV block tables). A backend
+     * may record the step's device work once and replay it for later steps of that key (a GPU:
+     * a CUDA/HIP graph, so that a decode step costs one launch instead of hundreds). The ops
+     * still validate and upload their inputs on every step. step_end(ok: the ops succeeded)
+     * sets *redo when the step's work was not done (an op could not be recorded): the caller
+     * runs the step again, and the backend then runs it op by op. */
+    celer_status (*step_begin)(celer_backend *be, uint64_t key, celer_error *err);
+    celer_status (*step_end)(celer_backend *be, bool ok, bool *redo, celer_error *err);
+
     /* mixture of experts */
     /* For each of T tokens, from its router logits (T, n_expert): softmax, then the n_used most
      * probable experts, ties to the lower index, most probable first, into ids (T, n_used) and

@@ -25,7 +25,15 @@ const celer_port celer_port_rope_kv_write = {
     .impl     = {GPU_SLOT(celer_gpu_rope_kv_write)},
 };
 
-const celer_port *const celer_ports[] = {&celer_port_add_rmsnorm, &celer_port_rope_kv_write, NULL};
+const celer_port celer_port_matmuls = {
+    .name     = "matmuls",
+    .does     = "multiplies one input by up to three weights, reading the input once",
+    .fallback = "matmul for each weight",
+    .impl     = {GPU_SLOT(celer_gpu_matmuls)},
+};
+
+const celer_port *const celer_ports[] = {&celer_port_add_rmsnorm, &celer_port_rope_kv_write, &celer_port_matmuls,
+                                         NULL};
 
 static const char *const KIND_NAMES[CELER_BACKEND_KIND_COUNT] = {"cpu", "cuda", "rocm"};
 

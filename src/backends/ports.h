@@ -29,6 +29,12 @@ typedef celer_status (*celer_rope_kv_write_fn)(celer_backend *be, celer_kv_cache
                                                const celer_rope *r, celer_error *err);
 extern const celer_port celer_port_rope_kv_write;
 
+/* y[i] (T, w[i].rows) = x (T, cols) · w[i]ᵀ for n weights (1 to 3) of the same cols, in a
+ * pass that reads x once (a layer's q, k and v; its gate and up). Fallback: matmul per weight. */
+typedef celer_status (*celer_matmuls_fn)(celer_backend *be, const celer_weight *const *w, int n, const float *x,
+                                         int64_t T, float *const *y, celer_error *err);
+extern const celer_port celer_port_matmuls;
+
 /* Every port, for tests and `celer info`; NULL-terminated. */
 extern const celer_port *const celer_ports[];
 

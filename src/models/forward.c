@@ -91,6 +91,18 @@ static celer_status rope_kv_write(const celer_model *m, celer_backend *be, celer
     return be->ops->kv_write(be, kv, il, a->k, a->v, b, err);
 }
 
+/* y[i] = x · w[i]ᵀ for the n weights: in one pass where the backend can. */
+static celer_status matmuls(celer_backend *be, const celer_weight *const *w, int n, const float *x, int64_t T,
+                            float *const *y, celer_error *err)
+{
+    celer_port_fn fn;
+    celer_error   none;
+    if (!celer_port_select(&celer_port_matmuls, be->ops->kind, &fn, &none))
+        return ((celer_matmuls_fn)fn)(be, w, n, x, T, y, err);
+    for (int i = 0; i < n; i++) TRY(be->ops->matmul(be, w[i], x, T, y[i], err));
+    return CELER_OK;
+}
+
 static celer_status attention_block(const celer_model *m, celer_backend *be, celer_kv_cache *kv, const celer_batch *b,
                                     int32_t il, celer_acts *a, celer_error *err)
 {
@@ -100,9 +112,9 @@ static celer_status attention_block(const celer_model *m, celer_backend *be, cel
     int64_t                  T  = b->n_tokens;
     WIDTHS(hp);
     (void)nq, (void)nk, (void)nv, (void)ff;
-    TRY(op->matmul(be, &l->wq, a->h, T, a->q, err)); /* a->h: the normed input (celer_model_forward) */
-    TRY(op->matmul(be, &l->wk, a->h, T, a->k, err));
-    TRY(op->matmul(be, &l->wv, a->h, T, a->v, err));
+    const celer_weight *qkv[] = {&l->wq, &l->wk, &l->wv};
+    float *const        out[] = {a->q, a->k, a->v};
+    TRY(matmuls(be, qkv, 3, a->h, T, out, err)); /* a->h: the normed input (celer_model_forward) */
     if (l->bq.data) TRY(op->add_bias(be, a->q, &l->bq, T, err));
     if (l->bk.data) TRY(op->add_bias(be, a->k, &l->bk, T, err));
     if (l->bv.data) TRY(op->add_bias(be, a->v, &l->bv, T, err));
@@ -151,9 +163,9 @@ static celer_status moe_block(const celer_model *m, celer_backend *be, int64_t T
     TRY(op->moe_ffn(be, &l->moe, a->h, T, a->ids, a->ew, k, m->arch->act, a->o, err));
     if (l->w_gate.data) {
         int64_t fs = l->w_gate.rows;
-        TRY(op->matmul(be, &l->shexp_gate, a->h, T, a->sgate, err));
-        TRY(op->matmul(be, &l->w_gate, a->h, T, a->gate, err));
-        TRY(op->matmul(be, &l->w_up, a->h, T, a->up, err));
+        const celer_weight *sg[]  = {&l->shexp_gate, &l->w_gate, &l->w_up};
+        float *const        out[] = {a->sgate, a->gate, a->up};
+        TRY(matmuls(be, sg, 3, a->h, T, out, err));
         TRY(op->glu(be, a->gate, a->up, T * fs, m->arch->act, err));
         TRY(op->matmul(be, &l->w_down, a->gate, T, a->h, err)); /* a->h is not needed after this */
         TRY(op->mul_sigmoid(be, a->h, a->sgate, T, d, err));
@@ -172,8 +184,9 @@ static celer_status ffn_block(const celer_model *m, celer_backend *be, int64_t T
     int64_t                  d = m->hp.n_embd, ff = l->w_gate.rows;
     if (l->moe.n_expert) TRY(moe_block(m, be, T, il, a, err));
     else {
-        TRY(op->matmul(be, &l->w_gate, a->h, T, a->gate, err));
-        TRY(op->matmul(be, &l->w_up, a->h, T, a->up, err));
+        const celer_weight *gu[]  = {&l->w_gate, &l->w_up};
+        float *const        out[] = {a->gate, a->up};
+        TRY(matmuls(be, gu, 2, a->h, T, out, err));
         TRY(op->glu(be, a->gate, a->up, T * ff, m->arch->act, err));
         TRY(op->matmul(be, &l->w_down, a->gate, T, a->o, err));
         if (m->arch->sandwich_norm) TRY(op->rmsnorm(be, a->o, &l->post_ffn_norm, T, d, m->norm_eps, a->o, err));
@@ -182,7 +195,7 @@ static celer_status ffn_block(const celer_model *m, celer_backend *be, int64_t T
     return op->add(be, a->x, a->o, T * d, err);
 }
 
-celer_status celer_model_forward(const celer_model *m, celer_backend *be, celer_kv_cache *kv, const celer_batch *b,
+static celer_status forward_step(const celer_model *m, celer_backend *be, celer_kv_cache *kv, const celer_batch *b,
                                  const int32_t *ids, const int32_t *out_idx, int64_t n_out, celer_acts *a,
                                  celer_error *err)
 {
@@ -212,6 +225,38 @@ celer_status celer_model_forward(const celer_model *m, celer_backend *be, celer_
     }
     TRY(op->rmsnorm(be, a->last, &m->output_norm, n_out, d, m->norm_eps, a->last, err));
     return op->matmul(be, &m->output, a->last, n_out, a->logits, err);
+}
+
+/* A step's shape for the backend's step graphs: what fixes its sequence of ops and buffers
+ * (the model, the cache, the activations, the token count and which rows give logits). */
+static uint64_t step_key(const celer_model *m, const celer_kv_cache *kv, const celer_acts *a, int64_t T,
+                         const int32_t *out_idx, int64_t n_out)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a over the words */
+    uint64_t words[] = {(uint64_t)(uintptr_t)m, (uint64_t)(uintptr_t)kv, (uint64_t)(uintptr_t)a->x, (uint64_t)T,
+                        (uint64_t)n_out};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) h = (h ^ words[i]) * 1099511628211ull;
+    for (int64_t i = 0; i < n_out; i++) h = (h ^ (uint64_t)(uint32_t)out_idx[i]) * 1099511628211ull;
+    return h;
+}
+
+celer_status celer_model_forward(const celer_model *m, celer_backend *be, celer_kv_cache *kv, const celer_batch *b,
+                                 const int32_t *ids, const int32_t *out_idx, int64_t n_out, celer_acts *a,
+                                 celer_error *err)
+{
+    const celer_backend_ops *op = be->ops;
+    if (!op->step_begin || a->trace) /* a traced step reads the routing mid-step */
+        return forward_step(m, be, kv, b, ids, out_idx, n_out, a, err);
+    uint64_t key = step_key(m, kv, a, b->n_tokens, out_idx, n_out);
+    for (int pass = 0; pass < 2; pass++) { /* a second pass when the backend could not record the step */
+        bool         redo = false;
+        celer_error  end_err;
+        TRY(op->step_begin(be, key, err));
+        celer_status st = forward_step(m, be, kv, b, ids, out_idx, n_out, a, err);
+        celer_status se = op->step_end(be, st == CELER_OK, &redo, st ? &end_err : err);
+        if (st || se || !redo) return st ? st : se;
+    }
+    return celer_fail(err, CELER_ERR_DEVICE, "model: the backend could not run a step");
 }
 
 int32_t celer_model_moe_layers(const celer_model *m, int32_t *layers, int32_t cap)

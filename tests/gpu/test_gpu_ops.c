@@ -3,17 +3,22 @@
  * Bounds (relative L2 error, ‖gpu − ref‖ / ‖ref‖):
  *   - matmul vs the product in double of the CPU's reference dequantization: 1e-5 (f32
  *     accumulation), GGUF types and MLX formats with f32 scales; MLX bf16 scales: 1e-2 (mlx
- *     rounds each dequantized value to bf16, the GPU kernel does not);
+ *     rounds each dequantized value to bf16, the GPU kernel does not); steps of up to 32
+ *     tokens of the formats with integer decode kernels (quantized GGUF types, MLX affine 4
+ *     and 8 bits), which quantize the activations to ~15 bits (two 8-bit levels, the CPU
+ *     backend's X32 format): the same bound against the product with the activations so
+ *     quantized (by the CPU's reference quantizer), and 1e-3 against the f32 activations;
  *   - matmul and moe_ffn vs the CPU backend: 1e-5 for float weights, 2e-2 for quantized ones
  *     (the CPU quantizes activations to 8 bits for its integer dot products);
  *   - embedding rows: equal to the CPU's reference dequantizer bit for bit;
  *   - norms, activations, RoPE, attention over the paged cache (a mixed batch of three
  *     sequences: prefill, decode and a chunk; grouped-query heads; a sliding window), routing:
  *     1e-5, and the routers' choices equal;
- *   - the fused kernels of the port tables (add_rmsnorm, rope_kv_write) against their fallbacks
+ *   - the fused kernels of the port tables (add_rmsnorm, rope_kv_write, matmuls) against their fallbacks
  *     run on the CPU backend: 1e-5 (the cache contents compared directly).
  * Run on a machine with a GPU (scripts/gpu-check.sh); built only with CELER_CUDA or CELER_HIP. */
 #include "backends/backend.h"
+#include "backends/cpu/dot.h"
 #include "backends/ports.h"
 #include "core/error.h"
 #include "quant/dequant.h"
@@ -97,9 +102,24 @@ static void ref_matmul(const float *wd, int64_t rows, int64_t k, const float *x,
         }
 }
 
+/* x (T, k) as the integer decode kernels see it: each block of 32 quantized to the X32 format
+ * by the CPU's reference quantizer and taken back to floats, d · (256 hi + lo). */
+static void x32_values(const float *x, int64_t T, int64_t k, float *xh)
+{
+    int64_t        nb  = k / 32;
+    celer_cpu_x32 *row = malloc(CELER_CPU_X32_SUMS_AT(nb) + (size_t)nb * sizeof(int32_t));
+    for (int64_t t = 0; t < T; t++) {
+        celer_cpu_quantize_x32_ref(x + t * k, row, nb, 0, nb);
+        for (int64_t b = 0; b < nb; b++)
+            for (int i = 0; i < 32; i++)
+                xh[t * k + 32 * b + i] = row[b].d * (float)(256 * row[b].hi[i] + row[b].lo[i]);
+    }
+    free(row);
+}
+
 /* Runs w (host arrays) through both backends' matmul for several step sizes. */
 static void check_matmul(const char *what, const celer_weight *host_w, const float *wd, double bound_ref,
-                         double bound_cpu)
+                         double bound_cpu, bool int_decode)
 {
     static const int64_t Ts[] = {1, 3, 8, 9, 32, 33, 70};
     celer_weight         wc = *host_w, wg = *host_w;
@@ -117,11 +137,22 @@ static void check_matmul(const char *what, const celer_weight *host_w, const flo
         float *dx = dev_copy(x, (size_t)(T * k) * sizeof *x), *dy = dev_zeros((size_t)(T * rows));
         CHECK(gpu->ops->matmul(gpu, &wg, dx, T, dy, &err) == CELER_OK);
         to_host(dy, yg, (size_t)(T * rows) * sizeof *yg);
-        double e_ref = rel_l2(yg, yr, T * rows), e_cpu = rel_l2f(yg, yc, T * rows);
-        if (!(e_ref <= bound_ref) || !(e_cpu <= bound_cpu))
+        double e_ref = rel_l2(yg, yr, T * rows), e_cpu = rel_l2f(yg, yc, T * rows), e_q = 0, bound = bound_ref;
+        if (int_decode && T <= 32) { /* the exact product of the quantized activations; f32's within 1e-3 */
+            float  *xh = malloc((size_t)(T * k) * sizeof *xh);
+            double *yq = malloc((size_t)(T * rows) * sizeof *yq);
+            x32_values(x, T, k, xh);
+            ref_matmul(wd, rows, k, xh, T, yq);
+            e_q = rel_l2(yg, yq, T * rows), bound = bound_ref > 1e-3 ? bound_ref : 1e-3;
+            if (!(e_q <= bound_ref)) fprintf(stderr, "  %s T=%lld: vs the quantized activations' product %.2e\n", what,
+                                             (long long)T, e_q);
+            CHECK(e_q <= bound_ref);
+            free(xh), free(yq);
+        }
+        if (!(e_ref <= bound) || !(e_cpu <= bound_cpu))
             fprintf(stderr, "  %s %lldx%lld T=%lld: vs exact %.2e (bound %.0e), vs cpu %.2e (bound %.0e)\n", what,
-                    (long long)rows, (long long)k, (long long)T, e_ref, bound_ref, e_cpu, bound_cpu);
-        CHECK(e_ref <= bound_ref);
+                    (long long)rows, (long long)k, (long long)T, e_ref, bound, e_cpu, bound_cpu);
+        CHECK(e_ref <= bound);
         CHECK(e_cpu <= bound_cpu);
         gpu->ops->release(gpu, dx), gpu->ops->release(gpu, dy);
         free(x), free(yc), free(yg), free(yr);
@@ -144,7 +175,7 @@ static void test_matmul_gguf(void)
         size_t rb = (size_t)(k / ti->block_elems) * ti->block_bytes;
         for (int64_t r = 0; r < rows; r++) CHECK(celer_dequant_row(t, (char *)raw + r * rb, wd + r * k, k));
         celer_weight w = {.type = t, .rows = rows, .cols = k, .data = raw};
-        check_matmul(ti->name, &w, wd, 1e-5, fl ? 1e-5 : 2e-2);
+        check_matmul(ti->name, &w, wd, 1e-5, fl ? 1e-5 : 2e-2, !fl);
         free(raw), free(wd);
     }
 }
@@ -180,7 +211,7 @@ static void test_matmul_mlx_one(celer_hf_quant_mode mode, uint32_t bits, uint32_
     char desc[64];
     celer_mlx_quant_describe(&q, desc, sizeof desc);
     bool exact_dtype = dtype == CELER_ST_F32 || mode == CELER_HF_QUANT_NVFP4 || mode == CELER_HF_QUANT_MXFP4;
-    check_matmul(desc, &w, wd, exact_dtype ? 1e-5 : 1e-2, 2e-2);
+    check_matmul(desc, &w, wd, exact_dtype ? 1e-5 : 1e-2, 2e-2, mode == CELER_HF_QUANT_AFFINE && (bits == 4 || bits == 8));
     /* an embedding looked up from the host arrays: mx.dequantize's values exactly */
     int32_t ids[3] = {0, (int32_t)rows - 1, 7};
     float  *rows_h = malloc(3 * (size_t)k * sizeof *rows_h), *dy = dev_zeros(3 * (size_t)k);
@@ -358,6 +389,50 @@ static void test_attention(void)
 
 /* ---- the fused kernels of the port tables ------------------------------------------------ */
 
+/* matmuls: three weights of one input, two formats among them, against the CPU's matmul per
+ * weight at decode and prefill sizes (1e-3: the CPU quantizes a K-quant's activations per 256
+ * values, the GPU per 32 or not at all; each format's own matmul is checked exactly above). */
+static void test_matmuls(void)
+{
+    enum { K = 512, N = 3 };
+    static const celer_ggml_type types[N] = {CELER_GGML_Q4_K, CELER_GGML_Q4_K, CELER_GGML_Q6_K};
+    static const int64_t         rows[N]  = {96, 33, 65};
+    static const int64_t         Ts[]     = {1, 5, 33};
+    celer_weight                 wc[N], wg[N];
+    const celer_weight          *pg[N];
+    void                        *raw[N];
+    for (int i = 0; i < N; i++) {
+        raw[i] = random_weights(types[i], rows[i], K, 0.1f);
+        wc[i] = wg[i] = (celer_weight){.type = types[i], .rows = rows[i], .cols = K, .data = raw[i]};
+        CHECK(cpu->ops->weight_load(cpu, &wc[i], &err) == CELER_OK);
+        CHECK(gpu->ops->weight_load(gpu, &wg[i], &err) == CELER_OK);
+        pg[i] = &wg[i];
+    }
+    celer_port_fn fn;
+    CHECK(celer_port_select(&celer_port_matmuls, gpu->ops->kind, &fn, &err) == CELER_OK);
+    for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+        int64_t T = Ts[ti];
+        float  *x = malloc((size_t)(T * K) * sizeof *x), *dy[N];
+        random_acts(x, T, K);
+        float *dx = dev_copy(x, (size_t)(T * K) * sizeof *x);
+        for (int i = 0; i < N; i++) dy[i] = dev_zeros((size_t)(T * rows[i]));
+        CHECK(((celer_matmuls_fn)fn)(gpu, pg, N, dx, T, dy, &err) == CELER_OK);
+        for (int i = 0; i < N; i++) {
+            float *yc = malloc((size_t)(T * rows[i]) * sizeof *yc), *yg = malloc((size_t)(T * rows[i]) * sizeof *yg);
+            CHECK(cpu->ops->matmul(cpu, &wc[i], x, T, yc, &err) == CELER_OK);
+            to_host(dy[i], yg, (size_t)(T * rows[i]) * sizeof *yg);
+            double e = rel_l2f(yg, yc, T * rows[i]);
+            if (!(e < 1e-3)) fprintf(stderr, "  matmuls T=%lld weight %d: %.2e\n", (long long)T, i, e);
+            CHECK(e < 1e-3);
+            gpu->ops->release(gpu, dy[i]);
+            free(yc), free(yg);
+        }
+        gpu->ops->release(gpu, dx);
+        free(x);
+    }
+    for (int i = 0; i < N; i++) free(raw[i]);
+}
+
 static void test_fused(void)
 {
     enum { R = 7, D = 640 };
@@ -478,6 +553,7 @@ int main(void)
     test_rope();
     test_attention();
     test_fused();
+    test_matmuls();
     test_moe(CELER_GGML_F32, 1);
     test_moe(CELER_GGML_F32, 37);
     test_moe(CELER_GGML_Q4_0, 1);

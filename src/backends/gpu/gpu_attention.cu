@@ -84,8 +84,7 @@ celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cac
                           (long long)b->n_tokens);
     const int32_t *pos, *seq, *tables;
     if (gpu_batch_upload(g, b, kv, &pos, &seq, &tables, err)) return err->code;
-    k_attention<<<dim3((unsigned)b->n_tokens, (unsigned)a->n_heads), ATT_THREADS, 0, g->stream>>>(
-        q, kv->k[layer], kv->v[layer], pos, seq, tables, kv->max_blocks, kv->block_size, a->n_heads, a->n_kv_heads,
-        a->head_dim, a->scale, a->window, out);
-    return gpu_launched(g, err, "attention");
+    return GPU_LAUNCH(g, err, "attention", k_attention, dim3((unsigned)b->n_tokens, (unsigned)a->n_heads),
+                      ATT_THREADS, 0, q, kv->k[layer], kv->v[layer], pos, seq, tables, kv->max_blocks,
+                      kv->block_size, a->n_heads, a->n_kv_heads, a->head_dim, a->scale, a->window, out);
 }

@@ -117,6 +117,7 @@ static celer_status gpu_alloc(celer_backend *be, size_t bytes, void **out, celer
     gpu_backend *g = gpu_of(be);
     *out           = NULL;
     if (gpu_alive(g, err)) return err->code;
+    if (g->rec == GPU_REC_CAPTURE) gpu_graph_break(g, false); /* its zeroing below must not be recorded */
     gpuError_t e = gpuMalloc(out, bytes ? bytes : 1);
     if (e != gpuSuccess) {
         size_t free_b = 0, total_b = 0;
@@ -140,7 +141,9 @@ static void gpu_release(celer_backend *be, void *p)
 celer_status gpu_buf_reserve(gpu_backend *g, gpu_buf *b, size_t bytes, celer_error *err)
 {
     if (b->bytes >= bytes) return CELER_OK;
-    if (b->p) {
+    if (b->p) { /* it moves: the graphs recorded with it go, and so does the step being recorded */
+        gpu_graph_break(g, false);
+        gpu_graphs_drop(g);
         if (gpu_sync(g, err)) return err->code; /* the old buffer may still be read */
         (void)gpuFree(b->p);
     }
@@ -164,10 +167,16 @@ celer_status gpu_host_stage(gpu_backend *g, size_t bytes, void **out, celer_erro
 }
 
 /* Pageable host memory: the call returns once the source has been taken, so the caller may
- * reuse it at once. */
+ * reuse it at once. While a step is being recorded the copy is made at once on the side stream
+ * (a step's inputs are uploaded before its graph runs, never recorded in it). */
 celer_status gpu_upload(gpu_backend *g, void *dst, const void *src, size_t n, celer_error *err)
 {
     if (!n) return CELER_OK;
+    if (g->rec == GPU_REC_CAPTURE) {
+        GPU_TRY(g, err, gpuMemcpyAsync(dst, src, n, gpuMemcpyHostToDevice, g->side), "host-to-device copy");
+        GPU_TRY(g, err, gpuStreamSynchronize(g->side), "host-to-device copy");
+        return CELER_OK;
+    }
     GPU_TRY(g, err, gpuMemcpyAsync(dst, src, n, gpuMemcpyHostToDevice, g->stream), "host-to-device copy");
     return CELER_OK;
 }
@@ -176,6 +185,11 @@ static celer_status gpu_read(celer_backend *be, const void *src, void *dst, size
 {
     gpu_backend *g = gpu_of(be);
     if (gpu_alive(g, err)) return err->code;
+    if (g->rec != GPU_REC_EAGER) { /* mid-step: the values do not exist yet; this step cannot be recorded */
+        gpu_graph_break(g, true);
+        memset(dst, 0, n);
+        return CELER_OK;
+    }
     /* the work before the read finishes under the watchdog: a copy into pageable memory would
      * wait for it inside the runtime, past any deadline */
     if (gpu_sync(g, err)) return err->code;
@@ -193,7 +207,7 @@ static celer_status gpu_write(celer_backend *be, void *dst, const void *src, siz
 static celer_status gpu_copy(celer_backend *be, void *dst, const void *src, size_t n, celer_error *err)
 {
     gpu_backend *g = gpu_of(be);
-    if (gpu_alive(g, err)) return err->code;
+    if (gpu_alive(g, err) || gpu_skip(g)) return g->failed ? err->code : CELER_OK;
     GPU_TRY(g, err, gpuMemcpyAsync(dst, src, n, gpuMemcpyDeviceToDevice, g->stream), "device-to-device copy");
     return CELER_OK;
 }
@@ -254,7 +268,8 @@ static void gpu_free(celer_backend *be)
     gpu_backend *g = gpu_of(be);
     if (!g) return;
     if (g->stream) (void)gpuStreamSynchronize(g->stream);
-    gpu_buf *bufs[] = {&g->d_pos, &g->d_seq, &g->d_tables, &g->d_ids};
+    gpu_graphs_free(g);
+    gpu_buf *bufs[] = {&g->d_pos, &g->d_seq, &g->d_tables, &g->d_ids, &g->d_xq};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu_release(be, bufs[i]->p);
     for (size_t i = 0; i < sizeof g->moe / sizeof g->moe[0]; i++) gpu_release(be, g->moe[i].p);
     for (int i = 0; i < g->n_freq; i++) gpu_release(be, g->freq[i].dev);
@@ -288,6 +303,8 @@ static const celer_backend_ops gpu_ops = {
     .glu         = gpu_glu,
     .scale       = gpu_scale,
     .mul_sigmoid = gpu_mul_sigmoid,
+    .step_begin  = gpu_step_begin,
+    .step_end    = gpu_step_end,
     .moe_route   = gpu_moe_route,
     .moe_ffn     = gpu_moe_ffn,
 };
@@ -310,6 +327,9 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     const char *wd = getenv("CELER_GPU_WATCHDOG");
     g->timeout_s   = cfg && cfg->timeout_s > 0 ? cfg->timeout_s : wd && atof(wd) > 0 ? atof(wd) : 120.0;
     g->upload_total = cfg ? cfg->upload_total : 0;
+    g->cur          = -1;
+    const char *gr  = getenv("CELER_GPU_GRAPHS"); /* 0: every step op by op (for comparisons) */
+    g->graphs_off   = gr && !strcmp(gr, "0");
     snprintf(g->device_name, sizeof g->device_name, "%s", f.name);
     gpuError_t e = gpuSetDevice(device);
     if (e == gpuSuccess) e = gpuGetDeviceProperties(&g->prop, device);

@@ -39,6 +39,7 @@ typedef struct {
     char          failure[256];
     /* the batch and the KV block tables as the kernels see them: uploaded when they change */
     gpu_buf  d_pos, d_seq, d_tables, d_ids;
+    gpu_buf  d_xq; /* activations quantized for the integer decode kernels (gpu_matvec.h) */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */
     int64_t  h_pos_n, h_seq_n, h_tables_n;
     /* RoPE frequency divisors (host arrays of the model) and their device copies */
@@ -47,6 +48,13 @@ typedef struct {
         float       *dev;
     } freq[64];
     int n_freq;
+    /* step graphs (gpu_graph.cu) */
+    int                rec;   /* what the ops do with device work: enum gpu_rec */
+    gpuStream_t        side;  /* uploads while the stream is being captured */
+    struct gpu_graph  *graphs;
+    int                n_graphs, cur; /* cur: the step's graph, -1 none */
+    uint64_t           clock;         /* steps begun, for the least recently used graph */
+    bool               graphs_off;    /* CELER_GPU_GRAPHS=0 */
     /* scratch for MoE and staging */
     gpu_buf moe[6];
     void   *host_stage;
@@ -88,15 +96,53 @@ celer_status gpu_upload(gpu_backend *g, void *dst, const void *src, size_t n, ce
 celer_status gpu_batch_upload(gpu_backend *g, const celer_batch *b, const celer_kv_cache *kv, const int32_t **pos,
                               const int32_t **seq, const int32_t **tables, celer_error *err);
 
+/* ---- step graphs (gpu_graph.cu) ---- */
+/* During a step the ops run their device work (EAGER), record it into the step's graph
+ * (CAPTURE), or leave it to the graph recorded earlier (REPLAY); BROKEN: the step could not be
+ * recorded (an op needed the host mid-step, or a buffer moved), its remaining device work is
+ * skipped and step_end asks the caller to run it again. Host-side work (checks, uploads of the
+ * step's inputs) is done in every mode. */
+enum gpu_rec { GPU_REC_EAGER, GPU_REC_CAPTURE, GPU_REC_REPLAY, GPU_REC_BROKEN };
+celer_status gpu_step_begin(celer_backend *be, uint64_t key, celer_error *err);
+celer_status gpu_step_end(celer_backend *be, bool ok, bool *redo, celer_error *err);
+/* Whether a launch or a device-to-device copy is to be skipped (REPLAY, BROKEN). */
+static inline bool gpu_skip(const gpu_backend *g) { return g->rec == GPU_REC_REPLAY || g->rec == GPU_REC_BROKEN; }
+/* The step cannot be recorded (never, when forever: its key then always runs op by op). */
+void gpu_graph_break(gpu_backend *g, bool forever);
+/* Every recorded graph is dropped (a buffer they use moved). */
+void gpu_graphs_drop(gpu_backend *g);
+void gpu_graphs_free(gpu_backend *g);
+
+/* Launches kernel<<<grid, block, smem>>>(args) on the backend's stream unless gpu_skip, and
+ * checks the launch. kernel must be one token (a name or a function pointer). */
+#define GPU_LAUNCH(g, err, name, kernel, grid, block, smem, ...)                                                    \
+    (gpu_skip(g) ? CELER_OK : (kernel<<<(grid), (block), (smem), (g)->stream>>>(__VA_ARGS__), gpu_launched((g), (err), (name))))
+
 /* ---- weights on the device (gpu_weights.cu) ---- */
-/* Layout of an MLX matrix on the GPU: row after row, each row its codes as stored, then its
- * scales, then (affine) its biases, padded to 16 bytes. */
-enum { GPU_LAYOUT_STORED = 0, GPU_LAYOUT_MLX_ROWS = 1 };
+/* How a weight's rows lie on the device:
+ *   STORED    GGUF blocks as in the file (F32, F16, BF16, Q4_K, Q5_K: their payloads are
+ *             already 16-byte aligned);
+ *   MLX_ROWS  an MLX matrix, row after row: the row's codes as stored, then its scales, then
+ *             (affine) its biases, padded to 16 bytes;
+ *   SPLIT     GGUF blocks whose payload is not 16-byte aligned in the file (Q4_0, Q4_1, Q5_0,
+ *             Q5_1, Q8_0, Q6_K): each row holds every block's codes in block order, then every
+ *             block's remaining bytes (its "header": scales, mins, high bits) in block order,
+ *             padded to 16 bytes, so that the decode kernels read codes with 128-bit loads.
+ * In every layout a run of rows (an expert of a stacked tensor) is one contiguous range. */
+enum { GPU_LAYOUT_STORED = 0, GPU_LAYOUT_MLX_ROWS = 1, GPU_LAYOUT_SPLIT = 2 };
 typedef struct {
     size_t codes, scales, biases; /* bytes of each part of a row (biases 0 but for affine) */
     size_t row;                   /* the row's bytes, padded */
 } gpu_mlx_row;
 gpu_mlx_row  gpu_mlx_row_layout(const celer_mlx_quant *q);
+/* A SPLIT type's block: its codes are bytes [code_off, code_off + code_len) of the block's
+ * block_bytes; false for the types kept as stored. */
+typedef struct {
+    int code_off, code_len, block_bytes, block_elems;
+} gpu_split;
+bool gpu_split_of(celer_ggml_type t, gpu_split *s);
+/* The bytes of one row of w on the device (any layout). */
+size_t gpu_row_bytes(const celer_weight *w);
 celer_status gpu_weight_load(celer_backend *be, celer_weight *w, celer_error *err);
 celer_status gpu_weight_view(celer_backend *be, const celer_weight *w, int64_t row0, int64_t rows, celer_weight *view,
                              celer_error *err);

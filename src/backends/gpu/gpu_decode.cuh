@@ -29,7 +29,7 @@ typedef struct {
     int64_t        row_bytes;
     int32_t        group;      /* MLX: values per scale */
     int32_t        sdtype;     /* MLX affine scales and biases: 0 f32, 1 f16, 2 bf16 */
-    int64_t        scales_off; /* MLX: offset of a row's scales in the row (its codes' bytes) */
+    int64_t        scales_off; /* MLX: offset of a row's scales in the row (its codes' bytes); SPLIT: of its headers */
     int64_t        biases_off; /* MLX affine: offset of a row's biases */
     float          gmul;       /* nvfp4: global scale / 2688, else 1 */
 } gpu_wdesc;
@@ -99,22 +99,20 @@ static __device__ __forceinline__ float dec1(const gpu_wdesc &w, const uint8_t *
     if (F == GPU_F32) return ((const float *)row)[32 * c + j];
     if (F == GPU_F16) return dec_f16(((const uint16_t *)row)[32 * c + j]);
     if (F == GPU_BF16) return dec_bf16(((const uint16_t *)row)[32 * c + j]);
-    if (F == GPU_Q4_0 || F == GPU_Q4_1 || F == GPU_Q5_0 || F == GPU_Q5_1) {
+    if (F == GPU_Q4_0 || F == GPU_Q4_1 || F == GPU_Q5_0 || F == GPU_Q5_1) { /* SPLIT: 16 code bytes a block */
         const bool     has_m = F == GPU_Q4_1 || F == GPU_Q5_1, five = F == GPU_Q5_0 || F == GPU_Q5_1;
-        const int      bb    = 2 + (has_m ? 2 : 0) + (five ? 4 : 0) + 16;
-        const uint8_t *b     = row + bb * c;
+        const int      hb    = 2 + (has_m ? 2 : 0) + (five ? 4 : 0);
+        const uint8_t *b     = row + w.scales_off + hb * c; /* d, m, then qh */
         const uint8_t *qh    = b + (has_m ? 4 : 2);
-        const uint8_t *qs    = qh + (five ? 4 : 0);
+        const uint8_t *qs    = row + 16 * c;
         int            q     = (qs[j % 16] >> (4 * (j / 16))) & 0x0f;
         if (five) q |= ((qh[j / 8] >> (j % 8)) & 1) << 4;
         const float d = dec_f16(ld16(b));
         if (has_m) return __fadd_rn(__fmul_rn(d, (float)q), dec_f16(ld16(b + 2)));
         return __fmul_rn(d, (float)(q - (five ? 16 : 8)));
     }
-    if (F == GPU_Q8_0) {
-        const uint8_t *b = row + 34 * c;
-        return __fmul_rn((float)(int8_t)b[2 + j], dec_f16(ld16(b)));
-    }
+    if (F == GPU_Q8_0) /* SPLIT: 32 code bytes a block, then the scales */
+        return __fmul_rn((float)(int8_t)row[32 * c + j], dec_f16(ld16(row + w.scales_off + 2 * c)));
     if (F == GPU_Q4_K || F == GPU_Q5_K) {
         const bool     five = F == GPU_Q5_K;
         const uint8_t *b    = row + (five ? 176 : 144) * (c / 8);
@@ -126,12 +124,12 @@ static __device__ __forceinline__ float dec1(const gpu_wdesc &w, const uint8_t *
         if (five) q |= ((b[16 + j] >> s) & 1) << 4;
         return __fsub_rn(__fmul_rn(dl, (float)q), ml);
     }
-    if (F == GPU_Q6_K) {
-        const uint8_t *b  = row + 210 * (c / 8);
+    if (F == GPU_Q6_K) { /* SPLIT: ql (128) and qh (64) a super-block, then its scales (16) and d */
+        const uint8_t *b  = row + 192 * (c / 8), *h = row + w.scales_off + 18 * (c / 8);
         const int      s  = (int)(c % 8), half = s / 4, sr = s % 4, r = 32 * sr + j;
         const int      lo = (b[64 * half + r % 64] >> (4 * (r / 64))) & 0x0f;
         const int      hi = (b[128 + 32 * half + j] >> (2 * sr)) & 3;
-        const float    dl = __fmul_rn(dec_f16(ld16(b + 208)), (float)((const int8_t *)(b + 192))[(32 * s + j) / 16]);
+        const float    dl = __fmul_rn(dec_f16(ld16(h + 16)), (float)((const int8_t *)h)[(32 * s + j) / 16]);
         return __fmul_rn(dl, (float)((lo | hi << 4) - 32));
     }
     if (F >= GPU_AFFINE2 && F <= GPU_AFFINE8) {

@@ -37,8 +37,8 @@ extern "C" celer_status celer_gpu_add_rmsnorm(celer_backend *be, float *x, const
     if (rows <= 0) return CELER_OK;
     if (rows > GPU_MAX_GRID_X)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: add_rmsnorm of %lld rows", CELER_GPU_NAME, (long long)rows);
-    k_add_rmsnorm<<<(unsigned)rows, THREADS, 0, g->stream>>>(x, o, (const float *)w->data, d, eps, h);
-    return gpu_launched(g, err, "add_rmsnorm");
+    return GPU_LAUNCH(g, err, "add_rmsnorm", k_add_rmsnorm, (unsigned)rows, THREADS, 0, x, o,
+                      (const float *)w->data, d, eps, h);
 }
 
 /* One thread per (token, kv head, element pair or unrotated value): the rotated keys and the
@@ -92,9 +92,7 @@ extern "C" celer_status celer_gpu_rope_kv_write(celer_backend *be, celer_kv_cach
         gpu_freq_factors(g, r->freq_factors, r->n_rot / 2, &ff, err))
         return err->code;
     unsigned blocks = gpu_blocks(b->n_tokens * kv->n_kv_heads * head_dim, THREADS);
-    k_rope_kv_write<<<blocks, THREADS, 0, g->stream>>>(kv->k[layer], kv->v[layer], k, v, pos, seq, tables,
-                                                       kv->max_blocks, kv->block_size, b->n_tokens, kv->n_kv_heads,
-                                                       head_dim, r->n_rot, r->mode == CELER_ROPE_NEOX, r->base,
-                                                       r->pos_scale, ff, r->mscale);
-    return gpu_launched(g, err, "rope_kv_write");
+    return GPU_LAUNCH(g, err, "rope_kv_write", k_rope_kv_write, blocks, THREADS, 0, kv->k[layer], kv->v[layer], k,
+                      v, pos, seq, tables, kv->max_blocks, kv->block_size, b->n_tokens, kv->n_kv_heads, head_dim,
+                      r->n_rot, r->mode == CELER_ROPE_NEOX, r->base, r->pos_scale, ff, r->mscale);
 }

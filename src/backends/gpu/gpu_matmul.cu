@@ -1,6 +1,7 @@
 /* Matrix products of f32 activations by stored weights, and embedding rows, on the GPU. Weights
  * are decoded in registers (gpu_decode.cuh) and never written out dequantized.
  *
+ * Decode steps of formats with an integer kernel go to gpu_matvec.cu; the others here.
  * Decode (T <= MV_TOKENS): 32 lanes per weight row, each decoding one 32-value chunk of a segment
  * of 32 chunks (neighbouring lanes read neighbouring blocks), against the step's activations of
  * that segment, staged once per block in shared memory (rows padded: no bank conflicts).
@@ -8,8 +9,11 @@
  * weight chunks into shared memory once for the 64 tokens.
  *
  * These are the correct, simple versions; issue 10 makes them fast (wide loads, matrix units). */
-#include "backends/gpu/gpu_backend.h"
-#include "backends/gpu/gpu_decode.cuh"
+#include "backends/gpu/gpu_matvec.h"
+
+extern "C" {
+#include "backends/gpu/gpu_ports.h"
+}
 
 extern "C" {
 #include "quant/mlx_quant.h"
@@ -183,8 +187,9 @@ static celer_status describe(const celer_weight *w, gpu_wdesc *d, int *fmt, cele
         d->biases_off = (int64_t)(L.codes + L.scales);
         if (q->has_global_scale) d->gmul = q->global_scale / 2688.0f;
     } else {
-        const celer_ggml_type_info *ti = celer_ggml_type_get(w->type);
-        d->row_bytes = (int64_t)(w->cols / ti->block_elems) * (int64_t)ti->block_bytes;
+        gpu_split sp;
+        d->row_bytes = (int64_t)gpu_row_bytes(w);
+        if (gpu_split_of(w->type, &sp)) d->scales_off = w->cols / sp.block_elems * sp.code_len;
     }
     return CELER_OK;
 }
@@ -209,15 +214,19 @@ celer_status gpu_matmul(celer_backend *be, const celer_weight *w, const float *x
     int          f;
     if (gpu_alive(g, err) || describe(w, &d, &f, err)) return err->code;
     if (T <= 0) return CELER_OK;
+    if (T <= MV_SLICED && gpu_matvec_q8_has(f)) { /* small steps: integer dot products, 8 tokens a pass */
+        gpu_xq xq;
+        if (gpu_quant_x(g, x, T, w->cols, &xq, err)) return err->code;
+        return gpu_matvec_q8(g, &d, 1, f, &xq, T, &y, err);
+    }
     if (T <= MV_SLICED) { /* small steps (a batch of decodes): the decode kernel, 8 tokens a pass */
         unsigned blocks;
         int      rows_per = MV_THREADS / SEG; /* a row per 32 lanes, whatever the warp size */
         if (gpu_grid(g, w->rows, rows_per, &blocks, "matvec", err)) return err->code;
         for (int64_t t0 = 0; t0 < T; t0 += MV_TOKENS) {
             int64_t n = T - t0 < (int64_t)MV_TOKENS ? T - t0 : (int64_t)MV_TOKENS;
-            MATVEC[f]<<<blocks, MV_THREADS, (size_t)n * SEG * 33 * sizeof(float), g->stream>>>(d, x + t0 * w->cols, n,
-                                                                                                y + t0 * w->rows);
-            if (gpu_launched(g, err, "matvec")) return err->code;
+            if (GPU_LAUNCH(g, err, "matvec", MATVEC[f], blocks, MV_THREADS, (size_t)n * SEG * 33 * sizeof(float), d,
+                           x + t0 * w->cols, n, y + t0 * w->rows)) return err->code;
         }
         return CELER_OK;
     }
@@ -227,8 +236,42 @@ celer_status gpu_matmul(celer_backend *be, const celer_weight *w, const float *x
                           CELER_GPU_NAME, (long long)T, (long long)(GPU_MAX_GRID_YZ * TILE_T));
     unsigned br;
     if (gpu_grid(g, w->rows, TILE_R, &br, "gemm", err)) return err->code;
-    GEMM[f]<<<dim3(br, (unsigned)bt), GEMM_THREADS, 0, g->stream>>>(d, x, T, y);
-    return gpu_launched(g, err, "gemm");
+    return GPU_LAUNCH(g, err, "gemm", GEMM[f], dim3(br, (unsigned)bt), GEMM_THREADS, 0, d, x, T, y);
+}
+
+/* The port celer_port_matmuls: decode-sized steps quantize x once and run the weights of one
+ * format in one launch; anything else is a matmul per weight. */
+extern "C" celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight *const *w, int n, const float *x,
+                                          int64_t T, float *const *y, celer_error *err)
+{
+    gpu_backend *g = gpu_of(be);
+    gpu_wdesc    d[GPU_MVQ_SET];
+    int          f[GPU_MVQ_SET];
+    bool         fused = n >= 1 && n <= GPU_MVQ_SET && T <= MV_SLICED;
+    if (gpu_alive(g, err)) return err->code;
+    for (int i = 0; fused && i < n; i++) {
+        if (describe(w[i], &d[i], &f[i], err)) return err->code;
+        fused = gpu_matvec_q8_has(f[i]) && w[i]->cols == w[0]->cols;
+    }
+    if (!fused) {
+        for (int i = 0; i < n; i++)
+            if (gpu_matmul(be, w[i], x, T, y[i], err)) return err->code;
+        return CELER_OK;
+    }
+    if (T <= 0) return CELER_OK;
+    gpu_xq xq;
+    if (gpu_quant_x(g, x, T, w[0]->cols, &xq, err)) return err->code;
+    bool done[GPU_MVQ_SET] = {false, false, false};
+    for (int i = 0; i < n; i++) { /* the weights of f[i]'s format, together */
+        if (done[i]) continue;
+        gpu_wdesc ds[GPU_MVQ_SET];
+        float    *ys[GPU_MVQ_SET];
+        int       m = 0;
+        for (int j = i; j < n; j++)
+            if (!done[j] && f[j] == f[i]) ds[m] = d[j], ys[m++] = y[j], done[j] = true;
+        if (gpu_matvec_q8(g, ds, m, f[i], &xq, T, ys, err)) return err->code;
+    }
+    return CELER_OK;
 }
 
 /* MLX rows come from the host arrays, as mx.dequantize gives them (quant/mlx_quant.c). */
@@ -260,6 +303,5 @@ celer_status gpu_get_rows(celer_backend *be, const celer_weight *w, const int32_
         gpu_upload(g, g->d_ids.p, ids, (size_t)n * sizeof *ids, err) ||
         gpu_grid(g, n * (w->cols / 32), 256, &blocks, "get_rows", err))
         return err->code;
-    ROWS[f]<<<blocks, 256, 0, g->stream>>>(d, (const int32_t *)g->d_ids.p, n, y);
-    return gpu_launched(g, err, "get_rows");
+    return GPU_LAUNCH(g, err, "get_rows", ROWS[f], blocks, 256, 0, d, (const int32_t *)g->d_ids.p, n, y);
 }

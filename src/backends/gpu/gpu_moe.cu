@@ -52,8 +52,8 @@ celer_status gpu_moe_route(celer_backend *be, const float *logits, int64_t T, in
     if (T <= 0) return CELER_OK;
     unsigned blocks;
     if (gpu_grid(g, T, THREADS, &blocks, "moe_route", err)) return err->code;
-    k_moe_route<<<blocks, THREADS, 0, g->stream>>>(logits, T, n_expert, n_used, renorm, ids, w);
-    return gpu_launched(g, err, "moe_route");
+    return GPU_LAUNCH(g, err, "moe_route", k_moe_route, blocks, THREADS, 0, logits, T, n_expert, n_used, renorm,
+                      ids, w);
 }
 
 /* xs[n] = x[tok[n]] (rows of d) */
@@ -82,6 +82,10 @@ celer_status gpu_moe_ffn(celer_backend *be, const celer_moe *moe, const float *x
     gpu_backend *g = gpu_of(be);
     int64_t      E = moe->n_expert, ff = moe->n_ff, d = moe->down[0].rows, K = n_used, N = T * K;
     if (gpu_alive(g, err)) return err->code;
+    if (g->rec != GPU_REC_EAGER) { /* it groups the tokens by expert on the host: not recordable */
+        gpu_graph_break(g, true);
+        return CELER_OK;
+    }
     if (E <= 0 || E > 1024 || K <= 0 || K > E)
         return celer_fail(err, CELER_ERR_INVALID, "%s: MoE of %lld experts (1 to 1024), %lld per token",
                           CELER_GPU_NAME, (long long)E, (long long)K);
@@ -113,8 +117,8 @@ celer_status gpu_moe_ffn(celer_backend *be, const celer_moe *moe, const float *x
         gpu_upload(g, b_tok->p, tok, (size_t)N * 4, err) || gpu_upload(g, b_at->p, at, (size_t)N * 4, err))
         return err->code;
     float *xs = (float *)b_xs->p, *G = (float *)b_gate->p, *U = (float *)b_up->p, *Y = (float *)b_ys->p;
-    k_gather<<<gpu_blocks(N * d, THREADS), THREADS, 0, g->stream>>>(x, (const int32_t *)b_tok->p, N, d, xs);
-    if (gpu_launched(g, err, "moe gather")) return err->code;
+    if (GPU_LAUNCH(g, err, "moe gather", k_gather, gpu_blocks(N * d, THREADS), THREADS, 0, x,
+                   (const int32_t *)b_tok->p, N, d, xs)) return err->code;
     const celer_backend_ops *op = g->base.ops;
     for (int64_t e = 0; e < E; e++) {
         int64_t s = start[e], n = start[e + 1] - start[e];
@@ -128,6 +132,6 @@ celer_status gpu_moe_ffn(celer_backend *be, const celer_moe *moe, const float *x
         int64_t s = start[e], n = start[e + 1] - start[e];
         if (n && op->matmul(&g->base, &moe->down[e], G + s * ff, n, Y + s * d, err)) return err->code;
     }
-    k_combine<<<gpu_blocks(T * d, THREADS), THREADS, 0, g->stream>>>(Y, (const int32_t *)b_at->p, w, T, K, d, out);
-    return gpu_launched(g, err, "moe combine");
+    return GPU_LAUNCH(g, err, "moe combine", k_combine, gpu_blocks(T * d, THREADS), THREADS, 0, Y,
+                      (const int32_t *)b_at->p, w, T, K, d, out);
 }

@@ -36,8 +36,8 @@ celer_status gpu_rmsnorm(celer_backend *be, const float *x, const celer_weight *
     if (rows <= 0) return CELER_OK;
     if (rows > GPU_MAX_GRID_X)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: rmsnorm of %lld rows", CELER_GPU_NAME, (long long)rows);
-    k_rmsnorm<<<(unsigned)rows, THREADS, 0, g->stream>>>(x, (const float *)w->data, d, eps, y);
-    return gpu_launched(g, err, "rmsnorm");
+    return GPU_LAUNCH(g, err, "rmsnorm", k_rmsnorm, (unsigned)rows, THREADS, 0, x, (const float *)w->data, d, eps,
+                      y);
 }
 
 /* ---- element-wise ------------------------------------------------------------------- */
@@ -83,8 +83,8 @@ celer_status gpu_add_bias(celer_backend *be, float *y, const celer_weight *b, in
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: a bias must be f32", CELER_GPU_NAME);
     int64_t total = T * b->cols;
     if (total <= 0) return CELER_OK;
-    k_add_bias<<<gpu_blocks(total, THREADS), THREADS, 0, g->stream>>>(y, (const float *)b->data, b->cols, total);
-    return gpu_launched(g, err, "add_bias");
+    return GPU_LAUNCH(g, err, "add_bias", k_add_bias, gpu_blocks(total, THREADS), THREADS, 0, y,
+                      (const float *)b->data, b->cols, total);
 }
 
 celer_status gpu_add(celer_backend *be, float *x, const float *y, int64_t n, celer_error *err)
@@ -92,8 +92,7 @@ celer_status gpu_add(celer_backend *be, float *x, const float *y, int64_t n, cel
     gpu_backend *g = gpu_of(be);
     if (gpu_alive(g, err)) return err->code;
     if (n <= 0) return CELER_OK;
-    k_add<<<gpu_blocks(n, THREADS), THREADS, 0, g->stream>>>(x, y, n);
-    return gpu_launched(g, err, "add");
+    return GPU_LAUNCH(g, err, "add", k_add, gpu_blocks(n, THREADS), THREADS, 0, x, y, n);
 }
 
 celer_status gpu_scale(celer_backend *be, float *x, int64_t n, float s, celer_error *err)
@@ -101,8 +100,7 @@ celer_status gpu_scale(celer_backend *be, float *x, int64_t n, float s, celer_er
     gpu_backend *g = gpu_of(be);
     if (gpu_alive(g, err)) return err->code;
     if (n <= 0) return CELER_OK;
-    k_scale<<<gpu_blocks(n, THREADS), THREADS, 0, g->stream>>>(x, n, s);
-    return gpu_launched(g, err, "scale");
+    return GPU_LAUNCH(g, err, "scale", k_scale, gpu_blocks(n, THREADS), THREADS, 0, x, n, s);
 }
 
 celer_status gpu_glu(celer_backend *be, float *gate, const float *up, int64_t n, celer_act act, celer_error *err)
@@ -110,8 +108,7 @@ celer_status gpu_glu(celer_backend *be, float *gate, const float *up, int64_t n,
     gpu_backend *g = gpu_of(be);
     if (gpu_alive(g, err)) return err->code;
     if (n <= 0) return CELER_OK;
-    k_glu<<<gpu_blocks(n, THREADS), THREADS, 0, g->stream>>>(gate, up, n, (int)act);
-    return gpu_launched(g, err, "glu");
+    return GPU_LAUNCH(g, err, "glu", k_glu, gpu_blocks(n, THREADS), THREADS, 0, gate, up, n, (int)act);
 }
 
 celer_status gpu_mul_sigmoid(celer_backend *be, float *x, const float *gt, int64_t T, int64_t n, celer_error *err)
@@ -119,8 +116,8 @@ celer_status gpu_mul_sigmoid(celer_backend *be, float *x, const float *gt, int64
     gpu_backend *g = gpu_of(be);
     if (gpu_alive(g, err)) return err->code;
     if (T * n <= 0) return CELER_OK;
-    k_mul_sigmoid<<<gpu_blocks(T * n, THREADS), THREADS, 0, g->stream>>>(x, gt, n, T * n);
-    return gpu_launched(g, err, "mul_sigmoid");
+    return GPU_LAUNCH(g, err, "mul_sigmoid", k_mul_sigmoid, gpu_blocks(T * n, THREADS), THREADS, 0, x, gt, n,
+                      T * n);
 }
 
 /* ---- RoPE: one thread per (token, rotated pair), over all heads --------------------- */
@@ -180,9 +177,8 @@ celer_status gpu_rope(celer_backend *be, float *x, const celer_batch *b, int64_t
     if (gpu_batch_upload(g, b, NULL, &pos, &seq, NULL, err) || gpu_freq_factors(g, r->freq_factors, r->n_rot / 2, &ff, err))
         return err->code;
     int64_t n = b->n_tokens * (r->n_rot / 2);
-    k_rope<<<gpu_blocks(n, THREADS), THREADS, 0, g->stream>>>(x, pos, b->n_tokens, n_heads, head_dim, r->n_rot,
-                                                     r->mode == CELER_ROPE_NEOX, r->base, r->pos_scale, ff, r->mscale);
-    return gpu_launched(g, err, "rope");
+    return GPU_LAUNCH(g, err, "rope", k_rope, gpu_blocks(n, THREADS), THREADS, 0, x, pos, b->n_tokens, n_heads,
+                      head_dim, r->n_rot, r->mode == CELER_ROPE_NEOX, r->base, r->pos_scale, ff, r->mscale);
 }
 
 /* ---- KV cache writes: one thread per value ----------------------------------------- */
@@ -210,10 +206,8 @@ celer_status gpu_kv_write(celer_backend *be, celer_kv_cache *kv, int32_t layer, 
     const int32_t *pos, *seq, *tables;
     if (gpu_batch_upload(g, b, kv, &pos, &seq, &tables, err)) return err->code;
     int64_t kw = kv->n_kv_heads * kv->head_dim_k, vw = kv->n_kv_heads * kv->head_dim_v;
-    k_kv_write<<<gpu_blocks(b->n_tokens * kw, THREADS), THREADS, 0, g->stream>>>(kv->k[layer], k, pos, seq, tables,
-                                                                        kv->max_blocks, kv->block_size, kw, b->n_tokens);
-    if (gpu_launched(g, err, "kv_write")) return err->code;
-    k_kv_write<<<gpu_blocks(b->n_tokens * vw, THREADS), THREADS, 0, g->stream>>>(kv->v[layer], v, pos, seq, tables,
-                                                                        kv->max_blocks, kv->block_size, vw, b->n_tokens);
-    return gpu_launched(g, err, "kv_write");
+    if (GPU_LAUNCH(g, err, "kv_write", k_kv_write, gpu_blocks(b->n_tokens * kw, THREADS), THREADS, 0, kv->k[layer],
+                   k, pos, seq, tables, kv->max_blocks, kv->block_size, kw, b->n_tokens)) return err->code;
+    return GPU_LAUNCH(g, err, "kv_write", k_kv_write, gpu_blocks(b->n_tokens * vw, THREADS), THREADS, 0,
+                      kv->v[layer], v, pos, seq, tables, kv->max_blocks, kv->block_size, vw, b->n_tokens);
 }

@@ -14,6 +14,9 @@ celer_status celer_gpu_rope_kv_write(celer_backend *be, celer_kv_cache *kv, int3
                                      const float *v, const celer_batch *b, int64_t head_dim, const celer_rope *r,
                                      celer_error *err);
 
+celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight *const *w, int n, const float *x, int64_t T,
+                               float *const *y, celer_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,6 +11,7 @@
 #ifndef CELER_BACKENDS_GPU_VENDOR_H
 #define CELER_BACKENDS_GPU_VENDOR_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 extern "C" {
@@ -63,6 +64,14 @@ typedef hipDeviceProp_t gpuDeviceProp;
 #define gpuEventQuery             hipEventQuery
 #define gpuDriverGetVersion       hipDriverGetVersion
 #define gpuRuntimeGetVersion      hipRuntimeGetVersion
+typedef hipGraph_t     gpuGraph_t;
+typedef hipGraphExec_t gpuGraphExec_t;
+#define gpuStreamBeginCaptureRelaxed(s) hipStreamBeginCapture((s), hipStreamCaptureModeRelaxed)
+#define gpuStreamEndCapture       hipStreamEndCapture
+#define gpuGraphInstantiate(e, g) hipGraphInstantiate((e), (g), NULL, NULL, 0)
+#define gpuGraphLaunch            hipGraphLaunch
+#define gpuGraphExecDestroy       hipGraphExecDestroy
+#define gpuGraphDestroy           hipGraphDestroy
 
 #if defined(__HIP_DEVICE_COMPILE__)
 #define CELER_WARP __AMDGCN_WAVEFRONT_SIZE
@@ -134,6 +143,14 @@ typedef cudaDeviceProp gpuDeviceProp;
 #define gpuEventQuery             cudaEventQuery
 #define gpuDriverGetVersion       cudaDriverGetVersion
 #define gpuRuntimeGetVersion      cudaRuntimeGetVersion
+typedef cudaGraph_t     gpuGraph_t;
+typedef cudaGraphExec_t gpuGraphExec_t;
+#define gpuStreamBeginCaptureRelaxed(s) cudaStreamBeginCapture((s), cudaStreamCaptureModeRelaxed)
+#define gpuStreamEndCapture       cudaStreamEndCapture
+#define gpuGraphInstantiate(e, g) cudaGraphInstantiate((e), (g), 0)
+#define gpuGraphLaunch            cudaGraphLaunch
+#define gpuGraphExecDestroy       cudaGraphExecDestroy
+#define gpuGraphDestroy           cudaGraphDestroy
 
 #define CELER_WARP 32
 #define gpu_shfl_xor(v, m) __shfl_xor_sync(0xffffffffu, (v), (m), CELER_WARP)
@@ -148,6 +165,45 @@ static inline void gpu_vendor_facts(const gpuDeviceProp *p, celer_device_facts *
     f->supported = true;
 }
 #endif
+
+/* The dot product of four signed bytes of a with four of b, plus c: one instruction on NVIDIA
+ * (sm_61+) and on the AMD targets with dot4 (gfx906, gfx908, gfx90a, gfx94x, gfx103x: sdot4;
+ * gfx11, gfx12: sudot4), four multiplies elsewhere. */
+static __device__ __forceinline__ int gpu_dp4a(int a, int b, int c)
+{
+#if !defined(__HIP_DEVICE_COMPILE__) && !defined(__HIPCC__) && !defined(__HIP__)
+    return __dp4a(a, b, c);
+#elif defined(__gfx906__) || defined(__gfx908__) || defined(__gfx90a__) || defined(__gfx940__) ||                  \
+    defined(__gfx941__) || defined(__gfx942__) || defined(__gfx1030__) || defined(__gfx1031__) ||                   \
+    defined(__gfx1032__) || defined(__gfx1034__) || defined(__gfx1035__) || defined(__gfx1036__)
+    return __builtin_amdgcn_sdot4(a, b, c, false);
+#elif defined(__gfx1100__) || defined(__gfx1101__) || defined(__gfx1102__) || defined(__gfx1103__) ||              \
+    defined(__gfx1150__) || defined(__gfx1151__) || defined(__gfx1152__) || defined(__gfx1200__) || defined(__gfx1201__)
+    return __builtin_amdgcn_sudot4(true, a, true, b, c, false);
+#else
+    for (int i = 0; i < 32; i += 8) c += (int)(int8_t)(a >> i) * (int)(int8_t)(b >> i);
+    return c;
+#endif
+}
+
+/* Bytes of the pair (lo: bytes 0-3, hi: bytes 4-7) picked by the four nibbles of sel. */
+static __device__ __forceinline__ uint32_t gpu_byte_perm(uint32_t lo, uint32_t hi, uint32_t sel)
+{
+    return __byte_perm(lo, hi, sel);
+}
+
+/* Sum and max over aligned groups of 32 lanes (a whole warp on wave32, half of one on wave64). */
+static __device__ __forceinline__ float gpu_group32_sum(float v)
+{
+    for (int m = 16; m > 0; m >>= 1) v += gpu_shfl_xor(v, m);
+    return v;
+}
+
+static __device__ __forceinline__ float gpu_group32_max(float v)
+{
+    for (int m = 16; m > 0; m >>= 1) v = fmaxf(v, gpu_shfl_xor(v, m));
+    return v;
+}
 
 /* Sum and max over the lanes of a warp; every lane gets the result. */
 static __device__ __forceinline__ float gpu_warp_sum(float v)

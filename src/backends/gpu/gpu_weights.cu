@@ -1,7 +1,6 @@
-/* Weights on the device. GGUF types go up as stored (their blocks are what the kernels decode).
- * An MLX matrix's three host arrays are put row by row side by side (GPU_LAYOUT_MLX_ROWS: a
- * row's codes, then its scales, then its biases, padded to 16 bytes), so that any run of rows
- * (an expert of a stacked tensor) is one contiguous range. Values are moved, never re-encoded. */
+/* Weights on the device, in the layouts of gpu_backend.h: GGUF blocks as stored or split into
+ * codes and headers row by row, an MLX matrix's three host arrays side by side row by row.
+ * Values are moved, never re-encoded. */
 #include "backends/gpu/gpu_backend.h"
 
 extern "C" {
@@ -37,6 +36,28 @@ gpu_mlx_row gpu_mlx_row_layout(const celer_mlx_quant *q)
     r.biases = affine ? r.scales : 0;
     r.row    = (r.codes + r.scales + r.biases + 15) / 16 * 16;
     return r;
+}
+
+bool gpu_split_of(celer_ggml_type t, gpu_split *s)
+{
+    switch (t) {
+    case CELER_GGML_Q4_0: *s = (gpu_split){2, 16, 18, 32}; return true;
+    case CELER_GGML_Q4_1: *s = (gpu_split){4, 16, 20, 32}; return true;
+    case CELER_GGML_Q5_0: *s = (gpu_split){6, 16, 22, 32}; return true;
+    case CELER_GGML_Q5_1: *s = (gpu_split){8, 16, 24, 32}; return true;
+    case CELER_GGML_Q8_0: *s = (gpu_split){2, 32, 34, 32}; return true;
+    case CELER_GGML_Q6_K: *s = (gpu_split){0, 192, 210, 256}; return true;
+    default: return false;
+    }
+}
+
+size_t gpu_row_bytes(const celer_weight *w)
+{
+    if (w->type == CELER_WEIGHT_MLX) return gpu_mlx_row_layout(&w->mlx).row;
+    const celer_ggml_type_info *ti = celer_ggml_type_get(w->type);
+    size_t                      rb = (size_t)(w->cols / ti->block_elems) * ti->block_bytes;
+    gpu_split                   sp;
+    return gpu_split_of(w->type, &sp) ? (rb + 15) / 16 * 16 : rb;
 }
 
 static void progress(gpu_backend *g, uint64_t bytes)
@@ -84,19 +105,14 @@ static celer_status put(gpu_backend *g, void *dst, const void *src, size_t n, ce
     return CELER_OK;
 }
 
-static celer_status load_mlx(gpu_backend *g, celer_weight *w, celer_error *err)
+/* Fills n device rows (rb bytes each, zeroed) from host rows r0 .. r0 + n of w. */
+typedef void (*row_fill_fn)(const celer_weight *w, int64_t r0, int64_t n, size_t rb, char *h);
+
+/* Uploads w's rows in the arrangement fill makes, through staging memory 64 MiB at a time. */
+static celer_status load_rows(gpu_backend *g, celer_weight *w, size_t rb, row_fill_fn fill, int layout,
+                              celer_error *err)
 {
-    const celer_mlx_quant      *q = &w->mlx;
-    const celer_mlx_quant_data *d = &w->mlx_data;
-    celer_mlx_quant_shapes      s;
-    if (celer_mlx_quant_get_shapes(q, &s, err)) return err->code;
-    if (q->rows != w->rows || q->cols != w->cols || !d->weight || d->weight_bytes != s.weight_bytes || !d->scales ||
-        d->scales_bytes != s.scales_bytes || (s.has_biases ? !d->biases || d->biases_bytes != s.biases_bytes : d->biases != NULL))
-        return celer_fail(err, CELER_ERR_INVALID, "%s: an MLX weight's arrays do not match its %lld x %lld shape",
-                          CELER_GPU_NAME, (long long)w->rows, (long long)w->cols);
-    gpu_mlx_row L  = gpu_mlx_row_layout(q);
-    size_t      rb = L.row;
-    void       *dst;
+    void *dst;
     if (weight_alloc(g, rb * (size_t)w->rows, &dst, err)) return err->code;
     int64_t chunk = (int64_t)((64u << 20) / rb) + 1; /* rows per staged upload */
     for (int64_t r0 = 0; r0 < w->rows; r0 += chunk) {
@@ -104,18 +120,55 @@ static celer_status load_mlx(gpu_backend *g, celer_weight *w, celer_error *err)
         char   *h;
         if (gpu_host_stage(g, (size_t)n * rb, (void **)&h, err)) return err->code;
         memset(h, 0, (size_t)n * rb);
-        for (int64_t r = 0; r < n; r++) {
-            char *row = h + (size_t)r * rb;
-            memcpy(row, (const char *)d->weight + (size_t)(r0 + r) * L.codes, L.codes);
-            memcpy(row + L.codes, (const char *)d->scales + (size_t)(r0 + r) * L.scales, L.scales);
-            if (L.biases)
-                memcpy(row + L.codes + L.scales, (const char *)d->biases + (size_t)(r0 + r) * L.biases, L.biases);
-        }
+        fill(w, r0, n, rb, h);
         if (put(g, (char *)dst + (size_t)r0 * rb, h, (size_t)n * rb, err)) return err->code;
     }
     w->data   = dst;
-    w->layout = GPU_LAYOUT_MLX_ROWS;
+    w->layout = layout;
     return CELER_OK;
+}
+
+static void fill_mlx(const celer_weight *w, int64_t r0, int64_t n, size_t rb, char *h)
+{
+    const celer_mlx_quant_data *d = &w->mlx_data;
+    gpu_mlx_row                 L = gpu_mlx_row_layout(&w->mlx);
+    for (int64_t r = 0; r < n; r++) {
+        char *row = h + (size_t)r * rb;
+        memcpy(row, (const char *)d->weight + (size_t)(r0 + r) * L.codes, L.codes);
+        memcpy(row + L.codes, (const char *)d->scales + (size_t)(r0 + r) * L.scales, L.scales);
+        if (L.biases) memcpy(row + L.codes + L.scales, (const char *)d->biases + (size_t)(r0 + r) * L.biases, L.biases);
+    }
+}
+
+static void fill_split(const celer_weight *w, int64_t r0, int64_t n, size_t rb, char *h)
+{
+    gpu_split sp = {0, 0, 1, 1};
+    (void)gpu_split_of(w->type, &sp); /* a SPLIT type: load_rows is called for those */
+    const int64_t nb = w->cols / sp.block_elems;
+    const int     hb = sp.block_bytes - sp.code_len, tail = hb - sp.code_off;
+    for (int64_t r = 0; r < n; r++) {
+        const char *src = (const char *)w->data + (size_t)(r0 + r) * (size_t)(nb * sp.block_bytes);
+        char       *codes = h + (size_t)r * rb, *hdr = codes + nb * sp.code_len;
+        for (int64_t b = 0; b < nb; b++, src += sp.block_bytes) {
+            memcpy(codes + b * sp.code_len, src + sp.code_off, (size_t)sp.code_len);
+            memcpy(hdr + b * hb, src, (size_t)sp.code_off);
+            memcpy(hdr + b * hb + sp.code_off, src + sp.code_off + sp.code_len, (size_t)tail);
+        }
+    }
+}
+
+static celer_status load_mlx(gpu_backend *g, celer_weight *w, celer_error *err)
+{
+    const celer_mlx_quant      *q = &w->mlx;
+    const celer_mlx_quant_data *d = &w->mlx_data;
+    celer_mlx_quant_shapes      s;
+    if (celer_mlx_quant_get_shapes(q, &s, err)) return err->code;
+    if (q->rows != w->rows || q->cols != w->cols || !d->weight || d->weight_bytes != s.weight_bytes || !d->scales ||
+        d->scales_bytes != s.scales_bytes ||
+        (s.has_biases ? !d->biases || d->biases_bytes != s.biases_bytes : d->biases != NULL))
+        return celer_fail(err, CELER_ERR_INVALID, "%s: an MLX weight's arrays do not match its %lld x %lld shape",
+                          CELER_GPU_NAME, (long long)w->rows, (long long)w->cols);
+    return load_rows(g, w, gpu_mlx_row_layout(q).row, fill_mlx, GPU_LAYOUT_MLX_ROWS, err);
 }
 
 celer_status gpu_weight_load(celer_backend *be, celer_weight *w, celer_error *err)
@@ -131,7 +184,9 @@ celer_status gpu_weight_load(celer_backend *be, celer_weight *w, celer_error *er
     if (w->cols % ti->block_elems)
         return celer_fail(err, CELER_ERR_FORMAT, "%s: a %s row of %lld values is not whole blocks", CELER_GPU_NAME,
                           ti->name, (long long)w->cols);
-    size_t bytes = (size_t)w->rows * (size_t)(w->cols / ti->block_elems) * ti->block_bytes;
+    gpu_split sp;
+    if (gpu_split_of(w->type, &sp)) return load_rows(g, w, gpu_row_bytes(w), fill_split, GPU_LAYOUT_SPLIT, err);
+    size_t bytes = (size_t)w->rows * gpu_row_bytes(w);
     void  *dst;
     if (weight_alloc(g, bytes, &dst, err) || put(g, dst, w->data, bytes, err)) return err->code;
     w->data   = dst;
@@ -147,12 +202,7 @@ celer_status gpu_weight_view(celer_backend *be, const celer_weight *w, int64_t r
         return celer_fail(err, CELER_ERR_INVALID, "%s: rows %lld .. %lld of a %lld-row weight", CELER_GPU_NAME,
                           (long long)row0, (long long)(row0 + rows), (long long)w->rows);
     bool   mlx = w->type == CELER_WEIGHT_MLX;
-    size_t rb;
-    if (mlx) rb = gpu_mlx_row_layout(&w->mlx).row;
-    else {
-        const celer_ggml_type_info *ti = celer_ggml_type_get(w->type);
-        rb = (size_t)(w->cols / ti->block_elems) * ti->block_bytes;
-    }
+    size_t rb  = gpu_row_bytes(w);
     *view      = *w;
     view->rows = rows;
     view->data = (const char *)w->data + (size_t)row0 * rb;

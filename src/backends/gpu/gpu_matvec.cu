@@ -1,0 +1,459 @@
+/* Decode-step matrix products (1 to 8 tokens a pass) with integer dot products: the step's
+ * activations are quantized once per product (k_quant_x, the CPU backend's X32 format: two
+ * 8-bit levels, ~15 bits), and each weight format's codes are dotted with them four bytes at a
+ * time (gpu_dp4a), scales applied per block. One warp per weight row, each lane a block of the
+ * row after another, codes read with 128-bit loads (the SPLIT and MLX_ROWS layouts of
+ * gpu_backend.h put them on 16-byte boundaries; Q4_K's and Q5_K's are there as stored).
+ *
+ * Formats without a kernel here (F32, F16, BF16, MLX affine 2/3/5/6, mxfp4, mxfp8, nvfp4) take
+ * the float decode kernel of gpu_matmul.cu. */
+#include "backends/gpu/gpu_matvec.h"
+
+#include <string.h>
+
+enum { XQ_BLOCK = 64, MVQ_THREADS = 128, MVQ_ROWS = 4 };
+static const uint32_t M4 = 0x0f0f0f0fu;
+
+/* ---- activations ------------------------------------------------------------------------- */
+
+static __device__ __forceinline__ int code8(float v)
+{
+    if (!(v > -127.0f)) return v != v ? 0 : -127; /* NaN: 0 */
+    if (v > 127.0f) return 127;
+    return (int)roundf(v); /* half away from zero */
+}
+
+/* One group of 32 threads per block of 32 values: hi = code(x / D), lo = code((x - hi D) 256 / D),
+ * D = amax / 127; d = D / 256 and d · S (S = 256 Σ hi + Σ lo), as celer_cpu_quantize_x32_ref. */
+__global__ void k_quant_x(const float *__restrict__ x, int64_t n_blocks, int8_t *__restrict__ q,
+                          float2 *__restrict__ dd)
+{
+    const int64_t blk  = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int     i    = threadIdx.x % 32;
+    const bool    live = blk < n_blocks; /* every lane takes part in the group's shuffles */
+    const float   v    = live ? x[blk * 32 + i] : 0.0f;
+    const float   amax = gpu_group32_max(fabsf(v));
+    const float   D = __fdiv_rn(amax, 127.0f), id = D != 0.0f ? __fdiv_rn(1.0f, D) : 0.0f;
+    const int     hi = code8(__fmul_rn(v, id));
+    const int     lo = code8(__fmul_rn(__fsub_rn(v, __fmul_rn((float)hi, D)), __fmul_rn(id, 256.0f)));
+    const float   S  = gpu_group32_sum((float)(256 * hi + lo)); /* exact: |S| < 2^21 */
+    if (!live) return;
+    q[blk * XQ_BLOCK + i]      = (int8_t)hi;
+    q[blk * XQ_BLOCK + 32 + i] = (int8_t)lo;
+    if (i == 0) {
+        const float d = D / 256.0f;
+        dd[blk]       = make_float2(d, d * S);
+    }
+}
+
+celer_status gpu_quant_x(gpu_backend *g, const float *x, int64_t T, int64_t cols, gpu_xq *xq, celer_error *err)
+{
+    const int64_t nb = T * (cols / 32);
+    unsigned      blocks;
+    if (gpu_buf_reserve(g, &g->d_xq, (size_t)nb * (XQ_BLOCK + sizeof(float2)), err) ||
+        gpu_grid(g, nb * 32, 256, &blocks, "quant_x", err))
+        return err->code;
+    xq->q  = (const int8_t *)g->d_xq.p;
+    xq->d  = (const float2 *)((int8_t *)g->d_xq.p + nb * XQ_BLOCK);
+    xq->nb = cols / 32;
+    return GPU_LAUNCH(g, err, "quant_x", k_quant_x, blocks, 256, 0, x, nb, (int8_t *)xq->q, (float2 *)xq->d);
+}
+
+/* ---- one lane's block of a row ------------------------------------------------------------- */
+
+static __device__ __forceinline__ uint4 ld_u4(const uint8_t *p) { return *(const uint4 *)p; }
+static __device__ __forceinline__ uint2 ld_u2(const uint8_t *p) { return *(const uint2 *)p; }
+static __device__ __forceinline__ uint32_t ld_u32h(const uint8_t *p) { return ld16(p) | ld16(p + 2) << 16; }
+
+/* The codes of x block b of token t: hi[32] then lo[32], as 32-bit words. */
+static __device__ __forceinline__ const int *xq_words(const gpu_xq &x, int t, int64_t b)
+{
+    return (const int *)(x.q + ((int64_t)t * x.nb + b) * XQ_BLOCK);
+}
+
+/* An x block in registers: its hi and lo codes as words, and (d, d · S). */
+typedef struct {
+    int    h[8], l[8];
+    float2 dd;
+} xblk;
+
+static __device__ __forceinline__ xblk load_x(const gpu_xq &x, int t, int64_t b)
+{
+    const int4 *p = (const int4 *)xq_words(x, t, b);
+    const int4  h0 = p[0], h1 = p[1], l0 = p[2], l1 = p[3];
+    xblk        r;
+    r.h[0] = h0.x, r.h[1] = h0.y, r.h[2] = h0.z, r.h[3] = h0.w;
+    r.h[4] = h1.x, r.h[5] = h1.y, r.h[6] = h1.z, r.h[7] = h1.w;
+    r.l[0] = l0.x, r.l[1] = l0.y, r.l[2] = l0.z, r.l[3] = l0.w;
+    r.l[4] = l1.x, r.l[5] = l1.y, r.l[6] = l1.z, r.l[7] = l1.w;
+    r.dd = x.d[(int64_t)t * x.nb + b];
+    return r;
+}
+
+/* 256 · (w · hi) + (w · lo) over the 32 values of x block a, word k of w against word k of hi
+ * and of lo. */
+static __device__ __forceinline__ float dot32(const int w[8], const xblk &a)
+{
+    int sh = 0, sl = 0;
+#pragma unroll
+    for (int k = 0; k < 8; k++) sh = gpu_dp4a(w[k], a.h[k], sh), sl = gpu_dp4a(w[k], a.l[k], sl);
+    return (float)(256 * sh + sl);
+}
+
+/* Q4_0 .. Q5_1 (SPLIT): 16 bytes of codes, byte i holding value i (low nibble) and i + 16. */
+static __device__ __forceinline__ void nibbles(uint4 q, int w[8])
+{
+    const uint32_t v[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int k = 0; k < 4; k++) w[k] = (int)(v[k] & M4), w[4 + k] = (int)((v[k] >> 4) & M4);
+}
+
+/* Bits 0..3 of h, each to bit 4 of its own byte. */
+static __device__ __forceinline__ int bit4_bytes(uint32_t h)
+{
+    return (int)((((h & 15u) * 0x00204081u) & 0x01010101u) << 4);
+}
+
+/* Bytes 0..63 minus 32, as signed bytes (no borrow between bytes). */
+static __device__ __forceinline__ int minus32(uint32_t q)
+{
+    const uint32_t m = ~q & 0x20202020u;
+    return (int)((q ^ 0x20202020u) | m << 1 | m << 2);
+}
+
+template <int F> static __device__ __forceinline__ int64_t units(int64_t cols)
+{
+    return F == GPU_Q4_K || F == GPU_Q5_K ? cols / 64 : cols / 32;
+}
+
+/* A unit's bytes in registers: codes in v, scales and the like in h (per format below). */
+typedef struct {
+    uint4    v[5];
+    uint32_t h[2];
+} raw_unit;
+
+static __device__ __forceinline__ uint32_t byte_at(uint32_t a, uint32_t b, uint32_t c, int i)
+{
+    const uint32_t wd = i < 4 ? a : i < 8 ? b : c;
+    return (wd >> (8 * (i % 4))) & 0xff;
+}
+
+/* Q4_K / Q5_K: the 6-bit scale and min of sub-block j from the header's 12 scale bytes (words s0..s2). */
+static __device__ __forceinline__ void k_scale_min_w(uint32_t s0, uint32_t s1, uint32_t s2, int j, int *sc, int *m)
+{
+    if (j < 4) {
+        *sc = (int)(byte_at(s0, s1, s2, j) & 63);
+        *m  = (int)(byte_at(s0, s1, s2, j + 4) & 63);
+    } else {
+        *sc = (int)((byte_at(s0, s1, s2, j + 4) & 0x0f) | ((byte_at(s0, s1, s2, j - 4) >> 2) & 0x30));
+        *m  = (int)((byte_at(s0, s1, s2, j + 4) >> 4) | ((byte_at(s0, s1, s2, j) >> 2) & 0x30));
+    }
+}
+
+template <int F>
+static __device__ __forceinline__ raw_unit unit_load(const gpu_wdesc &w, const uint8_t *row, int64_t u)
+{
+    raw_unit r;
+    if (F == GPU_Q4_0 || F == GPU_Q4_1 || F == GPU_Q5_0 || F == GPU_Q5_1) {
+        const int      hb = F == GPU_Q4_0 ? 2 : F == GPU_Q4_1 ? 4 : F == GPU_Q5_0 ? 6 : 8;
+        const uint8_t *h  = row + w.scales_off + hb * u; /* d, m, then qh */
+        r.v[0]            = ld_u4(row + 16 * u);
+        r.h[0]            = hb >= 4 ? ld_u32h(h) : ld16(h);
+        r.h[1]            = hb == 6 ? ld_u32h(h + 2) : hb == 8 ? ld_u32h(h + 4) : 0;
+    } else if (F == GPU_Q8_0) {
+        r.v[0] = ld_u4(row + 32 * u), r.v[1] = ld_u4(row + 32 * u + 16);
+        r.h[0] = ld16(row + w.scales_off + 2 * u);
+    } else if (F == GPU_Q4_K || F == GPU_Q5_K) { /* as stored: a unit is 64 values, sub-blocks 2p and 2p + 1 */
+        const bool     five = F == GPU_Q5_K;
+        const uint8_t *blk  = row + (five ? 176 : 144) * (u / 4);
+        const uint8_t *qs   = blk + (five ? 48 : 16) + 32 * (u % 4);
+        r.v[0] = ld_u4(blk), r.v[1] = ld_u4(qs), r.v[2] = ld_u4(qs + 16);
+        if (five) r.v[3] = ld_u4(blk + 16), r.v[4] = ld_u4(blk + 32);
+    } else if (F == GPU_Q6_K) { /* SPLIT: a unit is 8 of the 32 positions l of a half, 4 values each */
+        const int64_t  sb = u / 8;
+        const int      hf = (int)(u % 8) / 4, l0 = 8 * ((int)(u % 8) % 4);
+        const uint8_t *c  = row + 192 * sb, *h = row + w.scales_off + 18 * sb;
+        const uint2    A = ld_u2(c + 64 * hf + l0), B = ld_u2(c + 64 * hf + 32 + l0), H = ld_u2(c + 128 + 32 * hf + l0);
+        r.v[0]                   = make_uint4(A.x, A.y, B.x, B.y);
+        r.v[1]                   = make_uint4(H.x, H.y, 0, 0);
+        const uint8_t *sc        = h + 8 * hf + l0 / 16;
+        r.h[0] = (uint32_t)sc[0] | (uint32_t)sc[2] << 8 | (uint32_t)sc[4] << 16 | (uint32_t)sc[6] << 24;
+        r.h[1] = ld16(h + 16);
+    } else if (F == GPU_AFFINE4 || F == GPU_AFFINE8) { /* MLX_ROWS: a unit is a 32-value chunk */
+        const int64_t g  = 32 * u / w.group;
+        const int     es = w.sdtype == 0 ? 4 : 2;
+        const uint8_t *s = row + w.scales_off + es * g, *b = row + w.biases_off + es * g;
+        if (F == GPU_AFFINE4) r.v[0] = ld_u4(row + 16 * u);
+        else r.v[0] = ld_u4(row + 32 * u), r.v[1] = ld_u4(row + 32 * u + 16);
+        r.h[0] = es == 4 ? ld_u32h(s) : ld16(s);
+        r.h[1] = es == 4 ? ld_u32h(b) : ld16(b);
+    }
+    return r;
+}
+
+/* A scale or bias of an MLX affine matrix, from its bits as loaded. */
+static __device__ __forceinline__ float sdtype_val(uint32_t bits, int32_t t)
+{
+    return t == 0 ? __uint_as_float(bits) : t == 1 ? dec_f16(bits) : dec_bf16(bits);
+}
+
+/* Adds unit u of MVQ_ROWS rows (loaded in r) dotted with the activations of each live token
+ * to acc; each token's activations are loaded once for all the rows. */
+template <int F, int NT>
+static __device__ __forceinline__ void units_dot(const gpu_wdesc &w, const raw_unit (&r)[MVQ_ROWS], int64_t u,
+                                                 const gpu_xq &x, int nt, float (&acc)[MVQ_ROWS][NT])
+{
+    if (F == GPU_Q4_0 || F == GPU_Q4_1 || F == GPU_Q5_0 || F == GPU_Q5_1) {
+        const bool has_m = F == GPU_Q4_1 || F == GPU_Q5_1, five = F == GPU_Q5_0 || F == GPU_Q5_1;
+        int        q[MVQ_ROWS][8];
+        float      d[MVQ_ROWS], m[MVQ_ROWS];
+#pragma unroll
+        for (int i = 0; i < MVQ_ROWS; i++) {
+            nibbles(r[i].v[0], q[i]);
+            if (five) {
+                const uint32_t qh = F == GPU_Q5_0 ? (r[i].h[0] >> 16) | (r[i].h[1] & 0xffff0000u) : r[i].h[1];
+#pragma unroll
+                for (int k = 0; k < 4; k++)
+                    q[i][k] |= bit4_bytes(qh >> (4 * k)), q[i][4 + k] |= bit4_bytes(qh >> (16 + 4 * k));
+            }
+            d[i] = dec_f16(r[i].h[0] & 0xffff), m[i] = has_m ? dec_f16(r[i].h[0] >> 16) : 0.0f;
+        }
+        const float off = five ? 16.0f : 8.0f;
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            if (t >= nt) continue;
+            const xblk a = load_x(x, t, u);
+#pragma unroll
+            for (int i = 0; i < MVQ_ROWS; i++) {
+                const float s = dot32(q[i], a);
+                acc[i][t] += has_m ? d[i] * a.dd.x * s + m[i] * a.dd.y : d[i] * (a.dd.x * s - off * a.dd.y);
+            }
+        }
+    } else if (F == GPU_Q8_0 || F == GPU_AFFINE8) {
+        const bool mlx = F == GPU_AFFINE8;
+        int        q[MVQ_ROWS][8];
+        float      sc[MVQ_ROWS], bi[MVQ_ROWS];
+#pragma unroll
+        for (int i = 0; i < MVQ_ROWS; i++) {
+            const uint32_t v[8] = {r[i].v[0].x, r[i].v[0].y, r[i].v[0].z, r[i].v[0].w,
+                                   r[i].v[1].x, r[i].v[1].y, r[i].v[1].z, r[i].v[1].w};
+#pragma unroll
+            for (int k = 0; k < 8; k++) q[i][k] = (int)(mlx ? v[k] ^ 0x80808080u : v[k]); /* MLX: q - 128, signed */
+            sc[i] = mlx ? sdtype_val(r[i].h[0], w.sdtype) : dec_f16(r[i].h[0]);
+            bi[i] = mlx ? sdtype_val(r[i].h[1], w.sdtype) : 0.0f;
+        }
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            if (t >= nt) continue;
+            const xblk a = load_x(x, t, u);
+#pragma unroll
+            for (int i = 0; i < MVQ_ROWS; i++) {
+                const float s = a.dd.x * dot32(q[i], a);
+                acc[i][t] += mlx ? sc[i] * (s + 128.0f * a.dd.y) + bi[i] * a.dd.y : sc[i] * s;
+            }
+        }
+    } else if (F == GPU_Q4_K || F == GPU_Q5_K) {
+        const int p = (int)(u % 4);
+        int       lo[MVQ_ROWS][8], hi[MVQ_ROWS][8];
+        float     dl[MVQ_ROWS][2], ml[MVQ_ROWS][2]; /* d · scale and dmin · min of sub-blocks 2p, 2p + 1 */
+#pragma unroll
+        for (int i = 0; i < MVQ_ROWS; i++) {
+            const uint32_t v[8] = {r[i].v[1].x, r[i].v[1].y, r[i].v[1].z, r[i].v[1].w,
+                                   r[i].v[2].x, r[i].v[2].y, r[i].v[2].z, r[i].v[2].w};
+#pragma unroll
+            for (int k = 0; k < 8; k++) lo[i][k] = (int)(v[k] & M4), hi[i][k] = (int)((v[k] >> 4) & M4);
+            if (F == GPU_Q5_K) {
+                const uint32_t qh[8] = {r[i].v[3].x, r[i].v[3].y, r[i].v[3].z, r[i].v[3].w,
+                                        r[i].v[4].x, r[i].v[4].y, r[i].v[4].z, r[i].v[4].w};
+#pragma unroll
+                for (int k = 0; k < 8; k++)
+                    lo[i][k] |= (int)(((qh[k] >> (2 * p)) & 0x01010101u) << 4),
+                        hi[i][k] |= (int)(((qh[k] >> (2 * p + 1)) & 0x01010101u) << 4);
+            }
+            int sc0, m0, sc1, m1;
+            k_scale_min_w(r[i].v[0].y, r[i].v[0].z, r[i].v[0].w, 2 * p, &sc0, &m0);
+            k_scale_min_w(r[i].v[0].y, r[i].v[0].z, r[i].v[0].w, 2 * p + 1, &sc1, &m1);
+            const float d = dec_f16(r[i].v[0].x & 0xffff), dmin = dec_f16(r[i].v[0].x >> 16);
+            dl[i][0] = d * (float)sc0, dl[i][1] = d * (float)sc1;
+            ml[i][0] = dmin * (float)m0, ml[i][1] = dmin * (float)m1;
+        }
+        const int64_t xb = 8 * (u / 4) + 2 * p;
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            if (t >= nt) continue;
+            const xblk a = load_x(x, t, xb), b = load_x(x, t, xb + 1);
+#pragma unroll
+            for (int i = 0; i < MVQ_ROWS; i++)
+                acc[i][t] += dl[i][0] * a.dd.x * dot32(lo[i], a) + dl[i][1] * b.dd.x * dot32(hi[i], b) -
+                             (ml[i][0] * a.dd.y + ml[i][1] * b.dd.y);
+        }
+    } else if (F == GPU_Q6_K) {
+        const int hf = (int)(u % 8) / 4, l0 = 8 * ((int)(u % 8) % 4);
+        int       q[MVQ_ROWS][4][2]; /* [row][j][k]: the values of x block 4 hf + j at positions l0 + 4k .. */
+        float     dl[MVQ_ROWS][4];
+#pragma unroll
+        for (int i = 0; i < MVQ_ROWS; i++) {
+            const uint32_t a[2] = {r[i].v[0].x, r[i].v[0].y}, b[2] = {r[i].v[0].z, r[i].v[0].w};
+            const uint32_t hh[2] = {r[i].v[1].x, r[i].v[1].y};
+#pragma unroll
+            for (int k = 0; k < 2; k++) {
+                q[i][0][k] = minus32((a[k] & M4) | (hh[k] & 0x03030303u) << 4);
+                q[i][1][k] = minus32((b[k] & M4) | ((hh[k] >> 2) & 0x03030303u) << 4);
+                q[i][2][k] = minus32(((a[k] >> 4) & M4) | ((hh[k] >> 4) & 0x03030303u) << 4);
+                q[i][3][k] = minus32(((b[k] >> 4) & M4) | ((hh[k] >> 6) & 0x03030303u) << 4);
+            }
+            const float d = dec_f16(r[i].h[1]);
+#pragma unroll
+            for (int j = 0; j < 4; j++) dl[i][j] = d * (float)(int8_t)(r[i].h[0] >> (8 * j));
+        }
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            if (t >= nt) continue;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int64_t xb = 8 * (u / 8) + 4 * hf + j;
+                const int2   *p  = (const int2 *)(xq_words(x, t, xb) + l0 / 4);
+                const int2    xh = p[0], xl = p[4]; /* hi at word l0 / 4, lo 32 bytes on */
+                const float   dx = x.d[(int64_t)t * x.nb + xb].x;
+#pragma unroll
+                for (int i = 0; i < MVQ_ROWS; i++) {
+                    const int sh = gpu_dp4a(q[i][j][1], xh.y, gpu_dp4a(q[i][j][0], xh.x, 0));
+                    const int sl = gpu_dp4a(q[i][j][1], xl.y, gpu_dp4a(q[i][j][0], xl.x, 0));
+                    acc[i][t] += dl[i][j] * dx * (float)(256 * sh + sl);
+                }
+            }
+        }
+    } else if (F == GPU_AFFINE4) { /* word k: values 8k .. 8k + 7, a nibble each: even ones, odd ones */
+        int   q[MVQ_ROWS][8];
+        float sc[MVQ_ROWS], bi[MVQ_ROWS];
+#pragma unroll
+        for (int i = 0; i < MVQ_ROWS; i++) {
+            const uint32_t v[4] = {r[i].v[0].x, r[i].v[0].y, r[i].v[0].z, r[i].v[0].w};
+#pragma unroll
+            for (int k = 0; k < 4; k++) q[i][2 * k] = (int)(v[k] & M4), q[i][2 * k + 1] = (int)((v[k] >> 4) & M4);
+            sc[i] = sdtype_val(r[i].h[0], w.sdtype), bi[i] = sdtype_val(r[i].h[1], w.sdtype);
+        }
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            if (t >= nt) continue;
+            xblk a = load_x(x, t, u), e; /* e: a's words matched to the even and odd nibbles */
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                e.h[2 * k]     = (int)gpu_byte_perm((uint32_t)a.h[2 * k], (uint32_t)a.h[2 * k + 1], 0x6420);
+                e.h[2 * k + 1] = (int)gpu_byte_perm((uint32_t)a.h[2 * k], (uint32_t)a.h[2 * k + 1], 0x7531);
+                e.l[2 * k]     = (int)gpu_byte_perm((uint32_t)a.l[2 * k], (uint32_t)a.l[2 * k + 1], 0x6420);
+                e.l[2 * k + 1] = (int)gpu_byte_perm((uint32_t)a.l[2 * k], (uint32_t)a.l[2 * k + 1], 0x7531);
+            }
+#pragma unroll
+            for (int i = 0; i < MVQ_ROWS; i++) acc[i][t] += sc[i] * a.dd.x * dot32(q[i], e) + bi[i] * a.dd.y;
+        }
+    }
+}
+
+/* Up to three weights of one format and one input: the blocks of a launch cover their rows in
+ * turn (weight i has blocks b0[i] .. b0[i + 1]). */
+typedef struct {
+    gpu_wdesc w[GPU_MVQ_SET];
+    float    *y[GPU_MVQ_SET];
+    unsigned  b0[GPU_MVQ_SET + 1];
+} mv_set;
+
+/* MVQ_ROWS rows per warp, NT tokens (nt of them live) a pass. The lanes of a warp take
+ * consecutive units of its rows (each load instruction reads a contiguous run of a row); a
+ * lane loads its unit of every row, then dots them against the same activations, so that the
+ * activations are read once per MVQ_ROWS rows (one read per row made the L1 the limit). */
+template <int F, int NT>
+__global__ void __launch_bounds__(MVQ_THREADS) k_mmvq(mv_set set, gpu_xq x, int nt, int64_t t0)
+{
+    int k = 0;
+#pragma unroll
+    for (int i = 1; i < GPU_MVQ_SET; i++) k += blockIdx.x >= set.b0[i];
+    const gpu_wdesc &w    = set.w[k];
+    float *__restrict__ y = set.y[k] + t0 * w.rows;
+    const int     lane = threadIdx.x % CELER_WARP;
+    const int64_t warp = (int64_t)(blockIdx.x - set.b0[k]) * (MVQ_THREADS / CELER_WARP) + threadIdx.x / CELER_WARP;
+    const int64_t r0   = warp * MVQ_ROWS;
+    if (r0 >= w.rows) return; /* the whole warp: its shuffles below stay within it */
+    const uint8_t *rows[MVQ_ROWS];
+#pragma unroll
+    for (int i = 0; i < MVQ_ROWS; i++) rows[i] = w.data + (r0 + i < w.rows ? r0 + i : r0) * w.row_bytes;
+    const int64_t nu = units<F>(w.cols);
+    float         acc[MVQ_ROWS][NT];
+#pragma unroll
+    for (int i = 0; i < MVQ_ROWS; i++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[i][t] = 0.0f;
+    for (int64_t u = lane; u < nu; u += CELER_WARP) {
+        raw_unit ru[MVQ_ROWS];
+#pragma unroll
+        for (int i = 0; i < MVQ_ROWS; i++) ru[i] = unit_load<F>(w, rows[i], u);
+        units_dot<F, NT>(w, ru, u, x, nt, acc);
+    }
+#pragma unroll
+    for (int i = 0; i < MVQ_ROWS; i++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            if (t >= nt) continue;
+            const float s = gpu_warp_sum(acc[i][t]);
+            if (lane == 0 && r0 + i < w.rows) y[t * w.rows + r0 + i] = s;
+        }
+}
+
+/* ---- dispatch ------------------------------------------------------------------------------- */
+
+typedef void (*mmvq_fn)(mv_set, gpu_xq, int, int64_t);
+
+#define MVQ_ROW(F) {k_mmvq<F, 1>, k_mmvq<F, 2>, k_mmvq<F, 4>, k_mmvq<F, 8>}
+static const struct {
+    int     fmt;
+    mmvq_fn fn[4]; /* 1, 2, 4, 8 tokens a pass */
+} MVQ[] = {
+    {GPU_Q4_0, MVQ_ROW(GPU_Q4_0)}, {GPU_Q4_1, MVQ_ROW(GPU_Q4_1)}, {GPU_Q5_0, MVQ_ROW(GPU_Q5_0)},
+    {GPU_Q5_1, MVQ_ROW(GPU_Q5_1)}, {GPU_Q8_0, MVQ_ROW(GPU_Q8_0)}, {GPU_Q4_K, MVQ_ROW(GPU_Q4_K)},
+    {GPU_Q5_K, MVQ_ROW(GPU_Q5_K)}, {GPU_Q6_K, MVQ_ROW(GPU_Q6_K)}, {GPU_AFFINE4, MVQ_ROW(GPU_AFFINE4)},
+    {GPU_AFFINE8, MVQ_ROW(GPU_AFFINE8)},
+};
+
+static const mmvq_fn *mvq_of(int fmt)
+{
+    for (size_t i = 0; i < sizeof MVQ / sizeof MVQ[0]; i++)
+        if (MVQ[i].fmt == fmt) return MVQ[i].fn;
+    return NULL;
+}
+
+bool gpu_matvec_q8_has(int fmt) { return mvq_of(fmt) != NULL; }
+
+celer_status gpu_matvec_q8(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
+                           float *const *y, celer_error *err)
+{
+    const mmvq_fn *fn = mvq_of(fmt);
+    mv_set         set;
+    if (!fn)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no integer decode kernel for format %d", CELER_GPU_NAME, fmt);
+    if (n < 1 || n > GPU_MVQ_SET)
+        return celer_fail(err, CELER_ERR_INVALID, "%s: %d weights in one decode product", CELER_GPU_NAME, n);
+    memset(&set, 0, sizeof set);
+    int64_t total = 0;
+    for (int i = 0; i < GPU_MVQ_SET; i++) {
+        unsigned blocks = 0;
+        if (i < n && gpu_grid(g, w[i].rows, MVQ_ROWS * (MVQ_THREADS / g->prop.warpSize), &blocks, "matvec_q8", err))
+            return err->code;
+        set.b0[i] = (unsigned)total;
+        if (i < n) set.w[i] = w[i], set.y[i] = y[i];
+        total += blocks;
+    }
+    set.b0[GPU_MVQ_SET] = (unsigned)total;
+    if (total > GPU_MAX_GRID_X)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: a decode product past the grid's limit", CELER_GPU_NAME);
+    for (int i = n; i < GPU_MVQ_SET; i++) set.b0[i] = (unsigned)total; /* no blocks for the unused slots */
+    for (int64_t t0 = 0; t0 < T; t0 += GPU_MVQ_TOKENS) {
+        const int nt = (int)(T - t0 < (int64_t)GPU_MVQ_TOKENS ? T - t0 : (int64_t)GPU_MVQ_TOKENS);
+        const int ix = nt == 1 ? 0 : nt == 2 ? 1 : nt <= 4 ? 2 : 3;
+        gpu_xq    x  = *xq;
+        x.q += t0 * x.nb * XQ_BLOCK;
+        x.d += t0 * x.nb;
+        if (GPU_LAUNCH(g, err, "matvec_q8", fn[ix], (unsigned)total, MVQ_THREADS, 0, set, x, nt,
+                       t0)) return err->code;
+    }
+    return CELER_OK;
+}
