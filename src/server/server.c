@@ -392,6 +392,11 @@ celer_status srv_run(const srv_config *cfg, celer_error *err)
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)cfg->port)};
     if (inet_pton(AF_INET, cfg->host, &addr.sin_addr) != 1)
         return celer_fail(err, CELER_ERR_INVALID, "serve: --host %s is not an IPv4 address", cfg->host);
+    /* a missing, unreadable or malformed model file is reported before the server listens (its
+     * header and tensor table are read here; the weights load after, while /health says loading) */
+    celer_model_file *probe;
+    if (celer_model_file_open(&probe, cfg->model, err)) return err->code;
+    celer_model_file_close(probe);
     struct MHD_Daemon *d = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, (uint16_t)cfg->port,
         NULL, NULL, handle, &s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_TIMEOUT,

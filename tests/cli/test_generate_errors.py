@@ -134,6 +134,19 @@ def test_directory_as_model(tmp_path: Path, cmd: str, rest: list[str]) -> None:
     assert_error(celer(cmd, "-m", d, *rest), r".", names=(str(d),))
 
 
+def test_serve_reports_a_bad_model_before_listening(models: Path, tmp_path: Path) -> None:
+    """`celer serve` reads the model's header before it opens its port: a missing, non-GGUF or
+    truncated file is its one line of stderr, exit 2, and it never says it is listening."""
+    text = tmp_path / "notes.gguf"
+    text.write_text("these are not the weights you are looking for\n")
+    cut = tmp_path / "cut-late.gguf"
+    cut.write_bytes((models / "tiny.gguf").read_bytes()[:-100])
+    for p, pattern in [(tmp_path / "no-such-model.gguf", r"no such file"), (text, r"not a GGUF"),
+                       (cut, r"truncated|past the end")]:
+        line = assert_error(celer("serve", "-m", p, "--port", "0"), pattern, names=(str(p),))
+        assert "listening" not in line
+
+
 def test_empty_file(tmp_path: Path) -> None:
     p = tmp_path / "empty.gguf"
     p.write_bytes(b"")
