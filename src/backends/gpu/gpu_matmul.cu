@@ -226,7 +226,8 @@ celer_status gpu_matmul(celer_backend *be, const celer_weight *w, const float *x
         for (int64_t t0 = 0; t0 < T; t0 += MV_TOKENS) {
             int64_t n = T - t0 < (int64_t)MV_TOKENS ? T - t0 : (int64_t)MV_TOKENS;
             if (GPU_LAUNCH(g, err, "matvec", MATVEC[f], blocks, MV_THREADS, (size_t)n * SEG * 33 * sizeof(float), d,
-                           x + t0 * w->cols, n, y + t0 * w->rows)) return err->code;
+                           x + t0 * w->cols, n, y + t0 * w->rows))
+                return err->code;
         }
         return CELER_OK;
     }

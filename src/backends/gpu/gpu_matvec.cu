@@ -452,8 +452,8 @@ celer_status gpu_matvec_q8(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, c
         gpu_xq    x  = *xq;
         x.q += t0 * x.nb * XQ_BLOCK;
         x.d += t0 * x.nb;
-        if (GPU_LAUNCH(g, err, "matvec_q8", fn[ix], (unsigned)total, MVQ_THREADS, 0, set, x, nt,
-                       t0)) return err->code;
+        if (GPU_LAUNCH(g, err, "matvec_q8", fn[ix], (unsigned)total, MVQ_THREADS, 0, set, x, nt, t0))
+            return err->code;
     }
     return CELER_OK;
 }

@@ -118,7 +118,8 @@ celer_status gpu_moe_ffn(celer_backend *be, const celer_moe *moe, const float *x
         return err->code;
     float *xs = (float *)b_xs->p, *G = (float *)b_gate->p, *U = (float *)b_up->p, *Y = (float *)b_ys->p;
     if (GPU_LAUNCH(g, err, "moe gather", k_gather, gpu_blocks(N * d, THREADS), THREADS, 0, x,
-                   (const int32_t *)b_tok->p, N, d, xs)) return err->code;
+                   (const int32_t *)b_tok->p, N, d, xs))
+        return err->code;
     const celer_backend_ops *op = g->base.ops;
     for (int64_t e = 0; e < E; e++) {
         int64_t s = start[e], n = start[e + 1] - start[e];

@@ -207,7 +207,8 @@ celer_status gpu_kv_write(celer_backend *be, celer_kv_cache *kv, int32_t layer, 
     if (gpu_batch_upload(g, b, kv, &pos, &seq, &tables, err)) return err->code;
     int64_t kw = kv->n_kv_heads * kv->head_dim_k, vw = kv->n_kv_heads * kv->head_dim_v;
     if (GPU_LAUNCH(g, err, "kv_write", k_kv_write, gpu_blocks(b->n_tokens * kw, THREADS), THREADS, 0, kv->k[layer],
-                   k, pos, seq, tables, kv->max_blocks, kv->block_size, kw, b->n_tokens)) return err->code;
+                   k, pos, seq, tables, kv->max_blocks, kv->block_size, kw, b->n_tokens))
+        return err->code;
     return GPU_LAUNCH(g, err, "kv_write", k_kv_write, gpu_blocks(b->n_tokens * vw, THREADS), THREADS, 0,
                       kv->v[layer], v, pos, seq, tables, kv->max_blocks, kv->block_size, vw, b->n_tokens);
 }
