@@ -9,8 +9,9 @@
 #            and synthetic GGUF models of every weight type (small shapes)
 #   big      synthetic Llama-3.1-8B and Qwen3-30B-A3B Q4_0 (celer synth): celer verify
 #   watchdog the 8B with a 1 us deadline: the first step past it fails the device (exit 3)
-#   bench    the same files: celer bench (pp512, tg128), and llama.cpp's llama-bench on them in the
-#            same run when LLAMA_BENCH names its binary
+#   bench    the same files: celer bench (pp512, tg128; on the 8B also 32 sequences of 128 + 128
+#            through the batcher), and llama.cpp's llama-bench (LLAMA_BENCH) and llama-batched-bench
+#            (LLAMA_BATCHED_BENCH) on them in the same run when those name their binaries
 #   kernels  dev/kernels/gpu_matmul.c: each format's matmul time and weight bandwidth (its table is
 #            printed whole)
 # Logs go to $OUT/logs.tar.gz ($OUT defaults to ./gpu-out); the last lines printed are a short
@@ -117,6 +118,14 @@ step_bench() {
         synth_big $shape
         "$B/celer" bench -m "$f" --backend cuda -p 512 -n 128 -r 3 >"$OUT/logs/bench-$shape.txt" 2>&1
         result "celer bench $shape Q4_0" "$(grep -E 'pp512|tg128' "$OUT/logs/bench-$shape.txt" | awk '{print $(NF-3), $(NF-2)}' | tr '\n' ' ')"
+        if [ "$shape" = llama-3.1-8b ]; then # 32 sequences of 128 + 128 tokens through the batcher
+            "$B/celer" bench -m "$f" --backend cuda -p 128 -n 128 -P 32 -r 3 >"$OUT/logs/bench-batched-$shape.txt" 2>&1
+            result "celer bench $shape Q4_0 x32" "$(grep -E 'pp128|tg128' "$OUT/logs/bench-batched-$shape.txt" | awk '{print $(NF-3), $(NF-2)}' | tr '\n' ' ')"
+            if [ -n "${LLAMA_BATCHED_BENCH:-}" ]; then
+                "$LLAMA_BATCHED_BENCH" -m "$f" -ngl 99 -fa 1 -c 16384 -npp 128 -ntg 128 -npl 32 >"$OUT/logs/llama-batched-$shape.txt" 2>&1
+                result "llama-batched-bench $shape Q4_0 x32" "$(grep -E '^\|\s+128' "$OUT/logs/llama-batched-$shape.txt" | tail -1 | tr -s ' ')"
+            fi
+        fi
         if [ -n "${LLAMA_BENCH:-}" ]; then
             "$LLAMA_BENCH" -m "$f" -p 512 -n 128 -r 3 -ngl 99 -fa 1 >"$OUT/logs/llama-bench-$shape.txt" 2>&1
             result "llama-bench $shape Q4_0" "$(grep -E 'pp512|tg128' "$OUT/logs/llama-bench-$shape.txt" | awk -F'|' '{print $(NF-2), $(NF-1)}' | tr -s ' ' | tr '\n' ' ')"

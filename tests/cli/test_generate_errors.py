@@ -382,9 +382,23 @@ BENCH_OPTIONS = [
     (["-p", "99999999999"], r"-p wants .*'99999999999'"),
     (["-n", "-1"], r"-n wants .*'-1'"),
     (["--threads", "0"], r"--threads wants .*'0'"),
+    (["--parallel", "0"], r"--parallel wants .*'0'"),
+    (["-P", "257"], r"--parallel wants .*'257'"),
+    (["-P", "4", "-p", "0"], r"--parallel .* wants -p of 1 or more"),
+    (["-P", "4", "-n", "1"], r"--parallel .* -n of 2 or more"),
 ]
 
 
 @pytest.mark.parametrize("args,pattern", BENCH_OPTIONS, ids=[" ".join(a) for a, _ in BENCH_OPTIONS])
 def test_bench_bad_option(models: Path, args: list[str], pattern: str) -> None:
     assert_error(celer("bench", "-m", models / "tiny.gguf", *args), r"celer bench: " + pattern)
+
+
+def test_bench_parallel_runs(models: Path) -> None:
+    """--parallel S runs S sequences through the batcher: one JSON object with both rates."""
+    import json
+    r = celer("bench", "-m", models / "tiny.gguf", "-p", "8", "-n", "4", "-P", "3", "-r", "2", "--json")
+    assert r.returncode == 0, r.err
+    o = json.loads(r.out)
+    assert o["parallel"] == 3 and o["reps"] == 2 and o["pp"]["tokens"] == 8 and o["tg"]["tokens"] == 4, o
+    assert o["pp"]["median"] > 0 and o["tg"]["median"] > 0, o

@@ -1,6 +1,8 @@
 /* celer bench: prefill and decode speed, the way llama-bench measures them — pp: one forward
  * over P prompt tokens from an empty cache; tg: N tokens decoded one at a time from an empty
- * cache. Each is repeated R times; the median and the spread are reported. */
+ * cache. Each is repeated R times; the median and the spread are reported. With --parallel S,
+ * the way llama-batched-bench does: S sequences of P prompt tokens prefilled together, then
+ * decoded together for N tokens, through the batcher (the server's path); aggregate tok/s. */
 #include "cli.h"
 
 #include <getopt.h>
@@ -10,17 +12,21 @@
 
 static void bench_usage(FILE *out)
 {
-    fprintf(out, "usage: celer bench [-m MODEL] [-p P] [-n N] [-r R] [--backend B] [--threads N] [--json]\n\n"
+    fprintf(out, "usage: celer bench [-m MODEL] [-p P] [-n N] [-r R] [-P S] [--backend B] [--threads N] [--json]\n\n"
                  "Measures prefill (pp: P prompt tokens at once) and decode (tg: N tokens one by one) speed,\n"
                  "each from an empty context, repeated R times. Decode is then set against the memory\n"
                  "bound: the weight bytes one step reads, times tok/s, as a share of the backend's copy\n"
                  "bandwidth (read + write, buffers of twice the last-level cache) measured right after,\n"
-                 "with the same threads.\n\n"
+                 "with the same threads. With --parallel S: S sequences of P prompt tokens at once (pp: all\n"
+                 "the prompts in one step), then N tokens each decoded together (tg: S tokens a step), through\n"
+                 "the batcher the server uses; tok/s counts every sequence's tokens (as llama-batched-bench's\n"
+                 "S_PP and S_TG).\n\n"
                  "options:\n"
                  "  -m, --model MODEL  a .gguf file (default: the default model)\n"
                  "  -p, --prompt P     prompt tokens for pp (default 512; 0 skips pp)\n"
                  "  -n, --gen N        generated tokens for tg (default 128; 0 skips tg)\n"
                  "  -r, --reps R       repetitions (default 5)\n"
+                 "  -P, --parallel S   S sequences together (1 to 256; default: one sequence, no batcher)\n"
                  "  -b, --backend B    auto, cpu, cuda or rocm (default auto: the best this build has)\n"
                  "  -t, --threads N    CPU threads (default: one per physical core)\n"
                  "      --json         one JSON object on stdout instead of the table\n"
@@ -61,6 +67,53 @@ static spread summarize(double *v, int n)
     return (spread){n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2, v[0], v[n - 1]};
 }
 
+/* The batched test: when each sequence's first token came (prefill), and when the last ended. */
+typedef struct {
+    double first; /* latest time to first token, seconds from the submissions */
+    int    done;
+    int    failed;
+} batch_run;
+
+static void batch_done(void *user, const celer_gen_stats *st, const celer_error *err)
+{
+    batch_run *r = user;
+    r->done++;
+    if (err) r->failed++;
+    else if (st->t_first > r->first) r->first = st->t_first;
+}
+
+/* S sequences of P prompt tokens and N generated: prefill tok/s (S · P over the time to the last
+ * first token) and decode tok/s (S · (N - 1) over the rest; the first token comes with the
+ * prefill). */
+static celer_status run_batched(celer_engine *e, const int32_t *prompt, long P, long N, long S, double *pp,
+                                double *tg, celer_error *err)
+{
+    long                 chunk = S * P < 4096 ? S * P : 4096;
+    celer_batcher_config bc    = {.n_parallel = (int)S, .n_ctx = P + N + 16, .step_tokens = chunk > 256 ? (int)chunk : 256};
+    celer_batcher       *b;
+    if (celer_batcher_create(&b, e, &bc, err)) return err->code;
+    celer_gen_params gp = {.sampling = celer_sampling_default(), .ignore_eos = true, .max_tokens = (int32_t)N};
+    batch_run        run = {0};
+    celer_status     st  = CELER_OK;
+    double           t0  = cli_now_s();
+    for (long i = 0; i < S && !st; i++) st = celer_batcher_submit(b, prompt, (size_t)P, &gp, NULL, batch_done, &run, NULL, err);
+    while (!st && run.done < S) {
+        bool busy;
+        st = celer_batcher_step(b, &busy, err);
+    }
+    double t1 = cli_now_s();
+    celer_batcher_free(b);
+    if (st) return st;
+    if (run.failed) { /* each failure was the step's, reported through its request */
+        err->code = CELER_ERR_DEVICE;
+        snprintf(err->msg, sizeof err->msg, "bench: %d of %ld sequences failed", run.failed, S);
+        return err->code;
+    }
+    *pp = (double)(S * P) / run.first;
+    *tg = N > 1 ? (double)(S * (N - 1)) / (t1 - t0 - run.first) : 0;
+    return CELER_OK;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -68,16 +121,17 @@ int cmd_bench(int argc, char **argv)
         {"gen", required_argument, NULL, 'n'},   {"reps", required_argument, NULL, 'r'},
         {"threads", required_argument, NULL, 't'}, {"json", no_argument, NULL, 'j'},
         {"backend", required_argument, NULL, 'b'}, {"help", no_argument, NULL, 'h'},
+        {"parallel", required_argument, NULL, 'P'},
         {0},
     };
     const char         *model = NULL;
-    long                P = 512, N = 128, R = 5, v;
+    long                P = 512, N = 128, R = 5, S = 0, v;
     bool                json = false;
     celer_engine_config cfg  = {0};
     int                 c;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":m:p:n:r:t:b:jh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:p:n:r:t:b:P:jh", opts, NULL)) != -1) {
         switch (c) {
         case 'm': model = optarg; break;
         case 'p':
@@ -96,6 +150,9 @@ int cmd_bench(int argc, char **argv)
         case 'b':
             if (cli_parse_backend("bench", "--backend", optarg, &cfg.backend)) return EXIT_BAD_INPUT;
             break;
+        case 'P':
+            if (!cli_parse_long(optarg, 1, 256, &S)) return cli_usage_error("bench", "--parallel wants 1 to 256, got '%s'", optarg);
+            break;
         case 'j': json = true; break;
         case 'h': bench_usage(stdout); return EXIT_OK;
         case ':': return cli_usage_error("bench", "option %s needs a value", argv[optind - 1]);
@@ -104,8 +161,9 @@ int cmd_bench(int argc, char **argv)
     }
     if (optind < argc) return cli_usage_error("bench", "unexpected argument '%s'", argv[optind]);
     if (!P && !N) return cli_usage_error("bench", "nothing to measure: -p and -n are both 0");
+    if (S && (!P || N < 2)) return cli_usage_error("bench", "--parallel measures prompts and decoding: it wants -p of 1 or more and -n of 2 or more");
     if (!model && !(model = cli_default_model())) return EXIT_BAD_INPUT;
-    cfg.n_ctx = (P > N ? P : N) + 16;
+    cfg.n_ctx = S ? P + N + 16 : (P > N ? P : N) + 16;
 
     celer_error   err = {0};
     celer_engine *e   = NULL;
@@ -125,6 +183,10 @@ int cmd_bench(int argc, char **argv)
     celer_gen_params gp = {.sampling = celer_sampling_default(), .ignore_eos = true};
     for (long r = 0; r < R && rc == EXIT_OK; r++) {
         celer_gen_stats st;
+        if (S) {
+            if (run_batched(e, prompt, P, N, S, &pp[r], &tg[r], &err)) rc = cli_report(&err);
+            continue;
+        }
         if (P) {
             celer_engine_reset(e);
             gp.max_tokens = 1;
@@ -140,30 +202,33 @@ int cmd_bench(int argc, char **argv)
         }
     }
     double bw = 0; /* copy bandwidth, bytes read + written per second */
-    if (rc == EXIT_OK && N && celer_engine_copy_bandwidth(e, copy_buffer_bytes(), 5, &bw, &err)) rc = cli_report(&err);
+    if (rc == EXIT_OK && N && !S && celer_engine_copy_bandwidth(e, copy_buffer_bytes(), 5, &bw, &err)) rc = cli_report(&err);
     if (rc == EXIT_OK) {
         spread   sp = summarize(pp, (int)R), sg = summarize(tg, (int)R);
         uint64_t wb = celer_engine_weight_bytes_per_token(e);
-        double   share = bw > 0 ? (double)wb * sg.median / bw : 0;
+        double   share = bw > 0 && !S ? (double)wb * sg.median / bw : 0; /* batched: S tokens a weight read */
         const celer_hparams *hp = celer_model_file_hparams(celer_engine_model_file(e));
         if (json) {
             printf("{\"model\": ");
             cli_json_string_print(stdout, model, strlen(model));
-            printf(", \"arch\": \"%s\", \"backend\": \"%s\", \"threads\": %d, \"reps\": %ld, "
+            printf(", \"arch\": \"%s\", \"backend\": \"%s\", \"threads\": %d, \"reps\": %ld, \"parallel\": %ld, "
                    "\"pp\": {\"tokens\": %ld, \"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, "
                    "\"tg\": {\"tokens\": %ld, \"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, "
                    "\"weight_bytes_per_token\": %llu, \"copy_bytes_per_s\": %.0f, \"tg_bandwidth_share\": %.4f}\n",
-                   hp->arch, celer_engine_backend_name(e), celer_engine_threads(e), R, P, sp.median, sp.min,
+                   hp->arch, celer_engine_backend_name(e), celer_engine_threads(e), R, S, P, sp.median, sp.min,
                    sp.max, N, sg.median, sg.min, sg.max, (unsigned long long)wb, bw, share);
         } else {
-            printf("%-40s %-8s %7s %5s %12s %20s\n", "model", "backend", "threads", "test", "tok/s", "min .. max");
+            char tp[32] = "", tn[32] = "";
+            if (S) snprintf(tp, sizeof tp, " x%ld", S), snprintf(tn, sizeof tn, " x%ld", S);
+            printf("%-40s %-8s %7s %9s %12s %20s\n", "model", "backend", "threads", "test", "tok/s", "min .. max");
             if (P)
-                printf("%-40.40s %-8s %7d pp%-3ld %12.2f %9.2f .. %-9.2f\n", model, celer_engine_backend_name(e),
-                       celer_engine_threads(e), P, sp.median, sp.min, sp.max);
+                printf("%-40.40s %-8s %7d pp%-3ld%-4s %12.2f %9.2f .. %-9.2f\n", model, celer_engine_backend_name(e),
+                       celer_engine_threads(e), P, tp, sp.median, sp.min, sp.max);
             if (N) {
-                printf("%-40.40s %-8s %7d tg%-3ld %12.2f %9.2f .. %-9.2f\n", model, celer_engine_backend_name(e),
-                       celer_engine_threads(e), N, sg.median, sg.min, sg.max);
-                printf("tg: %.1f MB of weights per token x %.2f tok/s = %.2f GB/s, %.0f%% of the copy bandwidth "
+                printf("%-40.40s %-8s %7d tg%-3ld%-4s %12.2f %9.2f .. %-9.2f\n", model, celer_engine_backend_name(e),
+                       celer_engine_threads(e), N, tn, sg.median, sg.min, sg.max);
+                if (S) printf("tg: %ld sequences decoding together, tok/s of all of them\n", S);
+                else printf("tg: %.1f MB of weights per token x %.2f tok/s = %.2f GB/s, %.0f%% of the copy bandwidth "
                        "%.2f GB/s (read + write)\n",
                        (double)wb / 1e6, sg.median, (double)wb * sg.median / 1e9, 100 * share, bw / 1e9);
             }
