@@ -10,8 +10,7 @@
 #include "core/error.h"
 #include "runtime/engine_impl.h"
 #include "runtime/kv_cache.h"
-#include "runtime/sampler.h"
-#include "runtime/stop_filter.h"
+#include "runtime/token_out.h"
 #include "tokenizer/tokenizer.h"
 
 #include <math.h>
@@ -33,9 +32,7 @@ struct celer_request {
     int32_t           reserve;  /* positions reserved in the pool */
     celer_gen_params  p;
     char            **stop;     /* copies of p.stop */
-    celer_sampler     sm;
-    celer_detok       dt;
-    celer_stop_filter sf;
+    celer_token_out   out;
     celer_text_fn     on_text;
     celer_done_fn     on_done;
     void             *user;
@@ -75,9 +72,7 @@ static void req_free(celer_request *r)
     for (char **s = r->stop; s && *s; s++) free(*s);
     free(r->stop);
     free(r->tokens);
-    celer_sampler_free(&r->sm);
-    celer_detok_free(&r->dt);
-    celer_stop_free(&r->sf);
+    celer_token_out_free(&r->out); /* zeroed parts free as nothing */
     free(r);
 }
 
@@ -127,12 +122,8 @@ static void finish(celer_batcher *b, celer_request *r, const char *why, const ce
         b->slots[r->slot] = NULL;
     }
     if (!failure && strcmp(why, "cancelled")) {
-        const char *text;
-        size_t      n;
         celer_error e2 = {0};
-        if (!r->sf.stopped && !celer_detok_flush(&r->dt, &text, &n, &e2) && n)
-            celer_stop_push(&r->sf, text, n, r->on_text, r->user, NULL);
-        celer_stop_flush(&r->sf, r->on_text, r->user);
+        (void)celer_token_out_end(&r->out, r->on_text, r->user, &e2); /* a broken tail: the text so far stands */
     }
     r->stats.finish = why;
     if (r->t_start > 0) r->stats.t_gen = now() - r->t_start - r->stats.t_prompt;
@@ -194,9 +185,7 @@ celer_status celer_batcher_submit(celer_batcher *b, const int32_t *prompt, size_
         return celer_fail(err, CELER_ERR_OOM, "batcher: out of memory");
     }
     r->p.stop = (const char *const *)r->stop;
-    r->sf     = (celer_stop_filter){.stop = r->p.stop};
-    celer_detok_init(&r->dt, e->tok);
-    if (celer_sampler_init(&r->sm, &p->sampling, (int32_t)e->model.hp.n_vocab, err)) {
+    if (celer_token_out_init(&r->out, e, &r->p, err)) {
         req_free(r);
         return err->code;
     }
@@ -314,31 +303,17 @@ static void take_token(celer_batcher *b, celer_request *r, float *logits_row, fl
     }
     float *work = logits_row;
     if (r->p.on_token) work = memcpy(scratch, logits_row, (size_t)n_vocab * sizeof *scratch);
-    int32_t id = celer_sampler_sample(&r->sm, work, r->tokens, (size_t)r->n_tokens);
+    int32_t id = celer_sampler_sample(&r->out.sm, work, r->tokens, (size_t)r->n_tokens);
     if (r->p.on_token) report_logprobs(r, logits_row, n_vocab, id);
     if (r->stats.n_gen == 0) r->stats.t_first = now() - r->t_start, r->stats.t_prompt = r->stats.t_first;
     r->stats.n_gen++;
-    if (!r->p.ignore_eos && celer_engine_is_eog(e, id)) {
-        finish(b, r, "stop", NULL);
-        return;
-    }
-    const char *text;
-    size_t      n;
+    const char *end;
     celer_error derr = {0};
-    bool        go = true, oom = false;
-    if (celer_detok_push(&r->dt, id, &text, &n, &derr)) {
-        finish(b, r, "stop", &derr);
+    if (celer_token_out_take(&r->out, e, id, r->p.ignore_eos, r->on_text, r->user, &end, &derr)) {
+        finish(b, r, end, &derr);
         return;
     }
-    if (n) go = celer_stop_push(&r->sf, text, n, r->on_text, r->user, &oom);
-    if (oom) {
-        celer_error m = {0};
-        celer_fail(&m, CELER_ERR_OOM, "batcher: out of memory for the held text");
-        finish(b, r, "stop", &m);
-        return;
-    }
-    const char *end = r->sf.stopped ? "stop" : !go ? "callback"
-                    : r->stats.n_gen >= r->p.max_tokens || r->n_tokens >= r->reserve ? "length" : NULL;
+    if (!end && (r->stats.n_gen >= r->p.max_tokens || r->n_tokens >= r->reserve)) end = "length";
     if (end) finish(b, r, end, NULL);
     else r->tokens[r->n_tokens++] = id;
 }

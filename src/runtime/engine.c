@@ -6,8 +6,7 @@
 #include "models/forward.h"
 #include "models/model_file.h"
 #include "runtime/kv_cache.h"
-#include "runtime/sampler.h"
-#include "runtime/stop_filter.h"
+#include "runtime/token_out.h"
 #include "runtime/engine_impl.h"
 #include "tokenizer/tokenizer.h"
 
@@ -236,59 +235,40 @@ celer_status celer_engine_generate(celer_engine *e, const int32_t *prompt, size_
     memcpy(e->tokens + keep, prompt + keep, (n_prompt - (size_t)keep) * sizeof *prompt);
     e->n_tokens  = keep;
     s.n_reused   = keep;
-    celer_sampler sm;
-    celer_detok   dt;
-    celer_stop_filter sf = {.stop = p->stop};
-    celer_detok_init(&dt, e->tok);
-    if (celer_sampler_init(&sm, &p->sampling, (int32_t)e->model.hp.n_vocab, err)) return err->code;
+    celer_token_out out = {0};
+    if (celer_token_out_init(&out, e, p, err)) {
+        celer_token_out_free(&out);
+        return err->code;
+    }
     double       t0 = now();
     celer_status st = run_tokens(e, prompt + keep, keep, (int32_t)n_prompt - keep, err);
     e->n_tokens     = (int32_t)n_prompt;
     s.t_prompt      = now() - t0;
     double t1       = now();
-    bool   go       = true;
-    while (!st && go) {
+    while (!st) {
         if (s.n_gen >= p->max_tokens) break;
         if (e->n_tokens >= e->n_ctx) {
             s.finish = "length";
             break;
         }
-        int32_t id = celer_sampler_sample(&sm, e->logits, e->tokens, (size_t)e->n_tokens);
+        int32_t id = celer_sampler_sample(&out.sm, e->logits, e->tokens, (size_t)e->n_tokens);
         if (s.n_gen == 0) s.t_first = now() - t0;
         s.n_gen++;
-        if (!p->ignore_eos && celer_engine_is_eog(e, id)) {
-            s.finish = "stop";
-            break;
-        }
-        const char *text;
-        size_t      n;
-        st = celer_detok_push(&dt, id, &text, &n, err);
-        if (!st && n) go = celer_stop_push(&sf, text, n, on_text, user, NULL);
-        if (sf.stopped) {
-            s.finish = "stop";
-            break;
-        }
-        if (!go) {
-            s.finish = "callback";
+        const char *end;
+        st = celer_token_out_take(&out, e, id, p->ignore_eos, on_text, user, &end, err);
+        if (st || end) {
+            s.finish = end;
             break;
         }
         e->tokens[e->n_tokens] = id;
         if (!st && s.n_gen < p->max_tokens) st = run_tokens(e, &id, e->n_tokens, 1, err);
         e->n_tokens++;
     }
-    if (!st && !sf.stopped) {
-        const char *text;
-        size_t      n;
-        st = celer_detok_flush(&dt, &text, &n, err);
-        if (!st && n) celer_stop_push(&sf, text, n, on_text, user, NULL);
-        if (!st) celer_stop_flush(&sf, on_text, user);
-    }
+    if (!st) st = celer_token_out_end(&out, on_text, user, err);
     /* the cache holds what was run: a token sampled but not run is not part of it */
     if (e->n_tokens > 0 && e->kv.seq_len[0] < e->n_tokens) e->kv.seq_len[0] = e->n_tokens;
     s.t_gen = now() - t1;
-    celer_sampler_free(&sm);
-    celer_detok_free(&dt);
-    celer_stop_free(&sf);
+    celer_token_out_free(&out);
     if (stats) *stats = s;
     return st;
 }
