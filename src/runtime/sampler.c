@@ -37,8 +37,9 @@ celer_status celer_sampler_init(celer_sampler *s, const celer_sampling *p, int32
     uint64_t x = p->seed;
     for (int i = 0; i < 4; i++) s->rng[i] = splitmix(&x);
     s->cand  = malloc((size_t)n_vocab * sizeof *s->cand);
+    s->tmp   = malloc((size_t)n_vocab * sizeof *s->tmp);
     s->count = calloc((size_t)n_vocab, sizeof *s->count);
-    if (!s->cand || !s->count) {
+    if (!s->cand || !s->tmp || !s->count) {
         celer_sampler_free(s);
         return celer_fail(err, CELER_ERR_OOM, "sampler: out of memory for %d tokens", n_vocab);
     }
@@ -49,6 +50,7 @@ void celer_sampler_free(celer_sampler *s)
 {
     if (!s) return;
     free(s->cand);
+    free(s->tmp);
     free(s->count);
     memset(s, 0, sizeof *s);
 }
@@ -87,6 +89,36 @@ static int cmp_desc(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
+enum { N_BUCKETS = 32 };
+
+/* Candidates in their draw order, sorted as far as asked: c holds them bucket after bucket
+ * (bucket b: the ratio of the highest probability to theirs in [2^b, 2^(b+1)), the last bucket
+ * open-ended), each bucket sorted the first time a position in it is asked for. */
+typedef struct {
+    struct celer_candidate *c;
+    int32_t                 start[N_BUCKETS + 1];
+    int                     sorted; /* buckets 0 .. sorted - 1 are in order */
+} lazy_order;
+
+static int bucket(float pmax, float p)
+{
+    const float ratio = pmax / p; /* >= 1; infinite for the tiniest p */
+    if (!(ratio < 0x1p31f)) return N_BUCKETS - 1;
+    int e;
+    (void)frexpf(ratio, &e); /* ratio = f · 2^e, f in [0.5, 1): floor(log2) = e - 1 */
+    return e - 1 < N_BUCKETS - 1 ? e - 1 : N_BUCKETS - 1;
+}
+
+/* The candidate at position i of the draw order. */
+static const struct celer_candidate *at(lazy_order *o, int32_t i)
+{
+    while (o->sorted < N_BUCKETS && o->start[o->sorted] <= i) {
+        int b = o->sorted++;
+        qsort(o->c + o->start[b], (size_t)(o->start[b + 1] - o->start[b]), sizeof *o->c, cmp_desc);
+    }
+    return &o->c[i];
+}
+
 int32_t celer_sampler_sample(celer_sampler *s, float *logits, const int32_t *history, size_t n_history)
 {
     apply_penalties(s, logits, history, n_history);
@@ -102,25 +134,39 @@ int32_t celer_sampler_sample(celer_sampler *s, float *logits, const int32_t *his
         sum       += e;
     }
     for (int32_t i = 0; i < n; i++) logits[i] = (float)(logits[i] / sum);
-    /* candidates, best first */
-    int32_t m = 0;
-    float   floor_p = p->min_p > 0 ? p->min_p * logits[argmax(logits, n)] : 0;
+    /* the candidates in id order, then bucketed (stable) into s->cand */
+    const float pmax = logits[argmax(logits, n)];
+    const float floor_p = p->min_p > 0 ? p->min_p * pmax : 0;
+    int32_t     m = 0, count[N_BUCKETS] = {0};
     for (int32_t i = 0; i < n; i++)
-        if (logits[i] >= floor_p && logits[i] > 0) s->cand[m++] = (struct celer_candidate){logits[i], i};
-    qsort(s->cand, (size_t)m, sizeof *s->cand, cmp_desc);
-    if (p->top_k > 0 && m > p->top_k) m = p->top_k;
+        if (logits[i] >= floor_p && logits[i] > 0) {
+            s->tmp[m++] = (struct celer_candidate){logits[i], i};
+            count[bucket(pmax, logits[i])]++;
+        }
+    lazy_order o = {.c = s->cand};
+    for (int b = 0; b < N_BUCKETS; b++) o.start[b + 1] = o.start[b] + count[b];
+    int32_t fill[N_BUCKETS];
+    memcpy(fill, o.start, sizeof fill);
+    for (int32_t j = 0; j < m; j++) s->cand[fill[bucket(pmax, s->tmp[j].p)]++] = s->tmp[j];
+    /* the kept prefix */
+    int32_t kept = m;
+    if (p->top_k > 0 && kept > p->top_k) kept = p->top_k;
     if (p->top_p < 1) {
         double  acc = 0;
         int32_t k   = 0;
-        while (k < m && acc < p->top_p) acc += s->cand[k++].p;
-        m = k > 0 ? k : 1;
+        while (k < kept && acc < p->top_p) acc += at(&o, k++)->p;
+        kept = k > 0 ? k : 1;
     }
     double total = 0;
-    for (int32_t i = 0; i < m; i++) total += s->cand[i].p;
+    if (kept == m)
+        for (int32_t j = 0; j < m; j++) total += s->tmp[j].p;
+    else
+        for (int32_t i = 0; i < kept; i++) total += at(&o, i)->p;
     double r = (double)(next_u64(s->rng) >> 11) * 0x1.0p-53 * total;
-    for (int32_t i = 0; i < m; i++) {
-        r -= s->cand[i].p;
-        if (r < 0) return s->cand[i].id;
+    for (int32_t i = 0; i < kept; i++) {
+        const struct celer_candidate *c = at(&o, i);
+        r -= c->p;
+        if (r < 0) return c->id;
     }
-    return s->cand[m - 1].id;
+    return at(&o, kept - 1)->id;
 }
