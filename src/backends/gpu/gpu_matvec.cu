@@ -203,12 +203,25 @@ template <int F, int NT>
 static __device__ __forceinline__ void units_dot(const gpu_wdesc &w, const raw_unit (&r)[MVQ_ROWS], int64_t u,
                                                  const gpu_xq &x, int nt, float (&acc)[MVQ_ROWS][NT])
 {
-    if (F == GPU_Q4_0 || F == GPU_Q4_1 || F == GPU_Q5_0 || F == GPU_Q5_1) {
+    if (F == GPU_Q4_0 || F == GPU_Q4_1 || F == GPU_Q5_0 || F == GPU_Q5_1 || F == GPU_Q8_0 || F == GPU_AFFINE8) {
+        /* one block of 32 a unit, each value A · q + B' for its row: Σ = A · Σ q x̂ + B · Σ x̂ */
         const bool has_m = F == GPU_Q4_1 || F == GPU_Q5_1, five = F == GPU_Q5_0 || F == GPU_Q5_1;
         int        q[MVQ_ROWS][8];
-        float      d[MVQ_ROWS], m[MVQ_ROWS];
+        float      A[MVQ_ROWS], B[MVQ_ROWS];
 #pragma unroll
         for (int i = 0; i < MVQ_ROWS; i++) {
+            if (F == GPU_Q8_0 || F == GPU_AFFINE8) { /* 32 code bytes; MLX's unsigned, taken as signed q - 128 */
+                const uint32_t v[8] = {r[i].v[0].x, r[i].v[0].y, r[i].v[0].z, r[i].v[0].w,
+                                       r[i].v[1].x, r[i].v[1].y, r[i].v[1].z, r[i].v[1].w};
+#pragma unroll
+                for (int k = 0; k < 8; k++) q[i][k] = (int)(F == GPU_AFFINE8 ? v[k] ^ 0x80808080u : v[k]);
+                if (F == GPU_Q8_0) A[i] = dec_f16(r[i].h[0]), B[i] = 0.0f;
+                else {
+                    A[i] = sdtype_val(r[i].h[0], w.sdtype);
+                    B[i] = 128.0f * A[i] + sdtype_val(r[i].h[1], w.sdtype);
+                }
+                continue;
+            }
             nibbles(r[i].v[0], q[i]);
             if (five) {
                 const uint32_t qh = F == GPU_Q5_0 ? (r[i].h[0] >> 16) | (r[i].h[1] & 0xffff0000u) : r[i].h[1];
@@ -216,41 +229,15 @@ static __device__ __forceinline__ void units_dot(const gpu_wdesc &w, const raw_u
                 for (int k = 0; k < 4; k++)
                     q[i][k] |= bit4_bytes(qh >> (4 * k)), q[i][4 + k] |= bit4_bytes(qh >> (16 + 4 * k));
             }
-            d[i] = dec_f16(r[i].h[0] & 0xffff), m[i] = has_m ? dec_f16(r[i].h[0] >> 16) : 0.0f;
-        }
-        const float off = five ? 16.0f : 8.0f;
-#pragma unroll
-        for (int t = 0; t < NT; t++) {
-            if (t >= nt) continue;
-            const xblk a = load_x(x, t, u);
-#pragma unroll
-            for (int i = 0; i < MVQ_ROWS; i++) {
-                const float s = dot32(q[i], a);
-                acc[i][t] += has_m ? d[i] * a.dd.x * s + m[i] * a.dd.y : d[i] * (a.dd.x * s - off * a.dd.y);
-            }
-        }
-    } else if (F == GPU_Q8_0 || F == GPU_AFFINE8) {
-        const bool mlx = F == GPU_AFFINE8;
-        int        q[MVQ_ROWS][8];
-        float      sc[MVQ_ROWS], bi[MVQ_ROWS];
-#pragma unroll
-        for (int i = 0; i < MVQ_ROWS; i++) {
-            const uint32_t v[8] = {r[i].v[0].x, r[i].v[0].y, r[i].v[0].z, r[i].v[0].w,
-                                   r[i].v[1].x, r[i].v[1].y, r[i].v[1].z, r[i].v[1].w};
-#pragma unroll
-            for (int k = 0; k < 8; k++) q[i][k] = (int)(mlx ? v[k] ^ 0x80808080u : v[k]); /* MLX: q - 128, signed */
-            sc[i] = mlx ? sdtype_val(r[i].h[0], w.sdtype) : dec_f16(r[i].h[0]);
-            bi[i] = mlx ? sdtype_val(r[i].h[1], w.sdtype) : 0.0f;
+            A[i] = dec_f16(r[i].h[0] & 0xffff);
+            B[i] = has_m ? dec_f16(r[i].h[0] >> 16) : -(five ? 16.0f : 8.0f) * A[i];
         }
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             if (t >= nt) continue;
             const xblk a = load_x(x, t, u);
 #pragma unroll
-            for (int i = 0; i < MVQ_ROWS; i++) {
-                const float s = a.dd.x * dot32(q[i], a);
-                acc[i][t] += mlx ? sc[i] * (s + 128.0f * a.dd.y) + bi[i] * a.dd.y : sc[i] * s;
-            }
+            for (int i = 0; i < MVQ_ROWS; i++) acc[i][t] += A[i] * a.dd.x * dot32(q[i], a) + B[i] * a.dd.y;
         }
     } else if (F == GPU_Q4_K || F == GPU_Q5_K) {
         const int p = (int)(u % 4);
