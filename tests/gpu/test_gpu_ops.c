@@ -490,6 +490,52 @@ static void test_fused(void)
 
 /* ---- mixture of experts --------------------------------------------------------------------- */
 
+/* moe_ffn over experts that are views of one stacked tensor per projection (as models load
+ * them): decode-sized steps take the device path (the choices never leave the GPU), larger
+ * ones the grouped path; both against the CPU's moe_ffn on the same bytes. */
+static void test_moe_stacked(celer_ggml_type t, int64_t T)
+{
+    enum { E = 16, K = 4, D = 256, FF = 512 };
+    const celer_ggml_type_info *ti = celer_ggml_type_get(t);
+    size_t                      rb_in = (size_t)(D / ti->block_elems) * ti->block_bytes;
+    size_t                      rb_ff = (size_t)(FF / ti->block_elems) * ti->block_bytes;
+    void *raw[3] = {random_weights(t, E * FF, D, 0.1f), random_weights(t, E * FF, D, 0.1f),
+                    random_weights(t, E * D, FF, 0.1f)};
+    celer_weight st[3] = {{.type = t, .rows = E * FF, .cols = D, .data = raw[0]},
+                          {.type = t, .rows = E * FF, .cols = D, .data = raw[1]},
+                          {.type = t, .rows = E * D, .cols = FF, .data = raw[2]}};
+    celer_weight gc[E], uc[E], dc[E], gg[E], ug[E], dg[E];
+    for (int i = 0; i < 3; i++) CHECK(gpu->ops->weight_load(gpu, &st[i], &err) == CELER_OK);
+    for (int e = 0; e < E; e++) {
+        gc[e] = (celer_weight){.type = t, .rows = FF, .cols = D, .data = (char *)raw[0] + e * FF * rb_in};
+        uc[e] = (celer_weight){.type = t, .rows = FF, .cols = D, .data = (char *)raw[1] + e * FF * rb_in};
+        dc[e] = (celer_weight){.type = t, .rows = D, .cols = FF, .data = (char *)raw[2] + e * D * rb_ff};
+        CHECK(cpu->ops->weight_load(cpu, &gc[e], &err) == CELER_OK && cpu->ops->weight_load(cpu, &uc[e], &err) == CELER_OK &&
+              cpu->ops->weight_load(cpu, &dc[e], &err) == CELER_OK);
+        CHECK(gpu->ops->weight_view(gpu, &st[0], e * FF, FF, &gg[e], &err) == CELER_OK);
+        CHECK(gpu->ops->weight_view(gpu, &st[1], e * FF, FF, &ug[e], &err) == CELER_OK);
+        CHECK(gpu->ops->weight_view(gpu, &st[2], e * D, D, &dg[e], &err) == CELER_OK);
+    }
+    float   *logits = malloc((size_t)(T * E) * 4), *wc = malloc((size_t)(T * K) * 4);
+    int32_t *ic     = malloc((size_t)(T * K) * 4);
+    random_fill(logits, T * E, 3.0f);
+    CHECK(cpu->ops->moe_route(cpu, logits, T, E, K, true, ic, wc, &err) == CELER_OK);
+    celer_moe mc = {E, FF, gc, uc, dc}, mg = {E, FF, gg, ug, dg};
+    float    *x = malloc((size_t)(T * D) * 4), *oc = malloc((size_t)(T * D) * 4), *og = malloc((size_t)(T * D) * 4);
+    random_fill(x, T * D, 1.0f);
+    float   *dx = dev_copy(x, (size_t)(T * D) * 4), *dout = dev_zeros((size_t)(T * D)), *dw = dev_copy(wc, (size_t)(T * K) * 4);
+    int32_t *di = (int32_t *)dev_copy(ic, (size_t)(T * K) * 4);
+    CHECK(cpu->ops->moe_ffn(cpu, &mc, x, T, ic, wc, K, CELER_ACT_SILU, oc, &err) == CELER_OK);
+    CHECK(gpu->ops->moe_ffn(gpu, &mg, dx, T, di, dw, K, CELER_ACT_SILU, dout, &err) == CELER_OK);
+    to_host(dout, og, (size_t)(T * D) * 4);
+    double e = rel_l2f(og, oc, T * D);
+    if (!(e < 2e-2)) fprintf(stderr, "  moe_ffn stacked %s T=%lld: %.2e\n", ti->name, (long long)T, e);
+    CHECK(e < 2e-2);
+    gpu->ops->release(gpu, dx), gpu->ops->release(gpu, dout), gpu->ops->release(gpu, dw), gpu->ops->release(gpu, di);
+    free(logits), free(wc), free(ic), free(x), free(oc), free(og);
+    for (int i = 0; i < 3; i++) free(raw[i]);
+}
+
 static void test_moe(celer_ggml_type t, int64_t T)
 {
     enum { E = 16, K = 4, D = 256, FF = 512 };
@@ -558,6 +604,10 @@ int main(void)
     test_moe(CELER_GGML_F32, 37);
     test_moe(CELER_GGML_Q4_0, 1);
     test_moe(CELER_GGML_Q4_K, 300);
+    test_moe_stacked(CELER_GGML_Q4_0, 1);
+    test_moe_stacked(CELER_GGML_Q4_K, 5);
+    test_moe_stacked(CELER_GGML_Q6_K, 37);
+    test_moe_stacked(CELER_GGML_Q4_0, 300);
     celer_backend_destroy(gpu);
     celer_backend_destroy(cpu);
     printf("test_gpu_ops: %s (%d failed checks)\n", failures ? "FAILED" : "passed", failures);

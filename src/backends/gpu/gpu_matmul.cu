@@ -167,7 +167,7 @@ static int fmt_of(const celer_weight *w)
     }
 }
 
-static celer_status describe(const celer_weight *w, gpu_wdesc *d, int *fmt, celer_error *err)
+celer_status gpu_weight_desc(const celer_weight *w, gpu_wdesc *d, int *fmt, celer_error *err)
 {
     *fmt = fmt_of(w);
     if (*fmt < 0 || !w->data)
@@ -212,7 +212,7 @@ celer_status gpu_matmul(celer_backend *be, const celer_weight *w, const float *x
     gpu_backend *g = gpu_of(be);
     gpu_wdesc    d;
     int          f;
-    if (gpu_alive(g, err) || describe(w, &d, &f, err)) return err->code;
+    if (gpu_alive(g, err) || gpu_weight_desc(w, &d, &f, err)) return err->code;
     if (T <= 0) return CELER_OK;
     if (T <= MV_SLICED && gpu_matvec_q8_has(f)) { /* small steps: integer dot products, 8 tokens a pass */
         gpu_xq xq;
@@ -251,7 +251,7 @@ extern "C" celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight 
     bool         fused = n >= 1 && n <= GPU_MVQ_SET && T <= MV_SLICED;
     if (gpu_alive(g, err)) return err->code;
     for (int i = 0; fused && i < n; i++) {
-        if (describe(w[i], &d[i], &f[i], err)) return err->code;
+        if (gpu_weight_desc(w[i], &d[i], &f[i], err)) return err->code;
         fused = gpu_matvec_q8_has(f[i]) && w[i]->cols == w[0]->cols;
     }
     if (!fused) {
@@ -300,7 +300,7 @@ celer_status gpu_get_rows(celer_backend *be, const celer_weight *w, const int32_
     gpu_wdesc d;
     int       f;
     unsigned  blocks;
-    if (describe(w, &d, &f, err) || gpu_buf_reserve(g, &g->d_ids, (size_t)n * sizeof *ids, err) ||
+    if (gpu_weight_desc(w, &d, &f, err) || gpu_buf_reserve(g, &g->d_ids, (size_t)n * sizeof *ids, err) ||
         gpu_upload(g, g->d_ids.p, ids, (size_t)n * sizeof *ids, err) ||
         gpu_grid(g, n * (w->cols / 32), 256, &blocks, "get_rows", err))
         return err->code;

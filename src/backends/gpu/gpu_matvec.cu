@@ -203,12 +203,25 @@ template <int F, int NT>
 static __device__ __forceinline__ void units_dot(const gpu_wdesc &w, const raw_unit (&r)[MVQ_ROWS], int64_t u,
                                                  const gpu_xq &x, int nt, float (&acc)[MVQ_ROWS][NT])
 {
-    if (F == GPU_Q4_0 || F == GPU_Q4_1 || F == GPU_Q5_0 || F == GPU_Q5_1) {
+    if (F == GPU_Q4_0 || F == GPU_Q4_1 || F == GPU_Q5_0 || F == GPU_Q5_1 || F == GPU_Q8_0 || F == GPU_AFFINE8) {
+        /* one block of 32 a unit, each value A · q + B' for its row: Σ = A · Σ q x̂ + B · Σ x̂ */
         const bool has_m = F == GPU_Q4_1 || F == GPU_Q5_1, five = F == GPU_Q5_0 || F == GPU_Q5_1;
         int        q[MVQ_ROWS][8];
-        float      d[MVQ_ROWS], m[MVQ_ROWS];
+        float      A[MVQ_ROWS], B[MVQ_ROWS];
 #pragma unroll
         for (int i = 0; i < MVQ_ROWS; i++) {
+            if (F == GPU_Q8_0 || F == GPU_AFFINE8) { /* 32 code bytes; MLX's unsigned, taken as signed q - 128 */
+                const uint32_t v[8] = {r[i].v[0].x, r[i].v[0].y, r[i].v[0].z, r[i].v[0].w,
+                                       r[i].v[1].x, r[i].v[1].y, r[i].v[1].z, r[i].v[1].w};
+#pragma unroll
+                for (int k = 0; k < 8; k++) q[i][k] = (int)(F == GPU_AFFINE8 ? v[k] ^ 0x80808080u : v[k]);
+                if (F == GPU_Q8_0) A[i] = dec_f16(r[i].h[0]), B[i] = 0.0f;
+                else {
+                    A[i] = sdtype_val(r[i].h[0], w.sdtype);
+                    B[i] = 128.0f * A[i] + sdtype_val(r[i].h[1], w.sdtype);
+                }
+                continue;
+            }
             nibbles(r[i].v[0], q[i]);
             if (five) {
                 const uint32_t qh = F == GPU_Q5_0 ? (r[i].h[0] >> 16) | (r[i].h[1] & 0xffff0000u) : r[i].h[1];
@@ -216,41 +229,15 @@ static __device__ __forceinline__ void units_dot(const gpu_wdesc &w, const raw_u
                 for (int k = 0; k < 4; k++)
                     q[i][k] |= bit4_bytes(qh >> (4 * k)), q[i][4 + k] |= bit4_bytes(qh >> (16 + 4 * k));
             }
-            d[i] = dec_f16(r[i].h[0] & 0xffff), m[i] = has_m ? dec_f16(r[i].h[0] >> 16) : 0.0f;
-        }
-        const float off = five ? 16.0f : 8.0f;
-#pragma unroll
-        for (int t = 0; t < NT; t++) {
-            if (t >= nt) continue;
-            const xblk a = load_x(x, t, u);
-#pragma unroll
-            for (int i = 0; i < MVQ_ROWS; i++) {
-                const float s = dot32(q[i], a);
-                acc[i][t] += has_m ? d[i] * a.dd.x * s + m[i] * a.dd.y : d[i] * (a.dd.x * s - off * a.dd.y);
-            }
-        }
-    } else if (F == GPU_Q8_0 || F == GPU_AFFINE8) {
-        const bool mlx = F == GPU_AFFINE8;
-        int        q[MVQ_ROWS][8];
-        float      sc[MVQ_ROWS], bi[MVQ_ROWS];
-#pragma unroll
-        for (int i = 0; i < MVQ_ROWS; i++) {
-            const uint32_t v[8] = {r[i].v[0].x, r[i].v[0].y, r[i].v[0].z, r[i].v[0].w,
-                                   r[i].v[1].x, r[i].v[1].y, r[i].v[1].z, r[i].v[1].w};
-#pragma unroll
-            for (int k = 0; k < 8; k++) q[i][k] = (int)(mlx ? v[k] ^ 0x80808080u : v[k]); /* MLX: q - 128, signed */
-            sc[i] = mlx ? sdtype_val(r[i].h[0], w.sdtype) : dec_f16(r[i].h[0]);
-            bi[i] = mlx ? sdtype_val(r[i].h[1], w.sdtype) : 0.0f;
+            A[i] = dec_f16(r[i].h[0] & 0xffff);
+            B[i] = has_m ? dec_f16(r[i].h[0] >> 16) : -(five ? 16.0f : 8.0f) * A[i];
         }
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             if (t >= nt) continue;
             const xblk a = load_x(x, t, u);
 #pragma unroll
-            for (int i = 0; i < MVQ_ROWS; i++) {
-                const float s = a.dd.x * dot32(q[i], a);
-                acc[i][t] += mlx ? sc[i] * (s + 128.0f * a.dd.y) + bi[i] * a.dd.y : sc[i] * s;
-            }
+            for (int i = 0; i < MVQ_ROWS; i++) acc[i][t] += A[i] * a.dd.x * dot32(q[i], a) + B[i] * a.dd.y;
         }
     } else if (F == GPU_Q4_K || F == GPU_Q5_K) {
         const int p = (int)(u % 4);
@@ -363,20 +350,29 @@ typedef struct {
  * lane loads its unit of every row, then dots them against the same activations, so that the
  * activations are read once per MVQ_ROWS rows (one read per row made the L1 the limit). */
 template <int F, int NT>
-__global__ void __launch_bounds__(MVQ_THREADS) k_mmvq(mv_set set, gpu_xq x, int nt, int64_t t0)
+__global__ void __launch_bounds__(MVQ_THREADS) k_mmvq(mv_set set, gpu_xq x, int nt, int64_t t0, gpu_mv_sel sel)
 {
     int k = 0;
 #pragma unroll
     for (int i = 1; i < GPU_MVQ_SET; i++) k += blockIdx.x >= set.b0[i];
     const gpu_wdesc &w    = set.w[k];
     float *__restrict__ y = set.y[k] + t0 * w.rows;
+    const uint8_t   *base = w.data;
+    if (sel.ids) { /* selection blockIdx.y: its expert's rows, its token's activations, its own output rows */
+        const int64_t n = blockIdx.y;
+        const int32_t e = sel.ids[n];
+        if (e < 0 || e >= sel.n_expert) return; /* the router never gives one; nothing to read if it did */
+        base += (int64_t)e * w.rows * w.row_bytes;
+        y = set.y[k] + n * w.rows;
+        x.q += n / sel.per_x * x.nb * XQ_BLOCK, x.d += n / sel.per_x * x.nb;
+    }
     const int     lane = threadIdx.x % CELER_WARP;
     const int64_t warp = (int64_t)(blockIdx.x - set.b0[k]) * (MVQ_THREADS / CELER_WARP) + threadIdx.x / CELER_WARP;
     const int64_t r0   = warp * MVQ_ROWS;
     if (r0 >= w.rows) return; /* the whole warp: its shuffles below stay within it */
     const uint8_t *rows[MVQ_ROWS];
 #pragma unroll
-    for (int i = 0; i < MVQ_ROWS; i++) rows[i] = w.data + (r0 + i < w.rows ? r0 + i : r0) * w.row_bytes;
+    for (int i = 0; i < MVQ_ROWS; i++) rows[i] = base + (r0 + i < w.rows ? r0 + i : r0) * w.row_bytes;
     const int64_t nu = units<F>(w.cols);
     float         acc[MVQ_ROWS][NT];
 #pragma unroll
@@ -401,7 +397,7 @@ __global__ void __launch_bounds__(MVQ_THREADS) k_mmvq(mv_set set, gpu_xq x, int 
 
 /* ---- dispatch ------------------------------------------------------------------------------- */
 
-typedef void (*mmvq_fn)(mv_set, gpu_xq, int, int64_t);
+typedef void (*mmvq_fn)(mv_set, gpu_xq, int, int64_t, gpu_mv_sel);
 
 #define MVQ_ROW(F) {k_mmvq<F, 1>, k_mmvq<F, 2>, k_mmvq<F, 4>, k_mmvq<F, 8>}
 static const struct {
@@ -423,8 +419,8 @@ static const mmvq_fn *mvq_of(int fmt)
 
 bool gpu_matvec_q8_has(int fmt) { return mvq_of(fmt) != NULL; }
 
-celer_status gpu_matvec_q8(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
-                           float *const *y, celer_error *err)
+celer_status gpu_matvec_q8_sel(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
+                               const gpu_mv_sel *sel, int64_t n_sel, float *const *y, celer_error *err)
 {
     const mmvq_fn *fn = mvq_of(fmt);
     mv_set         set;
@@ -432,6 +428,9 @@ celer_status gpu_matvec_q8(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, c
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no integer decode kernel for format %d", CELER_GPU_NAME, fmt);
     if (n < 1 || n > GPU_MVQ_SET)
         return celer_fail(err, CELER_ERR_INVALID, "%s: %d weights in one decode product", CELER_GPU_NAME, n);
+    if (sel && (n_sel < 1 || n_sel > GPU_MAX_GRID_YZ))
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: %lld expert selections in one product", CELER_GPU_NAME,
+                          (long long)n_sel);
     memset(&set, 0, sizeof set);
     int64_t total = 0;
     for (int i = 0; i < GPU_MVQ_SET; i++) {
@@ -446,14 +445,24 @@ celer_status gpu_matvec_q8(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, c
     if (total > GPU_MAX_GRID_X)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: a decode product past the grid's limit", CELER_GPU_NAME);
     for (int i = n; i < GPU_MVQ_SET; i++) set.b0[i] = (unsigned)total; /* no blocks for the unused slots */
+    if (sel) /* one token each: a selection per grid row */
+        return GPU_LAUNCH(g, err, "matvec_q8", fn[0], dim3((unsigned)total, (unsigned)n_sel), MVQ_THREADS, 0, set,
+                          *xq, 1, (int64_t)0, *sel);
+    const gpu_mv_sel none = {NULL, 1, 0};
     for (int64_t t0 = 0; t0 < T; t0 += GPU_MVQ_TOKENS) {
         const int nt = (int)(T - t0 < (int64_t)GPU_MVQ_TOKENS ? T - t0 : (int64_t)GPU_MVQ_TOKENS);
         const int ix = nt == 1 ? 0 : nt == 2 ? 1 : nt <= 4 ? 2 : 3;
         gpu_xq    x  = *xq;
         x.q += t0 * x.nb * XQ_BLOCK;
         x.d += t0 * x.nb;
-        if (GPU_LAUNCH(g, err, "matvec_q8", fn[ix], (unsigned)total, MVQ_THREADS, 0, set, x, nt, t0))
+        if (GPU_LAUNCH(g, err, "matvec_q8", fn[ix], (unsigned)total, MVQ_THREADS, 0, set, x, nt, t0, none))
             return err->code;
     }
     return CELER_OK;
+}
+
+celer_status gpu_matvec_q8(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
+                           float *const *y, celer_error *err)
+{
+    return gpu_matvec_q8_sel(g, w, n, fmt, xq, T, NULL, 0, y, err);
 }

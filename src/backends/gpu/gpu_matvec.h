@@ -21,11 +21,26 @@ typedef struct {
 /* Quantizes x (T, cols) into the backend's buffer for quantized activations (valid until the
  * next call); cols is a multiple of 32. */
 celer_status gpu_quant_x(gpu_backend *g, const float *x, int64_t T, int64_t cols, gpu_xq *xq, celer_error *err);
+/* A product over expert selections (MoE decode): selection n (0 .. n_sel) multiplies the rows of
+ * expert ids[n] (a weight is then the stacked tensor's first expert, rows the rows of one) by
+ * token n / per_x of the activations, into rows n · rows of the output. ids stay on the device. */
+typedef struct {
+    const int32_t *ids;
+    int32_t        per_x;    /* selections per token of the activations */
+    int32_t        n_expert; /* ids past it select nothing */
+} gpu_mv_sel;
+
+/* w as the kernels see it and its format (enum gpu_fmt); CELER_ERR_UNSUPPORTED for a weight no
+ * GPU kernel reads (gpu_matmul.cu). */
+celer_status gpu_weight_desc(const celer_weight *w, gpu_wdesc *d, int *fmt, celer_error *err);
 /* Whether the format (enum gpu_fmt) has an integer decode kernel. */
 bool         gpu_matvec_q8_has(int fmt);
 /* y[i] (T, w[i].rows) = x̂ · w[i]ᵀ for the quantized activations of gpu_quant_x and n (1 ..
  * GPU_MVQ_SET) weights of format fmt, one launch per GPU_MVQ_TOKENS tokens. */
 celer_status gpu_matvec_q8(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
                            float *const *y, celer_error *err);
+/* The same over the n_sel selections of sel (T unused), one launch. */
+celer_status gpu_matvec_q8_sel(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
+                               const gpu_mv_sel *sel, int64_t n_sel, float *const *y, celer_error *err);
 
 #endif

@@ -1,16 +1,18 @@
 /* Mixture of experts on the GPU. Routing is a kernel (softmax, top-k in the CPU's order: most
- * probable first, ties to the lower index). The experts' FFN reads the step's choices back to
- * the host, groups the (token, slot) pairs by expert, gathers each group's inputs into one
- * block, and runs per chosen expert the gate, up and down products over its group (a decode step
- * reads only the chosen experts' rows; a prefill chunk reads each chosen expert once); a last
- * kernel sums each token's weighted expert outputs. Unchosen experts are never touched. */
-#include "backends/gpu/gpu_backend.h"
+ * probable first, ties to the lower index). Decode-sized steps (up to MOE_DEVICE_MAX token-expert
+ * pairs) whose experts are stacked run each pair's gate, up and down products in place, the
+ * choices read on the device (recordable in a step graph). Otherwise the FFN reads the choices
+ * back to the host, groups the (token, slot) pairs by expert, gathers each group's inputs into
+ * one block, and runs per chosen expert the gate, up and down products over its group (a prefill
+ * chunk reads each chosen expert once). A last kernel sums each token's weighted expert
+ * outputs. Unchosen experts are never touched. */
+#include "backends/gpu/gpu_matvec.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { THREADS = 256 };
+enum { THREADS = 256, MOE_DEVICE_MAX = 256 };
 
 /* One thread per token: the CPU's selection, on probabilities computed the same way. */
 __global__ void k_moe_route(const float *__restrict__ logits, int64_t T, int64_t E, int64_t K, int renorm,
@@ -64,16 +66,55 @@ __global__ void k_gather(const float *__restrict__ x, const int32_t *__restrict_
         xs[i] = x[(int64_t)tok[i / d] * d + i % d];
 }
 
-/* out[t] = Σ_j w[t, j] · ys[at[t, j]] */
+/* out[t] = Σ_j w[t, j] · ys[at[t, j]] (at NULL: ys[t · K + j]) */
 __global__ void k_combine(const float *__restrict__ ys, const int32_t *__restrict__ at, const float *__restrict__ w,
                           int64_t T, int64_t K, int64_t d, float *__restrict__ out)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < T * d; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t t = i / d, c = i % d;
         float         s = 0.0f;
-        for (int64_t j = 0; j < K; j++) s += w[t * K + j] * ys[(int64_t)at[t * K + j] * d + c];
+        for (int64_t j = 0; j < K; j++) s += w[t * K + j] * ys[(at ? (int64_t)at[t * K + j] : t * K + j) * d + c];
         out[i] = s;
     }
+}
+
+/* Whether the n experts of a projection lie one after another in one stacked tensor (views of
+ * it), with an integer decode kernel: then *d describes the first and *fmt its format. */
+static bool stacked(const celer_weight *ws, int64_t n, gpu_wdesc *d, int *fmt)
+{
+    celer_error none;
+    if (gpu_weight_desc(&ws[0], d, fmt, &none) || !gpu_matvec_q8_has(*fmt)) return false;
+    const int64_t bytes = d->rows * d->row_bytes;
+    for (int64_t e = 1; e < n; e++)
+        if (ws[e].type != ws[0].type || ws[e].rows != ws[0].rows ||
+            (const uint8_t *)ws[e].data != (const uint8_t *)ws[0].data + e * bytes)
+            return false;
+    return true;
+}
+
+/* Decode-sized steps: every selection multiplied in place by its expert's rows, the choices
+ * never leaving the device (a step graph can record it). Each selection reads its expert's
+ * weights, so a step of many tokens takes the grouped path below instead. */
+static celer_status moe_ffn_device(gpu_backend *g, const celer_moe *moe, const float *x, int64_t T,
+                                   const int32_t *ids, const float *w, int64_t K, celer_act act, float *out,
+                                   const gpu_wdesc dw[3], const int fw[3], celer_error *err)
+{
+    const int64_t ff = moe->n_ff, d = moe->down[0].rows, N = T * K;
+    gpu_buf      *b_gate = &g->moe[3], *b_up = &g->moe[4], *b_ys = &g->moe[5];
+    gpu_xq        xq;
+    if (gpu_buf_reserve(g, b_gate, (size_t)(N * ff) * 4, err) || gpu_buf_reserve(g, b_up, (size_t)(N * ff) * 4, err) ||
+        gpu_buf_reserve(g, b_ys, (size_t)(N * d) * 4, err))
+        return err->code;
+    float     *G = (float *)b_gate->p, *U = (float *)b_up->p, *Y = (float *)b_ys->p;
+    float     *gu[2] = {G, U};
+    gpu_mv_sel by_token = {ids, (int32_t)K, (int32_t)moe->n_expert}, each = {ids, 1, (int32_t)moe->n_expert};
+    if (gpu_quant_x(g, x, T, dw[0].cols, &xq, err) ||
+        gpu_matvec_q8_sel(g, dw, 2, fw[0], &xq, T, &by_token, N, gu, err) ||
+        g->base.ops->glu(&g->base, G, U, N * ff, act, err) || gpu_quant_x(g, G, N, ff, &xq, err) ||
+        gpu_matvec_q8_sel(g, &dw[2], 1, fw[2], &xq, N, &each, N, &Y, err))
+        return err->code;
+    return GPU_LAUNCH(g, err, "moe combine", k_combine, gpu_blocks(T * d, THREADS), THREADS, 0, Y,
+                      (const int32_t *)NULL, w, T, K, d, out);
 }
 
 celer_status gpu_moe_ffn(celer_backend *be, const celer_moe *moe, const float *x, int64_t T, const int32_t *ids,
@@ -82,14 +123,19 @@ celer_status gpu_moe_ffn(celer_backend *be, const celer_moe *moe, const float *x
     gpu_backend *g = gpu_of(be);
     int64_t      E = moe->n_expert, ff = moe->n_ff, d = moe->down[0].rows, K = n_used, N = T * K;
     if (gpu_alive(g, err)) return err->code;
-    if (g->rec != GPU_REC_EAGER) { /* it groups the tokens by expert on the host: not recordable */
-        gpu_graph_break(g, true);
-        return CELER_OK;
-    }
     if (E <= 0 || E > 1024 || K <= 0 || K > E)
         return celer_fail(err, CELER_ERR_INVALID, "%s: MoE of %lld experts (1 to 1024), %lld per token",
                           CELER_GPU_NAME, (long long)E, (long long)K);
     if (T <= 0) return CELER_OK;
+    gpu_wdesc dw[3];
+    int       fw[3];
+    if (N <= MOE_DEVICE_MAX && stacked(moe->gate, E, &dw[0], &fw[0]) && stacked(moe->up, E, &dw[1], &fw[1]) &&
+        stacked(moe->down, E, &dw[2], &fw[2]) && fw[0] == fw[1] && dw[0].cols == dw[1].cols && dw[2].cols == ff)
+        return moe_ffn_device(g, moe, x, T, ids, w, K, act, out, dw, fw, err);
+    if (g->rec != GPU_REC_EAGER) { /* it groups the tokens by expert on the host: not recordable */
+        gpu_graph_break(g, true);
+        return CELER_OK;
+    }
     /* the choices, on the host: pairs sorted by expert (stable: by token within an expert) */
     int32_t *h;
     if (gpu_host_stage(g, (size_t)(N * 3 + E + 1) * sizeof *h, (void **)&h, err)) return err->code;
