@@ -9,7 +9,7 @@
  * weight chunks into shared memory once for the 64 tokens.
  *
  * These are the correct, simple versions; issue 10 makes them fast (wide loads, matrix units). */
-#include "backends/gpu/gpu_matvec.h"
+#include "backends/gpu/gpu_mmq.h"
 
 extern "C" {
 #include "backends/gpu/gpu_ports.h"
@@ -231,6 +231,7 @@ celer_status gpu_matmul(celer_backend *be, const celer_weight *w, const float *x
         }
         return CELER_OK;
     }
+    if (gpu_mmq_has(g, f)) return gpu_mmq(g, &d, f, x, T, y, err); /* prefill on the integer matrix units */
     int64_t bt = (T + TILE_T - 1) / TILE_T;
     if (bt > GPU_MAX_GRID_YZ)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: a step of %lld tokens is past the matmul's grid (%lld)",

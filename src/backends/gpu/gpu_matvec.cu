@@ -11,7 +11,7 @@
 
 #include <string.h>
 
-enum { XQ_BLOCK = 64, MVQ_THREADS = 128, MVQ_ROWS = 4 };
+enum { MVQ_THREADS = 128, MVQ_ROWS = 4 };
 static const uint32_t M4 = 0x0f0f0f0fu;
 
 /* ---- activations ------------------------------------------------------------------------- */

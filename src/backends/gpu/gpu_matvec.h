@@ -6,8 +6,9 @@
 #include "backends/gpu/gpu_backend.h"
 #include "backends/gpu/gpu_decode.cuh"
 
-/* Tokens a pass of the decode kernels reads the weights for; weights one launch takes. */
-enum { GPU_MVQ_TOKENS = 8, GPU_MVQ_SET = 3 };
+/* Tokens a pass of the decode kernels reads the weights for; weights one launch takes; bytes of
+ * codes of a block of quantized activations (32 hi, then 32 lo). */
+enum { GPU_MVQ_TOKENS = 8, GPU_MVQ_SET = 3, XQ_BLOCK = 64 };
 
 /* Activations (T, cols) quantized per block of 32 values: for block b of token t, 64 bytes at
  * q + (t · nb + b) · 64 (32 hi codes, then 32 lo codes) and d[t · nb + b] = (d, d · S), with

@@ -81,6 +81,16 @@ typedef hipGraphExec_t gpuGraphExec_t;
 #define gpu_shfl_xor(v, m) __shfl_xor((v), (m), CELER_WARP)
 #define gpu_shfl(v, l)     __shfl((v), (l), CELER_WARP)
 
+/* Integer matrix units from this source: not yet on AMD (MFMA / WMMA builtins are to come); the
+ * f32 tiled kernel runs prefill there. */
+#define CELER_GPU_IMMA 0
+#define CELER_GPU_IMMA_HERE 0
+static inline bool gpu_imma_ok(const gpuDeviceProp *p) { return (void)p, false; }
+static __device__ __forceinline__ void gpu_imma_16x8x32(int c[4], const int a[4], int b0, int b1)
+{
+    (void)c, (void)a, (void)b0, (void)b1;
+}
+
 /* What the HIP runtime does not say: whether the build has code for this gfx target
  * (gfx_targets.h), and on APUs the memory the GPU can really allocate (amd_sysfs.h: the VRAM
  * carve-out plus GTT, from the amdgpu driver's sysfs files). */
@@ -155,6 +165,31 @@ typedef cudaGraphExec_t gpuGraphExec_t;
 #define CELER_WARP 32
 #define gpu_shfl_xor(v, m) __shfl_xor_sync(0xffffffffu, (v), (m), CELER_WARP)
 #define gpu_shfl(v, l)     __shfl_sync(0xffffffffu, (v), (l), CELER_WARP)
+
+/* Integer matrix units from this source: mma.sync m16n8k32 on signed bytes, sm_80 and later. The
+ * host checks the device's compute capability (gpu_imma_ok); device code for an older target
+ * compiles to nothing (CELER_GPU_IMMA_HERE 0 in that pass). */
+#define CELER_GPU_IMMA 1
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define CELER_GPU_IMMA_HERE 1
+#else
+#define CELER_GPU_IMMA_HERE 0
+#endif
+static inline bool gpu_imma_ok(const gpuDeviceProp *p) { return p->major >= 8; }
+
+/* c (16x8 int32) += a (16x32 signed bytes) · b (32x8 signed bytes), one warp; the registers hold
+ * a warp's share as the PTX ISA lays out mma.m16n8k32 (gpu_mmq.cu says which elements). */
+static __device__ __forceinline__ void gpu_imma_16x8x32(int c[4], const int a[4], int b0, int b1)
+{
+#if CELER_GPU_IMMA_HERE
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    (void)c, (void)a, (void)b0, (void)b1;
+#endif
+}
 
 /* NVIDIA: the runtime says it all; the driver runs PTX of an older target on newer devices. */
 static inline void gpu_vendor_facts(const gpuDeviceProp *p, celer_device_facts *f)
