@@ -101,6 +101,11 @@ typedef struct {
      * backend's arrangement of w cannot be cut there: the caller loads those rows on their own. */
     celer_status (*weight_view)(celer_backend *be, const celer_weight *w, int64_t row0, int64_t rows,
                                 celer_weight *view, celer_error *err);
+    /* ids (rows, host memory) = for each row of x (rows, n; backend memory) the index of its largest
+     * value, the lowest on ties; NaNs never win, but a row whose first value is NaN gives 0 (as a
+     * scan from the first value that takes only strictly larger ones). Waits for the work before
+     * it. A greedy draw reads back one id a row instead of the row. */
+    celer_status (*argmax)(celer_backend *be, const float *x, int64_t rows, int64_t n, int32_t *ids, celer_error *err);
     /* backend memory to host memory (waits for the work before it), host to backend, backend to backend */
     celer_status (*read)(celer_backend *be, const void *src, void *host_dst, size_t n, celer_error *err);
     celer_status (*write)(celer_backend *be, void *dst, const void *host_src, size_t n, celer_error *err);

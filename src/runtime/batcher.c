@@ -51,6 +51,7 @@ struct celer_batcher {
     celer_request **slots;      /* (n_slots) */
     int32_t        *ids, *pos, *seq, *out_idx; /* (step_tokens) the step's batch */
     celer_request **out_req;    /* (n_slots) whose logits row each out_idx is */
+    int32_t        *argmax_ids; /* (n_slots) each row's argmax, when every draw of the step is greedy */
     float          *logits;     /* (n_slots, n_vocab) host copy */
     float          *scratch;    /* (n_vocab) the sampler's copy of a row whose raw logits are reported too */
     pthread_mutex_t mu;         /* guards the queue, next_id and cancel flags */
@@ -102,9 +103,11 @@ celer_status celer_batcher_create(celer_batcher **out, celer_engine *e, const ce
         b->seq     = malloc((size_t)b->step_tokens * sizeof *b->seq);
         b->out_idx = malloc((size_t)b->n_slots * sizeof *b->out_idx);
         b->out_req = malloc((size_t)b->n_slots * sizeof *b->out_req);
+        b->argmax_ids = malloc((size_t)b->n_slots * sizeof *b->argmax_ids);
         b->logits  = malloc((size_t)b->n_slots * (size_t)hp->n_vocab * sizeof *b->logits);
         b->scratch = malloc((size_t)hp->n_vocab * sizeof *b->scratch);
-        if (!b->slots || !b->ids || !b->pos || !b->seq || !b->out_idx || !b->out_req || !b->logits || !b->scratch)
+        if (!b->slots || !b->ids || !b->pos || !b->seq || !b->out_idx || !b->out_req || !b->argmax_ids || !b->logits ||
+            !b->scratch)
             st = celer_fail(err, CELER_ERR_OOM, "batcher: out of memory");
     }
     if (st) {
@@ -144,6 +147,7 @@ void celer_batcher_free(celer_batcher *b)
     celer_acts_free(&b->acts, b->e->be);
     celer_kv_cache_free(&b->kv, b->e->be);
     free(b->slots), free(b->ids), free(b->pos), free(b->seq), free(b->out_idx), free(b->out_req), free(b->logits);
+    free(b->argmax_ids);
     free(b->scratch);
     pthread_mutex_destroy(&b->mu);
     free(b);
@@ -293,7 +297,8 @@ static void report_logprobs(celer_request *r, const float *logits, int64_t n_voc
 /* One sampled token of r: ends r, or appends the token for the next step. */
 /* logits_row is this step's host copy: the sampler modifies it, or a copy of it when the raw
  * values are still needed for the log-probabilities. */
-static void take_token(celer_batcher *b, celer_request *r, float *logits_row, float *scratch)
+/* given: the token when the backend's argmax drew it (-1: sample it from logits_row). */
+static void take_token(celer_batcher *b, celer_request *r, float *logits_row, float *scratch, int32_t given)
 {
     const celer_engine *e       = b->e;
     int64_t             n_vocab = e->model.hp.n_vocab;
@@ -301,10 +306,13 @@ static void take_token(celer_batcher *b, celer_request *r, float *logits_row, fl
         finish(b, r, "length", NULL);
         return;
     }
-    float *work = logits_row;
-    if (r->p.on_token) work = memcpy(scratch, logits_row, (size_t)n_vocab * sizeof *scratch);
-    int32_t id = celer_sampler_sample(&r->out.sm, work, r->tokens, (size_t)r->n_tokens);
-    if (r->p.on_token) report_logprobs(r, logits_row, n_vocab, id);
+    int32_t id = given;
+    if (id < 0) {
+        float *work = logits_row;
+        if (r->p.on_token) work = memcpy(scratch, logits_row, (size_t)n_vocab * sizeof *scratch);
+        id = celer_sampler_sample(&r->out.sm, work, r->tokens, (size_t)r->n_tokens);
+        if (r->p.on_token) report_logprobs(r, logits_row, n_vocab, id);
+    }
     if (r->stats.n_gen == 0) r->stats.t_first = now() - r->t_start, r->stats.t_prompt = r->stats.t_first;
     r->stats.n_gen++;
     const char *end;
@@ -348,7 +356,12 @@ celer_status celer_batcher_step(celer_batcher *b, bool *busy, celer_error *err)
     celer_batch   bt = {.n_tokens = n, .pos = b->pos, .seq = b->seq};
     celer_status  st = celer_model_forward(&e->model, e->be, &b->kv, &bt, b->ids, b->out_idx, n_out, &b->acts, err);
     int64_t       nv = e->model.hp.n_vocab;
-    if (!st) st = e->be->ops->read(e->be, b->acts.logits, b->logits, (size_t)(n_out * nv) * sizeof(float), err);
+    /* when every row's draw is greedy, the backend's argmax: one id a row leaves the device */
+    bool argmax = true;
+    for (int32_t i = 0; i < n_out; i++)
+        argmax &= !b->out_req[i]->p.on_token && celer_sampling_is_argmax(&b->out_req[i]->p.sampling);
+    if (!st && argmax) st = e->be->ops->argmax(e->be, b->acts.logits, n_out, nv, b->argmax_ids, err);
+    if (!st && !argmax) st = e->be->ops->read(e->be, b->acts.logits, b->logits, (size_t)(n_out * nv) * sizeof(float), err);
     if (st) { /* the step failed: every running request fails with it */
         for (int32_t s = 0; s < b->n_slots; s++)
             if (b->slots[s]) finish(b, b->slots[s], "stop", err);
@@ -356,6 +369,7 @@ celer_status celer_batcher_step(celer_batcher *b, bool *busy, celer_error *err)
     }
     for (int32_t s = 0; s < b->n_slots; s++)
         if (b->slots[s] && b->kv.seq_len[s] < b->slots[s]->n_run) b->kv.seq_len[s] = b->slots[s]->n_run;
-    for (int32_t i = 0; i < n_out; i++) take_token(b, b->out_req[i], b->logits + i * nv, b->scratch);
+    for (int32_t i = 0; i < n_out; i++)
+        take_token(b, b->out_req[i], b->logits + i * nv, b->scratch, argmax ? b->argmax_ids[i] : -1);
     return CELER_OK;
 }

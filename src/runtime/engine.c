@@ -200,7 +200,10 @@ celer_status celer_engine_copy_bandwidth(celer_engine *e, size_t bytes, int reps
 
 /* Runs ids at positions [start, start + n) of the sequence and leaves the last token's logits
  * in e->logits. */
-static celer_status run_tokens(celer_engine *e, const int32_t *ids, int32_t start, int32_t n, celer_error *err)
+/* Runs n tokens from position start; then *next (when given) is the argmax of the last one's
+ * logits, taken on the backend, else the logits are copied to e->logits. */
+static celer_status run_tokens(celer_engine *e, const int32_t *ids, int32_t start, int32_t n, int32_t *next,
+                               celer_error *err)
 {
     for (int32_t done = 0; done < n;) {
         int32_t k = n - done < PREFILL_CHUNK ? n - done : PREFILL_CHUNK;
@@ -211,6 +214,7 @@ static celer_status run_tokens(celer_engine *e, const int32_t *ids, int32_t star
         if (celer_model_forward(&e->model, e->be, &e->kv, &b, ids + done, &last, 1, &e->acts, err)) return err->code;
         done += k;
     }
+    if (next) return e->be->ops->argmax(e->be, e->acts.logits, 1, e->model.hp.n_vocab, next, err);
     return e->be->ops->read(e->be, e->acts.logits, e->logits, (size_t)e->model.hp.n_vocab * sizeof(float), err);
 }
 
@@ -241,7 +245,8 @@ celer_status celer_engine_generate(celer_engine *e, const int32_t *prompt, size_
         return err->code;
     }
     double       t0 = now();
-    celer_status st = run_tokens(e, prompt + keep, keep, (int32_t)n_prompt - keep, err);
+    int32_t      greedy = -1, *next = celer_sampling_is_argmax(&p->sampling) ? &greedy : NULL;
+    celer_status st     = run_tokens(e, prompt + keep, keep, (int32_t)n_prompt - keep, next, err);
     e->n_tokens     = (int32_t)n_prompt;
     s.t_prompt      = now() - t0;
     double t1       = now();
@@ -251,7 +256,7 @@ celer_status celer_engine_generate(celer_engine *e, const int32_t *prompt, size_
             s.finish = "length";
             break;
         }
-        int32_t id = celer_sampler_sample(&out.sm, e->logits, e->tokens, (size_t)e->n_tokens);
+        int32_t id = next ? greedy : celer_sampler_sample(&out.sm, e->logits, e->tokens, (size_t)e->n_tokens);
         if (s.n_gen == 0) s.t_first = now() - t0;
         s.n_gen++;
         const char *end;
@@ -261,7 +266,7 @@ celer_status celer_engine_generate(celer_engine *e, const int32_t *prompt, size_
             break;
         }
         e->tokens[e->n_tokens] = id;
-        if (!st && s.n_gen < p->max_tokens) st = run_tokens(e, &id, e->n_tokens, 1, err);
+        if (!st && s.n_gen < p->max_tokens) st = run_tokens(e, &id, e->n_tokens, 1, next, err);
         e->n_tokens++;
     }
     if (!st) st = celer_token_out_end(&out, on_text, user, err);
@@ -298,10 +303,10 @@ celer_status celer_engine_eval(celer_engine *e, const int32_t *ids, size_t n, si
     e->n_tokens = keep;
     celer_status st = CELER_OK;
     if (n_out == 1) { /* the engine's own buffers: one row, as generate */
-        st = run_tokens(e, ids + keep, keep, (int32_t)n - keep, err);
+        st = run_tokens(e, ids + keep, keep, (int32_t)n - keep, NULL, err);
         if (!st) memcpy(logits, e->logits, (size_t)n_vocab * sizeof *logits);
     } else {
-        if (keep < first) st = run_tokens(e, ids + keep, keep, first - keep, err);
+        if (keep < first) st = run_tokens(e, ids + keep, keep, first - keep, NULL, err);
         celer_acts acts = {0};
         if (!st) st = celer_acts_init(&acts, &e->model, e->be, EVAL_CHUNK, EVAL_CHUNK, err);
         int32_t out_idx[EVAL_CHUNK];

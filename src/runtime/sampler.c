@@ -12,6 +12,11 @@ celer_sampling celer_sampling_default(void)
                             .penalty_last_n = 64, .seed = 0};
 }
 
+bool celer_sampling_is_argmax(const celer_sampling *p)
+{
+    return p->temperature <= 0 && p->repeat_penalty == 1 && p->presence_penalty == 0 && p->frequency_penalty == 0;
+}
+
 static uint64_t splitmix(uint64_t *x)
 {
     uint64_t z = (*x += 0x9e3779b97f4a7c15ull);

@@ -26,6 +26,9 @@ typedef struct {
     int32_t       *count; /* (n_vocab) occurrences in the penalty window */
 } celer_sampler;
 
+/* Whether the draw is the argmax of the raw logits (greedy, no penalty): then the backend's
+ * argmax gives the token without the logits leaving its memory. */
+bool         celer_sampling_is_argmax(const celer_sampling *p);
 celer_status celer_sampler_init(celer_sampler *s, const celer_sampling *p, int32_t n_vocab, celer_error *err);
 void         celer_sampler_free(celer_sampler *s);
 /* Picks the next token; logits (n_vocab) are modified. history: the sequence so far. */

@@ -16,6 +16,7 @@
  *   - norms, activations, RoPE, attention over the paged cache (a mixed batch of three
  *     sequences: prefill, decode and a chunk; grouped-query heads; a sliding window), routing:
  *     1e-5, and the routers' choices equal;
+ *   - argmax of rows: equal to the CPU's scan (ties, -inf, NaNs);
  *   - the fused kernels of the port tables (add_rmsnorm, rope_kv_write, matmuls) against their fallbacks
  *     run on the CPU backend: 1e-5 (the cache contents compared directly).
  * Run on a machine with a GPU (scripts/gpu-check.sh); built only with CELER_CUDA or CELER_HIP. */
@@ -439,6 +440,35 @@ static void test_matmuls(void)
     for (int i = 0; i < N; i++) free(raw[i]);
 }
 
+/* argmax of rows, for greedy draws: against the CPU's scan, with ties (the lowest index wins),
+ * a row of -inf, NaNs inside a row (never chosen) and first (the row gives 0), odd lengths. */
+static void test_argmax(void)
+{
+    static const int64_t ns[] = {1, 7, 300, 128256};
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+        enum { R = 6 };
+        int64_t n = ns[k];
+        float  *x = malloc((size_t)(R * n) * sizeof *x);
+        random_fill(x, R * n, 3.0f);
+        if (n > 2) {
+            x[1 * n + n / 2] = x[1 * n + n - 1] = 100.0f;           /* a tie: the first wins */
+            x[3 * n + 1] = NAN, x[3 * n + n - 1] = 50.0f;           /* a NaN inside */
+        }
+        for (int64_t i = 0; i < n; i++) x[2 * n + i] = -INFINITY; /* all -inf: 0 */
+        x[4 * n] = NAN;                                            /* NaN first: 0 */
+        int32_t ic[R], ig[R];
+        float  *dx = dev_copy(x, (size_t)(R * n) * sizeof *x);
+        CHECK(cpu->ops->argmax(cpu, x, R, n, ic, &err) == CELER_OK);
+        CHECK(gpu->ops->argmax(gpu, dx, R, n, ig, &err) == CELER_OK);
+        for (int r = 0; r < R; r++) {
+            if (ig[r] != ic[r]) fprintf(stderr, "  argmax n %lld row %d: %d, cpu %d\n", (long long)n, r, ig[r], ic[r]);
+            CHECK(ig[r] == ic[r]);
+        }
+        gpu->ops->release(gpu, dx);
+        free(x);
+    }
+}
+
 static void test_fused(void)
 {
     enum { R = 7, D = 640 };
@@ -606,6 +636,7 @@ int main(void)
     test_attention();
     test_fused();
     test_matmuls();
+    test_argmax();
     test_moe(CELER_GGML_F32, 1);
     test_moe(CELER_GGML_F32, 37);
     test_moe(CELER_GGML_Q4_0, 1);

@@ -205,6 +205,20 @@ static celer_status cpu_read(celer_backend *be, const void *src, void *dst, size
     return CELER_OK;
 }
 
+static celer_status cpu_argmax(celer_backend *be, const float *x, int64_t rows, int64_t n, int32_t *ids,
+                               celer_error *err)
+{
+    (void)be, (void)err;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *row  = x + r * n;
+        int64_t      best = 0;
+        for (int64_t i = 1; i < n; i++)
+            if (row[i] > row[best]) best = i;
+        ids[r] = (int32_t)best;
+    }
+    return CELER_OK;
+}
+
 static celer_status cpu_write(celer_backend *be, void *dst, const void *src, size_t n, celer_error *err)
 {
     (void)be, (void)err;
@@ -298,6 +312,7 @@ const celer_backend_ops celer_cpu_ops = {
     .weight_load = cpu_weight_load,
     .weight_view = cpu_weight_view,
     .read        = cpu_read,
+    .argmax      = cpu_argmax,
     .write       = cpu_write,
     .copy        = cpu_copy,
     .memory      = cpu_memory,

@@ -288,6 +288,7 @@ static const celer_backend_ops gpu_ops = {
     .release     = gpu_release,
     .weight_load = gpu_weight_load,
     .weight_view = gpu_weight_view,
+    .argmax      = gpu_argmax,
     .read        = gpu_read,
     .write       = gpu_write,
     .copy        = gpu_copy,

@@ -11,6 +11,48 @@ enum { THREADS = 256 };
 #define GRID_STRIDE(i, n)                                                                                           \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
+/* ---- argmax of rows, for greedy draws ------------------------------------------------ */
+
+/* (value, index) pairs: the larger value, the lower index on ties; NaNs are never candidates. */
+static __device__ __forceinline__ void better(float v, int64_t i, float *bv, int64_t *bi)
+{
+    if (v > *bv || (v == *bv && i < *bi)) *bv = v, *bi = i;
+}
+
+/* One block of THREADS per row: strided scans, then a tree through shared memory. A row whose
+ * first value is NaN gives 0, as the sequential scan does; so does a row of NaNs. */
+__global__ void k_argmax(const float *__restrict__ x, int64_t n, int32_t *__restrict__ ids)
+{
+    __shared__ float   sv[THREADS];
+    __shared__ int64_t si[THREADS];
+    const float       *row = x + (int64_t)blockIdx.x * n;
+    float              bv  = -INFINITY;
+    int64_t            bi  = n;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+        if (row[i] == row[i]) better(row[i], i, &bv, &bi);
+    sv[threadIdx.x] = bv, si[threadIdx.x] = bi;
+    __syncthreads();
+    for (int s = THREADS / 2; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s) better(sv[threadIdx.x + s], si[threadIdx.x + s], &sv[threadIdx.x], &si[threadIdx.x]);
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) ids[blockIdx.x] = row[0] != row[0] || si[0] >= n ? 0 : (int32_t)si[0];
+}
+
+celer_status gpu_argmax(celer_backend *be, const float *x, int64_t rows, int64_t n, int32_t *ids, celer_error *err)
+{
+    gpu_backend *g = gpu_of(be);
+    if (gpu_alive(g, err)) return err->code;
+    if (rows <= 0) return CELER_OK;
+    if (rows > GPU_MAX_GRID_X || n <= 0 || n > INT32_MAX)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: argmax of %lld rows of %lld", CELER_GPU_NAME, (long long)rows,
+                          (long long)n);
+    if (gpu_buf_reserve(g, &g->d_ids, (size_t)rows * sizeof *ids, err) ||
+        GPU_LAUNCH(g, err, "argmax", k_argmax, (unsigned)rows, THREADS, 0, x, n, (int32_t *)g->d_ids.p))
+        return err->code;
+    return g->base.ops->read(&g->base, g->d_ids.p, ids, (size_t)rows * sizeof *ids, err);
+}
+
 /* ---- RMSNorm: one block per row ---------------------------------------------------- */
 
 __global__ void k_rmsnorm(const float *__restrict__ x, const float *__restrict__ w, int64_t d, float eps,
