@@ -26,6 +26,10 @@ bool gpu_mmq_has(const gpu_backend *g, int fmt)
 /* Bytes 0..15 of v minus 8, as signed bytes (no borrow between bytes). */
 static __device__ __forceinline__ int minus8(uint32_t v) { return (int)((v | 0x80808080u) - 0x08080808u) ^ (int)0x80808080u; }
 
+/* The row (in the block's tile) and the token of accumulator element e of mma tile (mi, ni). */
+static __device__ __forceinline__ int c_row(int wm, int mi, int g, int e) { return wm + 16 * mi + g + (e >= 2 ? 8 : 0); }
+static __device__ __forceinline__ int c_tok(int wn, int ni, int q, int e) { return wn + 8 * ni + 2 * q + (e & 1); }
+
 template <int F>
 __global__ void __launch_bounds__(MMQ_THREADS) k_mmq(gpu_wdesc w, gpu_xq x, int64_t T, float *__restrict__ y)
 {
@@ -111,26 +115,19 @@ __global__ void __launch_bounds__(MMQ_THREADS) k_mmq(gpu_wdesc w, gpu_xq x, int6
                 }
             }
 #pragma unroll
-            for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-                for (int ni = 0; ni < 4; ni++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        const int r = wm + 16 * mi + g + (e >= 2 ? 8 : 0), n = wn + 8 * ni + 2 * q + (e & 1);
-                        acc[mi][ni][e] += wd[r][qb] * xd[n][qb] * (float)(256 * sh[mi][ni][e] + sl[mi][ni][e]);
-                    }
+            for (int c = 0; c < 32; c++) { /* accumulator element c: tile (mi, ni), element e */
+                const int mi = c / 16, ni = c / 4 % 4, e = c % 4, r = c_row(wm, mi, g, e), n = c_tok(wn, ni, q, e);
+                acc[mi][ni][e] += wd[r][qb] * xd[n][qb] * (float)(256 * sh[mi][ni][e] + sl[mi][ni][e]);
+            }
         }
         __syncthreads();
     }
 #pragma unroll
-    for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-        for (int ni = 0; ni < 4; ni++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int64_t r = r0 + wm + 16 * mi + g + (e >= 2 ? 8 : 0), t = t0 + wn + 8 * ni + 2 * q + (e & 1);
-                if (r < w.rows && t < T) y[t * w.rows + r] = acc[mi][ni][e];
-            }
+    for (int c = 0; c < 32; c++) {
+        const int     mi = c / 16, ni = c / 4 % 4, e = c % 4;
+        const int64_t r = r0 + c_row(wm, mi, g, e), t = t0 + c_tok(wn, ni, q, e);
+        if (r < w.rows && t < T) y[t * w.rows + r] = acc[mi][ni][e];
+    }
 }
 
 typedef void (*mmq_fn)(gpu_wdesc, gpu_xq, int64_t, float *);
