@@ -1,21 +1,18 @@
 /* Matrix products of f32 activations by stored weights, and embedding rows, on the GPU. Weights
  * are decoded in registers (gpu_decode.cuh) and never written out dequantized.
  *
- * Decode steps of formats with an integer kernel go to gpu_matvec.cu; the others here.
- * Decode (T <= MV_TOKENS): 32 lanes per weight row, each decoding one 32-value chunk of a segment
- * of 32 chunks (neighbouring lanes read neighbouring blocks), against the step's activations of
- * that segment, staged once per block in shared memory (rows padded: no bank conflicts).
- * Longer steps (prefill): tiles of 64 rows × 64 tokens; each 32-column step decodes the tile's
- * weight chunks into shared memory once for the 64 tokens.
- *
- * These are the correct, simple versions; issue 10 makes them fast (wide loads, matrix units). */
+ * Decode steps (up to MV_SLICED tokens) of the formats with an integer kernel go to
+ * gpu_matvec.cu, longer steps of the formats with an integer prefill kernel to gpu_mmq.cu where
+ * the device has integer matrix units. The float kernels here take the rest:
+ * decode (T <= MV_TOKENS a pass): 32 lanes per weight row, each decoding one 32-value chunk of a
+ * segment of 32 chunks (neighbouring lanes read neighbouring blocks), against the step's
+ * activations of that segment, staged once per block in shared memory (rows padded: no bank
+ * conflicts); longer steps (prefill): tiles of 64 rows × 64 tokens, each 32-column step decoding
+ * the tile's weight chunks into shared memory once for the 64 tokens (f32 FMAs). */
 #include "backends/gpu/gpu_mmq.h"
 
 extern "C" {
 #include "backends/gpu/gpu_ports.h"
-}
-
-extern "C" {
 #include "quant/mlx_quant.h"
 }
 
