@@ -3,7 +3,8 @@
  * prefill chunk, the weight bytes per second that makes, and the device's copy bandwidth
  * measured in the same run (bytes read + written). Weights are cold: each repeat uses the next of
  * enough copies to exceed the L2 several times. Each format's T = 1 product is checked against
- * the CPU backend (relative L2, bound 2e-2: the CPU's 8-bit activations).
+ * the CPU backend (relative L2, bound 2e-2; both quantize activations to ~15 bits). "step" times
+ * T = 1 inside a replayed step graph (no host launch cost: what a decode step sees).
  *
  * Build against a GPU build (see README.md) and run: kernel_gpu_matmul [REPS [FORMAT [ROWS]]]
  * (FORMAT: only the formats whose name starts with it; ROWS: only that shape's row count). */
@@ -72,6 +73,25 @@ static double rel_l2(const float *a, const float *b, int64_t n)
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+/* The time of one T = 1 product inside a step graph (backend step_begin / step_end): the step
+ * multiplies by every copy in turn; it is run op by op, then recorded, then replayed, and the
+ * replays are timed. No host launch cost between the kernels, as in a decode step. */
+static double recorded_step_us(const celer_weight *ws, int copies, const float *dx, float *dy)
+{
+    enum { PASSES = 2 + 10 }; /* op by op, recorded, then the timed replays */
+    double t0 = 0;
+    for (int pass = 0; pass < PASSES; pass++) {
+        if (pass == 2) sync_dev(dy), t0 = now();
+        bool redo = false;
+        if (gpu->ops->step_begin(gpu, 0x5eed, &err)) die("step_begin");
+        for (int c = 0; c < copies; c++)
+            if (gpu->ops->matmul(gpu, &ws[c], dx, 1, dy, &err)) die("matmul");
+        if (gpu->ops->step_end(gpu, true, &redo, &err) || redo) die("step_end");
+    }
+    sync_dev(dy);
+    return (now() - t0) / ((PASSES - 2) * copies) * 1e6;
+}
+
 static void run(const fmt *f, int reps, double copy_bw)
 {
     static const int64_t Ts[] = {1, 8, 32, 512};
@@ -110,6 +130,11 @@ static void run(const fmt *f, int reps, double copy_bw)
         sync_dev(dy);
         double us = (now() - t0) / reps * 1e6;
         printf(" | T=%-3lld %8.1f us %7.0f GB/s %3.0f%%", (long long)T, us, (double)f->bytes / us / 1e3,
+               100.0 * (double)f->bytes / (us * 1e-6) / copy_bw);
+    }
+    if (gpu->ops->step_begin) { /* T = 1 as a decode step runs it: every copy's product in one recorded step */
+        double us = recorded_step_us(ws, copies, dx, dy);
+        printf(" | step T=1 %6.1f us %7.0f GB/s %3.0f%%", us, (double)f->bytes / us / 1e3,
                100.0 * (double)f->bytes / (us * 1e-6) / copy_bw);
     }
     printf("\n");
