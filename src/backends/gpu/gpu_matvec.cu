@@ -1,9 +1,10 @@
 /* Decode-step matrix products (1 to 8 tokens a pass) with integer dot products: the step's
  * activations are quantized once per product (k_quant_x, the CPU backend's X32 format: two
  * 8-bit levels, ~15 bits), and each weight format's codes are dotted with them four bytes at a
- * time (gpu_dp4a), scales applied per block. One warp per weight row, each lane a block of the
- * row after another, codes read with 128-bit loads (the SPLIT and MLX_ROWS layouts of
- * gpu_backend.h put them on 16-byte boundaries; Q4_K's and Q5_K's are there as stored).
+ * time (gpu_dp4a), scales applied per block. A warp takes MVQ_ROWS rows, its lanes consecutive
+ * blocks ("units") of them, codes read with 128-bit loads (the SPLIT and MLX_ROWS layouts of
+ * gpu_backend.h put them on 16-byte boundaries; Q4_K's and Q5_K's are there as stored); up to
+ * three weights of one input share a launch (celer_port_matmuls).
  *
  * Formats without a kernel here (F32, F16, BF16, MLX affine 2/3/5/6, mxfp4, mxfp8, nvfp4) take
  * the float decode kernel of gpu_matmul.cu. */
