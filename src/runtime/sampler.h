@@ -26,6 +26,9 @@ typedef struct {
     int32_t       *count; /* (n_vocab) occurrences in the penalty window */
 } celer_sampler;
 
+/* The next number of a sampler's generator (rng, as celer_sampler_init seeds it), uniform in
+ * [0, 1) from its top 53 bits; rng advances. The draw takes one per sampled token. */
+double       celer_sampler_uniform(uint64_t rng[4]);
 celer_status celer_sampler_init(celer_sampler *s, const celer_sampling *p, int32_t n_vocab, celer_error *err);
 void         celer_sampler_free(celer_sampler *s);
 /* Picks the next token; logits (n_vocab) are modified. history: the sequence so far. */
