@@ -3,8 +3,8 @@
  * draw reaches; the token must be the same for every draw: peaked and flat distributions, ties,
  * vocabularies of 1 to 50,000, and top-k / top-p / min-p in combination.
  * The probabilities are the ones the sampler computed (it leaves them in the logits array), and
- * the uniform numbers come from the generator the header names (xoshiro256** seeded by
- * splitmix64), run here beside it. */
+ * the uniform numbers come from a copy of the sampler's own generator (celer_sampler_uniform)
+ * taken as it was seeded: this tests the order, the cuts and the walk, not the generator. */
 #include "runtime/sampler.h"
 
 #include <math.h>
@@ -25,22 +25,6 @@ static int by_draw_order(const void *a, const void *b)
     const cand *x = a, *y = b;
     if (x->p != y->p) return x->p > y->p ? -1 : 1;
     return (x->id > y->id) - (x->id < y->id);
-}
-
-/* xoshiro256** seeded by splitmix64 */
-static uint64_t splitmix(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z          = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z          = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-static uint64_t next_u64(uint64_t s[4])
-{
-    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0], s[3] ^= s[1], s[1] ^= s[2], s[0] ^= s[3], s[2] ^= t, s[3] = rotl(s[3], 45);
-    return r;
 }
 
 /* The definition: probabilities p (n), the parameters, the next generator output. */
@@ -66,7 +50,7 @@ static int32_t reference(const float *p, int32_t n, const celer_sampling *sp, ui
     if (kept == m) total = all;
     else
         for (int32_t i = 0; i < kept; i++) total += c[i].p;
-    double r = (double)(next_u64(rng) >> 11) * 0x1.0p-53 * total;
+    double r = celer_sampler_uniform(rng) * total;
     for (int32_t i = 0; i < kept; i++) {
         r -= c[i].p;
         if (r < 0) return c[i].id;
@@ -99,8 +83,8 @@ int main(void)
                             celer_sampler  sm;
                             celer_error    err;
                             CHECK(celer_sampler_init(&sm, &sp, n, &err) == CELER_OK);
-                            uint64_t rng[4], x = sp.seed;
-                            for (int i = 0; i < 4; i++) rng[i] = splitmix(&x);
+                            uint64_t rng[4]; /* the sampler's generator, run beside it */
+                            memcpy(rng, sm.rng, sizeof rng);
                             for (int d = 0; d < 5; d++, draws++) {
                                 memcpy(work, logits, (size_t)n * sizeof *work);
                                 int32_t got  = celer_sampler_sample(&sm, work, NULL, 0);

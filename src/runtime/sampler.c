@@ -34,6 +34,8 @@ static uint64_t next_u64(uint64_t s[4])
     return r;
 }
 
+double celer_sampler_uniform(uint64_t rng[4]) { return (double)(next_u64(rng) >> 11) * 0x1.0p-53; }
+
 celer_status celer_sampler_init(celer_sampler *s, const celer_sampling *p, int32_t n_vocab, celer_error *err)
 {
     memset(s, 0, sizeof *s);
@@ -167,7 +169,7 @@ int32_t celer_sampler_sample(celer_sampler *s, float *logits, const int32_t *his
         for (int32_t j = 0; j < m; j++) total += s->tmp[j].p;
     else
         for (int32_t i = 0; i < kept; i++) total += at(&o, i)->p;
-    double r = (double)(next_u64(s->rng) >> 11) * 0x1.0p-53 * total;
+    double r = celer_sampler_uniform(s->rng) * total;
     for (int32_t i = 0; i < kept; i++) {
         const struct celer_candidate *c = at(&o, i);
         r -= c->p;

@@ -29,6 +29,9 @@ typedef struct {
 /* Whether the draw is the argmax of the raw logits (greedy, no penalty): then the backend's
  * argmax gives the token without the logits leaving its memory. */
 bool         celer_sampling_is_argmax(const celer_sampling *p);
+/* The next number of a sampler's generator (rng, as celer_sampler_init seeds it), uniform in
+ * [0, 1) from its top 53 bits; rng advances. The draw takes one per sampled token. */
+double       celer_sampler_uniform(uint64_t rng[4]);
 celer_status celer_sampler_init(celer_sampler *s, const celer_sampling *p, int32_t n_vocab, celer_error *err);
 void         celer_sampler_free(celer_sampler *s);
 /* Picks the next token; logits (n_vocab) are modified. history: the sequence so far. */

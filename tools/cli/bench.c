@@ -89,14 +89,16 @@ static celer_status run_batched(celer_engine *e, const int32_t *prompt, long P, 
                                 double *tg, celer_error *err)
 {
     long                 chunk = S * P < 4096 ? S * P : 4096;
-    celer_batcher_config bc    = {.n_parallel = (int)S, .n_ctx = P + N + 16, .step_tokens = chunk > 256 ? (int)chunk : 256};
+    celer_batcher_config bc    = {.n_parallel = (int)S, .n_ctx = P + N + 16,
+                                  .step_tokens = chunk > 256 ? (int)chunk : 256};
     celer_batcher       *b;
     if (celer_batcher_create(&b, e, &bc, err)) return err->code;
     celer_gen_params gp = {.sampling = celer_sampling_default(), .ignore_eos = true, .max_tokens = (int32_t)N};
     batch_run        run = {0};
     celer_status     st  = CELER_OK;
     double           t0  = cli_now_s();
-    for (long i = 0; i < S && !st; i++) st = celer_batcher_submit(b, prompt, (size_t)P, &gp, NULL, batch_done, &run, NULL, err);
+    for (long i = 0; i < S && !st; i++)
+        st = celer_batcher_submit(b, prompt, (size_t)P, &gp, NULL, batch_done, &run, NULL, err);
     while (!st && run.done < S) {
         bool busy;
         st = celer_batcher_step(b, &busy, err);
@@ -151,7 +153,8 @@ int cmd_bench(int argc, char **argv)
             if (cli_parse_backend("bench", "--backend", optarg, &cfg.backend)) return EXIT_BAD_INPUT;
             break;
         case 'P':
-            if (!cli_parse_long(optarg, 1, 256, &S)) return cli_usage_error("bench", "--parallel wants 1 to 256, got '%s'", optarg);
+            if (!cli_parse_long(optarg, 1, 256, &S))
+                return cli_usage_error("bench", "--parallel wants 1 to 256, got '%s'", optarg);
             break;
         case 'j': json = true; break;
         case 'h': bench_usage(stdout); return EXIT_OK;
@@ -161,7 +164,9 @@ int cmd_bench(int argc, char **argv)
     }
     if (optind < argc) return cli_usage_error("bench", "unexpected argument '%s'", argv[optind]);
     if (!P && !N) return cli_usage_error("bench", "nothing to measure: -p and -n are both 0");
-    if (S && (!P || N < 2)) return cli_usage_error("bench", "--parallel measures prompts and decoding: it wants -p of 1 or more and -n of 2 or more");
+    if (S && (!P || N < 2))
+        return cli_usage_error("bench", "--parallel measures prompts and decoding: it wants -p of 1 or more and -n of 2 "
+                               "or more");
     if (!model && !(model = cli_default_model())) return EXIT_BAD_INPUT;
     cfg.n_ctx = S ? P + N + 16 : (P > N ? P : N) + 16;
 
