@@ -76,14 +76,18 @@ static double rel_l2(const float *a, const float *b, int64_t n)
 /* The time of one T = 1 product inside a step graph (backend step_begin / step_end): the step
  * multiplies by every copy in turn; it is run op by op, then recorded, then replayed, and the
  * replays are timed. No host launch cost between the kernels, as in a decode step. */
-static double recorded_step_us(const celer_weight *ws, int copies, const float *dx, float *dy)
+/* A step's key names what it runs, as the engine's do: each format and shape its own graph (one
+ * key for all of them replayed the first shape's graph on the next one's buffers). */
+static double recorded_step_us(const fmt *f, const celer_weight *ws, int copies, const float *dx, float *dy)
 {
     enum { PASSES = 2 + 10 }; /* op by op, recorded, then the timed replays */
+    uint64_t key = 0xcbf29ce484222325ull ^ (uint64_t)f->w.rows << 32 ^ (uint64_t)f->w.cols;
+    for (const char *c = f->name; *c; c++) key = (key ^ (unsigned char)*c) * 0x100000001b3ull;
     double t0 = 0;
     for (int pass = 0; pass < PASSES; pass++) {
         if (pass == 2) sync_dev(dy), t0 = now();
         bool redo = false;
-        if (gpu->ops->step_begin(gpu, 0x5eed, &err)) die("step_begin");
+        if (gpu->ops->step_begin(gpu, key, &err)) die("step_begin");
         for (int c = 0; c < copies; c++)
             if (gpu->ops->matmul(gpu, &ws[c], dx, 1, dy, &err)) die("matmul");
         if (gpu->ops->step_end(gpu, true, &redo, &err) || redo) die("step_end");
@@ -94,7 +98,7 @@ static double recorded_step_us(const celer_weight *ws, int copies, const float *
 
 static void run(const fmt *f, int reps, double copy_bw)
 {
-    static const int64_t Ts[] = {1, 8, 32, 512};
+    static const int64_t Ts[] = {1, 8, 16, 32, 512};
     int64_t              rows = f->w.rows, k = f->w.cols;
     int                  copies = (int)(256.0 * 1048576.0 / (double)f->bytes) + 1; /* 256 MiB: 4x the L2 */
     if (copies > 64) copies = 64;
@@ -133,7 +137,7 @@ static void run(const fmt *f, int reps, double copy_bw)
                100.0 * (double)f->bytes / (us * 1e-6) / copy_bw);
     }
     if (gpu->ops->step_begin) { /* T = 1 as a decode step runs it: every copy's product in one recorded step */
-        double us = recorded_step_us(ws, copies, dx, dy);
+        double us = recorded_step_us(f, ws, copies, dx, dy);
         printf(" | step T=1 %6.1f us %7.0f GB/s %3.0f%%", us, (double)f->bytes / us / 1e3,
                100.0 * (double)f->bytes / (us * 1e-6) / copy_bw);
     }

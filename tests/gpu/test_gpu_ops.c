@@ -124,7 +124,7 @@ static void x32_values(const float *x, int64_t T, int64_t k, float *xh)
 static void check_matmul(const char *what, const celer_weight *host_w, const float *wd, double bound_ref,
                          double bound_cpu, bool int_decode)
 {
-    static const int64_t Ts[] = {1, 3, 8, 9, 32, 33, 70};
+    static const int64_t Ts[] = {1, 3, 8, 9, 16, 32, 33, 70};
     celer_weight         wc = *host_w, wg = *host_w;
     CHECK(cpu->ops->weight_load(cpu, &wc, &err) == CELER_OK);
     CHECK(gpu->ops->weight_load(gpu, &wg, &err) == CELER_OK);
@@ -147,7 +147,8 @@ static void check_matmul(const char *what, const celer_weight *host_w, const flo
             x32_values(x, T, k, xh);
             ref_matmul(wd, rows, k, xh, T, yq);
             e_q = rel_l2(yg, yq, T * rows), bound = bound_ref > 1e-3 ? bound_ref : 1e-3;
-            /* past 32 tokens the integer matrix units where the device has them, else f32 */
+            /* Q4_0 and Q8_0 past 8 tokens: the integer matrix units (the same sums) where the
+             * device has them; past 32 tokens the other formats' f32 kernels */
             bool tight = e_q <= bound_ref || (T > 32 && e_ref <= bound_ref);
             if (!tight) fprintf(stderr, "  %s T=%lld: vs the quantized activations' product %.2e\n", what, (long long)T, e_q);
             CHECK(tight);
@@ -169,13 +170,15 @@ static const celer_ggml_type GGUF_TYPES[] = {CELER_GGML_F32,  CELER_GGML_F16,  C
 
 static void test_matmul_gguf(void)
 {
-    for (size_t i = 0; i < sizeof GGUF_TYPES / sizeof GGUF_TYPES[0] + 2; i++) {
+    const size_t n_types = sizeof GGUF_TYPES / sizeof GGUF_TYPES[0];
+    for (size_t i = 0; i < n_types + 4; i++) {
         /* every type with rows of 768 values, then Q4_0 and Q8_0 with 544 (17 blocks: the
-         * prefill kernel stages 4 blocks at a time, so a partial last stage) */
-        bool            odd = i >= sizeof GGUF_TYPES / sizeof GGUF_TYPES[0];
+         * matrix-unit kernel stages 4 blocks at a time, so a partial last stage) and with 2080
+         * (65 blocks: its few-block grids split the columns in 4 parts, the last one short) */
+        bool            odd = i >= n_types;
         celer_ggml_type t   = odd ? (i % 2 ? CELER_GGML_Q8_0 : CELER_GGML_Q4_0) : GGUF_TYPES[i];
         bool            fl = t == CELER_GGML_F32 || t == CELER_GGML_F16 || t == CELER_GGML_BF16;
-        int64_t         rows = 67 + 30 * (int64_t)i, k = odd ? 544 : 768;
+        int64_t         rows = 67 + 30 * (int64_t)i, k = !odd ? 768 : i < n_types + 2 ? 544 : 2080;
         void           *raw  = random_weights(t, rows, k, 0.1f);
         float          *wd   = malloc((size_t)(rows * k) * sizeof *wd);
         const celer_ggml_type_info *ti = celer_ggml_type_get(t);
@@ -273,6 +276,43 @@ static void test_get_rows(void)
 }
 
 /* ---- element-wise and row-wise ------------------------------------------------------------- */
+
+/* rmsnorm and the port's add_rmsnorm at the widths that take each kernel: rows held in registers
+ * (a head of 128, 640, a hidden size of 4096), rows walked in a loop (130: not a multiple of 4;
+ * 16388: past what a block holds; and a row that starts off 16-byte alignment). */
+static void test_norms(void)
+{
+    static const int64_t ds[] = {128, 640, 4096, 130, 16388, 640};
+    celer_port_fn        fn;
+    CHECK(celer_port_select(&celer_port_add_rmsnorm, gpu->ops->kind, &fn, &err) == CELER_OK);
+    for (size_t k = 0; k < sizeof ds / sizeof ds[0]; k++) {
+        const int64_t R = 3, D = ds[k], off = k == 5 ? 1 : 0, N = R * D;
+        float *x = malloc((size_t)N * sizeof *x), *o = malloc((size_t)N * sizeof *o), *wv = malloc((size_t)D * sizeof *wv);
+        float *c = malloc((size_t)N * sizeof *c), *h = malloc((size_t)N * sizeof *h), *out = malloc((size_t)N * sizeof *out);
+        random_fill(x, N, 3.0f), random_fill(o, N, 3.0f), random_fill(wv, D, 1.0f);
+        celer_weight norm = {.type = CELER_GGML_F32, .rows = 1, .cols = D, .data = wv}, ng = norm;
+        CHECK(gpu->ops->weight_load(gpu, &ng, &err) == CELER_OK);
+        float *bx = dev_zeros((size_t)(N + off)), *bo = dev_zeros((size_t)(N + off)), *bh = dev_zeros((size_t)(N + off));
+        float *dx = bx + off, *dob = bo + off, *dh = bh + off;
+        CHECK(gpu->ops->write(gpu, dx, x, (size_t)N * sizeof *x, &err) == CELER_OK);
+        CHECK(gpu->ops->write(gpu, dob, o, (size_t)N * sizeof *o, &err) == CELER_OK);
+        CHECK(cpu->ops->rmsnorm(cpu, x, &norm, R, D, 1e-6f, c, &err) == CELER_OK);
+        CHECK(gpu->ops->rmsnorm(gpu, dx, &ng, R, D, 1e-6f, dh, &err) == CELER_OK);
+        to_host(dh, out, (size_t)N * sizeof *out);
+        double e1 = rel_l2f(out, c, N);
+        CHECK(((celer_add_rmsnorm_fn)fn)(gpu, dx, dob, &ng, R, D, 1e-6f, dh, &err) == CELER_OK);
+        CHECK(cpu->ops->add(cpu, x, o, N, &err) == CELER_OK);
+        CHECK(cpu->ops->rmsnorm(cpu, x, &norm, R, D, 1e-6f, c, &err) == CELER_OK);
+        to_host(dx, out, (size_t)N * sizeof *out), to_host(dh, h, (size_t)N * sizeof *h);
+        double e2 = rel_l2f(out, x, N), e3 = rel_l2f(h, c, N);
+        if (!(e1 < 1e-5 && e2 < 1e-6 && e3 < 1e-5))
+            fprintf(stderr, "  norms d=%lld offset %lld: rmsnorm %.2e, add %.2e, add_rmsnorm %.2e\n", (long long)D,
+                    (long long)off, e1, e2, e3);
+        CHECK(e1 < 1e-5 && e2 < 1e-6 && e3 < 1e-5);
+        gpu->ops->release(gpu, bx), gpu->ops->release(gpu, bo), gpu->ops->release(gpu, bh);
+        free(x), free(o), free(wv), free(c), free(h), free(out);
+    }
+}
 
 static void test_elementwise(void)
 {
@@ -397,14 +437,15 @@ static void test_attention(void)
 /* ---- the fused kernels of the port tables ------------------------------------------------ */
 
 /* matmuls: three weights of one input, two formats among them, against the CPU's matmul per
- * weight at decode and prefill sizes (1e-3: the CPU quantizes a K-quant's activations per 256
+ * weight at decode, batched-decode (16: Q4_0 on the matrix units, Q6_K in the decode kernel, on
+ * one quantization) and prefill sizes (1e-3: the CPU quantizes a K-quant's activations per 256
  * values, the GPU per 32 or not at all; each format's own matmul is checked exactly above). */
 static void test_matmuls(void)
 {
     enum { K = 512, N = 3 };
-    static const celer_ggml_type types[N] = {CELER_GGML_Q4_K, CELER_GGML_Q4_K, CELER_GGML_Q6_K};
+    static const celer_ggml_type types[N] = {CELER_GGML_Q4_0, CELER_GGML_Q6_K, CELER_GGML_Q4_0};
     static const int64_t         rows[N]  = {96, 33, 65};
-    static const int64_t         Ts[]     = {1, 5, 33};
+    static const int64_t         Ts[]     = {1, 5, 16, 33};
     celer_weight                 wc[N], wg[N];
     const celer_weight          *pg[N];
     void                        *raw[N];
@@ -438,6 +479,117 @@ static void test_matmuls(void)
         free(x);
     }
     for (int i = 0; i < N; i++) free(raw[i]);
+}
+
+/* ---- activations quantized by the kernel that wrote them -------------------------------- */
+
+/* y = w · x on the device, then the same product of a fresh copy of x's values (quantized by
+ * the product itself): equal bit for bit. */
+static void check_same_product(const char *what, const celer_weight *w, const float *dx, int64_t T)
+{
+    const int64_t n = T * w->cols, m = T * w->rows;
+    float        *h = malloc((size_t)n * sizeof *h), *a = malloc((size_t)m * sizeof *a), *b = malloc((size_t)m * sizeof *b);
+    float        *dy = dev_zeros((size_t)m);
+    CHECK(gpu->ops->matmul(gpu, w, dx, T, dy, &err) == CELER_OK);
+    to_host(dy, a, (size_t)m * sizeof *a);
+    to_host(dx, h, (size_t)n * sizeof *h);
+    float *fresh = dev_copy(h, (size_t)n * sizeof *h);
+    CHECK(gpu->ops->matmul(gpu, w, fresh, T, dy, &err) == CELER_OK);
+    to_host(dy, b, (size_t)m * sizeof *b);
+    if (memcmp(a, b, (size_t)m * sizeof *a)) fprintf(stderr, "  %s: the product differs from a fresh copy's\n", what);
+    CHECK(!memcmp(a, b, (size_t)m * sizeof *a));
+    gpu->ops->release(gpu, fresh), gpu->ops->release(gpu, dy);
+    free(h), free(a), free(b);
+}
+
+/* A norm and the GLU quantize what they write for the next product: that product equals the
+ * one that quantizes the same values itself (decode and prefill sizes), and a write to the
+ * activations between them is seen (the held quantization is forgotten). */
+static void test_xq_held(void)
+{
+    enum { D = 512, FF = 1024, OUT = 80 };
+    void        *ra = random_weights(CELER_GGML_Q4_0, OUT, D, 0.1f), *rb = random_weights(CELER_GGML_Q8_0, OUT, FF, 0.1f);
+    celer_weight wa = {.type = CELER_GGML_Q4_0, .rows = OUT, .cols = D, .data = ra};
+    celer_weight wb = {.type = CELER_GGML_Q8_0, .rows = OUT, .cols = FF, .data = rb};
+    static float wv[D];
+    random_fill(wv, D, 1.0f);
+    celer_weight norm = {.type = CELER_GGML_F32, .rows = 1, .cols = D, .data = wv};
+    CHECK(gpu->ops->weight_load(gpu, &wa, &err) == CELER_OK && gpu->ops->weight_load(gpu, &wb, &err) == CELER_OK &&
+          gpu->ops->weight_load(gpu, &norm, &err) == CELER_OK);
+    celer_port_fn fn;
+    CHECK(celer_port_select(&celer_port_add_rmsnorm, gpu->ops->kind, &fn, &err) == CELER_OK);
+    static const int64_t Ts[] = {1, 3, 40};
+    for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+        const int64_t T = Ts[ti];
+        float        *x = malloc((size_t)(T * FF) * sizeof *x), *o = malloc((size_t)(T * FF) * sizeof *o);
+        random_fill(x, T * FF, 2.0f), random_fill(o, T * FF, 2.0f);
+        float *dx = dev_copy(x, (size_t)(T * D) * sizeof *x), *dob = dev_copy(o, (size_t)(T * D) * sizeof *o);
+        float *dh = dev_zeros((size_t)(T * D));
+        CHECK(gpu->ops->rmsnorm(gpu, dx, &norm, T, D, 1e-6f, dh, &err) == CELER_OK);
+        check_same_product("rmsnorm, then a product", &wa, dh, T);
+        CHECK(((celer_add_rmsnorm_fn)fn)(gpu, dx, dob, &norm, T, D, 1e-6f, dh, &err) == CELER_OK);
+        check_same_product("add_rmsnorm, then a product", &wa, dh, T);
+        CHECK(gpu->ops->rmsnorm(gpu, dx, &norm, T, D, 1e-6f, dh, &err) == CELER_OK);
+        CHECK(gpu->ops->write(gpu, dh, o, (size_t)(T * D) * sizeof *o, &err) == CELER_OK); /* other values */
+        check_same_product("rmsnorm, a write, then a product", &wa, dh, T);
+        float *dg = dev_copy(x, (size_t)(T * FF) * sizeof *x), *du = dev_copy(o, (size_t)(T * FF) * sizeof *o);
+        CHECK(gpu->ops->glu(gpu, dg, du, T * FF, CELER_ACT_SILU, &err) == CELER_OK);
+        check_same_product("glu, then a product", &wb, dg, T);
+        CHECK(gpu->ops->glu(gpu, dg, du, T * FF, CELER_ACT_GELU_TANH, &err) == CELER_OK);
+        CHECK(gpu->ops->copy(gpu, dg, du, (size_t)(T * FF) * sizeof(float), &err) == CELER_OK); /* other values */
+        check_same_product("glu, a copy, then a product", &wb, dg, T);
+        gpu->ops->release(gpu, dx), gpu->ops->release(gpu, dob), gpu->ops->release(gpu, dh);
+        gpu->ops->release(gpu, dg), gpu->ops->release(gpu, du);
+        free(x), free(o);
+    }
+    free(ra), free(rb);
+}
+
+/* ---- step graphs ------------------------------------------------------------------------ */
+
+/* One step of key: the product of w by x into y, rerun op by op when the backend asks. */
+static void run_step(uint64_t key, const celer_weight *w, const float *dx, float *dy)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        bool redo = false;
+        CHECK(gpu->ops->step_begin(gpu, key, &err) == CELER_OK);
+        CHECK(gpu->ops->matmul(gpu, w, dx, 1, dy, &err) == CELER_OK);
+        CHECK(gpu->ops->step_end(gpu, true, &redo, &err) == CELER_OK);
+        if (!redo) return;
+    }
+    CHECK(!"the step asked for a third pass");
+}
+
+/* A key reused for other work (another weight, another format) after its graph was recorded:
+ * the replay must not run the recorded launches on the old weight; the output is the new one's. */
+static void test_graph_reuse(void)
+{
+    enum { K = 512, R = 96 };
+    CHECK(gpu->ops->step_begin && gpu->ops->step_end);
+    if (!gpu->ops->step_begin) return;
+    static const celer_ggml_type types[3] = {CELER_GGML_Q4_0, CELER_GGML_Q4_0, CELER_GGML_Q8_0};
+    celer_weight w[3];
+    void        *raw[3];
+    for (int i = 0; i < 3; i++) {
+        raw[i] = random_weights(types[i], R, K, 0.1f);
+        w[i]   = (celer_weight){.type = types[i], .rows = R, .cols = K, .data = raw[i]};
+        CHECK(gpu->ops->weight_load(gpu, &w[i], &err) == CELER_OK);
+    }
+    float x[K], want[R], got[R];
+    random_acts(x, 1, K);
+    float *dx = dev_copy(x, sizeof x), *dy = dev_zeros(R);
+    for (int i = 1; i < 3; i++) {
+        for (int s = 0; s < 4; s++) run_step(0xfeed, &w[0], dx, dy); /* seen, recorded, replayed */
+        CHECK(gpu->ops->matmul(gpu, &w[i], dx, 1, dy, &err) == CELER_OK); /* outside any step */
+        to_host(dy, want, sizeof want);
+        CHECK(gpu->ops->copy(gpu, dy, dx, sizeof got, &err) == CELER_OK); /* something else in y */
+        run_step(0xfeed, &w[i], dx, dy);
+        to_host(dy, got, sizeof got);
+        if (memcmp(got, want, sizeof got)) fprintf(stderr, "  step graph reused for weight %d: the old weight's product\n", i);
+        CHECK(!memcmp(got, want, sizeof got));
+    }
+    gpu->ops->release(gpu, dx), gpu->ops->release(gpu, dy);
+    for (int i = 0; i < 3; i++) free(raw[i]);
 }
 
 /* argmax of rows, for greedy draws: against the CPU's scan, with ties (the lowest index wins),
@@ -572,6 +724,33 @@ static void test_moe_stacked(celer_ggml_type t, int64_t T)
     for (int i = 0; i < 3; i++) free(raw[i]);
 }
 
+/* MoE routing of E experts to K a token, against the CPU's: the same choices in the same order
+ * (ties to the lower expert), the weights within f32 rounding (the softmax's sum is added in
+ * another order). */
+static void test_moe_route(int64_t E, int64_t K)
+{
+    enum { T = 37 };
+    float   *logits = malloc((size_t)(T * E) * sizeof *logits), *wc = malloc((size_t)(T * K) * 4), *wg = malloc((size_t)(T * K) * 4);
+    int32_t *ic = malloc((size_t)(T * K) * 4), *ig = malloc((size_t)(T * K) * 4);
+    random_fill(logits, T * E, 3.0f);
+    logits[E + 3] = logits[E + E - 2] = 50.0f;       /* a tie at the top, lanes apart */
+    logits[2 * E + 5] = logits[2 * E + 37 % E] = 9.0f; /* a tie lower down */
+    for (int renorm = 0; renorm < 2; renorm++) {
+        float   *dl = dev_copy(logits, (size_t)(T * E) * 4), *dw = dev_zeros((size_t)(T * K));
+        int32_t *di = (int32_t *)dev_zeros((size_t)(T * K));
+        CHECK(cpu->ops->moe_route(cpu, logits, T, E, K, renorm, ic, wc, &err) == CELER_OK);
+        CHECK(gpu->ops->moe_route(gpu, dl, T, E, K, renorm, di, dw, &err) == CELER_OK);
+        to_host(di, ig, (size_t)(T * K) * 4), to_host(dw, wg, (size_t)(T * K) * 4);
+        bool same = !memcmp(ic, ig, (size_t)(T * K) * 4);
+        double e  = rel_l2f(wg, wc, T * K);
+        if (!same || !(e < 1e-6)) fprintf(stderr, "  moe_route E=%lld K=%lld renorm %d: ids %s, weights %.2e\n",
+                                         (long long)E, (long long)K, renorm, same ? "equal" : "DIFFER", e);
+        CHECK(same && e < 1e-6);
+        gpu->ops->release(gpu, dl), gpu->ops->release(gpu, dw), gpu->ops->release(gpu, di);
+    }
+    free(logits), free(wc), free(wg), free(ic), free(ig);
+}
+
 static void test_moe(celer_ggml_type t, int64_t T)
 {
     enum { E = 16, K = 4, D = 256, FF = 512 };
@@ -632,11 +811,17 @@ int main(void)
     test_matmul_gguf();
     test_matmul_mlx();
     test_elementwise();
+    test_norms();
+    test_moe_route(128, 8);
+    test_moe_route(60, 6);
+    test_moe_route(16, 4);
     test_rope();
     test_attention();
     test_fused();
     test_matmuls();
     test_argmax();
+    test_graph_reuse();
+    test_xq_held();
     test_moe(CELER_GGML_F32, 1);
     test_moe(CELER_GGML_F32, 37);
     test_moe(CELER_GGML_Q4_0, 1);

@@ -128,6 +128,7 @@ static celer_status gpu_alloc(celer_backend *be, size_t bytes, void **out, celer
                           (double)total_b / 1048576.0);
     }
     /* fresh memory is zeroed, as the CPU's calloc: a KV block never holds another run's values */
+    g->xq_src = NULL; /* it may be where the quantized activations' source was */
     GPU_TRY(g, err, gpuMemsetAsync(*out, 0, bytes, g->stream), "memset");
     return CELER_OK;
 }
@@ -172,6 +173,7 @@ celer_status gpu_host_stage(gpu_backend *g, size_t bytes, void **out, celer_erro
 celer_status gpu_upload(gpu_backend *g, void *dst, const void *src, size_t n, celer_error *err)
 {
     if (!n) return CELER_OK;
+    g->xq_src = NULL; /* it may land on the quantized activations' source */
     if (g->rec == GPU_REC_CAPTURE) {
         GPU_TRY(g, err, gpuMemcpyAsync(dst, src, n, gpuMemcpyHostToDevice, g->side), "host-to-device copy");
         GPU_TRY(g, err, gpuStreamSynchronize(g->side), "host-to-device copy");
@@ -207,6 +209,8 @@ static celer_status gpu_write(celer_backend *be, void *dst, const void *src, siz
 static celer_status gpu_copy(celer_backend *be, void *dst, const void *src, size_t n, celer_error *err)
 {
     gpu_backend *g = gpu_of(be);
+    gpu_sign(g, NULL, dim3(1), dim3(1), n, gpu_sig_args(0, dst, src));
+    g->xq_src = NULL; /* the copy may land on the quantized activations' source */
     if (gpu_alive(g, err) || gpu_skip(g)) return g->failed ? err->code : CELER_OK;
     GPU_TRY(g, err, gpuMemcpyAsync(dst, src, n, gpuMemcpyDeviceToDevice, g->stream), "device-to-device copy");
     return CELER_OK;
@@ -269,7 +273,7 @@ static void gpu_free(celer_backend *be)
     if (!g) return;
     if (g->stream) (void)gpuStreamSynchronize(g->stream);
     gpu_graphs_free(g);
-    gpu_buf *bufs[] = {&g->d_pos, &g->d_seq, &g->d_tables, &g->d_ids, &g->d_xq};
+    gpu_buf *bufs[] = {&g->d_pos, &g->d_seq, &g->d_tables, &g->d_ids, &g->d_xq, &g->d_part};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu_release(be, bufs[i]->p);
     for (size_t i = 0; i < sizeof g->moe / sizeof g->moe[0]; i++) gpu_release(be, g->moe[i].p);
     for (int i = 0; i < g->n_freq; i++) gpu_release(be, g->freq[i].dev);

@@ -16,6 +16,8 @@ extern "C" {
 }
 
 #include <stdint.h>
+#include <string.h>
+#include <type_traits>
 
 /* A device buffer that grows to the largest size asked for and is kept. */
 typedef struct {
@@ -39,7 +41,10 @@ typedef struct {
     char          failure[256];
     /* the batch and the KV block tables as the kernels see them: uploaded when they change */
     gpu_buf  d_pos, d_seq, d_tables, d_ids;
-    gpu_buf  d_xq; /* activations quantized for the integer decode kernels (gpu_matvec.h) */
+    gpu_buf      d_xq;   /* activations quantized for the integer kernels (gpu_matvec.h) */
+    const float *xq_src; /* whose n values d_xq holds, or NULL (gpu_quant_x) */
+    int64_t      xq_n;
+    gpu_buf  d_part; /* partial products of a product split over its columns (gpu_mmq.cu) */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */
     int64_t  h_pos_n, h_seq_n, h_tables_n;
     /* RoPE frequency divisors (host arrays of the model) and their device copies */
@@ -53,6 +58,7 @@ typedef struct {
     gpuStream_t        side;  /* uploads while the stream is being captured */
     struct gpu_graph  *graphs;
     int                n_graphs, cur; /* cur: the step's graph, -1 none */
+    uint64_t           sig;           /* the step's launches so far (gpu_sign) */
     uint64_t           clock;         /* steps begun, for the least recently used graph */
     bool               graphs_off;    /* CELER_GPU_GRAPHS=0 */
     /* scratch for MoE and staging */
@@ -113,10 +119,42 @@ void gpu_graph_break(gpu_backend *g, bool forever);
 void gpu_graphs_drop(gpu_backend *g);
 void gpu_graphs_free(gpu_backend *g);
 
+/* The step's signature: every launch (kernel, grid, block, shared memory, arguments) and copy
+ * folded in, recorded with a graph and compared when it is replayed, so that a replay whose
+ * launches would differ from the recorded ones (a key reused for other work) runs op by op
+ * instead of on stale buffers. Arguments are folded by value: numbers and pointers as they are,
+ * the kernels' structs through their gpu_sig_arg overloads; any other type does not compile. */
+static inline uint64_t gpu_sig_mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ull; }
+template <typename T> static inline uint64_t gpu_sig_arg(uint64_t h, const T &v)
+{
+    static_assert(std::is_pointer<T>::value || std::is_arithmetic<T>::value || std::is_enum<T>::value,
+                  "a kernel argument the step signature cannot fold: give its type a gpu_sig_arg");
+    uint64_t w = 0;
+    memcpy(&w, &v, sizeof v);
+    return gpu_sig_mix(h, w);
+}
+static inline uint64_t gpu_sig_args(uint64_t h) { return h; }
+template <typename A, typename... R> static inline uint64_t gpu_sig_args(uint64_t h, const A &a, const R &...r)
+{
+    return gpu_sig_args(gpu_sig_arg(h, a), r...);
+}
+static inline void gpu_sign(gpu_backend *g, const void *what, dim3 grid, dim3 block, size_t smem, uint64_t args)
+{
+    uint64_t h = gpu_sig_mix(g->sig, (uint64_t)(uintptr_t)what);
+    h          = gpu_sig_mix(h, (uint64_t)grid.x << 32 ^ (uint64_t)grid.y << 16 ^ grid.z);
+    h          = gpu_sig_mix(h, (uint64_t)block.x << 32 ^ (uint64_t)block.y << 16 ^ block.z);
+    g->sig     = gpu_sig_mix(gpu_sig_mix(h, smem), args);
+}
+
 /* Launches kernel<<<grid, block, smem>>>(args) on the backend's stream unless gpu_skip, and
- * checks the launch. kernel must be one token (a name or a function pointer). */
+ * checks the launch. kernel must be one token (a name or a function pointer). GPU_LAUNCH also
+ * forgets whose values the quantized activations hold (the kernel may write them);
+ * GPU_LAUNCH_KEEPING_XQ is for the products, which write only their outputs. */
+#define GPU_LAUNCH_KEEPING_XQ(g, err, name, kernel, grid, block, smem, ...)                                         \
+    (gpu_sign((g), (const void *)(kernel), dim3(grid), dim3(block), (size_t)(smem), gpu_sig_args(0, __VA_ARGS__)),  \
+     gpu_skip(g) ? CELER_OK : (kernel<<<(grid), (block), (smem), (g)->stream>>>(__VA_ARGS__), gpu_launched((g), (err), (name))))
 #define GPU_LAUNCH(g, err, name, kernel, grid, block, smem, ...)                                                    \
-    (gpu_skip(g) ? CELER_OK : (kernel<<<(grid), (block), (smem), (g)->stream>>>(__VA_ARGS__), gpu_launched((g), (err), (name))))
+    ((g)->xq_src = NULL, GPU_LAUNCH_KEEPING_XQ(g, err, name, kernel, grid, block, smem, __VA_ARGS__))
 
 /* ---- weights on the device (gpu_weights.cu) ---- */
 /* How a weight's rows lie on the device:

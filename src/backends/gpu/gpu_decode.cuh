@@ -10,7 +10,7 @@
 #ifndef CELER_BACKENDS_GPU_GPU_DECODE_CUH
 #define CELER_BACKENDS_GPU_GPU_DECODE_CUH
 
-#include "backends/gpu/gpu_vendor.h"
+#include "backends/gpu/gpu_backend.h"
 
 #include <stdint.h>
 
@@ -33,6 +33,12 @@ typedef struct {
     int64_t        biases_off; /* MLX affine: offset of a row's biases */
     float          gmul;       /* nvfp4: global scale / 2688, else 1 */
 } gpu_wdesc;
+
+/* A weight's part in a step's signature (gpu_backend.h): its bytes and shape. */
+static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_wdesc &w)
+{
+    return gpu_sig_args(h, w.data, w.rows, w.cols, w.row_bytes, w.group, w.sdtype, w.scales_off, w.biases_off, w.gmul);
+}
 
 static __device__ __forceinline__ float dec_f16(uint32_t h)
 {

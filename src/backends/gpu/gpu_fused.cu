@@ -9,38 +9,6 @@ extern "C" {
 
 enum { THREADS = 256 };
 
-/* x += o; h = rmsnorm(x) * w: one block per row */
-__global__ void k_add_rmsnorm(float *__restrict__ x, const float *__restrict__ o, const float *__restrict__ w,
-                              int64_t d, float eps, float *__restrict__ h)
-{
-    __shared__ float part[1024 / 32];
-    float           *xr = x + (int64_t)blockIdx.x * d, *hr = h + (int64_t)blockIdx.x * d;
-    const float     *orow = o + (int64_t)blockIdx.x * d;
-    float            ss   = 0.0f;
-    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
-        const float v = xr[i] + orow[i];
-        xr[i]         = v;
-        ss += v * v;
-    }
-    const float inv = 1.0f / sqrtf(gpu_block_sum(ss, part) / (float)d + eps);
-    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) hr[i] = xr[i] * inv * w[i];
-}
-
-extern "C" celer_status celer_gpu_add_rmsnorm(celer_backend *be, float *x, const float *o, const celer_weight *w,
-                                              int64_t rows, int64_t d, float eps, float *h, celer_error *err)
-{
-    gpu_backend *g = gpu_of(be);
-    if (gpu_alive(g, err)) return err->code;
-    if (w->type != CELER_GGML_F32 || w->cols != d)
-        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: add_rmsnorm wants an f32 weight of %lld values",
-                          CELER_GPU_NAME, (long long)d);
-    if (rows <= 0) return CELER_OK;
-    if (rows > GPU_MAX_GRID_X)
-        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: add_rmsnorm of %lld rows", CELER_GPU_NAME, (long long)rows);
-    return GPU_LAUNCH(g, err, "add_rmsnorm", k_add_rmsnorm, (unsigned)rows, THREADS, 0, x, o,
-                      (const float *)w->data, d, eps, h);
-}
-
 /* One thread per (token, kv head, element pair or unrotated value): the rotated keys and the
  * values go straight to their cache slots. */
 __global__ void k_rope_kv_write(float *kc, float *vc, const float *__restrict__ k, const float *__restrict__ v,

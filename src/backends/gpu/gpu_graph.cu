@@ -18,6 +18,8 @@ struct gpu_graph {
     bool           never; /* the step cannot be recorded */
     gpuGraphExec_t exec;  /* NULL until recorded */
     uint64_t       used;  /* g->clock when last begun */
+    uint64_t       sig;   /* the recorded launches' signature (gpu_sign) */
+    int            misses; /* replays refused for another signature */
 };
 
 static void drop_exec(struct gpu_graph *e)
@@ -80,7 +82,7 @@ void gpu_graph_break(gpu_backend *g, bool forever)
 celer_status gpu_step_begin(celer_backend *be, uint64_t key, celer_error *err)
 {
     gpu_backend *g = gpu_of(be);
-    g->rec = GPU_REC_EAGER, g->cur = -1;
+    g->rec = GPU_REC_EAGER, g->cur = -1, g->sig = 0xcbf29ce484222325ull;
     if (g->graphs_off || gpu_alive(g, err)) return g->failed ? err->code : CELER_OK;
     struct gpu_graph *e = entry(g, key);
     if (!e) return CELER_OK; /* no memory for the table: op by op */
@@ -125,6 +127,13 @@ celer_status gpu_step_end(celer_backend *be, bool ok, bool *redo, celer_error *e
             *redo   = ok;
             return CELER_OK;
         }
+        e->sig = g->sig;
+    } else if (g->sig != e->sig) { /* the step's launches are not the recorded ones: run it op by op */
+        drop_exec(e);
+        e->seen  = 0;
+        e->never = ++e->misses >= 2; /* a key whose work keeps changing is not worth recording */
+        *redo    = ok;
+        return CELER_OK;
     }
     if (!ok) return CELER_OK; /* the caller reports the op's error; the graph stays for later steps */
     GPU_TRY(g, err, gpuGraphLaunch(e->exec, g->stream), "replaying a step");

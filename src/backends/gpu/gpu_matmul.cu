@@ -1,9 +1,9 @@
 /* Matrix products of f32 activations by stored weights, and embedding rows, on the GPU. Weights
  * are decoded in registers (gpu_decode.cuh) and never written out dequantized.
  *
- * Decode steps (up to MV_SLICED tokens) of the formats with an integer kernel go to
- * gpu_matvec.cu, longer steps of the formats with an integer prefill kernel to gpu_mmq.cu where
- * the device has integer matrix units. The float kernels here take the rest:
+ * Steps of more than GPU_MMQ_FROM tokens of the formats with an integer matrix-unit kernel go to
+ * gpu_mmq.cu where the device has those units; decode steps (up to MV_SLICED tokens) of the
+ * formats with an integer kernel to gpu_matvec.cu. The float kernels here take the rest:
  * decode (T <= MV_TOKENS a pass): 32 lanes per weight row, each decoding one 32-value chunk of a
  * segment of 32 chunks (neighbouring lanes read neighbouring blocks), against the step's
  * activations of that segment, staged once per block in shared memory (rows padded: no bank
@@ -21,7 +21,10 @@ extern "C" {
 /* Steps of up to MV_SLICED tokens run the decode kernel, MV_TOKENS tokens a pass (each pass reads
  * the weights once): on the H200 a pass of 8 tokens costs about what the tiled kernel spends on
  * 8 tokens of a long prefill, and small grids of the tiled kernel wait on its barriers. */
-enum { MV_TOKENS = 8, MV_SLICED = 32, MV_THREADS = 256, SEG = 32, TILE_R = 64, TILE_T = 64, GEMM_THREADS = 256 };
+enum {
+    MV_TOKENS = 8, MV_SLICED = 32, MV_THREADS = 256, MV_FEW_ROWS = 4096, MV_FEW_THREADS = 64,
+    SEG = 32, TILE_R = 64, TILE_T = 64, GEMM_THREADS = 256
+};
 
 template <int F>
 __global__ void k_matvec(gpu_wdesc w, const float *__restrict__ x, int64_t T, float *__restrict__ y)
@@ -211,24 +214,25 @@ celer_status gpu_matmul(celer_backend *be, const celer_weight *w, const float *x
     int          f;
     if (gpu_alive(g, err) || gpu_weight_desc(w, &d, &f, err)) return err->code;
     if (T <= 0) return CELER_OK;
+    if (T > GPU_MMQ_FROM && gpu_mmq_has(g, f)) return gpu_mmq(g, &d, f, x, T, y, err); /* the integer matrix units */
     if (T <= MV_SLICED && gpu_matvec_q8_has(f)) { /* small steps: integer dot products, 8 tokens a pass */
         gpu_xq xq;
         if (gpu_quant_x(g, x, T, w->cols, &xq, err)) return err->code;
         return gpu_matvec_q8(g, &d, 1, f, &xq, T, &y, err);
     }
     if (T <= MV_SLICED) { /* small steps (a batch of decodes): the decode kernel, 8 tokens a pass */
-        unsigned blocks;
-        int      rows_per = MV_THREADS / SEG; /* a row per 32 lanes, whatever the warp size */
+        /* a row per 32 lanes, whatever the warp size; few rows (an MoE router's), few a block */
+        unsigned  blocks;
+        const int threads = w->rows < MV_FEW_ROWS ? MV_FEW_THREADS : MV_THREADS, rows_per = threads / SEG;
         if (gpu_grid(g, w->rows, rows_per, &blocks, "matvec", err)) return err->code;
         for (int64_t t0 = 0; t0 < T; t0 += MV_TOKENS) {
             int64_t n = T - t0 < (int64_t)MV_TOKENS ? T - t0 : (int64_t)MV_TOKENS;
-            if (GPU_LAUNCH(g, err, "matvec", MATVEC[f], blocks, MV_THREADS, (size_t)n * SEG * 33 * sizeof(float), d,
+            if (GPU_LAUNCH(g, err, "matvec", MATVEC[f], blocks, threads, (size_t)n * SEG * 33 * sizeof(float), d,
                            x + t0 * w->cols, n, y + t0 * w->rows))
                 return err->code;
         }
         return CELER_OK;
     }
-    if (gpu_mmq_has(g, f)) return gpu_mmq(g, &d, f, x, T, y, err); /* prefill on the integer matrix units */
     int64_t bt = (T + TILE_T - 1) / TILE_T;
     if (bt > GPU_MAX_GRID_YZ)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: a step of %lld tokens is past the matmul's grid (%lld)",
@@ -239,7 +243,8 @@ celer_status gpu_matmul(celer_backend *be, const celer_weight *w, const float *x
 }
 
 /* The port celer_port_matmuls: decode-sized steps quantize x once and run the weights of one
- * format in one launch; anything else is a matmul per weight. */
+ * format in one launch (past GPU_MMQ_FROM tokens, a matrix-unit product per weight on that one
+ * quantization); anything else is a matmul per weight. */
 extern "C" celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight *const *w, int n, const float *x,
                                           int64_t T, float *const *y, celer_error *err)
 {
@@ -263,6 +268,10 @@ extern "C" celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight 
     bool done[GPU_MVQ_SET] = {false, false, false};
     for (int i = 0; i < n; i++) { /* the weights of f[i]'s format, together */
         if (done[i]) continue;
+        if (T > GPU_MMQ_FROM && gpu_mmq_has(g, f[i])) { /* a batch of decodes: the matrix units */
+            if (gpu_mmq_xq(g, &d[i], f[i], &xq, T, y[i], err)) return err->code;
+            continue;
+        }
         gpu_wdesc ds[GPU_MVQ_SET];
         float    *ys[GPU_MVQ_SET];
         int       m = 0;

@@ -12,59 +12,54 @@
 
 #include <string.h>
 
-enum { MVQ_THREADS = 128, MVQ_ROWS = 4 };
+enum { MVQ_THREADS = 128, MVQ_ROWS = 4, MVQ_UNROLL = 2 };
 static const uint32_t M4 = 0x0f0f0f0fu;
 
 /* ---- activations ------------------------------------------------------------------------- */
 
-static __device__ __forceinline__ int code8(float v)
-{
-    if (!(v > -127.0f)) return v != v ? 0 : -127; /* NaN: 0 */
-    if (v > 127.0f) return 127;
-    return (int)roundf(v); /* half away from zero */
-}
-
-/* One group of 32 threads per block of 32 values: hi = code(x / D), lo = code((x - hi D) 256 / D),
- * D = amax / 127; d = D / 256 and d · S (S = 256 Σ hi + Σ lo), as celer_cpu_quantize_x32_ref. */
+/* One group of 32 threads per block of 32 values. */
 __global__ void k_quant_x(const float *__restrict__ x, int64_t n_blocks, int8_t *__restrict__ q,
                           float2 *__restrict__ dd)
 {
     const int64_t blk  = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int     i    = threadIdx.x % 32;
     const bool    live = blk < n_blocks; /* every lane takes part in the group's shuffles */
-    const float   v    = live ? x[blk * 32 + i] : 0.0f;
-    const float   amax = gpu_group32_max(fabsf(v));
-    const float   D = __fdiv_rn(amax, 127.0f), id = D != 0.0f ? __fdiv_rn(1.0f, D) : 0.0f;
-    const int     hi = code8(__fmul_rn(v, id));
-    const int     lo = code8(__fmul_rn(__fsub_rn(v, __fmul_rn((float)hi, D)), __fmul_rn(id, 256.0f)));
-    const float   S  = gpu_group32_sum((float)(256 * hi + lo)); /* exact: |S| < 2^21 */
-    if (!live) return;
-    q[blk * XQ_BLOCK + i]      = (int8_t)hi;
-    q[blk * XQ_BLOCK + 32 + i] = (int8_t)lo;
-    if (i == 0) {
-        const float d = D / 256.0f;
-        dd[blk]       = make_float2(d, d * S);
-    }
+    const float   v[1] = {live ? x[blk * 32 + i] : 0.0f};
+    xq_put<1>(v, i, blk, live, q, dd);
+}
+
+celer_status gpu_xq_buffer(gpu_backend *g, int64_t n, int8_t **q, float2 **dd, celer_error *err)
+{
+    const int64_t nb = n / 32;
+    if (gpu_buf_reserve(g, &g->d_xq, (size_t)nb * (XQ_BLOCK + sizeof(float2)), err)) return err->code;
+    *q  = (int8_t *)g->d_xq.p;
+    *dd = (float2 *)((int8_t *)g->d_xq.p + nb * XQ_BLOCK);
+    return CELER_OK;
 }
 
 celer_status gpu_quant_x(gpu_backend *g, const float *x, int64_t T, int64_t cols, gpu_xq *xq, celer_error *err)
 {
-    const int64_t nb = T * (cols / 32);
-    unsigned      blocks;
-    if (gpu_buf_reserve(g, &g->d_xq, (size_t)nb * (XQ_BLOCK + sizeof(float2)), err) ||
-        gpu_grid(g, nb * 32, 256, &blocks, "quant_x", err))
+    const bool held = g->xq_src == x && g->xq_n == T * cols; /* quantized by the kernel that wrote x */
+    int8_t    *q  = NULL;
+    float2    *dd = NULL;
+    unsigned   blocks;
+    if (gpu_xq_buffer(g, T * cols, &q, &dd, err)) return err->code;
+    xq->q = q, xq->d = dd, xq->nb = cols / 32;
+    if (held) return CELER_OK;
+    if (gpu_grid(g, T * cols, 256, &blocks, "quant_x", err) ||
+        GPU_LAUNCH(g, err, "quant_x", k_quant_x, blocks, 256, 0, x, T * cols / 32, q, dd))
         return err->code;
-    xq->q  = (const int8_t *)g->d_xq.p;
-    xq->d  = (const float2 *)((int8_t *)g->d_xq.p + nb * XQ_BLOCK);
-    xq->nb = cols / 32;
-    return GPU_LAUNCH(g, err, "quant_x", k_quant_x, blocks, 256, 0, x, nb, (int8_t *)xq->q, (float2 *)xq->d);
+    g->xq_src = x, g->xq_n = T * cols;
+    return CELER_OK;
 }
 
 /* ---- one lane's block of a row ------------------------------------------------------------- */
 
 static __device__ __forceinline__ uint4 ld_u4(const uint8_t *p) { return *(const uint4 *)p; }
 static __device__ __forceinline__ uint2 ld_u2(const uint8_t *p) { return *(const uint2 *)p; }
-static __device__ __forceinline__ uint32_t ld_u32h(const uint8_t *p) { return ld16(p) | ld16(p + 2) << 16; }
+/* 16 bits at an even address (every header field of these layouts is): one load, not two. */
+static __device__ __forceinline__ uint32_t ld_h16(const uint8_t *p) { return *(const uint16_t *)p; }
+static __device__ __forceinline__ uint32_t ld_u32h(const uint8_t *p) { return ld_h16(p) | ld_h16(p + 2) << 16; }
 
 /* The codes of x block b of token t: hi[32] then lo[32], as 32-bit words. */
 static __device__ __forceinline__ const int *xq_words(const gpu_xq &x, int t, int64_t b)
@@ -159,11 +154,11 @@ static __device__ __forceinline__ raw_unit unit_load(const gpu_wdesc &w, const u
         const int      hb = F == GPU_Q4_0 ? 2 : F == GPU_Q4_1 ? 4 : F == GPU_Q5_0 ? 6 : 8;
         const uint8_t *h  = row + w.scales_off + hb * u; /* d, m, then qh */
         r.v[0]            = ld_u4(row + 16 * u);
-        r.h[0]            = hb >= 4 ? ld_u32h(h) : ld16(h);
+        r.h[0]            = hb >= 4 ? ld_u32h(h) : ld_h16(h);
         r.h[1]            = hb == 6 ? ld_u32h(h + 2) : hb == 8 ? ld_u32h(h + 4) : 0;
     } else if (F == GPU_Q8_0) {
         r.v[0] = ld_u4(row + 32 * u), r.v[1] = ld_u4(row + 32 * u + 16);
-        r.h[0] = ld16(row + w.scales_off + 2 * u);
+        r.h[0] = ld_h16(row + w.scales_off + 2 * u);
     } else if (F == GPU_Q4_K || F == GPU_Q5_K) { /* as stored: a unit is 64 values, sub-blocks 2p and 2p + 1 */
         const bool     five = F == GPU_Q5_K;
         const uint8_t *blk  = row + (five ? 176 : 144) * (u / 4);
@@ -179,15 +174,15 @@ static __device__ __forceinline__ raw_unit unit_load(const gpu_wdesc &w, const u
         r.v[1]                   = make_uint4(H.x, H.y, 0, 0);
         const uint8_t *sc        = h + 8 * hf + l0 / 16;
         r.h[0] = (uint32_t)sc[0] | (uint32_t)sc[2] << 8 | (uint32_t)sc[4] << 16 | (uint32_t)sc[6] << 24;
-        r.h[1] = ld16(h + 16);
+        r.h[1] = ld_h16(h + 16);
     } else if (F == GPU_AFFINE4 || F == GPU_AFFINE8) { /* MLX_ROWS: a unit is a 32-value chunk */
         const int64_t g  = 32 * u / w.group;
         const int     es = w.sdtype == 0 ? 4 : 2;
         const uint8_t *s = row + w.scales_off + es * g, *b = row + w.biases_off + es * g;
         if (F == GPU_AFFINE4) r.v[0] = ld_u4(row + 16 * u);
         else r.v[0] = ld_u4(row + 32 * u), r.v[1] = ld_u4(row + 32 * u + 16);
-        r.h[0] = es == 4 ? ld_u32h(s) : ld16(s);
-        r.h[1] = es == 4 ? ld_u32h(b) : ld16(b);
+        r.h[0] = es == 4 ? ld_u32h(s) : ld_h16(s);
+        r.h[1] = es == 4 ? ld_u32h(b) : ld_h16(b);
     }
     return r;
 }
@@ -346,6 +341,12 @@ typedef struct {
     unsigned  b0[GPU_MVQ_SET + 1];
 } mv_set;
 
+static inline uint64_t gpu_sig_arg(uint64_t h, const mv_set &s)
+{
+    for (int i = 0; i < GPU_MVQ_SET; i++) h = gpu_sig_args(h, s.w[i], s.y[i], s.b0[i]);
+    return gpu_sig_arg(h, s.b0[GPU_MVQ_SET]);
+}
+
 /* MVQ_ROWS rows per warp, NT tokens (nt of them live) a pass. The lanes of a warp take
  * consecutive units of its rows (each load instruction reads a contiguous run of a row); a
  * lane loads its unit of every row, then dots them against the same activations, so that the
@@ -380,11 +381,19 @@ __global__ void __launch_bounds__(MVQ_THREADS) k_mmvq(mv_set set, gpu_xq x, int 
     for (int i = 0; i < MVQ_ROWS; i++)
 #pragma unroll
         for (int t = 0; t < NT; t++) acc[i][t] = 0.0f;
-    for (int64_t u = lane; u < nu; u += CELER_WARP) {
-        raw_unit ru[MVQ_ROWS];
+    /* MVQ_UNROLL units a lane loaded before any is used: bytes in flight (one unit a lane left a
+     * decode step's SMs with half of what the memory's latency wants) */
+    constexpr int U = F == GPU_Q5_K ? 1 : MVQ_UNROLL;
+    for (int64_t u = lane; u < nu; u += U * CELER_WARP) {
+        raw_unit ru[U][MVQ_ROWS];
 #pragma unroll
-        for (int i = 0; i < MVQ_ROWS; i++) ru[i] = unit_load<F>(w, rows[i], u);
-        units_dot<F, NT>(w, ru, u, x, nt, acc);
+        for (int j = 0; j < U; j++)
+#pragma unroll
+            for (int i = 0; i < MVQ_ROWS; i++)
+                if (u + j * CELER_WARP < nu) ru[j][i] = unit_load<F>(w, rows[i], u + j * CELER_WARP);
+#pragma unroll
+        for (int j = 0; j < U; j++) /* the same units in the same order as one at a time */
+            if (u + j * CELER_WARP < nu) units_dot<F, NT>(w, ru[j], u + j * CELER_WARP, x, nt, acc);
     }
 #pragma unroll
     for (int i = 0; i < MVQ_ROWS; i++)
@@ -447,7 +456,7 @@ celer_status gpu_matvec_q8_sel(gpu_backend *g, const gpu_wdesc *w, int n, int fm
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: a decode product past the grid's limit", CELER_GPU_NAME);
     for (int i = n; i < GPU_MVQ_SET; i++) set.b0[i] = (unsigned)total; /* no blocks for the unused slots */
     if (sel) /* one token each: a selection per grid row */
-        return GPU_LAUNCH(g, err, "matvec_q8", fn[0], dim3((unsigned)total, (unsigned)n_sel), MVQ_THREADS, 0, set,
+        return GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[0], dim3((unsigned)total, (unsigned)n_sel), MVQ_THREADS, 0, set,
                           *xq, 1, (int64_t)0, *sel);
     const gpu_mv_sel none = {NULL, 1, 0};
     for (int64_t t0 = 0; t0 < T; t0 += GPU_MVQ_TOKENS) {
@@ -456,7 +465,7 @@ celer_status gpu_matvec_q8_sel(gpu_backend *g, const gpu_wdesc *w, int n, int fm
         gpu_xq    x  = *xq;
         x.q += t0 * x.nb * XQ_BLOCK;
         x.d += t0 * x.nb;
-        if (GPU_LAUNCH(g, err, "matvec_q8", fn[ix], (unsigned)total, MVQ_THREADS, 0, set, x, nt, t0, none))
+        if (GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[ix], (unsigned)total, MVQ_THREADS, 0, set, x, nt, t0, none))
             return err->code;
     }
     return CELER_OK;

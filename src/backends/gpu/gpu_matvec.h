@@ -19,9 +19,58 @@ typedef struct {
     int64_t       nb; /* blocks per token: cols / 32 */
 } gpu_xq;
 
+static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_xq &x) { return gpu_sig_args(h, x.q, x.d, x.nb); }
+
 /* Quantizes x (T, cols) into the backend's buffer for quantized activations (valid until the
- * next call); cols is a multiple of 32. */
+ * next call); cols is a multiple of 32. Nothing runs when the buffer already holds x's values:
+ * a kernel that wrote x (a norm, the GLU) quantized them on the way out and said so (xq_src),
+ * and no launch, copy or upload came between (each forgets xq_src). */
 celer_status gpu_quant_x(gpu_backend *g, const float *x, int64_t T, int64_t cols, gpu_xq *xq, celer_error *err);
+/* The buffer for n quantized values (n / 32 blocks): codes at *q, scales at *dd, for a kernel
+ * that writes x to quantize it on the way out (xq_put); the caller then sets xq_src = x. */
+celer_status gpu_xq_buffer(gpu_backend *g, int64_t n, int8_t **q, float2 **dd, celer_error *err);
+
+static __device__ __forceinline__ int xq_code(float v)
+{
+    if (!(v > -127.0f)) return v != v ? 0 : -127; /* NaN: 0 */
+    if (v > 127.0f) return 127;
+    return (int)roundf(v); /* half away from zero */
+}
+
+/* Block blk of 32 values quantized by an aligned group of 32 / V lanes, V consecutive values v
+ * a lane (lane j of the group holds values V j ..): hi = code(x / D), lo = code((x - hi D) 256 /
+ * D), D = amax / 127; d = D / 256 and d · S (S = 256 Σ hi + Σ lo), as celer_cpu_quantize_x32_ref,
+ * whatever V (the max and the sum of integers are exact in any order). Every lane of the group
+ * calls; one with live false only takes part in the shuffles. */
+template <int V>
+static __device__ __forceinline__ void xq_put(const float (&v)[V], int j, int64_t blk, bool live, int8_t *q, float2 *dd)
+{
+    constexpr int G    = 32 / V;
+    float         amax = 0.0f;
+#pragma unroll
+    for (int k = 0; k < V; k++) amax = fmaxf(amax, live ? fabsf(v[k]) : 0.0f);
+#pragma unroll
+    for (int m = G / 2; m > 0; m >>= 1) amax = fmaxf(amax, gpu_shfl_xor(amax, m));
+    const float D = __fdiv_rn(amax, 127.0f), id = D != 0.0f ? __fdiv_rn(1.0f, D) : 0.0f;
+    uint32_t    hw = 0, lw = 0;
+    float       S  = 0.0f;
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        const int hi = xq_code(__fmul_rn(v[k], id));
+        const int lo = xq_code(__fmul_rn(__fsub_rn(v[k], __fmul_rn((float)hi, D)), __fmul_rn(id, 256.0f)));
+        hw |= (uint32_t)(uint8_t)hi << (8 * (k % 4)), lw |= (uint32_t)(uint8_t)lo << (8 * (k % 4));
+        S += live ? (float)(256 * hi + lo) : 0.0f; /* exact: |S| < 2^21 */
+    }
+#pragma unroll
+    for (int m = G / 2; m > 0; m >>= 1) S += gpu_shfl_xor(S, m);
+    if (!live) return;
+    if (V == 4) *(uint32_t *)(q + blk * XQ_BLOCK + 4 * j) = hw, *(uint32_t *)(q + blk * XQ_BLOCK + 32 + 4 * j) = lw;
+    else q[blk * XQ_BLOCK + j] = (int8_t)hw, q[blk * XQ_BLOCK + 32 + j] = (int8_t)lw;
+    if (j == 0) {
+        const float d = D / 256.0f;
+        dd[blk]       = make_float2(d, d * S);
+    }
+}
 /* A product over expert selections (MoE decode): selection n (0 .. n_sel) multiplies the rows of
  * expert ids[n] (a weight is then the stacked tensor's first expert, rows the rows of one) by
  * token n / per_x of the activations, into rows n · rows of the output. ids stay on the device. */
@@ -30,6 +79,8 @@ typedef struct {
     int32_t        per_x;    /* selections per token of the activations */
     int32_t        n_expert; /* ids past it select nothing */
 } gpu_mv_sel;
+
+static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_mv_sel &s) { return gpu_sig_args(h, s.ids, s.per_x, s.n_expert); }
 
 /* w as the kernels see it and its format (enum gpu_fmt); CELER_ERR_UNSUPPORTED for a weight no
  * GPU kernel reads (gpu_matmul.cu). */

@@ -5,10 +5,16 @@
  * (gpu_matvec.cu) and prefill thus compute the same sums: a token's logits do not depend on
  * the path beyond f32 rounding.
  *
- * A block of 128 threads computes 64 rows × 64 tokens; each of its 4 warps 32 × 32 (2 × 4
- * mma tiles). Per iteration it stages MMQ_BQ blocks of 32 values: the weights' codes unpacked
- * to signed bytes with their scales, the tokens' hi and lo codes with theirs. Rows are padded
- * by 4 bytes so that the fragment loads of a warp fall in distinct banks.
+ * A block of 128 threads computes 64 rows × NT tokens (NT = 64 for prefill, 32 for a batch
+ * of decodes); each of its 4 warps 32 rows × NT/2 tokens. Per iteration it stages MMQ_BQ blocks
+ * of 32 values: the weights' codes unpacked to signed bytes with their scales, the tokens' hi and
+ * lo codes with theirs. The next iteration's global loads are issued into registers before the
+ * current tiles are multiplied, so their latency hides behind the matrix work (without that, a
+ * block waited on memory at every iteration: ~60 TOPS at pp512 on the H200). Rows are padded by
+ * 4 bytes so that the fragment loads of a warp fall in distinct banks. A grid of fewer blocks
+ * than fill the device twice (a batch of decodes: 4096 rows are 64 blocks) is split over the
+ * columns (blockIdx.z), each part's sums written apart and added in part order by a second
+ * kernel: every block then walks fewer columns, and more of them hide each other's latency.
  *
  * mma.m16n8k32 fragments (PTX ISA), lane = 4 g + q: A (16 × 32) a0 = row g, bytes 4q .. 4q+3;
  * a1 = row g + 8, same bytes; a2, a3 = the same rows, bytes 16 + 4q ..; B (32 × 8) b0 = column
@@ -16,7 +22,7 @@
  * row g + 8. */
 #include "backends/gpu/gpu_mmq.h"
 
-enum { MMQ_ROWS = 64, MMQ_TOKS = 64, MMQ_BQ = 4, MMQ_LD = MMQ_BQ * 32 + 4, MMQ_THREADS = 128 };
+enum { MMQ_ROWS = 64, MMQ_BQ = 4, MMQ_LD = MMQ_BQ * 32 + 4, MMQ_THREADS = 128, MMQ_WUNITS = 2, MMQ_MIN_PART = 16, MMQ_MAX_PARTS = 8 };
 
 bool gpu_mmq_has(const gpu_backend *g, int fmt)
 {
@@ -26,71 +32,113 @@ bool gpu_mmq_has(const gpu_backend *g, int fmt)
 /* Bytes 0..15 of v minus 8, as signed bytes (no borrow between bytes). */
 static __device__ __forceinline__ int minus8(uint32_t v) { return (int)((v | 0x80808080u) - 0x08080808u) ^ (int)0x80808080u; }
 
-/* The row (in the block's tile) and the token of accumulator element e of mma tile (mi, ni). */
-static __device__ __forceinline__ int c_row(int wm, int mi, int g, int e) { return wm + 16 * mi + g + (e >= 2 ? 8 : 0); }
-static __device__ __forceinline__ int c_tok(int wn, int ni, int q, int e) { return wn + 8 * ni + 2 * q + (e & 1); }
+/* One iteration's global data in a thread's registers: MMQ_WUNITS weight blocks (codes, f16
+ * scale) and XU token blocks (hi and lo codes, scale), zeros past the matrix. */
+template <int XU>
+struct mmq_regs {
+    uint4    wc[MMQ_WUNITS][2];
+    uint32_t ws[MMQ_WUNITS];
+    uint4    xc[XU][4];
+    float    xs[XU];
+};
 
-template <int F>
-__global__ void __launch_bounds__(MMQ_THREADS) k_mmq(gpu_wdesc w, gpu_xq x, int64_t T, float *__restrict__ y)
+template <int F, int XU>
+static __device__ __forceinline__ void mmq_fetch(mmq_regs<XU> &st, const gpu_wdesc &w, const gpu_xq &x, int64_t T,
+                                                  int64_t r0, int64_t t0, int64_t k0, int64_t nq, int tid)
 {
+#pragma unroll
+    for (int j = 0; j < MMQ_WUNITS; j++) {
+        const int     u = tid + MMQ_THREADS * j, qb = u % MMQ_BQ;
+        const int64_t r = r0 + u / MMQ_BQ, b = k0 + qb;
+        st.wc[j][0] = st.wc[j][1] = make_uint4(0, 0, 0, 0);
+        st.ws[j]                  = 0;
+        if (r < w.rows && b < nq) {
+            const uint8_t *row = w.data + r * w.row_bytes;
+            if (F == GPU_Q4_0) st.wc[j][0] = *(const uint4 *)(row + 16 * b);
+            else st.wc[j][0] = *(const uint4 *)(row + 32 * b), st.wc[j][1] = *(const uint4 *)(row + 32 * b + 16);
+            st.ws[j] = ld16(row + w.scales_off + 2 * b);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < XU; j++) {
+        const int     u = tid + MMQ_THREADS * j, qb = u % MMQ_BQ;
+        const int64_t t = t0 + u / MMQ_BQ, b = k0 + qb;
+        st.xs[j]        = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 4; k++) st.xc[j][k] = make_uint4(0, 0, 0, 0);
+        if (t < T && b < nq) {
+            const uint4 *p = (const uint4 *)(x.q + (t * x.nb + b) * XQ_BLOCK);
+#pragma unroll
+            for (int k = 0; k < 4; k++) st.xc[j][k] = p[k];
+            st.xs[j] = x.d[t * x.nb + b].x;
+        }
+    }
+}
+
+/* 16 bytes into a shared row at a 4-byte boundary (the rows' padding breaks 16-byte alignment). */
+static __device__ __forceinline__ void put16(int8_t *dst, uint4 v)
+{
+    int *d = (int *)dst;
+    d[0] = (int)v.x, d[1] = (int)v.y, d[2] = (int)v.z, d[3] = (int)v.w;
+}
+
+/* The registers into the shared tiles: weight codes unpacked to signed bytes. */
+template <int F, int NT, int XU>
+static __device__ __forceinline__ void mmq_put(const mmq_regs<XU> &st, int8_t (*wq)[MMQ_LD], int8_t (*xh)[MMQ_LD],
+                                               int8_t (*xl)[MMQ_LD], float (*wd)[MMQ_BQ], float (*xd)[MMQ_BQ], int tid)
+{
+#pragma unroll
+    for (int j = 0; j < MMQ_WUNITS; j++) {
+        const int u = tid + MMQ_THREADS * j, rr = u / MMQ_BQ, qb = u % MMQ_BQ;
+        int      *dst = (int *)&wq[rr][32 * qb];
+        if (F == GPU_Q4_0) {
+            const uint32_t cw[4] = {st.wc[j][0].x, st.wc[j][0].y, st.wc[j][0].z, st.wc[j][0].w};
+#pragma unroll
+            for (int k = 0; k < 4; k++) dst[k] = minus8(cw[k] & 0x0f0f0f0fu), dst[4 + k] = minus8((cw[k] >> 4) & 0x0f0f0f0fu);
+        } else { /* Q8_0 */
+            put16(&wq[rr][32 * qb], st.wc[j][0]), put16(&wq[rr][32 * qb + 16], st.wc[j][1]);
+        }
+        wd[rr][qb] = dec_f16(st.ws[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < XU; j++) {
+        const int u = tid + MMQ_THREADS * j, tt = u / MMQ_BQ, qb = u % MMQ_BQ;
+        put16(&xh[tt][32 * qb], st.xc[j][0]), put16(&xh[tt][32 * qb + 16], st.xc[j][1]);
+        put16(&xl[tt][32 * qb], st.xc[j][2]), put16(&xl[tt][32 * qb + 16], st.xc[j][3]);
+        xd[tt][qb] = st.xs[j];
+    }
+}
+
+/* Columns blocks kz0 .. kz1 of part blockIdx.z (kper blocks a part), into y + blockIdx.z · T · rows. */
+template <int F, int NT>
+__global__ void __launch_bounds__(MMQ_THREADS) k_mmq(gpu_wdesc w, gpu_xq x, int64_t T, int64_t kper, float *__restrict__ y)
+{
+    constexpr int NI = NT / 16, XU = NT * MMQ_BQ / MMQ_THREADS; /* a warp's 8-token tiles; token blocks a thread stages */
     __shared__ __align__(16) int8_t wq[MMQ_ROWS][MMQ_LD];
-    __shared__ __align__(16) int8_t xh[MMQ_TOKS][MMQ_LD], xl[MMQ_TOKS][MMQ_LD];
-    __shared__ float                wd[MMQ_ROWS][MMQ_BQ], xd[MMQ_TOKS][MMQ_BQ];
+    __shared__ __align__(16) int8_t xh[NT][MMQ_LD], xl[NT][MMQ_LD];
+    __shared__ float                wd[MMQ_ROWS][MMQ_BQ], xd[NT][MMQ_BQ];
     const int     tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, q = lane % 4;
-    const int     wm = 32 * (warp % 2), wn = 32 * (warp / 2);
-    const int64_t r0 = (int64_t)blockIdx.x * MMQ_ROWS, t0 = (int64_t)blockIdx.y * MMQ_TOKS, nq = w.cols / 32;
-    float         acc[2][4][4];
+    const int     wm = 32 * (warp % 2), wn = NT / 2 * (warp / 2);
+    const int64_t r0 = (int64_t)blockIdx.x * MMQ_ROWS, t0 = (int64_t)blockIdx.y * NT, kz0 = (int64_t)blockIdx.z * kper;
+    const int64_t nq = w.cols / 32 < kz0 + kper ? w.cols / 32 : kz0 + kper; /* this part's end */
+    y += (int64_t)blockIdx.z * T * w.rows;
+    float         acc[2][NI][4];
 #pragma unroll
     for (int mi = 0; mi < 2; mi++)
 #pragma unroll
-        for (int ni = 0; ni < 4; ni++)
+        for (int ni = 0; ni < NI; ni++)
 #pragma unroll
             for (int e = 0; e < 4; e++) acc[mi][ni][e] = 0.0f;
-    for (int64_t k0 = 0; k0 < nq; k0 += MMQ_BQ) {
-        /* stage: MMQ_ROWS × MMQ_BQ weight blocks and MMQ_TOKS × MMQ_BQ token blocks, 2 of each a thread */
-#pragma unroll
-        for (int j = 0; j < 2; j++) {
-            const int     u = tid + MMQ_THREADS * j, rr = u / MMQ_BQ, qb = u % MMQ_BQ;
-            const int64_t r = r0 + rr, b = k0 + qb;
-            int          *dst = (int *)&wq[rr][32 * qb];
-            float         d   = 0.0f;
-            int           v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-            if (r < w.rows && b < nq) {
-                const uint8_t *row = w.data + r * w.row_bytes;
-                if (F == GPU_Q4_0) {
-                    const uint4    c = *(const uint4 *)(row + 16 * b);
-                    const uint32_t cw[4] = {c.x, c.y, c.z, c.w};
-#pragma unroll
-                    for (int k = 0; k < 4; k++) v[k] = minus8(cw[k] & 0x0f0f0f0fu), v[4 + k] = minus8((cw[k] >> 4) & 0x0f0f0f0fu);
-                } else { /* Q8_0 */
-                    const uint4 c0 = *(const uint4 *)(row + 32 * b), c1 = *(const uint4 *)(row + 32 * b + 16);
-                    v[0] = (int)c0.x, v[1] = (int)c0.y, v[2] = (int)c0.z, v[3] = (int)c0.w;
-                    v[4] = (int)c1.x, v[5] = (int)c1.y, v[6] = (int)c1.z, v[7] = (int)c1.w;
-                }
-                d = dec_f16(ld16(row + w.scales_off + 2 * b));
-            }
-#pragma unroll
-            for (int k = 0; k < 8; k++) dst[k] = v[k];
-            wd[rr][qb] = d;
-            const int64_t t  = t0 + rr; /* the same unit numbering over tokens */
-            int          *dh = (int *)&xh[rr][32 * qb], *dl = (int *)&xl[rr][32 * qb];
-            int           h[8] = {0, 0, 0, 0, 0, 0, 0, 0}, l[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-            float         dx = 0.0f;
-            if (t < T && b < nq) {
-                const int4 *p = (const int4 *)(x.q + (t * x.nb + b) * XQ_BLOCK);
-                const int4  a0 = p[0], a1 = p[1], a2 = p[2], a3 = p[3];
-                h[0] = a0.x, h[1] = a0.y, h[2] = a0.z, h[3] = a0.w, h[4] = a1.x, h[5] = a1.y, h[6] = a1.z, h[7] = a1.w;
-                l[0] = a2.x, l[1] = a2.y, l[2] = a2.z, l[3] = a2.w, l[4] = a3.x, l[5] = a3.y, l[6] = a3.z, l[7] = a3.w;
-                dx = x.d[t * x.nb + b].x;
-            }
-#pragma unroll
-            for (int k = 0; k < 8; k++) dh[k] = h[k], dl[k] = l[k];
-            xd[rr][qb] = dx;
-        }
+    mmq_regs<XU> st;
+    mmq_fetch<F, XU>(st, w, x, T, r0, t0, kz0, nq, tid);
+    for (int64_t k0 = kz0; k0 < nq; k0 += MMQ_BQ) {
+        mmq_put<F, NT, XU>(st, wq, xh, xl, wd, xd, tid);
         __syncthreads();
+        if (k0 + MMQ_BQ < nq) mmq_fetch<F, XU>(st, w, x, T, r0, t0, k0 + MMQ_BQ, nq, tid);
 #pragma unroll
         for (int qb = 0; qb < MMQ_BQ; qb++) {
-            int a[2][4], sh[2][4][4], sl[2][4][4];
+            int   a[2][4];
+            float sw[2][2]; /* the row scales of this thread's accumulator rows g, g + 8 */
 #pragma unroll
             for (int mi = 0; mi < 2; mi++) {
                 const int r = wm + 16 * mi + g;
@@ -98,52 +146,87 @@ __global__ void __launch_bounds__(MMQ_THREADS) k_mmq(gpu_wdesc w, gpu_xq x, int6
                 a[mi][1]    = *(const int *)&wq[r + 8][32 * qb + 4 * q];
                 a[mi][2]    = *(const int *)&wq[r][32 * qb + 16 + 4 * q];
                 a[mi][3]    = *(const int *)&wq[r + 8][32 * qb + 16 + 4 * q];
-#pragma unroll
-                for (int ni = 0; ni < 4; ni++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) sh[mi][ni][e] = sl[mi][ni][e] = 0;
+                sw[mi][0] = wd[r][qb], sw[mi][1] = wd[r + 8][qb];
             }
 #pragma unroll
-            for (int ni = 0; ni < 4; ni++) {
-                const int n  = wn + 8 * ni + g;
+            for (int ni = 0; ni < NI; ni++) { /* one 8-token tile: its products, then its scaling */
+                const int n  = wn + 8 * ni + g, c = wn + 8 * ni + 2 * q; /* c, c + 1: this thread's tokens */
                 const int h0 = *(const int *)&xh[n][32 * qb + 4 * q], h1 = *(const int *)&xh[n][32 * qb + 16 + 4 * q];
                 const int l0 = *(const int *)&xl[n][32 * qb + 4 * q], l1 = *(const int *)&xl[n][32 * qb + 16 + 4 * q];
+                const float sx[2] = {xd[c][qb], xd[c + 1][qb]};
 #pragma unroll
                 for (int mi = 0; mi < 2; mi++) {
-                    gpu_imma_16x8x32(sh[mi][ni], a[mi], h0, h1);
-                    gpu_imma_16x8x32(sl[mi][ni], a[mi], l0, l1);
-                }
-            }
+                    int sh[4] = {0, 0, 0, 0}, sl[4] = {0, 0, 0, 0};
+                    gpu_imma_16x8x32(sh, a[mi], h0, h1);
+                    gpu_imma_16x8x32(sl, a[mi], l0, l1);
 #pragma unroll
-            for (int c = 0; c < 32; c++) { /* accumulator element c: tile (mi, ni), element e */
-                const int mi = c / 16, ni = c / 4 % 4, e = c % 4, r = c_row(wm, mi, g, e), n = c_tok(wn, ni, q, e);
-                acc[mi][ni][e] += wd[r][qb] * xd[n][qb] * (float)(256 * sh[mi][ni][e] + sl[mi][ni][e]);
+                    for (int e = 0; e < 4; e++) /* element e: row g (+ 8 from e = 2), token c + e % 2 */
+                        acc[mi][ni][e] += sw[mi][e / 2] * sx[e % 2] * (float)(256 * sh[e] + sl[e]);
+                }
             }
         }
         __syncthreads();
     }
 #pragma unroll
-    for (int c = 0; c < 32; c++) {
-        const int     mi = c / 16, ni = c / 4 % 4, e = c % 4;
-        const int64_t r = r0 + c_row(wm, mi, g, e), t = t0 + c_tok(wn, ni, q, e);
-        if (r < w.rows && t < T) y[t * w.rows + r] = acc[mi][ni][e];
+    for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+        for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int64_t r = r0 + wm + 16 * mi + g + 8 * (e / 2), t = t0 + wn + 8 * ni + 2 * q + e % 2;
+                if (r < w.rows && t < T) y[t * w.rows + r] = acc[mi][ni][e];
+            }
+}
+
+/* y[i] = Σ over the parts p of part[p · n + i], in part order. */
+__global__ void k_mmq_sum(const float *__restrict__ part, int parts, int64_t n, float *__restrict__ y)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float s = part[i];
+        for (int p = 1; p < parts; p++) s += part[p * n + i];
+        y[i] = s;
     }
 }
 
-typedef void (*mmq_fn)(gpu_wdesc, gpu_xq, int64_t, float *);
+typedef void (*mmq_fn)(gpu_wdesc, gpu_xq, int64_t, int64_t, float *);
 
-celer_status gpu_mmq(gpu_backend *g, const gpu_wdesc *w, int fmt, const float *x, int64_t T, float *y,
-                     celer_error *err)
+celer_status gpu_mmq_xq(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, int64_t T, float *y,
+                        celer_error *err)
 {
-    const mmq_fn fn = fmt == GPU_Q4_0 ? k_mmq<GPU_Q4_0> : fmt == GPU_Q8_0 ? k_mmq<GPU_Q8_0> : NULL;
+    const bool   small = T <= GPU_MMQ_SMALL; /* a batch of decodes: 32-token tiles waste less */
+    const int    nt    = small ? 32 : 64;
+    const mmq_fn fn    = fmt == GPU_Q4_0 ? (small ? k_mmq<GPU_Q4_0, 32> : k_mmq<GPU_Q4_0, 64>)
+                       : fmt == GPU_Q8_0 ? (small ? k_mmq<GPU_Q8_0, 32> : k_mmq<GPU_Q8_0, 64>)
+                                         : NULL;
     if (!fn || !gpu_imma_ok(&g->prop))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no integer prefill kernel for format %d", CELER_GPU_NAME, fmt);
-    const int64_t bt = (T + MMQ_TOKS - 1) / MMQ_TOKS;
+    const int64_t bt = (T + nt - 1) / nt;
     if (bt > GPU_MAX_GRID_YZ)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: a step of %lld tokens is past the prefill grid", CELER_GPU_NAME,
                           (long long)T);
     unsigned br;
-    gpu_xq   xq;
-    if (gpu_grid(g, w->rows, MMQ_ROWS, &br, "mmq", err) || gpu_quant_x(g, x, T, w->cols, &xq, err)) return err->code;
-    return GPU_LAUNCH(g, err, "mmq", fn, dim3(br, (unsigned)bt), MMQ_THREADS, 0, *w, xq, T, y);
+    if (gpu_grid(g, w->rows, MMQ_ROWS, &br, "mmq", err)) return err->code;
+    /* parts: enough blocks to fill the device twice, each part at least MMQ_MIN_PART blocks deep */
+    const int64_t nq = w->cols / 32, blocks = (int64_t)br * bt, fill = 2 * (int64_t)g->prop.multiProcessorCount;
+    int64_t       parts = blocks >= fill ? 1 : (fill + blocks - 1) / blocks;
+    if (parts > nq / MMQ_MIN_PART) parts = nq / MMQ_MIN_PART;
+    if (parts > MMQ_MAX_PARTS) parts = MMQ_MAX_PARTS;
+    if (parts < 1) parts = 1;
+    const int64_t kper = ((nq + parts - 1) / parts + MMQ_BQ - 1) / MMQ_BQ * MMQ_BQ; /* whole stages a part */
+    parts              = (nq + kper - 1) / kper;
+    if (parts == 1) return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq", fn, dim3(br, (unsigned)bt), MMQ_THREADS, 0, *w, *xq, T, kper, y);
+    const int64_t n = T * w->rows;
+    if (gpu_buf_reserve(g, &g->d_part, (size_t)(parts * n) * sizeof(float), err)) return err->code;
+    float *part = (float *)g->d_part.p;
+    if (GPU_LAUNCH_KEEPING_XQ(g, err, "mmq", fn, dim3(br, (unsigned)bt, (unsigned)parts), MMQ_THREADS, 0, *w, *xq, T, kper, part))
+        return err->code;
+    return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq_sum", k_mmq_sum, gpu_blocks(n, 256), 256, 0, part, (int)parts, n, y);
+}
+
+celer_status gpu_mmq(gpu_backend *g, const gpu_wdesc *w, int fmt, const float *x, int64_t T, float *y,
+                     celer_error *err)
+{
+    gpu_xq xq;
+    if (gpu_quant_x(g, x, T, w->cols, &xq, err)) return err->code;
+    return gpu_mmq_xq(g, w, fmt, &xq, T, y, err);
 }

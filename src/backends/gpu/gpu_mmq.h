@@ -5,10 +5,18 @@
 
 #include "backends/gpu/gpu_matvec.h"
 
+/* Steps of more than GPU_MMQ_FROM tokens take the integer matrix units (fewer: the decode
+ * kernels, whose passes of 8 tokens each read the weights again); up to GPU_MMQ_SMALL in
+ * 32-token tiles. */
+enum { GPU_MMQ_FROM = 8, GPU_MMQ_SMALL = 32 };
+
 /* Whether this device and build run the format (enum gpu_fmt) on the integer matrix units. */
 bool         gpu_mmq_has(const gpu_backend *g, int fmt);
 /* y (T, w.rows) = x̂ · wᵀ, x quantized here (gpu_quant_x). */
 celer_status gpu_mmq(gpu_backend *g, const gpu_wdesc *w, int fmt, const float *x, int64_t T, float *y,
                      celer_error *err);
+/* The same with x already quantized (a product sharing its input with others). */
+celer_status gpu_mmq_xq(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, int64_t T, float *y,
+                        celer_error *err);
 
 #endif

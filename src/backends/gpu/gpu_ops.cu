@@ -1,7 +1,7 @@
 /* Element-wise and row-wise ops on the GPU: RMSNorm, biases, adds, activations, RoPE and the KV
  * cache writes. Element-wise kernels are grid-stride loops over 64-bit indices, so any size is
  * covered by a bounded grid. */
-#include "backends/gpu/gpu_backend.h"
+#include "backends/gpu/gpu_matvec.h"
 #include "backends/gpu/gpu_rope.cuh"
 
 #include <math.h>
@@ -19,24 +19,49 @@ static __device__ __forceinline__ void better(float v, int64_t i, float *bv, int
     if (v > *bv || (v == *bv && i < *bi)) *bv = v, *bi = i;
 }
 
-/* One block of THREADS per row: strided scans, then a tree through shared memory. A row whose
- * first value is NaN gives 0, as the sequential scan does; so does a row of NaNs. */
-__global__ void k_argmax(const float *__restrict__ x, int64_t n, int32_t *__restrict__ ids)
+/* Two passes: ARGMAX_PARTS blocks a row each scan a contiguous part of it (a 128k vocabulary
+ * is 4,000 values a block, where one block a row was latency-bound at ~200 us), then a block a
+ * row takes the best of the parts' (value, index) pairs. A row whose first value is NaN gives
+ * 0, as the sequential scan does; so does a row of NaNs. */
+enum { ARGMAX_PARTS = 32, ARGMAX_MIN_PART = 1024 };
+
+static __device__ void block_best(float *bv, int64_t *bi, float *sv, int64_t *si)
 {
-    __shared__ float   sv[THREADS];
-    __shared__ int64_t si[THREADS];
-    const float       *row = x + (int64_t)blockIdx.x * n;
-    float              bv  = -INFINITY;
-    int64_t            bi  = n;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-        if (row[i] == row[i]) better(row[i], i, &bv, &bi);
-    sv[threadIdx.x] = bv, si[threadIdx.x] = bi;
+    sv[threadIdx.x] = *bv, si[threadIdx.x] = *bi;
     __syncthreads();
-    for (int s = THREADS / 2; s > 0; s >>= 1) {
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
         if ((int)threadIdx.x < s) better(sv[threadIdx.x + s], si[threadIdx.x + s], &sv[threadIdx.x], &si[threadIdx.x]);
         __syncthreads();
     }
-    if (threadIdx.x == 0) ids[blockIdx.x] = row[0] != row[0] || si[0] >= n ? 0 : (int32_t)si[0];
+    *bv = sv[0], *bi = si[0];
+}
+
+__global__ void k_argmax_parts(const float *__restrict__ x, int64_t n, int64_t part, float *__restrict__ pv,
+                               int64_t *__restrict__ pi)
+{
+    __shared__ float   sv[THREADS];
+    __shared__ int64_t si[THREADS];
+    const float       *row = x + (int64_t)blockIdx.y * n;
+    const int64_t      lo = (int64_t)blockIdx.x * part, hi = lo + part < n ? lo + part : n;
+    float              bv = -INFINITY;
+    int64_t            bi = n;
+    for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
+        if (row[i] == row[i]) better(row[i], i, &bv, &bi);
+    block_best(&bv, &bi, sv, si);
+    if (threadIdx.x == 0) pv[blockIdx.y * gridDim.x + blockIdx.x] = bv, pi[blockIdx.y * gridDim.x + blockIdx.x] = bi;
+}
+
+__global__ void k_argmax_rows(const float *__restrict__ x, int64_t n, int parts, const float *__restrict__ pv,
+                              const int64_t *__restrict__ pi, int32_t *__restrict__ ids)
+{
+    __shared__ float   sv[ARGMAX_PARTS];
+    __shared__ int64_t si[ARGMAX_PARTS];
+    float              bv = -INFINITY;
+    int64_t            bi = n;
+    if ((int)threadIdx.x < parts) bv = pv[blockIdx.x * parts + threadIdx.x], bi = pi[blockIdx.x * parts + threadIdx.x];
+    block_best(&bv, &bi, sv, si);
+    const float first = x[(int64_t)blockIdx.x * n];
+    if (threadIdx.x == 0) ids[blockIdx.x] = first != first || bi >= n ? 0 : (int32_t)bi;
 }
 
 celer_status gpu_argmax(celer_backend *be, const float *x, int64_t rows, int64_t n, int32_t *ids, celer_error *err)
@@ -44,42 +69,23 @@ celer_status gpu_argmax(celer_backend *be, const float *x, int64_t rows, int64_t
     gpu_backend *g = gpu_of(be);
     if (gpu_alive(g, err)) return err->code;
     if (rows <= 0) return CELER_OK;
-    if (rows > GPU_MAX_GRID_X || n <= 0 || n > INT32_MAX)
+    if (rows > GPU_MAX_GRID_YZ || n <= 0 || n > INT32_MAX)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: argmax of %lld rows of %lld", CELER_GPU_NAME, (long long)rows,
                           (long long)n);
-    if (gpu_buf_reserve(g, &g->d_ids, (size_t)rows * sizeof *ids, err) ||
-        GPU_LAUNCH(g, err, "argmax", k_argmax, (unsigned)rows, THREADS, 0, x, n, (int32_t *)g->d_ids.p))
+    int64_t parts = (n + ARGMAX_MIN_PART - 1) / ARGMAX_MIN_PART;
+    if (parts > ARGMAX_PARTS) parts = ARGMAX_PARTS;
+    const int64_t part = (n + parts - 1) / parts;
+    /* d_ids: the ids, then each part's index, then its value */
+    const size_t ib = ((size_t)rows * sizeof *ids + 15) / 16 * 16, pb = (size_t)(rows * parts);
+    if (gpu_buf_reserve(g, &g->d_ids, ib + pb * (sizeof(int64_t) + sizeof(float)), err)) return err->code;
+    int32_t *di = (int32_t *)g->d_ids.p;
+    int64_t *pi = (int64_t *)((char *)g->d_ids.p + ib);
+    float   *pv = (float *)(pi + pb);
+    if (GPU_LAUNCH(g, err, "argmax", k_argmax_parts, dim3((unsigned)parts, (unsigned)rows), THREADS, 0, x, n, part, pv,
+                   pi) ||
+        GPU_LAUNCH(g, err, "argmax", k_argmax_rows, (unsigned)rows, ARGMAX_PARTS, 0, x, n, (int)parts, pv, pi, di))
         return err->code;
-    return g->base.ops->read(&g->base, g->d_ids.p, ids, (size_t)rows * sizeof *ids, err);
-}
-
-/* ---- RMSNorm: one block per row ---------------------------------------------------- */
-
-__global__ void k_rmsnorm(const float *__restrict__ x, const float *__restrict__ w, int64_t d, float eps,
-                          float *__restrict__ y)
-{
-    __shared__ float part[1024 / 32];
-    const float     *xr = x + (int64_t)blockIdx.x * d;
-    float           *yr = y + (int64_t)blockIdx.x * d;
-    float            ss = 0.0f;
-    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) ss += xr[i] * xr[i];
-    const float inv = 1.0f / sqrtf(gpu_block_sum(ss, part) / (float)d + eps);
-    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) yr[i] = xr[i] * inv * w[i];
-}
-
-celer_status gpu_rmsnorm(celer_backend *be, const float *x, const celer_weight *w, int64_t rows, int64_t d, float eps,
-                         float *y, celer_error *err)
-{
-    gpu_backend *g = gpu_of(be);
-    if (gpu_alive(g, err)) return err->code;
-    if (w->type != CELER_GGML_F32 || w->cols != d)
-        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: rmsnorm wants an f32 weight of %lld values", CELER_GPU_NAME,
-                          (long long)d);
-    if (rows <= 0) return CELER_OK;
-    if (rows > GPU_MAX_GRID_X)
-        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: rmsnorm of %lld rows", CELER_GPU_NAME, (long long)rows);
-    return GPU_LAUNCH(g, err, "rmsnorm", k_rmsnorm, (unsigned)rows, THREADS, 0, x, (const float *)w->data, d, eps,
-                      y);
+    return g->base.ops->read(&g->base, di, ids, (size_t)rows * sizeof *ids, err);
 }
 
 /* ---- element-wise ------------------------------------------------------------------- */
@@ -99,15 +105,23 @@ __global__ void k_scale(float *x, int64_t n, float s)
     GRID_STRIDE(i, n) x[i] *= s;
 }
 
-__global__ void k_glu(float *gate, const float *__restrict__ up, int64_t n, int act)
+/* With q (n a multiple of 32: a warp's lanes stay in the loop together), the result is also
+ * quantized for the product that reads it next (gpu_matvec.h). */
+__global__ void k_glu(float *gate, const float *__restrict__ up, int64_t n, int act, int8_t *q, float2 *dd)
 {
     GRID_STRIDE(i, n)
     {
         const float g = gate[i];
-        if (act == CELER_ACT_SILU) gate[i] = g / (1.0f + expf(-g)) * up[i];
+        float       r;
+        if (act == CELER_ACT_SILU) r = g / (1.0f + expf(-g)) * up[i];
         else {
             const float t = tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g));
-            gate[i]       = 0.5f * g * (1.0f + t) * up[i];
+            r             = 0.5f * g * (1.0f + t) * up[i];
+        }
+        gate[i] = r;
+        if (q) {
+            const float a[1] = {r};
+            xq_put<1>(a, (int)(i % 32), i / 32, true, q, dd);
         }
     }
 }
@@ -150,7 +164,14 @@ celer_status gpu_glu(celer_backend *be, float *gate, const float *up, int64_t n,
     gpu_backend *g = gpu_of(be);
     if (gpu_alive(g, err)) return err->code;
     if (n <= 0) return CELER_OK;
-    return GPU_LAUNCH(g, err, "glu", k_glu, gpu_blocks(n, THREADS), THREADS, 0, gate, up, n, (int)act);
+    int8_t    *q  = NULL;
+    float2    *dd = NULL;
+    const bool qz = n % 32 == 0; /* the result quantized for the product that reads it next */
+    if ((qz && gpu_xq_buffer(g, n, &q, &dd, err)) ||
+        GPU_LAUNCH(g, err, "glu", k_glu, gpu_blocks(n, THREADS), THREADS, 0, gate, up, n, (int)act, q, dd))
+        return err->code;
+    if (qz) g->xq_src = gate, g->xq_n = n;
+    return CELER_OK;
 }
 
 celer_status gpu_mul_sigmoid(celer_backend *be, float *x, const float *gt, int64_t T, int64_t n, celer_error *err)
@@ -162,25 +183,23 @@ celer_status gpu_mul_sigmoid(celer_backend *be, float *x, const float *gt, int64
                       T * n);
 }
 
-/* ---- RoPE: one thread per (token, rotated pair), over all heads --------------------- */
+/* ---- RoPE: one thread per (token, head, rotated pair) -------------------------------- */
 
 __global__ void k_rope(float *x, const int32_t *__restrict__ pos, int64_t T, int64_t n_heads, int64_t head_dim,
                        int64_t n_rot, int neox, float base, float pos_scale, const float *__restrict__ factors,
                        float mscale)
 {
     const int64_t half = n_rot / 2;
-    GRID_STRIDE(k, T * half)
+    GRID_STRIDE(k, T * n_heads * half)
     {
-        const int64_t t = k / half, i = k % half;
+        const int64_t th = k / half, i = k % half; /* th: token t, head h, at x + th · head_dim */
         float         c, s;
-        gpu_rope_cos_sin(pos[t], i, n_rot, base, pos_scale, factors, mscale, &c, &s);
+        gpu_rope_cos_sin(pos[th / n_heads], i, n_rot, base, pos_scale, factors, mscale, &c, &s);
         const int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
-        for (int64_t h = 0; h < n_heads; h++) {
-            float      *v  = x + (t * n_heads + h) * head_dim;
-            const float x0 = v[i0], x1 = v[i1];
-            v[i0]          = x0 * c - x1 * s;
-            v[i1]          = x0 * s + x1 * c;
-        }
+        float        *v  = x + th * head_dim;
+        const float   x0 = v[i0], x1 = v[i1];
+        v[i0]            = x0 * c - x1 * s;
+        v[i1]            = x0 * s + x1 * c;
     }
 }
 
@@ -218,7 +237,7 @@ celer_status gpu_rope(celer_backend *be, float *x, const celer_batch *b, int64_t
     const float   *ff;
     if (gpu_batch_upload(g, b, NULL, &pos, &seq, NULL, err) || gpu_freq_factors(g, r->freq_factors, r->n_rot / 2, &ff, err))
         return err->code;
-    int64_t n = b->n_tokens * (r->n_rot / 2);
+    int64_t n = b->n_tokens * n_heads * (r->n_rot / 2);
     return GPU_LAUNCH(g, err, "rope", k_rope, gpu_blocks(n, THREADS), THREADS, 0, x, pos, b->n_tokens, n_heads,
                       head_dim, r->n_rot, r->mode == CELER_ROPE_NEOX, r->base, r->pos_scale, ff, r->mscale);
 }

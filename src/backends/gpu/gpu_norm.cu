@@ -1,0 +1,126 @@
+/* RMSNorm on the GPU: the backend op (rmsnorm) and the port's fused residual add
+ * (add_rmsnorm: x += o, then h = rmsnorm(x) · w). One block per row. A row of a multiple of 4
+ * values (at most NORM_V · 4 · 1024 of them, 16-byte aligned) is read once with 128-bit loads
+ * and held in registers between the sum of squares and the scaling, by as many threads as its
+ * length wants (a decode step's row of 4096 values is one load a thread for 256 threads,
+ * instead of a 256-thread block walking it three times); other rows take the strided loop.
+ * Rows held in registers are also quantized on the way out for the product that reads them
+ * next (gpu_quant_x then has nothing to do). */
+#include "backends/gpu/gpu_matvec.h"
+
+extern "C" {
+#include "backends/gpu/gpu_ports.h"
+}
+
+#include <stdint.h>
+
+enum { NORM_V = 4, NORM_MAX_THREADS = 1024, LOOP_THREADS = 256 };
+
+static __device__ __forceinline__ float4 add4(float4 a, float4 b) { return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w); }
+static __device__ __forceinline__ float4 scale4(float4 a, float s, float4 w)
+{
+    return make_float4(a.x * s * w.x, a.y * s * w.y, a.z * s * w.z, a.w * s * w.w);
+}
+
+/* The row in registers: NORM_V float4 a thread at most. With q, h is also quantized for the
+ * next product (gpu_matvec.h: 8 lanes a block of 32 values; d is then a multiple of 32). */
+template <bool ADD>
+__global__ void k_norm_vec(float *x, const float *__restrict__ o, const float *__restrict__ w, int64_t d, float eps,
+                           float *h, int8_t *q, float2 *dd)
+{
+    __shared__ float part[NORM_MAX_THREADS / 32];
+    const int64_t    d4 = d / 4, base = (int64_t)blockIdx.x * d4;
+    float4          *xr = (float4 *)x + base, *hr = (float4 *)h + base;
+    float4           v[NORM_V];
+    float            ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NORM_V; k++) {
+        const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
+        if (i >= d4) break;
+        v[k] = xr[i];
+        if (ADD) {
+            v[k]  = add4(v[k], ((const float4 *)o)[base + i]);
+            xr[i] = v[k];
+        }
+        ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+    }
+    const float inv = 1.0f / sqrtf(gpu_block_sum(ss, part) / (float)d + eps);
+#pragma unroll
+    for (int k = 0; k < NORM_V; k++) {
+        const int64_t i    = threadIdx.x + (int64_t)k * blockDim.x;
+        const bool    live = i < d4; /* the same for the 8 lanes of a block */
+        float4        r    = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (live) hr[i] = r = scale4(v[k], inv, ((const float4 *)w)[i]);
+        if (q) {
+            const float a[4] = {r.x, r.y, r.z, r.w};
+            xq_put<4>(a, (int)(threadIdx.x % 8), (base + i) / 8, live, q, dd);
+        }
+    }
+}
+
+/* Any row: strided passes over memory. */
+template <bool ADD>
+__global__ void k_norm_loop(float *x, const float *__restrict__ o, const float *__restrict__ w, int64_t d, float eps,
+                            float *h, int8_t *q, float2 *dd)
+{
+    (void)q, (void)dd; /* the loop's rows are left to the product's own quantization */
+    __shared__ float part[NORM_MAX_THREADS / 32];
+    float           *xr = x + (int64_t)blockIdx.x * d, *hr = h + (int64_t)blockIdx.x * d;
+    float            ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+        float v = xr[i];
+        if (ADD) {
+            v += o[(int64_t)blockIdx.x * d + i];
+            xr[i] = v;
+        }
+        ss += v * v;
+    }
+    const float inv = 1.0f / sqrtf(gpu_block_sum(ss, part) / (float)d + eps);
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) hr[i] = xr[i] * inv * w[i];
+}
+
+typedef void (*norm_fn)(float *, const float *, const float *, int64_t, float, float *, int8_t *, float2 *);
+
+/* Threads for a row of d values held in registers (a multiple of 64: whole warps on wave32 and
+ * wave64), or 0 where the row takes the loop. */
+static unsigned vec_threads(int64_t d, const void *x, const void *o, const void *w, const void *h)
+{
+    const uintptr_t a  = (uintptr_t)x | (uintptr_t)o | (uintptr_t)w | (uintptr_t)h;
+    const int64_t   d4 = d / 4, per = (d4 + NORM_V - 1) / NORM_V, t = (per + 63) / 64 * 64;
+    return d % 4 || a % 16 || t > NORM_MAX_THREADS ? 0 : (unsigned)t;
+}
+
+static celer_status norm_rows(gpu_backend *g, const char *name, float *x, const float *o, const celer_weight *w,
+                              int64_t rows, int64_t d, float eps, float *h, celer_error *err)
+{
+    if (gpu_alive(g, err)) return err->code;
+    if (w->type != CELER_GGML_F32 || w->cols != d)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: %s wants an f32 weight of %lld values", CELER_GPU_NAME, name,
+                          (long long)d);
+    if (rows <= 0) return CELER_OK;
+    if (rows > GPU_MAX_GRID_X)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: %s of %lld rows", CELER_GPU_NAME, name, (long long)rows);
+    const float   *wd = (const float *)w->data;
+    const unsigned vt = vec_threads(d, x, o, wd, h);
+    const norm_fn  fn = o ? (vt ? k_norm_vec<true> : k_norm_loop<true>) : (vt ? k_norm_vec<false> : k_norm_loop<false>);
+    int8_t        *q  = NULL;
+    float2        *dd = NULL;
+    const bool     qz = vt && d % 32 == 0; /* h quantized for the product that reads it next */
+    if ((qz && gpu_xq_buffer(g, rows * d, &q, &dd, err)) ||
+        GPU_LAUNCH(g, err, name, fn, (unsigned)rows, vt ? vt : (unsigned)LOOP_THREADS, 0, x, o, wd, d, eps, h, q, dd))
+        return err->code;
+    if (qz) g->xq_src = h, g->xq_n = rows * d;
+    return CELER_OK;
+}
+
+celer_status gpu_rmsnorm(celer_backend *be, const float *x, const celer_weight *w, int64_t rows, int64_t d, float eps,
+                         float *y, celer_error *err)
+{
+    return norm_rows(gpu_of(be), "rmsnorm", (float *)x, NULL, w, rows, d, eps, y, err); /* x is only read */
+}
+
+extern "C" celer_status celer_gpu_add_rmsnorm(celer_backend *be, float *x, const float *o, const celer_weight *w,
+                                              int64_t rows, int64_t d, float eps, float *h, celer_error *err)
+{
+    return norm_rows(gpu_of(be), "add_rmsnorm", x, o, w, rows, d, eps, h, err);
+}
