@@ -176,7 +176,7 @@ static __device__ __forceinline__ raw_unit unit_load(const gpu_wdesc &w, const u
         r.h[0] = (uint32_t)sc[0] | (uint32_t)sc[2] << 8 | (uint32_t)sc[4] << 16 | (uint32_t)sc[6] << 24;
         r.h[1] = ld_h16(h + 16);
     } else if (F == GPU_AFFINE4 || F == GPU_AFFINE8) { /* MLX_ROWS: a unit is a 32-value chunk */
-        const int64_t g  = 32 * u / w.group;
+        const int64_t g  = mlx_group_of(w, u);
         const int     es = w.sdtype == 0 ? 4 : 2;
         const uint8_t *s = row + w.scales_off + es * g, *b = row + w.biases_off + es * g;
         if (F == GPU_AFFINE4) r.v[0] = ld_u4(row + 16 * u);
