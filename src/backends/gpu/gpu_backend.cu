@@ -47,36 +47,41 @@ celer_status gpu_launched(gpu_backend *g, celer_error *err, const char *kernel)
     return e == gpuSuccess ? CELER_OK : gpu_fail(g, err, e, kernel);
 }
 
-static double now_s(void)
+double gpu_now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Polls the stream: spinning, then short sleeps, until done or the deadline passes (a hung
- * kernel fails the device instead of hanging the request forever). */
+/* Polls the stream until done or the deadline passes (a hung kernel fails the device instead of
+ * hanging the request forever): spinning for the first SPIN_S seconds, which covers a decode
+ * step (a sleep there overshoots by tens of microseconds on a step of a few milliseconds), then
+ * short sleeps. */
 celer_status gpu_sync(gpu_backend *g, celer_error *err)
 {
+    enum { SPIN_CHECK = 64 };
+    static const double SPIN_S = 0.05;
     if (gpu_alive(g, err)) return err->code;
-    double t0 = now_s();
-    for (int spin = 0;; spin++) {
+    double t0 = gpu_now_s(), t = t0;
+    for (int spin = 1;; spin++) {
         gpuError_t e = gpuStreamQuery(g->stream);
-        if (e == gpuSuccess) return CELER_OK;
+        if (e == gpuSuccess) break;
         if (e != gpuErrorNotReady) return gpu_fail(g, err, e, "a kernel");
-        if (spin > 64) {
-            if (now_s() - t0 > g->timeout_s) {
-                g->failed = true;
-                snprintf(g->failure, sizeof g->failure, "a step did not finish within %g s (watchdog)", g->timeout_s);
-                return celer_fail(err, CELER_ERR_DEVICE, "%s: %s; the device is marked failed", CELER_GPU_NAME,
-                                  g->failure);
-            }
-            if (spin > 2000) {
-                struct timespec ts = {0, 20000};
-                nanosleep(&ts, NULL);
-            }
+        if (spin % SPIN_CHECK) continue;
+        t = gpu_now_s();
+        if (t - t0 > g->timeout_s) {
+            g->failed = true;
+            snprintf(g->failure, sizeof g->failure, "a step did not finish within %g s (watchdog)", g->timeout_s);
+            return celer_fail(err, CELER_ERR_DEVICE, "%s: %s; the device is marked failed", CELER_GPU_NAME, g->failure);
+        }
+        if (t - t0 > SPIN_S) {
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
         }
     }
+    if (g->stats) g->wait_s += gpu_now_s() - t0, g->waits++;
+    return CELER_OK;
 }
 
 celer_status gpu_grid(gpu_backend *g, int64_t n, int64_t per, unsigned *blocks, const char *kernel, celer_error *err)
@@ -272,6 +277,7 @@ static void gpu_free(celer_backend *be)
     gpu_backend *g = gpu_of(be);
     if (!g) return;
     if (g->stream) (void)gpuStreamSynchronize(g->stream);
+    if (g->stats) gpu_stats_print(g);
     gpu_graphs_free(g);
     gpu_buf *bufs[] = {&g->d_pos, &g->d_seq, &g->d_tables, &g->d_ids, &g->d_xq, &g->d_part};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu_release(be, bufs[i]->p);
@@ -335,6 +341,8 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->cur          = -1;
     const char *gr  = getenv("CELER_GPU_GRAPHS"); /* 0: every step op by op (for comparisons) */
     g->graphs_off   = gr && !strcmp(gr, "0");
+    const char *st  = getenv("CELER_GPU_STATS"); /* 1: step and wait times on stderr at the end */
+    g->stats        = st && !strcmp(st, "1");
     snprintf(g->device_name, sizeof g->device_name, "%s", f.name);
     gpuError_t e = gpuSetDevice(device);
     if (e == gpuSuccess) e = gpuGetDeviceProperties(&g->prop, device);

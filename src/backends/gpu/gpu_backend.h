@@ -59,6 +59,13 @@ typedef struct {
     struct gpu_graph  *graphs;
     int                n_graphs, cur; /* cur: the step's graph, -1 none */
     uint64_t           sig;           /* the step's launches so far (gpu_sign) */
+    /* CELER_GPU_STATS=1: where a step's time goes, printed when the backend is freed */
+    bool               stats;
+    double             t_step;                /* when the step began */
+    double             walk_s[4];             /* host time from step_begin to step_end, by enum gpu_rec */
+    int64_t            steps[4];
+    double             wait_s;                /* time gpu_sync waited for the device */
+    int64_t            waits;
     uint64_t           clock;         /* steps begun, for the least recently used graph */
     bool               graphs_off;    /* CELER_GPU_GRAPHS=0 */
     /* scratch for MoE and staging */
@@ -80,6 +87,8 @@ celer_status gpu_alive(gpu_backend *g, celer_error *err);
 celer_status gpu_launched(gpu_backend *g, celer_error *err, const char *kernel);
 /* Waits for the stream, within the watchdog's deadline. */
 celer_status gpu_sync(gpu_backend *g, celer_error *err);
+/* Seconds on a monotonic clock. */
+double       gpu_now_s(void);
 /* b grown to at least bytes (its contents are lost when it grows). */
 celer_status gpu_buf_reserve(gpu_backend *g, gpu_buf *b, size_t bytes, celer_error *err);
 /* Host memory for staging, at least bytes, valid until the next call. */
@@ -118,6 +127,8 @@ void gpu_graph_break(gpu_backend *g, bool forever);
 /* Every recorded graph is dropped (a buffer they use moved). */
 void gpu_graphs_drop(gpu_backend *g);
 void gpu_graphs_free(gpu_backend *g);
+/* The CELER_GPU_STATS line: steps by mode with their mean host time, and the device waits. */
+void gpu_stats_print(const gpu_backend *g);
 
 /* The step's signature: every launch (kernel, grid, block, shared memory, arguments) and copy
  * folded in, recorded with a graph and compared when it is replayed, so that a replay whose

@@ -83,6 +83,7 @@ celer_status gpu_step_begin(celer_backend *be, uint64_t key, celer_error *err)
 {
     gpu_backend *g = gpu_of(be);
     g->rec = GPU_REC_EAGER, g->cur = -1, g->sig = 0xcbf29ce484222325ull;
+    if (g->stats) g->t_step = gpu_now_s();
     if (g->graphs_off || gpu_alive(g, err)) return g->failed ? err->code : CELER_OK;
     struct gpu_graph *e = entry(g, key);
     if (!e) return CELER_OK; /* no memory for the table: op by op */
@@ -109,6 +110,7 @@ celer_status gpu_step_end(celer_backend *be, bool ok, bool *redo, celer_error *e
     gpu_backend *g   = gpu_of(be);
     int          rec = g->rec;
     *redo            = false;
+    if (g->stats) g->walk_s[rec] += gpu_now_s() - g->t_step, g->steps[rec]++;
     g->rec           = GPU_REC_EAGER;
     if (rec == GPU_REC_EAGER) return CELER_OK;
     if (rec == GPU_REC_BROKEN) {
@@ -138,4 +140,16 @@ celer_status gpu_step_end(celer_backend *be, bool ok, bool *redo, celer_error *e
     if (!ok) return CELER_OK; /* the caller reports the op's error; the graph stays for later steps */
     GPU_TRY(g, err, gpuGraphLaunch(e->exec, g->stream), "replaying a step");
     return CELER_OK;
+}
+
+void gpu_stats_print(const gpu_backend *g)
+{
+    static const char *mode[4] = {"op by op", "recorded", "replayed", "broken"};
+    fprintf(stderr, "celer: %s steps:", CELER_GPU_NAME);
+    for (int m = 0; m < 4; m++)
+        if (g->steps[m])
+            fprintf(stderr, " %lld %s (host %.0f us each)", (long long)g->steps[m], mode[m],
+                    1e6 * g->walk_s[m] / (double)g->steps[m]);
+    fprintf(stderr, "; %lld device waits (%.0f us each)\n", (long long)g->waits,
+            g->waits ? 1e6 * g->wait_s / (double)g->waits : 0.0);
 }
