@@ -80,7 +80,10 @@ typedef struct {
     int32_t        n_expert; /* ids past it select nothing */
 } gpu_mv_sel;
 
-static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_mv_sel &s) { return gpu_sig_args(h, s.ids, s.per_x, s.n_expert); }
+static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_mv_sel &s)
+{
+    return gpu_sig_args(h, s.ids, s.per_x, s.n_expert);
+}
 
 /* w as the kernels see it and its format (enum gpu_fmt); CELER_ERR_UNSUPPORTED for a weight no
  * GPU kernel reads (gpu_matmul.cu). */

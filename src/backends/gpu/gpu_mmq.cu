@@ -1,5 +1,5 @@
 /* Prefill products on the integer matrix units: the activations quantized once to the X32
- * format (gpu_xq.cuh), as for decode, and each 32-value block of a weight row dotted with each
+ * format (gpu_matvec.h), as for decode, and each 32-value block of a weight row dotted with each
  * token's block by mma.m16n8k32 on signed bytes — once with the activations' hi codes, once
  * with their lo codes — then scaled in f32 by the row's and the token's block scales. Decode
  * (gpu_matvec.cu) and prefill thus compute the same sums: a token's logits do not depend on
@@ -10,7 +10,8 @@
  * of 32 values: the weights' codes unpacked to signed bytes with their scales, the tokens' hi and
  * lo codes with theirs. The next iteration's global loads are issued into registers before the
  * current tiles are multiplied, so their latency hides behind the matrix work (without that, a
- * block waited on memory at every iteration: ~60 TOPS at pp512 on the H200). Rows are padded by
+ * block waited on memory at every iteration; ncu put the whole kernel at ~60 TOPS at pp512 on the
+ * H200). Rows are padded by
  * 4 bytes so that the fragment loads of a warp fall in distinct banks. A grid of fewer blocks
  * than fill the device twice (a batch of decodes: 4096 rows are 64 blocks) is split over the
  * columns (blockIdx.z), each part's sums written apart and added in part order by a second
@@ -22,7 +23,10 @@
  * row g + 8. */
 #include "backends/gpu/gpu_mmq.h"
 
-enum { MMQ_ROWS = 64, MMQ_BQ = 4, MMQ_LD = MMQ_BQ * 32 + 4, MMQ_THREADS = 128, MMQ_WUNITS = 2, MMQ_MIN_PART = 16, MMQ_MAX_PARTS = 8 };
+enum {
+    MMQ_ROWS = 64, MMQ_BQ = 4, MMQ_LD = MMQ_BQ * 32 + 4, MMQ_THREADS = 128, MMQ_WUNITS = 2,
+    MMQ_MIN_PART = 16, MMQ_MAX_PARTS = 8 /* column parts: at least 16 blocks deep, at most 8 */
+};
 
 bool gpu_mmq_has(const gpu_backend *g, int fmt)
 {
@@ -83,7 +87,7 @@ static __device__ __forceinline__ void put16(int8_t *dst, uint4 v)
 }
 
 /* The registers into the shared tiles: weight codes unpacked to signed bytes. */
-template <int F, int NT, int XU>
+template <int F, int XU>
 static __device__ __forceinline__ void mmq_put(const mmq_regs<XU> &st, int8_t (*wq)[MMQ_LD], int8_t (*xh)[MMQ_LD],
                                                int8_t (*xl)[MMQ_LD], float (*wd)[MMQ_BQ], float (*xd)[MMQ_BQ], int tid)
 {
@@ -94,7 +98,8 @@ static __device__ __forceinline__ void mmq_put(const mmq_regs<XU> &st, int8_t (*
         if (F == GPU_Q4_0) {
             const uint32_t cw[4] = {st.wc[j][0].x, st.wc[j][0].y, st.wc[j][0].z, st.wc[j][0].w};
 #pragma unroll
-            for (int k = 0; k < 4; k++) dst[k] = minus8(cw[k] & 0x0f0f0f0fu), dst[4 + k] = minus8((cw[k] >> 4) & 0x0f0f0f0fu);
+            for (int k = 0; k < 4; k++)
+                dst[k] = minus8(cw[k] & 0x0f0f0f0fu), dst[4 + k] = minus8((cw[k] >> 4) & 0x0f0f0f0fu);
         } else { /* Q8_0 */
             put16(&wq[rr][32 * qb], st.wc[j][0]), put16(&wq[rr][32 * qb + 16], st.wc[j][1]);
         }
@@ -111,9 +116,11 @@ static __device__ __forceinline__ void mmq_put(const mmq_regs<XU> &st, int8_t (*
 
 /* Columns blocks kz0 .. kz1 of part blockIdx.z (kper blocks a part), into y + blockIdx.z · T · rows. */
 template <int F, int NT>
-__global__ void __launch_bounds__(MMQ_THREADS) k_mmq(gpu_wdesc w, gpu_xq x, int64_t T, int64_t kper, float *__restrict__ y)
+__global__ void __launch_bounds__(MMQ_THREADS)
+    k_mmq(gpu_wdesc w, gpu_xq x, int64_t T, int64_t kper, float *__restrict__ y)
 {
-    constexpr int NI = NT / 16, XU = NT * MMQ_BQ / MMQ_THREADS; /* a warp's 8-token tiles; token blocks a thread stages */
+    constexpr int NI = NT / 16;                     /* a warp's 8-token tiles */
+    constexpr int XU = NT * MMQ_BQ / MMQ_THREADS; /* token blocks a thread stages */
     __shared__ __align__(16) int8_t wq[MMQ_ROWS][MMQ_LD];
     __shared__ __align__(16) int8_t xh[NT][MMQ_LD], xl[NT][MMQ_LD];
     __shared__ float                wd[MMQ_ROWS][MMQ_BQ], xd[NT][MMQ_BQ];
@@ -132,7 +139,7 @@ __global__ void __launch_bounds__(MMQ_THREADS) k_mmq(gpu_wdesc w, gpu_xq x, int6
     mmq_regs<XU> st;
     mmq_fetch<F, XU>(st, w, x, T, r0, t0, kz0, nq, tid);
     for (int64_t k0 = kz0; k0 < nq; k0 += MMQ_BQ) {
-        mmq_put<F, NT, XU>(st, wq, xh, xl, wd, xd, tid);
+        mmq_put<F, XU>(st, wq, xh, xl, wd, xd, tid);
         __syncthreads();
         if (k0 + MMQ_BQ < nq) mmq_fetch<F, XU>(st, w, x, T, r0, t0, k0 + MMQ_BQ, nq, tid);
 #pragma unroll
@@ -214,11 +221,13 @@ celer_status gpu_mmq_xq(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_x
     if (parts < 1) parts = 1;
     const int64_t kper = ((nq + parts - 1) / parts + MMQ_BQ - 1) / MMQ_BQ * MMQ_BQ; /* whole stages a part */
     parts              = (nq + kper - 1) / kper;
-    if (parts == 1) return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq", fn, dim3(br, (unsigned)bt), MMQ_THREADS, 0, *w, *xq, T, kper, y);
+    if (parts == 1)
+        return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq", fn, dim3(br, (unsigned)bt), MMQ_THREADS, 0, *w, *xq, T, kper, y);
     const int64_t n = T * w->rows;
     if (gpu_buf_reserve(g, &g->d_part, (size_t)(parts * n) * sizeof(float), err)) return err->code;
     float *part = (float *)g->d_part.p;
-    if (GPU_LAUNCH_KEEPING_XQ(g, err, "mmq", fn, dim3(br, (unsigned)bt, (unsigned)parts), MMQ_THREADS, 0, *w, *xq, T, kper, part))
+    if (GPU_LAUNCH_KEEPING_XQ(g, err, "mmq", fn, dim3(br, (unsigned)bt, (unsigned)parts), MMQ_THREADS, 0, *w, *xq, T,
+                              kper, part))
         return err->code;
     return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq_sum", k_mmq_sum, gpu_blocks(n, 256), 256, 0, part, (int)parts, n, y);
 }

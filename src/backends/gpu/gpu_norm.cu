@@ -16,7 +16,10 @@ extern "C" {
 
 enum { NORM_V = 4, NORM_MAX_THREADS = 1024, LOOP_THREADS = 256 };
 
-static __device__ __forceinline__ float4 add4(float4 a, float4 b) { return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w); }
+static __device__ __forceinline__ float4 add4(float4 a, float4 b)
+{
+    return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+}
 static __device__ __forceinline__ float4 scale4(float4 a, float s, float4 w)
 {
     return make_float4(a.x * s * w.x, a.y * s * w.y, a.z * s * w.z, a.w * s * w.w);
