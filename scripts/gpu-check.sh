@@ -9,8 +9,8 @@
 #            and synthetic GGUF models of every weight type (small shapes)
 #   big      synthetic Llama-3.1-8B and Qwen3-30B-A3B Q4_0 (celer synth): celer verify
 #   watchdog the 8B with a 1 us deadline: the first step past it fails the device (exit 3)
-#   bench    the same files: celer bench (pp512, tg128; on the 8B also 32 sequences of 128 + 128
-#            through the batcher), and llama.cpp's llama-bench (LLAMA_BENCH) and llama-batched-bench
+#   bench    the same files: celer bench (pp512, tg128, with CELER_GPU_STATS's step times; on the
+#            8B also 32 sequences of 128 + 128 through the batcher), and llama.cpp's llama-bench (LLAMA_BENCH) and llama-batched-bench
 #            (LLAMA_BATCHED_BENCH) on them in the same run when those name their binaries
 #   kernels  dev/kernels/gpu_matmul.c: each format's matmul time and weight bandwidth (its table is
 #            printed whole)
@@ -116,8 +116,9 @@ step_watchdog() {
 step_bench() {
     for shape in llama-3.1-8b qwen3-30b-a3b; do
         synth_big $shape
-        "$B/celer" bench -m "$f" --backend cuda -p 512 -n 128 -r 3 >"$OUT/logs/bench-$shape.txt" 2>&1
+        CELER_GPU_STATS=1 "$B/celer" bench -m "$f" --backend cuda -p 512 -n 128 -r 3 >"$OUT/logs/bench-$shape.txt" 2>&1
         result "celer bench $shape Q4_0" "$(grep -E 'pp512|tg128' "$OUT/logs/bench-$shape.txt" | awk '{print $(NF-3), $(NF-2)}' | tr '\n' ' ')"
+        result "  its steps (CELER_GPU_STATS)" "$(grep -m1 -o 'steps:.*' "$OUT/logs/bench-$shape.txt" | cut -c1-100)"
         if [ "$shape" = llama-3.1-8b ]; then # 32 sequences of 128 + 128 tokens through the batcher
             "$B/celer" bench -m "$f" --backend cuda -p 128 -n 128 -P 32 -r 3 >"$OUT/logs/bench-batched-$shape.txt" 2>&1
             result "celer bench $shape Q4_0 x32" "$(grep -E 'pp128|tg128' "$OUT/logs/bench-batched-$shape.txt" | awk '{print $(NF-3), $(NF-2)}' | tr '\n' ' ')"
