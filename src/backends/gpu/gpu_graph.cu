@@ -19,7 +19,7 @@ struct gpu_graph {
     gpuGraphExec_t exec;  /* NULL until recorded */
     uint64_t       used;  /* g->clock when last begun */
     uint64_t       sig;   /* the recorded launches' signature (gpu_sign) */
-    int            misses; /* replays refused for another signature */
+    int            misses; /* replays refused for another signature since the last one replayed */
 };
 
 static void drop_exec(struct gpu_graph *e)
@@ -133,10 +133,11 @@ celer_status gpu_step_end(celer_backend *be, bool ok, bool *redo, celer_error *e
     } else if (g->sig != e->sig) { /* the step's launches are not the recorded ones: run it op by op */
         drop_exec(e);
         e->seen  = 0;
-        e->never = ++e->misses >= 2; /* a key whose work keeps changing is not worth recording */
+        e->never = ++e->misses >= 2; /* work that changes at every step is not worth recording */
         *redo    = ok;
         return CELER_OK;
-    }
+    } else
+        e->misses = 0; /* work that changes now and then (a longer context) is recorded again */
     if (!ok) return CELER_OK; /* the caller reports the op's error; the graph stays for later steps */
     GPU_TRY(g, err, gpuGraphLaunch(e->exec, g->stream), "replaying a step");
     return CELER_OK;
