@@ -63,19 +63,21 @@ celer_status gpu_sync(gpu_backend *g, celer_error *err)
     enum { SPIN_CHECK = 64 };
     static const double SPIN_S = 0.05;
     if (gpu_alive(g, err)) return err->code;
-    double t0 = gpu_now_s(), t = t0;
+    const double t0    = gpu_now_s();
+    bool         naps = false; /* past SPIN_S: a nap between polls */
     for (int spin = 1;; spin++) {
         gpuError_t e = gpuStreamQuery(g->stream);
         if (e == gpuSuccess) break;
         if (e != gpuErrorNotReady) return gpu_fail(g, err, e, "a kernel");
-        if (spin % SPIN_CHECK) continue;
-        t = gpu_now_s();
+        if (!naps && spin % SPIN_CHECK) continue;
+        const double t = gpu_now_s();
         if (t - t0 > g->timeout_s) {
             g->failed = true;
             snprintf(g->failure, sizeof g->failure, "a step did not finish within %g s (watchdog)", g->timeout_s);
             return celer_fail(err, CELER_ERR_DEVICE, "%s: %s; the device is marked failed", CELER_GPU_NAME, g->failure);
         }
-        if (t - t0 > SPIN_S) {
+        naps = t - t0 > SPIN_S;
+        if (naps) {
             struct timespec ts = {0, 20000};
             nanosleep(&ts, NULL);
         }
