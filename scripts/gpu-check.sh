@@ -10,8 +10,12 @@
 #   big      synthetic Llama-3.1-8B and Qwen3-30B-A3B Q4_0 (celer synth): celer verify
 #   watchdog the 8B with a 1 us deadline: the first step past it fails the device (exit 3)
 #   bench    the same files: celer bench (pp512, tg128, with CELER_GPU_STATS's step times; on the
-#            8B also 32 sequences of 128 + 128 through the batcher), and llama.cpp's llama-bench (LLAMA_BENCH) and llama-batched-bench
-#            (LLAMA_BATCHED_BENCH) on them in the same run when those name their binaries
+#            8B also 32 sequences of 128 + 128 through the batcher), and llama.cpp's llama-bench
+#            (LLAMA_BENCH) and llama-batched-bench (LLAMA_BATCHED_BENCH) on them in the same run
+#            when those name their binaries
+#   acceptance  issue 10's table: the 8B in Q4_0, Q4_K_M, Q8_0 and MLX affine4 g64, the 30B-A3B
+#            and Qwen3-0.6B in Q4_0 (celer bench, llama-bench beside it with LLAMA_BENCH), the 8B's
+#            batch of 32 (llama-batched-bench with LLAMA_BATCHED_BENCH); ~8 minutes with the files
 #   kernels  dev/kernels/gpu_matmul.c: each format's matmul time and weight bandwidth (its table is
 #            printed whole)
 # Logs go to $OUT/logs.tar.gz ($OUT defaults to ./gpu-out); the last lines printed are a short
@@ -113,25 +117,55 @@ step_watchdog() {
     result "watchdog (deadline 1 us, 8B)" "rc=$wrc $(grep -m1 -o 'did not finish.*' "$OUT/logs/watchdog.txt" | cut -c1-60)"
 }
 
+# celer bench pp512 / tg128 of one model (CELER_GPU_STATS's line recorded too), and llama-bench
+# beside it when LLAMA_BENCH names it and the model is a GGUF file.
+bench_model() {
+    local name=$1 model=$2 log
+    log="$OUT/logs/bench-$(echo "$name" | tr -c 'A-Za-z0-9._\n-' '_').txt"
+    CELER_GPU_STATS=1 "$B/celer" bench -m "$model" --backend cuda -p 512 -n 128 -r 3 >"$log" 2>&1
+    result "celer bench $name" "$(grep -E 'pp512|tg128' "$log" | awk '{print $(NF-3), $(NF-2)}' | tr '\n' ' ')"
+    result "  its steps (CELER_GPU_STATS)" "$(grep -m1 -o 'steps:.*' "$log" | cut -c1-100)"
+    if [ -n "${LLAMA_BENCH:-}" ] && [ -f "$model" ]; then
+        "$LLAMA_BENCH" -m "$model" -p 512 -n 128 -r 3 -ngl 99 -fa 1 >"${log%.txt}-llama.txt" 2>&1
+        result "llama-bench $name" "$(grep -E 'pp512|tg128' "${log%.txt}-llama.txt" | awk -F'|' '{print $(NF-2), $(NF-1)}' | tr -s ' ' | tr '\n' ' ')"
+    fi
+}
+
+# 32 sequences of 128 + 128 tokens through the batcher, and llama-batched-bench beside it.
+bench_batched() {
+    local name=$1 model=$2 log
+    log="$OUT/logs/bench-batched-$(echo "$name" | tr -c 'A-Za-z0-9._\n-' '_').txt"
+    "$B/celer" bench -m "$model" --backend cuda -p 128 -n 128 -P 32 -r 3 >"$log" 2>&1
+    result "celer bench $name x32" "$(grep -E 'pp128|tg128' "$log" | awk '{print $(NF-3), $(NF-2)}' | tr '\n' ' ')"
+    if [ -n "${LLAMA_BATCHED_BENCH:-}" ]; then
+        "$LLAMA_BATCHED_BENCH" -m "$model" -ngl 99 -fa 1 -c 16384 -npp 128 -ntg 128 -npl 32 >"${log%.txt}-llama.txt" 2>&1
+        result "llama-batched-bench $name x32" "$(grep -E '^\|\s+128' "${log%.txt}-llama.txt" | tail -1 | tr -s ' ')"
+    fi
+}
+
 step_bench() {
     for shape in llama-3.1-8b qwen3-30b-a3b; do
         synth_big $shape
-        CELER_GPU_STATS=1 "$B/celer" bench -m "$f" --backend cuda -p 512 -n 128 -r 3 >"$OUT/logs/bench-$shape.txt" 2>&1
-        result "celer bench $shape Q4_0" "$(grep -E 'pp512|tg128' "$OUT/logs/bench-$shape.txt" | awk '{print $(NF-3), $(NF-2)}' | tr '\n' ' ')"
-        result "  its steps (CELER_GPU_STATS)" "$(grep -m1 -o 'steps:.*' "$OUT/logs/bench-$shape.txt" | cut -c1-100)"
-        if [ "$shape" = llama-3.1-8b ]; then # 32 sequences of 128 + 128 tokens through the batcher
-            "$B/celer" bench -m "$f" --backend cuda -p 128 -n 128 -P 32 -r 3 >"$OUT/logs/bench-batched-$shape.txt" 2>&1
-            result "celer bench $shape Q4_0 x32" "$(grep -E 'pp128|tg128' "$OUT/logs/bench-batched-$shape.txt" | awk '{print $(NF-3), $(NF-2)}' | tr '\n' ' ')"
-            if [ -n "${LLAMA_BATCHED_BENCH:-}" ]; then
-                "$LLAMA_BATCHED_BENCH" -m "$f" -ngl 99 -fa 1 -c 16384 -npp 128 -ntg 128 -npl 32 >"$OUT/logs/llama-batched-$shape.txt" 2>&1
-                result "llama-batched-bench $shape Q4_0 x32" "$(grep -E '^\|\s+128' "$OUT/logs/llama-batched-$shape.txt" | tail -1 | tr -s ' ')"
-            fi
-        fi
-        if [ -n "${LLAMA_BENCH:-}" ]; then
-            "$LLAMA_BENCH" -m "$f" -p 512 -n 128 -r 3 -ngl 99 -fa 1 >"$OUT/logs/llama-bench-$shape.txt" 2>&1
-            result "llama-bench $shape Q4_0" "$(grep -E 'pp512|tg128' "$OUT/logs/llama-bench-$shape.txt" | awk -F'|' '{print $(NF-2), $(NF-1)}' | tr -s ' ' | tr '\n' ' ')"
-        fi
+        bench_model "$shape Q4_0" "$f"
+        [ "$shape" = llama-3.1-8b ] && bench_batched "$shape Q4_0" "$f"
     done
+}
+
+# Issue 10's table: the 8B in Q4_0, Q4_K_M, Q8_0 and MLX affine 4-bit g64 (celer quantize of the
+# Q8_0 file), the 30B-A3B and Qwen3-0.6B in Q4_0, and the 8B's batch of 32.
+step_acceptance() {
+    local r shape type
+    for r in "llama-3.1-8b Q4_0" "llama-3.1-8b Q4_K_M" "llama-3.1-8b Q8_0" "qwen3-30b-a3b Q4_0" "qwen3-0.6b Q4_0"; do
+        read -r shape type <<<"$r"
+        f=$SYNTH/$shape-$type.gguf
+        [ -f "$f" ] || "$B/celer" synth --shape "$shape" --type "$type" -o "$f" >"$OUT/logs/synth-$shape-$type.log" 2>&1
+        bench_model "$shape $type" "$f"
+    done
+    local m=$SYNTH/llama-3.1-8b-mlx-affine4-g64
+    [ -d "$m" ] || "$B/celer" quantize "$SYNTH/llama-3.1-8b-Q8_0.gguf" "$m" --bits 4 --group-size 64 \
+        >"$OUT/logs/quantize-mlx.log" 2>&1
+    bench_model "llama-3.1-8b MLX affine4 g64" "$m"
+    bench_batched "llama-3.1-8b Q4_0" "$SYNTH/llama-3.1-8b-Q4_0.gguf"
 }
 
 step_kernels() {
