@@ -203,10 +203,11 @@ celer_status gpu_matmul(celer_backend *be, const celer_weight *w, const float *x
                         celer_error *err);
 celer_status gpu_get_rows(celer_backend *be, const celer_weight *w, const int32_t *ids, int64_t n, float *y,
                           celer_error *err);
-/* gpu_ops.cu */
-celer_status gpu_argmax(celer_backend *be, const float *x, int64_t rows, int64_t n, int32_t *ids, celer_error *err);
+/* gpu_norm.cu */
 celer_status gpu_rmsnorm(celer_backend *be, const float *x, const celer_weight *w, int64_t rows, int64_t d, float eps,
                          float *y, celer_error *err);
+/* gpu_ops.cu */
+celer_status gpu_argmax(celer_backend *be, const float *x, int64_t rows, int64_t n, int32_t *ids, celer_error *err);
 celer_status gpu_add_bias(celer_backend *be, float *y, const celer_weight *b, int64_t T, celer_error *err);
 celer_status gpu_add(celer_backend *be, float *x, const float *y, int64_t n, celer_error *err);
 celer_status gpu_scale(celer_backend *be, float *x, int64_t n, float s, celer_error *err);

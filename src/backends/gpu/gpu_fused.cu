@@ -1,5 +1,6 @@
 /* The GPU's fused kernels, reached through the port tables (backends/ports.h): each does in one
- * pass what its fallback does in two ops, with the same arithmetic. */
+ * pass what its fallback does in two ops, with the same arithmetic (add_rmsnorm is with the
+ * other norms in gpu_norm.cu, the matmuls port in gpu_matmul.cu). */
 #include "backends/gpu/gpu_backend.h"
 #include "backends/gpu/gpu_rope.cuh"
 
