@@ -169,6 +169,16 @@ typedef struct {
                             const float *w, int64_t n_used, celer_act act, float *out, celer_error *err);
 } celer_backend_ops;
 
+/* The argmax op's answer for one row in host memory, the scan it describes: the CPU backend's
+ * op and the sampler's greedy draw are this function. */
+static inline int64_t celer_argmax_row(const float *x, int64_t n)
+{
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
 /* Every backend instance starts with its ops table. */
 struct celer_backend {
     const celer_backend_ops *ops;

@@ -202,8 +202,6 @@ celer_status celer_engine_copy_bandwidth(celer_engine *e, size_t bytes, int reps
     return st;
 }
 
-/* Runs ids at positions [start, start + n) of the sequence and leaves the last token's logits
- * in e->logits. */
 /* Runs n tokens from position start; then *next (when given) is the argmax of the last one's
  * logits, taken on the backend, else the logits are copied to e->logits. */
 static celer_status run_tokens(celer_engine *e, const int32_t *ids, int32_t start, int32_t n, int32_t *next,

@@ -1,5 +1,6 @@
 #include "runtime/sampler.h"
 
+#include "backends/backend.h"
 #include "core/error.h"
 
 #include <math.h>
@@ -80,14 +81,6 @@ static void apply_penalties(celer_sampler *s, float *logits, const int32_t *hist
     }
 }
 
-static int32_t argmax(const float *x, int32_t n)
-{
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
 /* descending by probability, ascending id on ties */
 static int cmp_desc(const void *a, const void *b)
 {
@@ -131,9 +124,9 @@ int32_t celer_sampler_sample(celer_sampler *s, float *logits, const int32_t *his
     apply_penalties(s, logits, history, n_history);
     const celer_sampling *p = &s->p;
     int32_t               n = s->n_vocab;
-    if (p->temperature <= 0) return argmax(logits, n);
+    if (p->temperature <= 0) return (int32_t)celer_argmax_row(logits, n);
     /* softmax at temperature */
-    float mx = logits[argmax(logits, n)];
+    float mx = logits[celer_argmax_row(logits, n)];
     double sum = 0;
     for (int32_t i = 0; i < n; i++) {
         float e    = expf((logits[i] - mx) / p->temperature);
@@ -142,7 +135,7 @@ int32_t celer_sampler_sample(celer_sampler *s, float *logits, const int32_t *his
     }
     for (int32_t i = 0; i < n; i++) logits[i] = (float)(logits[i] / sum);
     /* the candidates in id order, then bucketed (stable) into s->cand */
-    const float pmax = logits[argmax(logits, n)];
+    const float pmax = logits[celer_argmax_row(logits, n)];
     const float floor_p = p->min_p > 0 ? p->min_p * pmax : 0;
     int32_t     m = 0, count[N_BUCKETS] = {0};
     for (int32_t i = 0; i < n; i++)

@@ -209,13 +209,7 @@ static celer_status cpu_argmax(celer_backend *be, const float *x, int64_t rows, 
                                celer_error *err)
 {
     (void)be, (void)err;
-    for (int64_t r = 0; r < rows; r++) {
-        const float *row  = x + r * n;
-        int64_t      best = 0;
-        for (int64_t i = 1; i < n; i++)
-            if (row[i] > row[best]) best = i;
-        ids[r] = (int32_t)best;
-    }
+    for (int64_t r = 0; r < rows; r++) ids[r] = (int32_t)celer_argmax_row(x + r * n, n);
     return CELER_OK;
 }
 
