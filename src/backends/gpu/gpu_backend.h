@@ -149,6 +149,8 @@ template <typename A, typename... R> static inline uint64_t gpu_sig_args(uint64_
 {
     return gpu_sig_args(gpu_sig_arg(h, a), r...);
 }
+/* Whether launches are signed: while a step is recorded or replayed (op by op, nothing compares). */
+static inline bool gpu_signing(const gpu_backend *g) { return g->rec == GPU_REC_CAPTURE || g->rec == GPU_REC_REPLAY; }
 static inline void gpu_sign(gpu_backend *g, const void *what, dim3 grid, dim3 block, size_t smem, uint64_t args)
 {
     uint64_t h = gpu_sig_mix(g->sig, (uint64_t)(uintptr_t)what);
@@ -162,7 +164,9 @@ static inline void gpu_sign(gpu_backend *g, const void *what, dim3 grid, dim3 bl
  * forgets whose values the quantized activations hold (the kernel may write them);
  * GPU_LAUNCH_KEEPING_XQ is for the products, which write only their outputs. */
 #define GPU_LAUNCH_KEEPING_XQ(g, err, name, kernel, grid, block, smem, ...)                                         \
-    (gpu_sign((g), (const void *)(kernel), dim3(grid), dim3(block), (size_t)(smem), gpu_sig_args(0, __VA_ARGS__)),  \
+    (gpu_signing(g) ? gpu_sign((g), (const void *)(kernel), dim3(grid), dim3(block), (size_t)(smem),               \
+                               gpu_sig_args(0, __VA_ARGS__))                                                        \
+                    : (void)0,                                                                                      \
      gpu_skip(g) ? CELER_OK : (kernel<<<(grid), (block), (smem), (g)->stream>>>(__VA_ARGS__), gpu_launched((g), (err), (name))))
 #define GPU_LAUNCH(g, err, name, kernel, grid, block, smem, ...)                                                    \
     ((g)->xq_src = NULL, GPU_LAUNCH_KEEPING_XQ(g, err, name, kernel, grid, block, smem, __VA_ARGS__))
