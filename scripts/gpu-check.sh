@@ -3,7 +3,7 @@
 # its numbers were taken). Steps, any of them in order (default: build test verify):
 #   build    configure and build the CUDA backend (build-cuda/), sm_90 unless CELER_CUDA_ARCHS says
 #   test     tests/test_ports, tests/test_batcher (its engines on the GPU: continuous batches of
-#            mixed prefill and decode), tests/gpu/test_gpu_ops, then test_gpu_ops again under
+#            mixed prefill and decode), tests/gpu/test_gpu_ops and test_gpu_moe, each again under
 #            compute-sanitizer --tool memcheck
 #   verify   celer verify --backend cuda --against cpu: the tiny MLX models of tests/data/mlx_dirs
 #            and synthetic GGUF models of every weight type (small shapes)
@@ -43,7 +43,7 @@ step_build() {
     local t0=$SECONDS
     cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCELER_CUDA=ON \
         -DCELER_CUDA_ARCHS="${CELER_CUDA_ARCHS:-90}" "${DEPS[@]}" >"$OUT/logs/configure.log" 2>&1 &&
-        cmake --build "$B" -j"$(nproc)" --target celer test_gpu_ops test_ports test_batcher >"$OUT/logs/build.log" 2>&1
+        cmake --build "$B" -j"$(nproc)" --target celer test_gpu_ops test_gpu_moe test_ports test_batcher >"$OUT/logs/build.log" 2>&1
     local rc=$?
     result "build (celer and the GPU tests)" "$([ $rc = 0 ] && echo ok || echo FAILED) in $((SECONDS - t0)) s"
     [ $rc = 0 ] || { tail -30 "$OUT/logs/build.log"; return 1; }
@@ -56,16 +56,19 @@ step_test() {
         "$B/$t" >"$OUT/logs/$t.log" 2>&1
         result "$t" "$([ $? = 0 ] && echo passed || echo FAILED)"
     done
-    "$B/test_gpu_ops" >"$OUT/logs/test_gpu_ops.log" 2>&1
-    result "test_gpu_ops" "$([ $? = 0 ] && echo passed || echo FAILED) ($(grep -c '' "$OUT/logs/test_gpu_ops.log") lines)"
-    tail -5 "$OUT/logs/test_gpu_ops.log"
-    if command -v compute-sanitizer >/dev/null; then
-        compute-sanitizer --tool memcheck --error-exitcode 9 "$B/test_gpu_ops" >"$OUT/logs/memcheck.log" 2>&1
-        local rc=$?
-        result "memcheck test_gpu_ops" "$([ $rc = 0 ] && echo clean || echo "FAILED rc=$rc") ($(grep -m1 'ERROR SUMMARY' "$OUT/logs/memcheck.log"))"
-    else
-        result "memcheck test_gpu_ops" "compute-sanitizer not found"
-    fi
+    local t rc
+    for t in test_gpu_ops test_gpu_moe; do
+        "$B/$t" >"$OUT/logs/$t.log" 2>&1
+        result "$t" "$([ $? = 0 ] && echo passed || echo FAILED) ($(grep -c '' "$OUT/logs/$t.log") lines)"
+        tail -5 "$OUT/logs/$t.log"
+        if command -v compute-sanitizer >/dev/null; then
+            compute-sanitizer --tool memcheck --error-exitcode 9 "$B/$t" >"$OUT/logs/memcheck-$t.log" 2>&1
+            rc=$?
+            result "memcheck $t" "$([ $rc = 0 ] && echo clean || echo "FAILED rc=$rc") ($(grep -m1 'ERROR SUMMARY' "$OUT/logs/memcheck-$t.log"))"
+        else
+            result "memcheck $t" "compute-sanitizer not found"
+        fi
+    done
 }
 
 # One verify run: its total line into the table, the whole report into $OUT/logs/.

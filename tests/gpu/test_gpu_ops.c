@@ -10,87 +10,23 @@
  *     quantized (by the CPU's reference quantizer), and 1e-3 against the f32 activations;
  *     longer steps of Q4_0 and Q8_0 on a device with integer matrix units (prefill, gpu_mmq.cu)
  *     likewise, elsewhere the f32 kernel's bound against the exact product;
- *   - matmul and moe_ffn vs the CPU backend: 1e-5 for float weights, 2e-2 for quantized ones
- *     (the CPU quantizes activations to 8 bits for its integer dot products);
+ *   - matmul vs the CPU backend: 1e-5 for float weights, 2e-2 for quantized ones (the CPU
+ *     quantizes activations to 8 bits for its integer dot products);
  *   - embedding rows: equal to the CPU's reference dequantizer bit for bit;
  *   - norms, activations, RoPE, attention over the paged cache (a mixed batch of three
- *     sequences: prefill, decode and a chunk; grouped-query heads; a sliding window), routing:
- *     1e-5, and the routers' choices equal;
+ *     sequences: prefill, decode and a chunk; grouped-query heads; a sliding window): 1e-5;
  *   - argmax of rows: equal to the CPU's scan (ties, -inf, NaNs);
  *   - the fused kernels of the port tables (add_rmsnorm, rope_kv_write, matmuls) against their fallbacks
  *     run on the CPU backend: 1e-5 (the cache contents compared directly).
- * Run on a machine with a GPU (scripts/gpu-check.sh); built only with CELER_CUDA or CELER_HIP. */
-#include "backends/backend.h"
+ * Mixture of experts: test_gpu_moe.c. Run on a machine with a GPU (scripts/gpu-check.sh); built
+ * only with CELER_CUDA or CELER_HIP. */
 #include "backends/cpu/dot.h"
 #include "backends/ports.h"
-#include "core/error.h"
 #include "quant/dequant.h"
 #include "quant/mlx_quantize.h"
 #include "runtime/kv_cache.h"
 
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
-#include "random_weights.h"
-
-/* Every check runs; each failure is counted and printed with its line. */
-static int failures;
-#define CHECK(c)                                                                                                    \
-    do {                                                                                                            \
-        if (!(c)) {                                                                                                 \
-            fprintf(stderr, "%s:%d: %s%s%s\n", __FILE__, __LINE__, #c, err.msg[0] ? " -- " : "", err.msg);     \
-            failures++;                                                                                             \
-        }                                                                                                           \
-    } while (0)
-
-static celer_backend *cpu, *gpu;
-static celer_error    err;
-
-/* ---- helpers -------------------------------------------------------------------------- */
-
-static float *dev_copy(const void *h, size_t bytes)
-{
-    void *d = NULL;
-    CHECK(gpu->ops->alloc(gpu, bytes, &d, &err) == CELER_OK);
-    CHECK(gpu->ops->write(gpu, d, h, bytes, &err) == CELER_OK);
-    return d;
-}
-
-static float *dev_zeros(size_t n)
-{
-    void *d = NULL;
-    CHECK(gpu->ops->alloc(gpu, n * sizeof(float), &d, &err) == CELER_OK);
-    return d;
-}
-
-static void to_host(const void *d, void *h, size_t bytes) { CHECK(gpu->ops->read(gpu, d, h, bytes, &err) == CELER_OK); }
-
-static double rel_l2(const float *a, const double *ref, int64_t n)
-{
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (!isfinite(a[i])) return INFINITY;
-        num += (a[i] - ref[i]) * (a[i] - ref[i]), den += ref[i] * ref[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
-static double rel_l2f(const float *a, const float *b, int64_t n)
-{
-    double *r = malloc((size_t)n * sizeof *r);
-    for (int64_t i = 0; i < n; i++) r[i] = b[i];
-    double e = rel_l2(a, r, n);
-    free(r);
-    return e;
-}
-
-static void random_fill(float *x, int64_t n, float s)
-{
-    for (int64_t i = 0; i < n; i++) x[i] = uni() * s;
-}
+#include "gpu/gpu_test.h"
 
 /* ---- matmul ----------------------------------------------------------------------------- */
 
@@ -676,145 +612,14 @@ static void test_fused(void)
     }
 }
 
-/* ---- mixture of experts --------------------------------------------------------------------- */
-
-/* moe_ffn over experts that are views of one stacked tensor per projection (as models load
- * them): decode-sized steps take the device path (the choices never leave the GPU), larger
- * ones the grouped path; both against the CPU's moe_ffn on the same bytes. */
-static void test_moe_stacked(celer_ggml_type t, int64_t T)
-{
-    enum { E = 16, K = 4, D = 256, FF = 512 };
-    const celer_ggml_type_info *ti = celer_ggml_type_get(t);
-    size_t                      rb_in = (size_t)(D / ti->block_elems) * ti->block_bytes;
-    size_t                      rb_ff = (size_t)(FF / ti->block_elems) * ti->block_bytes;
-    void *raw[3] = {random_weights(t, E * FF, D, 0.1f), random_weights(t, E * FF, D, 0.1f),
-                    random_weights(t, E * D, FF, 0.1f)};
-    celer_weight st[3] = {{.type = t, .rows = E * FF, .cols = D, .data = raw[0]},
-                          {.type = t, .rows = E * FF, .cols = D, .data = raw[1]},
-                          {.type = t, .rows = E * D, .cols = FF, .data = raw[2]}};
-    celer_weight gc[E], uc[E], dc[E], gg[E], ug[E], dg[E];
-    for (int i = 0; i < 3; i++) CHECK(gpu->ops->weight_load(gpu, &st[i], &err) == CELER_OK);
-    for (int e = 0; e < E; e++) {
-        gc[e] = (celer_weight){.type = t, .rows = FF, .cols = D, .data = (char *)raw[0] + e * FF * rb_in};
-        uc[e] = (celer_weight){.type = t, .rows = FF, .cols = D, .data = (char *)raw[1] + e * FF * rb_in};
-        dc[e] = (celer_weight){.type = t, .rows = D, .cols = FF, .data = (char *)raw[2] + e * D * rb_ff};
-        CHECK(cpu->ops->weight_load(cpu, &gc[e], &err) == CELER_OK && cpu->ops->weight_load(cpu, &uc[e], &err) == CELER_OK &&
-              cpu->ops->weight_load(cpu, &dc[e], &err) == CELER_OK);
-        CHECK(gpu->ops->weight_view(gpu, &st[0], e * FF, FF, &gg[e], &err) == CELER_OK);
-        CHECK(gpu->ops->weight_view(gpu, &st[1], e * FF, FF, &ug[e], &err) == CELER_OK);
-        CHECK(gpu->ops->weight_view(gpu, &st[2], e * D, D, &dg[e], &err) == CELER_OK);
-    }
-    float   *logits = malloc((size_t)(T * E) * 4), *wc = malloc((size_t)(T * K) * 4);
-    int32_t *ic     = malloc((size_t)(T * K) * 4);
-    random_fill(logits, T * E, 3.0f);
-    CHECK(cpu->ops->moe_route(cpu, logits, T, E, K, true, ic, wc, &err) == CELER_OK);
-    celer_moe mc = {E, FF, gc, uc, dc}, mg = {E, FF, gg, ug, dg};
-    float    *x = malloc((size_t)(T * D) * 4), *oc = malloc((size_t)(T * D) * 4), *og = malloc((size_t)(T * D) * 4);
-    random_fill(x, T * D, 1.0f);
-    float   *dx = dev_copy(x, (size_t)(T * D) * 4), *dout = dev_zeros((size_t)(T * D)), *dw = dev_copy(wc, (size_t)(T * K) * 4);
-    int32_t *di = (int32_t *)dev_copy(ic, (size_t)(T * K) * 4);
-    CHECK(cpu->ops->moe_ffn(cpu, &mc, x, T, ic, wc, K, CELER_ACT_SILU, oc, &err) == CELER_OK);
-    CHECK(gpu->ops->moe_ffn(gpu, &mg, dx, T, di, dw, K, CELER_ACT_SILU, dout, &err) == CELER_OK);
-    to_host(dout, og, (size_t)(T * D) * 4);
-    double e = rel_l2f(og, oc, T * D);
-    if (!(e < 2e-2)) fprintf(stderr, "  moe_ffn stacked %s T=%lld: %.2e\n", ti->name, (long long)T, e);
-    CHECK(e < 2e-2);
-    gpu->ops->release(gpu, dx), gpu->ops->release(gpu, dout), gpu->ops->release(gpu, dw), gpu->ops->release(gpu, di);
-    free(logits), free(wc), free(ic), free(x), free(oc), free(og);
-    for (int i = 0; i < 3; i++) free(raw[i]);
-}
-
-/* MoE routing of E experts to K a token, against the CPU's: the same choices in the same order
- * (ties to the lower expert), the weights within f32 rounding (the softmax's sum is added in
- * another order). */
-static void test_moe_route(int64_t E, int64_t K)
-{
-    enum { T = 37 };
-    float   *logits = malloc((size_t)(T * E) * sizeof *logits), *wc = malloc((size_t)(T * K) * 4), *wg = malloc((size_t)(T * K) * 4);
-    int32_t *ic = malloc((size_t)(T * K) * 4), *ig = malloc((size_t)(T * K) * 4);
-    random_fill(logits, T * E, 3.0f);
-    logits[E + 3] = logits[E + E - 2] = 50.0f;       /* a tie at the top, lanes apart */
-    logits[2 * E + 5] = logits[2 * E + 37 % E] = 9.0f; /* a tie lower down */
-    for (int renorm = 0; renorm < 2; renorm++) {
-        float   *dl = dev_copy(logits, (size_t)(T * E) * 4), *dw = dev_zeros((size_t)(T * K));
-        int32_t *di = (int32_t *)dev_zeros((size_t)(T * K));
-        CHECK(cpu->ops->moe_route(cpu, logits, T, E, K, renorm, ic, wc, &err) == CELER_OK);
-        CHECK(gpu->ops->moe_route(gpu, dl, T, E, K, renorm, di, dw, &err) == CELER_OK);
-        to_host(di, ig, (size_t)(T * K) * 4), to_host(dw, wg, (size_t)(T * K) * 4);
-        bool same = !memcmp(ic, ig, (size_t)(T * K) * 4);
-        double e  = rel_l2f(wg, wc, T * K);
-        if (!same || !(e < 1e-6)) fprintf(stderr, "  moe_route E=%lld K=%lld renorm %d: ids %s, weights %.2e\n",
-                                         (long long)E, (long long)K, renorm, same ? "equal" : "DIFFER", e);
-        CHECK(same && e < 1e-6);
-        gpu->ops->release(gpu, dl), gpu->ops->release(gpu, dw), gpu->ops->release(gpu, di);
-    }
-    free(logits), free(wc), free(wg), free(ic), free(ig);
-}
-
-static void test_moe(celer_ggml_type t, int64_t T)
-{
-    enum { E = 16, K = 4, D = 256, FF = 512 };
-    float   *logits = malloc((size_t)(T * E) * sizeof *logits), *wc = malloc((size_t)(T * K) * 4), *wg = malloc((size_t)(T * K) * 4);
-    int32_t *ic = malloc((size_t)(T * K) * 4), *ig = malloc((size_t)(T * K) * 4);
-    random_fill(logits, T * E, 3.0f);
-    if (T > 2) logits[E + 3] = logits[E + 9] = 50.0f; /* a tie at the top */
-    float   *dl = dev_copy(logits, (size_t)(T * E) * 4), *dw = dev_zeros((size_t)(T * K));
-    int32_t *di = (int32_t *)dev_zeros((size_t)(T * K));
-    CHECK(cpu->ops->moe_route(cpu, logits, T, E, K, true, ic, wc, &err) == CELER_OK);
-    CHECK(gpu->ops->moe_route(gpu, dl, T, E, K, true, di, dw, &err) == CELER_OK);
-    to_host(di, ig, (size_t)(T * K) * 4), to_host(dw, wg, (size_t)(T * K) * 4);
-    CHECK(!memcmp(ic, ig, (size_t)(T * K) * 4));
-    CHECK(rel_l2f(wg, wc, T * K) < 1e-6);
-    /* the experts */
-    celer_weight gc[E], uc[E], dc[E], gg[E], ug[E], dg[E];
-    void        *raw[3 * E];
-    for (int e = 0; e < E; e++) {
-        raw[3 * e] = random_weights(t, FF, D, 0.1f), raw[3 * e + 1] = random_weights(t, FF, D, 0.1f);
-        raw[3 * e + 2] = random_weights(t, D, FF, 0.1f);
-        gc[e] = gg[e] = (celer_weight){.type = t, .rows = FF, .cols = D, .data = raw[3 * e]};
-        uc[e] = ug[e] = (celer_weight){.type = t, .rows = FF, .cols = D, .data = raw[3 * e + 1]};
-        dc[e] = dg[e] = (celer_weight){.type = t, .rows = D, .cols = FF, .data = raw[3 * e + 2]};
-        CHECK(cpu->ops->weight_load(cpu, &gc[e], &err) == CELER_OK && cpu->ops->weight_load(cpu, &uc[e], &err) == CELER_OK &&
-              cpu->ops->weight_load(cpu, &dc[e], &err) == CELER_OK);
-        CHECK(gpu->ops->weight_load(gpu, &gg[e], &err) == CELER_OK && gpu->ops->weight_load(gpu, &ug[e], &err) == CELER_OK &&
-              gpu->ops->weight_load(gpu, &dg[e], &err) == CELER_OK);
-    }
-    celer_moe mc = {E, FF, gc, uc, dc}, mg = {E, FF, gg, ug, dg};
-    float    *x = malloc((size_t)(T * D) * 4), *oc = malloc((size_t)(T * D) * 4), *og = malloc((size_t)(T * D) * 4);
-    random_fill(x, T * D, 1.0f);
-    float *dx = dev_copy(x, (size_t)(T * D) * 4), *dout = dev_zeros((size_t)(T * D));
-    CHECK(cpu->ops->moe_ffn(cpu, &mc, x, T, ic, wc, K, CELER_ACT_SILU, oc, &err) == CELER_OK);
-    CHECK(gpu->ops->moe_ffn(gpu, &mg, dx, T, di, dw, K, CELER_ACT_SILU, dout, &err) == CELER_OK);
-    to_host(dout, og, (size_t)(T * D) * 4);
-    double e = rel_l2f(og, oc, T * D), bound = t == CELER_GGML_F32 ? 1e-5 : 2e-2;
-    if (e >= bound) fprintf(stderr, "  moe_ffn %s T=%lld: %.2e\n", celer_ggml_type_get(t)->name, (long long)T, e);
-    CHECK(e < bound);
-    for (int i = 0; i < 3 * E; i++) free(raw[i]);
-    gpu->ops->release(gpu, dl), gpu->ops->release(gpu, dw), gpu->ops->release(gpu, di);
-    gpu->ops->release(gpu, dx), gpu->ops->release(gpu, dout);
-    free(logits), free(wc), free(wg), free(ic), free(ig), free(x), free(oc), free(og);
-}
-
 int main(void)
 {
-    const char *s    = getenv("CELER_TEST_SEED");
-    rng_state        = s && *s ? strtoull(s, NULL, 0) : (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull | 1;
-    printf("test_gpu_ops: seed %llu (CELER_TEST_SEED repeats it)\n", (unsigned long long)rng_state);
-    celer_backend_config cfg = {0};
-    CHECK(celer_backend_create(&cpu, "cpu", &cfg, &err) == CELER_OK);
-    celer_status st = celer_backend_create(&gpu, getenv("CELER_TEST_BACKEND") ? getenv("CELER_TEST_BACKEND") : "cuda", &cfg, &err);
-    if (st) {
-        fprintf(stderr, "test_gpu_ops: no GPU backend: %s\n", err.msg);
-        return 1; /* on a GPU machine a missing device is a failure, not a skip */
-    }
+    if (gpu_test_open("test_gpu_ops")) return 1;
     test_get_rows();
     test_matmul_gguf();
     test_matmul_mlx();
     test_elementwise();
     test_norms();
-    test_moe_route(128, 8);
-    test_moe_route(60, 6);
-    test_moe_route(16, 4);
     test_rope();
     test_attention();
     test_fused();
@@ -822,16 +627,5 @@ int main(void)
     test_argmax();
     test_graph_reuse();
     test_xq_held();
-    test_moe(CELER_GGML_F32, 1);
-    test_moe(CELER_GGML_F32, 37);
-    test_moe(CELER_GGML_Q4_0, 1);
-    test_moe(CELER_GGML_Q4_K, 300);
-    test_moe_stacked(CELER_GGML_Q4_0, 1);
-    test_moe_stacked(CELER_GGML_Q4_K, 5);
-    test_moe_stacked(CELER_GGML_Q6_K, 37);
-    test_moe_stacked(CELER_GGML_Q4_0, 300);
-    celer_backend_destroy(gpu);
-    celer_backend_destroy(cpu);
-    printf("test_gpu_ops: %s (%d failed checks)\n", failures ? "FAILED" : "passed", failures);
-    return failures ? 1 : 0;
+    return gpu_test_close("test_gpu_ops");
 }

@@ -1,0 +1,98 @@
+/* What the GPU tests share (each tests/gpu/test_*.c is its own program): CHECK, which counts a
+ * failure with its line and goes on; the CPU and GPU backends they compare; device buffers and
+ * the error measures. Bounds are in each test file's header. */
+#ifndef CELER_TESTS_GPU_TEST_H
+#define CELER_TESTS_GPU_TEST_H
+
+#include "backends/backend.h"
+#include "core/error.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "random_weights.h"
+
+/* Every check runs; each failure is counted and printed with its line. */
+static int failures;
+#define CHECK(c)                                                                                                    \
+    do {                                                                                                            \
+        if (!(c)) {                                                                                                 \
+            fprintf(stderr, "%s:%d: %s%s%s\n", __FILE__, __LINE__, #c, err.msg[0] ? " -- " : "", err.msg);     \
+            failures++;                                                                                             \
+        }                                                                                                           \
+    } while (0)
+
+static celer_backend *cpu, *gpu;
+static celer_error    err;
+
+/* ---- helpers -------------------------------------------------------------------------- */
+
+static inline float *dev_copy(const void *h, size_t bytes)
+{
+    void *d = NULL;
+    CHECK(gpu->ops->alloc(gpu, bytes, &d, &err) == CELER_OK);
+    CHECK(gpu->ops->write(gpu, d, h, bytes, &err) == CELER_OK);
+    return d;
+}
+
+static inline float *dev_zeros(size_t n)
+{
+    void *d = NULL;
+    CHECK(gpu->ops->alloc(gpu, n * sizeof(float), &d, &err) == CELER_OK);
+    return d;
+}
+
+static inline void to_host(const void *d, void *h, size_t bytes) { CHECK(gpu->ops->read(gpu, d, h, bytes, &err) == CELER_OK); }
+
+static inline double rel_l2(const float *a, const double *ref, int64_t n)
+{
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(a[i])) return INFINITY;
+        num += (a[i] - ref[i]) * (a[i] - ref[i]), den += ref[i] * ref[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static inline double rel_l2f(const float *a, const float *b, int64_t n)
+{
+    double *r = malloc((size_t)n * sizeof *r);
+    for (int64_t i = 0; i < n; i++) r[i] = b[i];
+    double e = rel_l2(a, r, n);
+    free(r);
+    return e;
+}
+
+static inline void random_fill(float *x, int64_t n, float s)
+{
+    for (int64_t i = 0; i < n; i++) x[i] = uni() * s;
+}
+
+/* Seeds the generator (CELER_TEST_SEED repeats a run) and opens both backends; nonzero when no
+ * GPU answers (on a GPU machine a missing device is a failure, not a skip). */
+static inline int gpu_test_open(const char *name)
+{
+    const char *s = getenv("CELER_TEST_SEED");
+    rng_state     = s && *s ? strtoull(s, NULL, 0) : (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull | 1;
+    printf("%s: seed %llu (CELER_TEST_SEED repeats it)\n", name, (unsigned long long)rng_state);
+    celer_backend_config cfg = {0};
+    CHECK(celer_backend_create(&cpu, "cpu", &cfg, &err) == CELER_OK);
+    const char  *kind = getenv("CELER_TEST_BACKEND");
+    celer_status st   = celer_backend_create(&gpu, kind ? kind : "cuda", &cfg, &err);
+    if (st) fprintf(stderr, "%s: no GPU backend: %s\n", name, err.msg);
+    return st != CELER_OK;
+}
+
+/* Closes both backends and reports; the program's exit code. */
+static inline int gpu_test_close(const char *name)
+{
+    celer_backend_destroy(gpu);
+    celer_backend_destroy(cpu);
+    printf("%s: %s (%d failed checks)\n", name, failures ? "FAILED" : "passed", failures);
+    return failures ? 1 : 0;
+}
+
+#endif
