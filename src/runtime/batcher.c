@@ -294,10 +294,10 @@ static void report_logprobs(celer_request *r, const float *logits, int64_t n_voc
     r->p.on_token(r->user, id, (float)((double)logits[id] - lse), top, lp, n);
 }
 
-/* One sampled token of r: ends r, or appends the token for the next step. */
-/* logits_row is this step's host copy: the sampler modifies it, or a copy of it when the raw
- * values are still needed for the log-probabilities. */
-/* given: the token when the backend's argmax drew it (-1: sample it from logits_row). */
+/* One sampled token of r: ends r, or appends the token for the next step. given is the token
+ * when the backend's argmax drew it; -1: sampled here from logits_row, this step's host copy,
+ * which the sampler modifies (or a copy of it, when the raw values are still needed for the
+ * log-probabilities). */
 static void take_token(celer_batcher *b, celer_request *r, float *logits_row, float *scratch, int32_t given)
 {
     const celer_engine *e       = b->e;
