@@ -22,7 +22,10 @@ run: build
 	@path=$$(scripts/fetch-model $(MODEL)) && ./build/celer generate -m "$$path" -p "$(PROMPT)"
 
 # Everything CI runs: unit tests, reference parity tests, bad-input tests, fuzzers (20 s each).
+# The Python tests run with .venv (made by .ci/run), else python3: without pytest, one line and exit 2.
+TEST_PYTHON := $(if $(wildcard .venv/bin/python),.venv/bin/python,python3)
 test:
+	@$(TEST_PYTHON) -c "import pytest" 2>/dev/null || { echo "make test: $(TEST_PYTHON) has no pytest; run .ci/run once (it makes .venv with tests/requirements.txt), or: python3 -m venv .venv && .venv/bin/pip install -r tests/requirements.txt"; exit 2; }
 	@cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=$(CC) -DCELER_WERROR=$(WERROR) -DCELER_FUZZ=ON >/dev/null
 	@cmake --build build -j $(JOBS)
 	@cd build && ctest --output-on-failure -j $(JOBS)
