@@ -1,6 +1,7 @@
 /* The GPU backend's host side: device selection, the stream, device memory, transfers, the
  * watchdog, and the ops table. Kernels are in the other .cu files of this directory. */
 #include "backends/gpu/gpu_backend.h"
+#include "backends/gpu/gpu_mmq.h"
 
 extern "C" {
 #include "backends/gpu/gpu_device.h"
@@ -343,6 +344,9 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->cur          = -1;
     const char *gr  = getenv("CELER_GPU_GRAPHS"); /* 0: every step op by op (for comparisons) */
     g->graphs_off   = gr && !strcmp(gr, "0");
+    const char *mf  = getenv("CELER_GPU_MMQ_FROM"); /* 0 .. 32: see gpu_mmq.h */
+    g->mmq_from     = mf && *mf ? atoi(mf) : GPU_MMQ_FROM;
+    if (g->mmq_from < 0 || g->mmq_from > GPU_MMQ_SMALL) g->mmq_from = GPU_MMQ_FROM;
     const char *st  = getenv("CELER_GPU_STATS"); /* 1: step and wait times on stderr at the end */
     g->stats        = st && !strcmp(st, "1");
     snprintf(g->device_name, sizeof g->device_name, "%s", f.name);
