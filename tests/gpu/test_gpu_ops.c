@@ -327,8 +327,9 @@ static void attention_run(int64_t n_heads, int64_t n_kv, int64_t hd, int32_t win
 {
     celer_kv_cache kc, kg;
     int64_t        kw = n_kv * hd, qw = n_heads * hd;
-    CHECK(celer_kv_cache_init(&kc, cpu, 1, n_kv, hd, hd, 3, ctx, 64, &err) == CELER_OK);
-    CHECK(celer_kv_cache_init(&kg, gpu, 1, n_kv, hd, hd, 3, ctx, 64, &err) == CELER_OK);
+    int32_t        n_blocks = 3 * ctx / 16; /* every sequence may fill its context */
+    CHECK(celer_kv_cache_init(&kc, cpu, 1, n_kv, hd, hd, 3, ctx, n_blocks, &err) == CELER_OK);
+    CHECK(celer_kv_cache_init(&kg, gpu, 1, n_kv, hd, hd, 3, ctx, n_blocks, &err) == CELER_OK);
     const int32_t *starts2 = lens1;
     int32_t       *pos = malloc(3 * (size_t)ctx * sizeof *pos), *seq = malloc(3 * (size_t)ctx * sizeof *seq);
     for (int step = 0; step < 2; step++) {
