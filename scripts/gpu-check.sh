@@ -3,8 +3,8 @@
 # its numbers were taken). Steps, any of them in order (default: build test verify):
 #   build    configure and build the CUDA backend (build-cuda/), sm_90 unless CELER_CUDA_ARCHS says
 #   test     tests/test_ports, tests/test_batcher (its engines on the GPU: continuous batches of
-#            mixed prefill and decode), tests/gpu/test_gpu_ops and test_gpu_moe, each again under
-#            compute-sanitizer --tool memcheck
+#            mixed prefill and decode), tests/gpu/test_gpu_ops (also with CELER_GPU_MMQ_FROM=0)
+#            and test_gpu_moe, each again under compute-sanitizer --tool memcheck
 #   verify   celer verify --backend cuda --against cpu: the tiny MLX models of tests/data/mlx_dirs
 #            and synthetic GGUF models of every weight type (small shapes)
 #   big      synthetic Llama-3.1-8B and Qwen3-30B-A3B Q4_0 (celer synth): celer verify
@@ -69,6 +69,9 @@ step_test() {
             result "memcheck $t" "compute-sanitizer not found"
         fi
     done
+    # every Q4_0 / Q8_0 product on the integer matrix units, decode steps of one token too
+    CELER_GPU_MMQ_FROM=0 "$B/test_gpu_ops" >"$OUT/logs/test_gpu_ops-mmq.log" 2>&1
+    result "test_gpu_ops, CELER_GPU_MMQ_FROM=0" "$([ $? = 0 ] && echo passed || echo FAILED)"
 }
 
 # One verify run: its total line into the table, the whole report into $OUT/logs/.

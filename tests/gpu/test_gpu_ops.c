@@ -320,16 +320,20 @@ static void test_rope(void)
 
 /* ---- attention over the paged cache ------------------------------------------------------- */
 
-static void attention_case(int64_t n_heads, int64_t n_kv, int64_t hd, int32_t window)
+/* Three sequences of a cache of ctx positions: step 1 prefills lens1 tokens of each, step 2 runs
+ * lens2 more of each (a decode is 1). */
+static void attention_run(int64_t n_heads, int64_t n_kv, int64_t hd, int32_t window, int32_t ctx,
+                          const int32_t lens1[3], const int32_t lens2[3])
 {
     celer_kv_cache kc, kg;
     int64_t        kw = n_kv * hd, qw = n_heads * hd;
-    CHECK(celer_kv_cache_init(&kc, cpu, 1, n_kv, hd, hd, 3, 512, 64, &err) == CELER_OK);
-    CHECK(celer_kv_cache_init(&kg, gpu, 1, n_kv, hd, hd, 3, 512, 64, &err) == CELER_OK);
-    /* step 1: three prefills of 37, 80 and 14 tokens; step 2: a decode, a chunk of 5, a decode */
-    int32_t lens1[3] = {37, 80, 14}, starts2[3] = {37, 80, 14}, lens2[3] = {1, 5, 1};
+    int32_t        n_blocks = 3 * ctx / 16; /* every sequence may fill its context */
+    CHECK(celer_kv_cache_init(&kc, cpu, 1, n_kv, hd, hd, 3, ctx, n_blocks, &err) == CELER_OK);
+    CHECK(celer_kv_cache_init(&kg, gpu, 1, n_kv, hd, hd, 3, ctx, n_blocks, &err) == CELER_OK);
+    const int32_t *starts2 = lens1;
+    int32_t       *pos = malloc(3 * (size_t)ctx * sizeof *pos), *seq = malloc(3 * (size_t)ctx * sizeof *seq);
     for (int step = 0; step < 2; step++) {
-        int32_t pos[200], seq[200], T = 0;
+        int32_t T = 0;
         for (int s = 0; s < 3; s++) {
             int32_t p0 = step ? starts2[s] : 0, n = step ? lens2[s] : lens1[s];
             CHECK(celer_kv_cache_reserve(&kc, s, p0 + n, &err) == CELER_OK);
@@ -358,8 +362,24 @@ static void attention_case(int64_t n_heads, int64_t n_kv, int64_t hd, int32_t wi
         gpu->ops->release(gpu, dq), gpu->ops->release(gpu, dk), gpu->ops->release(gpu, dv), gpu->ops->release(gpu, dout);
         free(q), free(k), free(v), free(oc), free(og);
     }
+    free(pos), free(seq);
     celer_kv_cache_free(&kc, cpu);
     celer_kv_cache_free(&kg, gpu);
+}
+
+/* Prefills of 37, 80 and 14 tokens, then a decode, a chunk of 5, a decode. */
+static void attention_case(int64_t n_heads, int64_t n_kv, int64_t hd, int32_t window)
+{
+    static const int32_t lens1[3] = {37, 80, 14}, lens2[3] = {1, 5, 1};
+    attention_run(n_heads, n_kv, hd, window, 512, lens1, lens2);
+}
+
+/* Decodes past long prompts (700, 260 and 1030 tokens): their keys split over blocks, some
+ * splits empty (the shorter sequences; the window's start). */
+static void attention_long(int64_t n_heads, int64_t n_kv, int64_t hd, int32_t window)
+{
+    static const int32_t lens1[3] = {700, 260, 1030}, lens2[3] = {1, 1, 1};
+    attention_run(n_heads, n_kv, hd, window, 1152, lens1, lens2);
 }
 
 static void test_attention(void)
@@ -368,6 +388,8 @@ static void test_attention(void)
     attention_case(4, 4, 256, 0);
     attention_case(6, 1, 128, 8);
     attention_case(2, 2, 80, 0); /* a head size that is not a multiple of the warp */
+    attention_long(8, 2, 64, 0);
+    attention_long(4, 1, 128, 600);
 }
 
 /* ---- the fused kernels of the port tables ------------------------------------------------ */

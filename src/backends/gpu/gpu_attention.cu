@@ -1,19 +1,28 @@
 /* Attention over the paged KV cache on the GPU, for prefill and decode alike: one block per
- * (token, query head). The block's warps take the visible keys in turn, each keeping an online
- * softmax (running max and sum) and its share of the output row in registers, and the warps'
- * partial results are merged at the end; no score buffer grows with the context, and tokens of
- * different sequences and lengths share one launch (a continuous batch). */
+ * (token, query head, split). The block's warps take the visible keys of its split in turn, each
+ * keeping an online softmax (running max and sum) and its share of the output row in registers,
+ * and the warps' partial results are merged at the end; no score buffer grows with the context,
+ * and tokens of different sequences and lengths share one launch (a continuous batch).
+ *
+ * Steps of few tokens (decode) split the keys in ATT_CHUNK-position splits over more blocks: one
+ * block walking 4,000 keys four warps at a time waits on memory at every key. Each split writes
+ * its max, sum and unnormalized output, and a second kernel merges the splits of each (token,
+ * head) in split order. The split count is the next power of two that covers the step's furthest
+ * position (so a recorded step's grid changes only as the context doubles). */
 #include "backends/gpu/gpu_backend.h"
 
 #include <math.h>
 
-enum { ATT_THREADS = 128, HD_MAX = 512 };
+enum { ATT_THREADS = 128, HD_MAX = 512, ATT_CHUNK = 256, ATT_SPLIT_BELOW = 1024 };
 
+/* Split blockIdx.z of gridDim.z: keys [z · chunk, (z + 1) · chunk) of those visible (chunk 0: all,
+ * one split). With part (splits), out is not written: part holds per (token, head, split) the
+ * max, the sum and the hd unnormalized outputs. */
 __global__ void k_attention(const float *__restrict__ q, const float *__restrict__ kc, const float *__restrict__ vc,
                             const int32_t *__restrict__ pos, const int32_t *__restrict__ seq,
                             const int32_t *__restrict__ tables, int32_t max_blocks, int32_t block_size,
                             int64_t n_heads, int64_t n_kv_heads, int64_t hd, float scale, int32_t window,
-                            float *__restrict__ out)
+                            int32_t chunk, float *__restrict__ part, float *__restrict__ out)
 {
     enum { PER = HD_MAX / CELER_WARP, MAX_WARPS = ATT_THREADS / 32 };
     __shared__ float s_m[MAX_WARPS], s_l[MAX_WARPS], s_acc[MAX_WARPS][HD_MAX];
@@ -26,10 +35,12 @@ __global__ void k_attention(const float *__restrict__ q, const float *__restrict
         const int64_t i = lane + (int64_t)k * CELER_WARP;
         qv[k] = i < hd ? qr[i] : 0.0f, acc[k] = 0.0f;
     }
-    const int32_t  p = pos[t], lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+    const int32_t  p = pos[t], lo0 = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+    const int32_t  z = blockIdx.z, lo = chunk && z * chunk > lo0 ? z * chunk : lo0;
+    const int32_t  hi = chunk && (z + 1) * chunk - 1 < p ? (z + 1) * chunk - 1 : p; /* this split's last key */
     const int32_t *table = tables + (int64_t)seq[t] * max_blocks;
     float          m = -INFINITY, l = 0.0f;
-    for (int32_t j = lo + wid; j <= p; j += nw) {
+    for (int32_t j = lo + wid; j <= hi; j += nw) {
         const int64_t slot = (int64_t)table[j / block_size] * block_size + j % block_size;
         const float  *kr = kc + slot * kw + kvh * hd, *vr = vc + slot * kw + kvh * hd;
         float         d  = 0.0f;
@@ -58,11 +69,42 @@ __global__ void k_attention(const float *__restrict__ q, const float *__restrict
     __syncthreads();
     float M = -INFINITY, L = 0.0f;
     for (int w = 0; w < nw; w++) M = fmaxf(M, s_m[w]);
-    for (int w = 0; w < nw; w++) L += s_l[w] * expf(s_m[w] - M);
+    for (int w = 0; w < nw; w++) L += M == -INFINITY ? 0.0f : s_l[w] * expf(s_m[w] - M);
+    if (part) { /* this split's max, sum and unnormalized output (max -inf: no key here) */
+        float *pr = part + ((t * n_heads + h) * gridDim.z + z) * (hd + 2);
+        if (threadIdx.x == 0) pr[0] = M, pr[1] = L;
+        for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) {
+            float v = 0.0f;
+            for (int w = 0; w < nw; w++) v += M == -INFINITY ? 0.0f : s_acc[w][i] * expf(s_m[w] - M);
+            pr[2 + i] = v;
+        }
+        return;
+    }
     float *o = out + (t * n_heads + h) * hd;
     for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) {
         float v = 0.0f;
         for (int w = 0; w < nw; w++) v += s_acc[w][i] * expf(s_m[w] - M);
+        o[i] = L > 0.0f ? v / L : 0.0f;
+    }
+}
+
+/* out (token, head) = the merge of its splits, in split order: one block a (token, head). */
+__global__ void k_attention_merge(const float *__restrict__ part, int32_t splits, int64_t hd, float *__restrict__ out)
+{
+    const float *pr = part + (int64_t)blockIdx.x * splits * (hd + 2);
+    float        M  = -INFINITY, L = 0.0f;
+    for (int32_t z = 0; z < splits; z++) M = fmaxf(M, pr[z * (hd + 2)]);
+    for (int32_t z = 0; z < splits; z++) {
+        const float mz = pr[z * (hd + 2)];
+        if (mz != -INFINITY) L += pr[z * (hd + 2) + 1] * expf(mz - M);
+    }
+    float *o = out + (int64_t)blockIdx.x * hd;
+    for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) {
+        float v = 0.0f;
+        for (int32_t z = 0; z < splits; z++) {
+            const float mz = pr[z * (hd + 2)];
+            if (mz != -INFINITY) v += pr[z * (hd + 2) + 2 + i] * expf(mz - M);
+        }
         o[i] = L > 0.0f ? v / L : 0.0f;
     }
 }
@@ -84,7 +126,26 @@ celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cac
                           (long long)b->n_tokens);
     const int32_t *pos, *seq, *tables;
     if (gpu_batch_upload(g, b, kv, &pos, &seq, &tables, err)) return err->code;
-    return GPU_LAUNCH(g, err, "attention", k_attention, dim3((unsigned)b->n_tokens, (unsigned)a->n_heads),
-                      ATT_THREADS, 0, q, kv->k[layer], kv->v[layer], pos, seq, tables, kv->max_blocks,
-                      kv->block_size, a->n_heads, a->n_kv_heads, a->head_dim, a->scale, a->window, out);
+    /* few (token, head) blocks: split the keys, as many splits as the furthest position wants,
+     * rounded up to a power of two */
+    int32_t splits = 1, far = 0;
+    if (b->n_tokens * a->n_heads < ATT_SPLIT_BELOW) {
+        for (int64_t i = 0; i < b->n_tokens; i++) far = b->pos[i] > far ? b->pos[i] : far;
+        while ((int64_t)splits * ATT_CHUNK <= far && splits < (int32_t)GPU_MAX_GRID_YZ / 2) splits *= 2;
+    }
+    const dim3 grid((unsigned)b->n_tokens, (unsigned)a->n_heads, (unsigned)splits);
+    if (splits == 1)
+        return GPU_LAUNCH(g, err, "attention", k_attention, grid, ATT_THREADS, 0, q, kv->k[layer], kv->v[layer], pos,
+                          seq, tables, kv->max_blocks, kv->block_size, a->n_heads, a->n_kv_heads, a->head_dim,
+                          a->scale, a->window, (int32_t)0, (float *)NULL, out);
+    const int64_t rows = b->n_tokens * a->n_heads;
+    if (gpu_buf_reserve(g, &g->d_attn, (size_t)(rows * splits * (a->head_dim + 2)) * sizeof(float), err))
+        return err->code;
+    float *part = (float *)g->d_attn.p;
+    if (GPU_LAUNCH(g, err, "attention", k_attention, grid, ATT_THREADS, 0, q, kv->k[layer], kv->v[layer], pos, seq,
+                   tables, kv->max_blocks, kv->block_size, a->n_heads, a->n_kv_heads, a->head_dim, a->scale,
+                   a->window, (int32_t)ATT_CHUNK, part, out))
+        return err->code;
+    return GPU_LAUNCH(g, err, "attention merge", k_attention_merge, (unsigned)rows, ATT_THREADS, 0, (const float *)part,
+                      splits, a->head_dim, out);
 }

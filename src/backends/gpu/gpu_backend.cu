@@ -1,6 +1,7 @@
 /* The GPU backend's host side: device selection, the stream, device memory, transfers, the
  * watchdog, and the ops table. Kernels are in the other .cu files of this directory. */
 #include "backends/gpu/gpu_backend.h"
+#include "backends/gpu/gpu_mmq.h"
 
 extern "C" {
 #include "backends/gpu/gpu_device.h"
@@ -281,7 +282,7 @@ static void gpu_free(celer_backend *be)
     if (g->stream) (void)gpuStreamSynchronize(g->stream);
     if (g->stats) gpu_stats_print(g);
     gpu_graphs_free(g);
-    gpu_buf *bufs[] = {&g->d_pos, &g->d_seq, &g->d_tables, &g->d_ids, &g->d_xq, &g->d_part};
+    gpu_buf *bufs[] = {&g->d_pos, &g->d_seq, &g->d_tables, &g->d_ids, &g->d_xq, &g->d_part, &g->d_attn};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu_release(be, bufs[i]->p);
     for (size_t i = 0; i < sizeof g->moe / sizeof g->moe[0]; i++) gpu_release(be, g->moe[i].p);
     for (int i = 0; i < g->n_freq; i++) gpu_release(be, g->freq[i].dev);
@@ -343,6 +344,9 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->cur          = -1;
     const char *gr  = getenv("CELER_GPU_GRAPHS"); /* 0: every step op by op (for comparisons) */
     g->graphs_off   = gr && !strcmp(gr, "0");
+    const char *mf  = getenv("CELER_GPU_MMQ_FROM"); /* 0 .. 32: see gpu_mmq.h */
+    g->mmq_from     = mf && *mf ? atoi(mf) : GPU_MMQ_FROM;
+    if (g->mmq_from < 0 || g->mmq_from > GPU_MMQ_SMALL) g->mmq_from = GPU_MMQ_FROM;
     const char *st  = getenv("CELER_GPU_STATS"); /* 1: step and wait times on stderr at the end */
     g->stats        = st && !strcmp(st, "1");
     snprintf(g->device_name, sizeof g->device_name, "%s", f.name);

@@ -45,6 +45,9 @@ typedef struct {
     const float *xq_src; /* whose n values d_xq holds, or NULL (gpu_quant_x) */
     int64_t      xq_n;
     gpu_buf  d_part; /* partial products of a product split over its columns (gpu_mmq.cu) */
+    gpu_buf  d_attn; /* decode attention's splits (gpu_attention.cu) */
+    unsigned sq_smem_set; /* gpu_mmq.cu's streaming kernels allowed their shared memory (a bit each) */
+    int      mmq_from;    /* steps of more tokens take the integer matrix units (gpu_mmq.h) */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */
     int64_t  h_pos_n, h_seq_n, h_tables_n;
     /* RoPE frequency divisors (host arrays of the model) and their device copies */

@@ -214,7 +214,7 @@ celer_status gpu_matmul(celer_backend *be, const celer_weight *w, const float *x
     int          f;
     if (gpu_alive(g, err) || gpu_weight_desc(w, &d, &f, err)) return err->code;
     if (T <= 0) return CELER_OK;
-    if (T > GPU_MMQ_FROM && gpu_mmq_has(g, f)) return gpu_mmq(g, &d, f, x, T, y, err); /* the integer matrix units */
+    if (T > g->mmq_from && gpu_mmq_has(g, f)) return gpu_mmq(g, &d, f, x, T, y, err); /* the integer matrix units */
     if (T <= MV_SLICED && gpu_matvec_q8_has(f)) { /* small steps: integer dot products, 8 tokens a pass */
         gpu_xq xq;
         if (gpu_quant_x(g, x, T, w->cols, &xq, err)) return err->code;
@@ -268,7 +268,7 @@ extern "C" celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight 
     bool done[GPU_MVQ_SET] = {false, false, false};
     for (int i = 0; i < n; i++) { /* the weights of f[i]'s format, together */
         if (done[i]) continue;
-        if (T > GPU_MMQ_FROM && gpu_mmq_has(g, f[i])) { /* a batch of decodes: the matrix units */
+        if (T > g->mmq_from && gpu_mmq_has(g, f[i])) { /* a batch of decodes: the matrix units */
             if (gpu_mmq_xq(g, &d[i], f[i], &xq, T, y[i], err)) return err->code;
             continue;
         }

@@ -5,14 +5,15 @@
  * (gpu_matvec.cu) and prefill thus compute the same sums: a token's logits do not depend on
  * the path beyond f32 rounding.
  *
- * A block of 128 threads computes 64 rows × NT tokens (NT = 64 for prefill, 32 for a batch
- * of decodes); each of its 4 warps 32 rows × NT/2 tokens. Per iteration it stages MMQ_BQ blocks
+ * Prefill (more than GPU_MMQ_SMALL tokens): a block of 128 threads computes 64 rows × NT = 64
+ * tokens; each of its 4 warps 32 rows × NT/2 tokens. Per iteration it stages MMQ_BQ blocks
  * of 32 values: the weights' codes unpacked to signed bytes with their scales, the tokens' hi and
  * lo codes with theirs. The next iteration's global loads are issued into registers before the
  * current tiles are multiplied, so their latency hides behind the matrix work (without that, a
  * block waited on memory at every iteration; ncu put the whole kernel at ~60 TOPS at pp512 on the
  * H200). Rows are padded by
- * 4 bytes so that the fragment loads of a warp fall in distinct banks. A grid of fewer blocks
+ * 4 bytes so that the fragment loads of a warp fall in distinct banks. Batches of decodes take
+ * the streaming kernel further down. A grid of fewer blocks
  * than fill the device twice (a batch of decodes: 4096 rows are 64 blocks) is split over the
  * columns (blockIdx.z), each part's sums written apart and added in part order by a second
  * kernel: every block then walks fewer columns, and more of them hide each other's latency.
@@ -195,41 +196,210 @@ __global__ void k_mmq_sum(const float *__restrict__ part, int parts, int64_t n, 
     }
 }
 
+/* ---- batches of decodes: the weights streamed through shared memory ------------------------ */
+
+/* Up to 32 tokens: a block of 4 warps takes 64 rows (16 a warp: one mma row tile) and every token
+ * of the batch, and walks its columns SQ_BQ blocks a stage through SQ_STAGES shared-memory stages
+ * filled by asynchronous copies (cp.async) SQ_STAGES - 1 stages ahead, so that each SM keeps tens
+ * of kilobytes of weights in flight where the tiled kernel above waited on each stage's loads.
+ * Q4_0 codes are staged as stored (16 bytes a block) and split into the fragments' low and high
+ * nibbles when read; the sums are the same as the tiled kernel's. */
+enum { SQ_ROWS = 64, SQ_BQ = 8, SQ_STAGES = 3, SQ_THREADS = 128 };
+
+template <int F, int NT> struct sq_shape {
+    static constexpr int WB     = F == GPU_Q4_0 ? 16 : 32;  /* code bytes of a block */
+    static constexpr int WLD    = SQ_BQ * WB + 16;          /* a row's stride (16 bytes of padding: no bank conflicts) */
+    static constexpr int XLD    = 2 * SQ_BQ * 32 + 16;      /* a token's: hi codes, then lo codes */
+    static constexpr int WS_OFF = SQ_ROWS * WLD;            /* the rows' f16 scales, SQ_BQ a row */
+    static constexpr int X_OFF  = WS_OFF + SQ_ROWS * 2 * SQ_BQ;
+    static constexpr int XS_OFF = X_OFF + NT * XLD;         /* the tokens' (d, d · S), SQ_BQ a token */
+    static constexpr int STAGE  = XS_OFF + NT * SQ_BQ * 8;
+};
+
+/* Stage st: columns blocks k0 .. k0 + SQ_BQ (zeros past kend, past the rows, past the tokens). */
+template <int F, int NT>
+static __device__ __forceinline__ void sq_issue(int8_t *st, const gpu_wdesc &w, const gpu_xq &x, int64_t T,
+                                                int64_t r0, int64_t k0, int64_t kend, int tid)
+{
+    typedef sq_shape<F, NT> S;
+    constexpr int CPR = SQ_BQ * S::WB / 16; /* 16-byte pieces of a row's codes a stage */
+    for (int c = tid; c < SQ_ROWS * CPR; c += SQ_THREADS) {
+        const int      rr = c / CPR, j = c % CPR;
+        const int64_t  r = r0 + rr, b = k0 + j * 16 / S::WB;
+        const bool     ok  = r < w.rows && b < kend;
+        const uint8_t *src = ok ? w.data + r * w.row_bytes + k0 * S::WB + 16 * j : w.data;
+        gpu_cp_async16(st + rr * S::WLD + 16 * j, src, ok);
+    }
+    for (int rr = tid; rr < SQ_ROWS; rr += SQ_THREADS) { /* a row's SQ_BQ scales: 16 bytes */
+        const int64_t  r   = r0 + rr;
+        uint16_t      *dst = (uint16_t *)(st + S::WS_OFF + 2 * SQ_BQ * rr);
+        const uint8_t *hs  = w.data + (r < w.rows ? r : 0) * w.row_bytes + w.scales_off + 2 * k0;
+        if (k0 + SQ_BQ <= kend) gpu_cp_async16(dst, hs, r < w.rows);
+        else /* the last, short stage: no read past the row's scales */
+            for (int i = 0; i < SQ_BQ; i++) dst[i] = r < w.rows && k0 + i < kend ? *(const uint16_t *)(hs + 2 * i) : 0;
+    }
+    for (int c = tid; c < NT * SQ_BQ * 4; c += SQ_THREADS) { /* a token block's 64 bytes: hi, hi, lo, lo */
+        const int     tt = c / (4 * SQ_BQ), qb = c / 4 % SQ_BQ, piece = c % 4;
+        const int64_t t = tt, b = k0 + qb;
+        const bool    ok  = t < T && b < kend;
+        const int8_t *src = ok ? x.q + (t * x.nb + b) * XQ_BLOCK + 16 * piece : x.q;
+        gpu_cp_async16(st + S::X_OFF + tt * S::XLD + (piece / 2) * 32 * SQ_BQ + 32 * qb + 16 * (piece % 2), src, ok);
+    }
+    for (int c = tid; c < NT * SQ_BQ; c += SQ_THREADS) {
+        const int64_t t = c / SQ_BQ, b = k0 + c % SQ_BQ;
+        const bool    ok = t < T && b < kend;
+        gpu_cp_async8(st + S::XS_OFF + 8 * c, ok ? (const void *)(x.d + t * x.nb + b) : (const void *)x.d, ok);
+    }
+    gpu_cp_commit();
+}
+
+/* acc (this lane's elements of the warp's 16 rows × NT tokens) += stage st's products. */
+template <int F, int NT>
+static __device__ __forceinline__ void sq_compute(const int8_t *st, int warp, int g, int q, float (&acc)[NT / 8][4])
+{
+    typedef sq_shape<F, NT> S;
+    const int       r  = 16 * warp + g;
+    const int8_t   *w0 = st + r * S::WLD, *w8 = w0 + 8 * S::WLD;
+    const uint16_t *ws = (const uint16_t *)(st + S::WS_OFF);
+    const float2   *xs = (const float2 *)(st + S::XS_OFF);
+#pragma unroll
+    for (int qb = 0; qb < SQ_BQ; qb++) {
+        int a[4];
+        if (F == GPU_Q4_0) { /* byte i: value i (low nibble) and i + 16 (high) */
+            const uint32_t u0 = *(const uint32_t *)(w0 + 16 * qb + 4 * q), u8 = *(const uint32_t *)(w8 + 16 * qb + 4 * q);
+            a[0] = minus8(u0 & 0x0f0f0f0fu), a[1] = minus8(u8 & 0x0f0f0f0fu);
+            a[2] = minus8((u0 >> 4) & 0x0f0f0f0fu), a[3] = minus8((u8 >> 4) & 0x0f0f0f0fu);
+        } else {
+            a[0] = *(const int *)(w0 + 32 * qb + 4 * q), a[1] = *(const int *)(w8 + 32 * qb + 4 * q);
+            a[2] = *(const int *)(w0 + 32 * qb + 16 + 4 * q), a[3] = *(const int *)(w8 + 32 * qb + 16 + 4 * q);
+        }
+        const float sw[2] = {dec_f16(ws[SQ_BQ * r + qb]), dec_f16(ws[SQ_BQ * (r + 8) + qb])};
+#pragma unroll
+        for (int ni = 0; ni < NT / 8; ni++) {
+            const int     n = 8 * ni + g, c = 8 * ni + 2 * q; /* c, c + 1: this lane's tokens */
+            const int8_t *xh = st + S::X_OFF + n * S::XLD + 32 * qb, *xl = xh + 32 * SQ_BQ;
+            const int     h0 = *(const int *)(xh + 4 * q), h1 = *(const int *)(xh + 16 + 4 * q);
+            const int     l0 = *(const int *)(xl + 4 * q), l1 = *(const int *)(xl + 16 + 4 * q);
+            const float   sx[2] = {xs[SQ_BQ * c + qb].x, xs[SQ_BQ * (c + 1) + qb].x};
+            int           sh[4] = {0, 0, 0, 0}, sl[4] = {0, 0, 0, 0};
+            gpu_imma_16x8x32(sh, a, h0, h1);
+            gpu_imma_16x8x32(sl, a, l0, l1);
+#pragma unroll
+            for (int e = 0; e < 4; e++) /* element e: row r (+ 8 from e = 2), token c + e % 2 */
+                acc[ni][e] += sw[e / 2] * sx[e % 2] * (float)(256 * sh[e] + sl[e]);
+        }
+    }
+}
+
+/* Columns blocks kz0 .. kz0 + kper of part blockIdx.z, into y + blockIdx.z · T · rows. */
+template <int F, int NT>
+__global__ void __launch_bounds__(SQ_THREADS)
+    k_mmq_s(gpu_wdesc w, gpu_xq x, int64_t T, int64_t kper, float *__restrict__ y)
+{
+    extern __shared__ __align__(16) int8_t sq_smem[];
+    typedef sq_shape<F, NT> S;
+    const int     tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, q = lane % 4;
+    const int64_t r0 = (int64_t)blockIdx.x * SQ_ROWS, kz0 = (int64_t)blockIdx.z * kper;
+    const int64_t kend = w.cols / 32 < kz0 + kper ? w.cols / 32 : kz0 + kper;
+    const int64_t nst  = (kend - kz0 + SQ_BQ - 1) / SQ_BQ;
+    y += (int64_t)blockIdx.z * T * w.rows;
+    float acc[NT / 8][4];
+#pragma unroll
+    for (int ni = 0; ni < NT / 8; ni++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc[ni][e] = 0.0f;
+    for (int s = 0; s < SQ_STAGES - 1; s++) { /* a group per stage, empty past the end: the waits count groups */
+        if (s < nst) sq_issue<F, NT>(sq_smem + s * S::STAGE, w, x, T, r0, kz0 + s * SQ_BQ, kend, tid);
+        else gpu_cp_commit();
+    }
+    for (int64_t it = 0; it < nst; it++) {
+        gpu_cp_wait<SQ_STAGES - 2>(); /* stage it has landed (this thread's copies) */
+        __syncthreads();              /* everyone's; and stage it - 1 is no longer read */
+        const int64_t nx = it + SQ_STAGES - 1;
+        if (nx < nst) sq_issue<F, NT>(sq_smem + (nx % SQ_STAGES) * S::STAGE, w, x, T, r0, kz0 + nx * SQ_BQ, kend, tid);
+        else gpu_cp_commit();
+        sq_compute<F, NT>(sq_smem + (it % SQ_STAGES) * S::STAGE, warp, g, q, acc);
+    }
+#pragma unroll
+    for (int ni = 0; ni < NT / 8; ni++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int64_t r = r0 + 16 * warp + g + 8 * (e / 2), t = 8 * ni + 2 * q + e % 2;
+            if (r < w.rows && t < T) y[t * w.rows + r] = acc[ni][e];
+        }
+}
+
 typedef void (*mmq_fn)(gpu_wdesc, gpu_xq, int64_t, int64_t, float *);
+
+/* Column parts for a grid of `blocks` over nq column blocks taken `step` at a time: the grid
+ * nearest to two blocks an SM (both kernels fit two), each part at least MMQ_MIN_PART blocks
+ * deep, at most MMQ_MAX_PARTS; *kper: the column blocks of a part, whole steps. */
+static int64_t column_parts(const gpu_backend *g, int64_t blocks, int64_t nq, int64_t step, int64_t *kper)
+{
+    const int64_t fill  = 2 * (int64_t)g->prop.multiProcessorCount;
+    int64_t       parts = (fill + blocks / 2) / blocks;
+    if (parts > nq / MMQ_MIN_PART) parts = nq / MMQ_MIN_PART;
+    if (parts > MMQ_MAX_PARTS) parts = MMQ_MAX_PARTS;
+    if (parts < 1) parts = 1;
+    *kper = ((nq + parts - 1) / parts + step - 1) / step * step;
+    return (nq + *kper - 1) / *kper;
+}
+
+/* fn over grid (br, bt, parts) into y, or into the backend's part buffer and then summed. */
+static celer_status launch_parts(gpu_backend *g, mmq_fn fn, unsigned br, unsigned bt, int64_t parts, int threads,
+                                 size_t smem, const gpu_wdesc *w, const gpu_xq *xq, int64_t T, int64_t kper, float *y,
+                                 celer_error *err)
+{
+    if (parts == 1)
+        return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq", fn, dim3(br, bt), threads, smem, *w, *xq, T, kper, y);
+    const int64_t n = T * w->rows;
+    if (gpu_buf_reserve(g, &g->d_part, (size_t)(parts * n) * sizeof(float), err)) return err->code;
+    float *part = (float *)g->d_part.p;
+    if (GPU_LAUNCH_KEEPING_XQ(g, err, "mmq", fn, dim3(br, bt, (unsigned)parts), threads, smem, *w, *xq, T, kper, part))
+        return err->code;
+    return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq_sum", k_mmq_sum, gpu_blocks(n, 256), 256, 0, part, (int)parts, n, y);
+}
+
+/* Up to GPU_MMQ_SMALL tokens: k_mmq_s in tiles of 8, 16 or 32 tokens. */
+static celer_status mmq_small(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, int64_t T, float *y,
+                              celer_error *err)
+{
+    static const mmq_fn fns[2][3] = {{k_mmq_s<GPU_Q4_0, 8>, k_mmq_s<GPU_Q4_0, 16>, k_mmq_s<GPU_Q4_0, 32>},
+                                     {k_mmq_s<GPU_Q8_0, 8>, k_mmq_s<GPU_Q8_0, 16>, k_mmq_s<GPU_Q8_0, 32>}};
+    static const int    stage[2][3] = {{sq_shape<GPU_Q4_0, 8>::STAGE, sq_shape<GPU_Q4_0, 16>::STAGE,
+                                        sq_shape<GPU_Q4_0, 32>::STAGE},
+                                       {sq_shape<GPU_Q8_0, 8>::STAGE, sq_shape<GPU_Q8_0, 16>::STAGE,
+                                        sq_shape<GPU_Q8_0, 32>::STAGE}};
+    const int    f = fmt == GPU_Q8_0, s = T <= 8 ? 0 : T <= 16 ? 1 : 2;
+    const mmq_fn fn   = fns[f][s];
+    const size_t smem = (size_t)SQ_STAGES * (size_t)stage[f][s];
+    if (!(g->sq_smem_set & (1u << (3 * f + s)))) { /* past 48 KB a kernel asks for its shared memory */
+        GPU_TRY(g, err, gpuFuncSetMaxDynamicShared(fn, (int)smem), "raising a kernel's shared memory");
+        g->sq_smem_set |= 1u << (3 * f + s);
+    }
+    unsigned br;
+    if (gpu_grid(g, w->rows, SQ_ROWS, &br, "mmq", err)) return err->code;
+    int64_t       kper;
+    const int64_t parts = column_parts(g, br, w->cols / 32, SQ_BQ, &kper);
+    return launch_parts(g, fn, br, 1, parts, SQ_THREADS, smem, w, xq, T, kper, y, err);
+}
 
 celer_status gpu_mmq_xq(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, int64_t T, float *y,
                         celer_error *err)
 {
-    const bool   small = T <= GPU_MMQ_SMALL; /* a batch of decodes: 32-token tiles waste less */
-    const int    nt    = small ? 32 : 64;
-    const mmq_fn fn    = fmt == GPU_Q4_0 ? (small ? k_mmq<GPU_Q4_0, 32> : k_mmq<GPU_Q4_0, 64>)
-                       : fmt == GPU_Q8_0 ? (small ? k_mmq<GPU_Q8_0, 32> : k_mmq<GPU_Q8_0, 64>)
-                                         : NULL;
-    if (!fn || !gpu_imma_ok(&g->prop))
+    if ((fmt != GPU_Q4_0 && fmt != GPU_Q8_0) || !gpu_imma_ok(&g->prop))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no integer prefill kernel for format %d", CELER_GPU_NAME, fmt);
-    const int64_t bt = (T + nt - 1) / nt;
+    if (T <= GPU_MMQ_SMALL) return mmq_small(g, w, fmt, xq, T, y, err);
+    const mmq_fn  fn = fmt == GPU_Q4_0 ? k_mmq<GPU_Q4_0, 64> : k_mmq<GPU_Q8_0, 64>;
+    const int64_t bt = (T + 63) / 64;
     if (bt > GPU_MAX_GRID_YZ)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: a step of %lld tokens is past the prefill grid", CELER_GPU_NAME,
                           (long long)T);
     unsigned br;
     if (gpu_grid(g, w->rows, MMQ_ROWS, &br, "mmq", err)) return err->code;
-    /* parts: enough blocks to fill the device twice, each part at least MMQ_MIN_PART blocks deep */
-    const int64_t nq = w->cols / 32, blocks = (int64_t)br * bt, fill = 2 * (int64_t)g->prop.multiProcessorCount;
-    int64_t       parts = blocks >= fill ? 1 : (fill + blocks - 1) / blocks;
-    if (parts > nq / MMQ_MIN_PART) parts = nq / MMQ_MIN_PART;
-    if (parts > MMQ_MAX_PARTS) parts = MMQ_MAX_PARTS;
-    if (parts < 1) parts = 1;
-    const int64_t kper = ((nq + parts - 1) / parts + MMQ_BQ - 1) / MMQ_BQ * MMQ_BQ; /* whole stages a part */
-    parts              = (nq + kper - 1) / kper;
-    if (parts == 1)
-        return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq", fn, dim3(br, (unsigned)bt), MMQ_THREADS, 0, *w, *xq, T, kper, y);
-    const int64_t n = T * w->rows;
-    if (gpu_buf_reserve(g, &g->d_part, (size_t)(parts * n) * sizeof(float), err)) return err->code;
-    float *part = (float *)g->d_part.p;
-    if (GPU_LAUNCH_KEEPING_XQ(g, err, "mmq", fn, dim3(br, (unsigned)bt, (unsigned)parts), MMQ_THREADS, 0, *w, *xq, T,
-                              kper, part))
-        return err->code;
-    return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq_sum", k_mmq_sum, gpu_blocks(n, 256), 256, 0, part, (int)parts, n, y);
+    int64_t       kper;
+    const int64_t parts = column_parts(g, (int64_t)br * bt, w->cols / 32, MMQ_BQ, &kper);
+    return launch_parts(g, fn, br, (unsigned)bt, parts, MMQ_THREADS, 0, w, xq, T, kper, y, err);
 }
 
 celer_status gpu_mmq(gpu_backend *g, const gpu_wdesc *w, int fmt, const float *x, int64_t T, float *y,

@@ -6,8 +6,8 @@
 #include "backends/gpu/gpu_matvec.h"
 
 /* Steps of more than GPU_MMQ_FROM tokens take the integer matrix units (fewer: the decode
- * kernels, whose passes of 8 tokens each read the weights again); up to GPU_MMQ_SMALL in
- * 32-token tiles. */
+ * kernels, whose passes of 8 tokens each read the weights again; CELER_GPU_MMQ_FROM=N moves the
+ * line, for comparisons); up to GPU_MMQ_SMALL tokens the streaming kernel, past it the tiled one. */
 enum { GPU_MMQ_FROM = 8, GPU_MMQ_SMALL = 32 };
 
 /* Whether this device and build run the format (enum gpu_fmt) on the integer matrix units. */

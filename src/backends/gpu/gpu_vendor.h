@@ -90,6 +90,19 @@ static __device__ __forceinline__ void gpu_imma_16x8x32(int c[4], const int a[4]
 {
     (void)c, (void)a, (void)b0, (void)b1;
 }
+/* Asynchronous copies to shared memory (the kernels that use them run where CELER_GPU_IMMA is 1):
+ * plain copies here. */
+static __device__ __forceinline__ void gpu_cp_async16(void *dst, const void *src, bool valid)
+{
+    *(uint4 *)dst = valid ? *(const uint4 *)src : make_uint4(0, 0, 0, 0);
+}
+static __device__ __forceinline__ void gpu_cp_async8(void *dst, const void *src, bool valid)
+{
+    *(uint2 *)dst = valid ? *(const uint2 *)src : make_uint2(0, 0);
+}
+static __device__ __forceinline__ void gpu_cp_commit(void) {}
+template <int N> static __device__ __forceinline__ void gpu_cp_wait(void) {}
+#define gpuFuncSetMaxDynamicShared(fn, bytes) hipFuncSetAttribute((const void *)(fn), hipFuncAttributeMaxDynamicSharedMemorySize, (bytes))
 
 /* What the HIP runtime does not say: whether the build has code for this gfx target
  * (gfx_targets.h), and on APUs the memory the GPU can really allocate (amd_sysfs.h: the VRAM
@@ -190,6 +203,41 @@ static __device__ __forceinline__ void gpu_imma_16x8x32(int c[4], const int a[4]
     (void)c, (void)a, (void)b0, (void)b1;
 #endif
 }
+
+/* Asynchronous copies of 16 or 8 bytes from global to shared memory (cp.async, sm_80 and later;
+ * plain copies before): zeros where valid is false, no global read then. gpu_cp_commit closes a
+ * group of them; gpu_cp_wait<N> waits until at most N groups are still in flight. */
+static __device__ __forceinline__ void gpu_cp_async16(void *dst, const void *src, bool valid)
+{
+#if CELER_GPU_IMMA_HERE
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
+#else
+    *(uint4 *)dst = valid ? *(const uint4 *)src : make_uint4(0, 0, 0, 0);
+#endif
+}
+static __device__ __forceinline__ void gpu_cp_async8(void *dst, const void *src, bool valid)
+{
+#if CELER_GPU_IMMA_HERE
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(d), "l"(src), "r"(valid ? 8 : 0));
+#else
+    *(uint2 *)dst = valid ? *(const uint2 *)src : make_uint2(0, 0);
+#endif
+}
+static __device__ __forceinline__ void gpu_cp_commit(void)
+{
+#if CELER_GPU_IMMA_HERE
+    asm volatile("cp.async.commit_group;");
+#endif
+}
+template <int N> static __device__ __forceinline__ void gpu_cp_wait(void)
+{
+#if CELER_GPU_IMMA_HERE
+    asm volatile("cp.async.wait_group %0;" ::"n"(N));
+#endif
+}
+#define gpuFuncSetMaxDynamicShared(fn, bytes) cudaFuncSetAttribute((fn), cudaFuncAttributeMaxDynamicSharedMemorySize, (bytes))
 
 /* NVIDIA: the runtime says it all; the driver runs PTX of an older target on newer devices. */
 static inline void gpu_vendor_facts(const gpuDeviceProp *p, celer_device_facts *f)
