@@ -354,11 +354,16 @@ static void attention_run(int64_t n_heads, int64_t n_kv, int64_t hd, int32_t win
         CHECK(cpu->ops->attention(cpu, q, &kc, 0, &b, &a, oc, &err) == CELER_OK);
         CHECK(gpu->ops->attention(gpu, dq, &kg, 0, &b, &a, dout, &err) == CELER_OK);
         to_host(dout, og, (size_t)(T * qw) * 4);
-        double e = rel_l2f(og, oc, T * qw);
-        if (e >= 1e-5)
+        /* steps of 16 tokens a sequence and more with heads of 64 or 128 run on the matrix units
+         * (gpu_flash.cu): q, k, v and the probabilities in f16, about 4e-4 here as numpy rounds
+         * them (2e-3 with room); every other step sums in f32 */
+        const bool   flash = (hd == 64 || hd == 128) && T >= 16 * 3;
+        const double bound = flash ? 2e-3 : 1e-5;
+        double       e     = rel_l2f(og, oc, T * qw);
+        if (e >= bound)
             fprintf(stderr, "  attention %lld/%lld heads of %lld, window %d, step %d: %.2e\n", (long long)n_heads,
                     (long long)n_kv, (long long)hd, window, step, e);
-        CHECK(e < 1e-5);
+        CHECK(e < bound);
         gpu->ops->release(gpu, dq), gpu->ops->release(gpu, dk), gpu->ops->release(gpu, dv), gpu->ops->release(gpu, dout);
         free(q), free(k), free(v), free(oc), free(og);
     }
@@ -382,6 +387,13 @@ static void attention_long(int64_t n_heads, int64_t n_kv, int64_t hd, int32_t wi
     attention_run(n_heads, n_kv, hd, window, 1152, lens1, lens2);
 }
 
+/* Prefills of 37, 80 and 14 tokens, then chunks of 40, 20 and 33 more (keys of both steps). */
+static void attention_chunks(int64_t n_heads, int64_t n_kv, int64_t hd, int32_t window)
+{
+    static const int32_t lens1[3] = {37, 80, 14}, lens2[3] = {40, 20, 33};
+    attention_run(n_heads, n_kv, hd, window, 512, lens1, lens2);
+}
+
 static void test_attention(void)
 {
     attention_case(8, 2, 64, 0);
@@ -390,6 +402,8 @@ static void test_attention(void)
     attention_case(2, 2, 80, 0); /* a head size that is not a multiple of the warp */
     attention_long(8, 2, 64, 0);
     attention_long(4, 1, 128, 600);
+    attention_chunks(8, 2, 64, 0);
+    attention_chunks(4, 2, 128, 24);
 }
 
 /* ---- the fused kernels of the port tables ------------------------------------------------ */

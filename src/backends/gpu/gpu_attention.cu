@@ -1,4 +1,5 @@
-/* Attention over the paged KV cache on the GPU, for prefill and decode alike: one block per
+/* Attention over the paged KV cache on the GPU, for decode, and for prefill where the matrix
+ * units cannot take it (gpu_flash.cu; gpu_flash_takes says when): one block per
  * (token, query head, split). The block's warps take the visible keys of its split in turn, each
  * keeping an online softmax (running max and sum) and its share of the output row in registers,
  * and the warps' partial results are merged at the end; no score buffer grows with the context,
@@ -126,6 +127,7 @@ celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cac
                           (long long)b->n_tokens);
     const int32_t *pos, *seq, *tables;
     if (gpu_batch_upload(g, b, kv, &pos, &seq, &tables, err)) return err->code;
+    if (gpu_flash_takes(g, b, a)) return gpu_flash_attention(g, q, kv, layer, pos, seq, tables, b, a, out, err);
     /* few (token, head) blocks: split the keys, as many splits as the furthest position wants,
      * rounded up to a power of two */
     int32_t splits = 1, far = 0;

@@ -347,6 +347,8 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     const char *mf  = getenv("CELER_GPU_MMQ_FROM"); /* 0 .. 32: see gpu_mmq.h */
     g->mmq_from     = mf && *mf ? atoi(mf) : GPU_MMQ_FROM;
     if (g->mmq_from < 0 || g->mmq_from > GPU_MMQ_SMALL) g->mmq_from = GPU_MMQ_FROM;
+    const char *fl  = getenv("CELER_GPU_FLASH"); /* 0: prefill attention off the matrix units */
+    g->flash_off    = fl && !strcmp(fl, "0");
     const char *st  = getenv("CELER_GPU_STATS"); /* 1: step and wait times on stderr at the end */
     g->stats        = st && !strcmp(st, "1");
     snprintf(g->device_name, sizeof g->device_name, "%s", f.name);

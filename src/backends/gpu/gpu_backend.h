@@ -48,6 +48,7 @@ typedef struct {
     gpu_buf  d_attn; /* decode attention's splits (gpu_attention.cu) */
     unsigned sq_smem_set; /* gpu_mmq.cu's streaming kernels allowed their shared memory (a bit each) */
     int      mmq_from;    /* steps of more tokens take the integer matrix units (gpu_mmq.h) */
+    bool     flash_off;   /* CELER_GPU_FLASH=0: prefill attention without the matrix units */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */
     int64_t  h_pos_n, h_seq_n, h_tables_n;
     /* RoPE frequency divisors (host arrays of the model) and their device copies */
@@ -230,6 +231,13 @@ celer_status gpu_freq_factors(gpu_backend *g, const float *host, int64_t n, cons
 /* gpu_attention.cu */
 celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cache *kv, int32_t layer,
                            const celer_batch *b, const celer_attn *a, float *out, celer_error *err);
+/* gpu_flash.cu: prefill attention on the matrix units, for the batches gpu_flash_takes (head
+ * sizes 64 and 128, runs of at least 16 tokens of a sequence on average); pos, seq and tables
+ * are gpu_batch_upload's. */
+bool         gpu_flash_takes(const gpu_backend *g, const celer_batch *b, const celer_attn *a);
+celer_status gpu_flash_attention(gpu_backend *g, const float *q, const celer_kv_cache *kv, int32_t layer,
+                                 const int32_t *pos, const int32_t *seq, const int32_t *tables, const celer_batch *b,
+                                 const celer_attn *a, float *out, celer_error *err);
 /* gpu_moe.cu */
 celer_status gpu_moe_route(celer_backend *be, const float *logits, int64_t T, int64_t n_expert, int64_t n_used,
                            bool renorm, int32_t *ids, float *w, celer_error *err);

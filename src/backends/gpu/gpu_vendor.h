@@ -90,6 +90,11 @@ static __device__ __forceinline__ void gpu_imma_16x8x32(int c[4], const int a[4]
 {
     (void)c, (void)a, (void)b0, (void)b1;
 }
+static __device__ __forceinline__ void gpu_hmma_16x8x16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    (void)c, (void)a, (void)b0, (void)b1;
+}
+static __device__ __forceinline__ uint32_t gpu_half2_bits(float lo, float hi) { return (void)lo, (void)hi, 0u; }
 /* Asynchronous copies to shared memory (the kernels that use them run where CELER_GPU_IMMA is 1):
  * plain copies here. */
 static __device__ __forceinline__ void gpu_cp_async16(void *dst, const void *src, bool valid)
@@ -125,6 +130,7 @@ static inline void gpu_vendor_facts(const gpuDeviceProp *p, celer_device_facts *
 }
 
 #else /* CUDA */
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #define CELER_GPU_VENDOR "NVIDIA"
@@ -202,6 +208,28 @@ static __device__ __forceinline__ void gpu_imma_16x8x32(int c[4], const int a[4]
 #else
     (void)c, (void)a, (void)b0, (void)b1;
 #endif
+}
+
+/* c (16x8 f32) += a (16x16 f16) · b (16x8 f16), one warp; registers as the PTX ISA lays out
+ * mma.m16n8k16 (gpu_flash.cu says which elements), two halves a register, the lower index in
+ * the low 16 bits. */
+static __device__ __forceinline__ void gpu_hmma_16x8x16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+#if CELER_GPU_IMMA_HERE
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    (void)c, (void)a, (void)b0, (void)b1;
+#endif
+}
+
+/* Two floats as the f16 pair of one register (round to nearest; lo in the low half). */
+static __device__ __forceinline__ uint32_t gpu_half2_bits(float lo, float hi)
+{
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *(const uint32_t *)&h;
 }
 
 /* Asynchronous copies of 16 or 8 bytes from global to shared memory (cp.async, sm_80 and later;

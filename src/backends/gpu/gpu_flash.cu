@@ -1,0 +1,192 @@
+/* Prefill attention on the matrix units (flash attention): a block takes 64 rows, consecutive
+ * tokens of the batch for one query head, and walks the keys their sequence shows them in tiles
+ * of 64, scores and the weighted sum of values both as f16 products with f32 sums
+ * (gpu_hmma_16x8x16), the softmax online in registers. No score matrix is written.
+ *
+ * Layout of a block: 4 warps, each 16 of the rows. A thread holds rows g = lane / 4 and g + 8 of
+ * its warp's 16 and, of every 8 columns of a product, columns 2 (lane % 4) and 2 (lane % 4) + 1
+ * (the accumulator layout of mma.m16n8k16). The scores' accumulators are then exactly the A
+ * operand the values' product wants (keys as its k), so the probabilities never leave registers.
+ * Keys and values are staged per tile in shared memory as f16: keys row by row, values
+ * transposed (a B operand's two halves are consecutive keys of one column).
+ *
+ * Rows of different sequences may share a block (a continuous batch): the block takes each
+ * sequence of its rows in turn (a pass), its keys from the lowest first visible position to the
+ * highest position of that sequence's rows, and every row masks the keys it does not see
+ * (another sequence, a later position, before its window). A batch of many one-token rows
+ * (decodes) would make a pass per row; the host sends those to gpu_attention.cu's kernel.
+ *
+ * Precision: q (times the softmax scale), k, v and the probabilities are rounded to f16 (11
+ * significant bits); the relative error of an output row is about 1e-3, as with activations
+ * quantized for the integer products. */
+#include "backends/gpu/gpu_backend.h"
+
+#include <limits.h>
+#include <math.h>
+
+enum { FL_ROWS = 64, FL_KEYS = 64, FL_THREADS = 128, FL_PAD = 8, FL_MIN_RUN = 16 };
+
+template <int HD>
+__global__ void __launch_bounds__(FL_THREADS)
+    k_flash(const float *__restrict__ q, const float *__restrict__ kc, const float *__restrict__ vc,
+            const int32_t *__restrict__ pos, const int32_t *__restrict__ seq, const int32_t *__restrict__ tables,
+            int32_t max_blocks, int32_t block_size, int64_t T, int64_t n_heads, int64_t n_kv_heads, float scale_log2,
+            int32_t window, float *__restrict__ out)
+{
+#if CELER_GPU_IMMA_HERE
+    __shared__ __align__(16) uint16_t ks[FL_KEYS][HD + FL_PAD]; /* f16 bits, key by key */
+    __shared__ __align__(16) uint16_t vt[HD][FL_KEYS + FL_PAD]; /* f16 bits, transposed */
+    __shared__ int32_t s_seq[FL_ROWS], s_lo[FL_ROWS], s_hi[FL_ROWS];
+    const int64_t t0 = (int64_t)blockIdx.x * FL_ROWS, h = blockIdx.y, kvh = h / (n_heads / n_kv_heads);
+    const int64_t kw = n_kv_heads * HD;
+    const int     lane = threadIdx.x % 32, w = threadIdx.x / 32, g = lane / 4, c2 = 2 * (lane % 4);
+    if (threadIdx.x < FL_ROWS) { /* the rows' sequence and visible keys [lo, hi]; none past T */
+        const int64_t t = t0 + threadIdx.x;
+        const int32_t p = t < T ? pos[t] : 0;
+        s_seq[threadIdx.x] = t < T ? seq[t] : -1;
+        s_lo[threadIdx.x]  = t >= T ? 1 : window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+        s_hi[threadIdx.x]  = t < T ? p : 0;
+    }
+    /* q of rows g and g + 8, scaled for exp2, as A fragments: 16 columns a step */
+    const int r0 = w * 16 + g, r1 = r0 + 8;
+    uint32_t  qa[HD / 16][4];
+    {
+        const float *q0 = q + ((t0 + r0) * n_heads + h) * HD, *q1 = q + ((t0 + r1) * n_heads + h) * HD;
+        const bool   in0 = t0 + r0 < T, in1 = t0 + r1 < T;
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++) {
+            const int d   = kk * 16 + c2;
+            float2    a0  = in0 ? *(const float2 *)(q0 + d) : make_float2(0, 0);
+            float2    a1  = in1 ? *(const float2 *)(q1 + d) : make_float2(0, 0);
+            float2    a2  = in0 ? *(const float2 *)(q0 + d + 8) : make_float2(0, 0);
+            float2    a3  = in1 ? *(const float2 *)(q1 + d + 8) : make_float2(0, 0);
+            qa[kk][0] = gpu_half2_bits(a0.x * scale_log2, a0.y * scale_log2);
+            qa[kk][1] = gpu_half2_bits(a1.x * scale_log2, a1.y * scale_log2);
+            qa[kk][2] = gpu_half2_bits(a2.x * scale_log2, a2.y * scale_log2);
+            qa[kk][3] = gpu_half2_bits(a3.x * scale_log2, a3.y * scale_log2);
+        }
+    }
+    float o[HD / 8][4];
+#pragma unroll
+    for (int nd = 0; nd < HD / 8; nd++) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    __syncthreads();
+    const int32_t seq0 = s_seq[r0], lo0 = s_lo[r0], hi0 = s_hi[r0];
+    const int32_t seq1 = s_seq[r1], lo1 = s_lo[r1], hi1 = s_hi[r1];
+
+    for (int32_t prev = -1;;) { /* a pass per sequence of the rows, in increasing order */
+        int32_t s = INT_MAX;
+        for (int i = 0; i < FL_ROWS; i++) s = s_seq[i] > prev && s_seq[i] < s ? s_seq[i] : s;
+        if (s == INT_MAX) break;
+        int32_t klo = INT_MAX, khi = -1;
+        for (int i = 0; i < FL_ROWS; i++)
+            if (s_seq[i] == s) klo = min(klo, s_lo[i]), khi = max(khi, s_hi[i]);
+        const int32_t *table = tables + (int64_t)s * max_blocks;
+        for (int32_t j0 = klo; j0 <= khi; j0 += FL_KEYS) {
+            __syncthreads(); /* the previous tile is consumed */
+            for (int e = threadIdx.x; e < FL_KEYS * HD / 4; e += FL_THREADS) {
+                const int     kj = e / (HD / 4), d = e % (HD / 4) * 4;
+                const int32_t j  = j0 + kj;
+                float4        k4 = make_float4(0, 0, 0, 0), v4 = k4;
+                if (j <= khi) {
+                    const int64_t slot = (int64_t)table[j / block_size] * block_size + j % block_size;
+                    k4 = *(const float4 *)(kc + slot * kw + kvh * HD + d);
+                    v4 = *(const float4 *)(vc + slot * kw + kvh * HD + d);
+                }
+                *(uint2 *)&ks[kj][d] = make_uint2(gpu_half2_bits(k4.x, k4.y), gpu_half2_bits(k4.z, k4.w));
+                const uint32_t v01 = gpu_half2_bits(v4.x, v4.y), v23 = gpu_half2_bits(v4.z, v4.w);
+                vt[d][kj] = (uint16_t)v01, vt[d + 1][kj] = (uint16_t)(v01 >> 16);
+                vt[d + 2][kj] = (uint16_t)v23, vt[d + 3][kj] = (uint16_t)(v23 >> 16);
+            }
+            __syncthreads();
+            const int32_t j1   = j0 + FL_KEYS - 1;
+            const bool    mine = (seq0 == s && lo0 <= j1 && hi0 >= j0) || (seq1 == s && lo1 <= j1 && hi1 >= j0);
+            if (!__any_sync(0xffffffffu, mine)) continue; /* none of this warp's rows sees the tile */
+            float sc[FL_KEYS / 8][4];
+#pragma unroll
+            for (int nb = 0; nb < FL_KEYS / 8; nb++) sc[nb][0] = sc[nb][1] = sc[nb][2] = sc[nb][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < HD / 16; kk++)
+#pragma unroll
+                for (int nb = 0; nb < FL_KEYS / 8; nb++) {
+                    const uint16_t *kr = &ks[nb * 8 + g][kk * 16 + c2];
+                    gpu_hmma_16x8x16(sc[nb], qa[kk], *(const uint32_t *)kr, *(const uint32_t *)(kr + 8));
+                }
+            float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+            for (int nb = 0; nb < FL_KEYS / 8; nb++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int32_t j = j0 + nb * 8 + c2 + e;
+                    if (!(seq0 == s && j >= lo0 && j <= hi0)) sc[nb][e] = -INFINITY;
+                    if (!(seq1 == s && j >= lo1 && j <= hi1)) sc[nb][2 + e] = -INFINITY;
+                    mx0 = fmaxf(mx0, sc[nb][e]), mx1 = fmaxf(mx1, sc[nb][2 + e]);
+                }
+            mx0 = fmaxf(mx0, gpu_shfl_xor(mx0, 1)), mx0 = fmaxf(mx0, gpu_shfl_xor(mx0, 2));
+            mx1 = fmaxf(mx1, gpu_shfl_xor(mx1, 1)), mx1 = fmaxf(mx1, gpu_shfl_xor(mx1, 2));
+            const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
+            const float b0 = n0 == -INFINITY ? 0.0f : n0, b1 = n1 == -INFINITY ? 0.0f : n1; /* no key yet */
+            const float f0 = exp2f(m0 - b0), f1 = exp2f(m1 - b1);
+            m0 = n0, m1 = n1, l0 *= f0, l1 *= f1;
+#pragma unroll
+            for (int nd = 0; nd < HD / 8; nd++) o[nd][0] *= f0, o[nd][1] *= f0, o[nd][2] *= f1, o[nd][3] *= f1;
+#pragma unroll
+            for (int nb = 0; nb < FL_KEYS / 8; nb++) {
+                sc[nb][0] = exp2f(sc[nb][0] - b0), sc[nb][1] = exp2f(sc[nb][1] - b0);
+                sc[nb][2] = exp2f(sc[nb][2] - b1), sc[nb][3] = exp2f(sc[nb][3] - b1);
+                l0 += sc[nb][0] + sc[nb][1], l1 += sc[nb][2] + sc[nb][3];
+            }
+#pragma unroll
+            for (int kk = 0; kk < FL_KEYS / 16; kk++) { /* the probabilities of 16 keys as A */
+                const uint32_t pa[4] = {gpu_half2_bits(sc[2 * kk][0], sc[2 * kk][1]),
+                                        gpu_half2_bits(sc[2 * kk][2], sc[2 * kk][3]),
+                                        gpu_half2_bits(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
+                                        gpu_half2_bits(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
+#pragma unroll
+                for (int nd = 0; nd < HD / 8; nd++) {
+                    const uint16_t *vr = &vt[nd * 8 + g][kk * 16 + c2];
+                    gpu_hmma_16x8x16(o[nd], pa, *(const uint32_t *)vr, *(const uint32_t *)(vr + 8));
+                }
+            }
+        }
+        prev = s;
+    }
+    /* the row sums are spread over the 4 lanes of a row */
+    l0 += gpu_shfl_xor(l0, 1), l0 += gpu_shfl_xor(l0, 2);
+    l1 += gpu_shfl_xor(l1, 1), l1 += gpu_shfl_xor(l1, 2);
+    const float i0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, i1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
+    float      *o0 = out + ((t0 + r0) * n_heads + h) * HD, *o1 = out + ((t0 + r1) * n_heads + h) * HD;
+#pragma unroll
+    for (int nd = 0; nd < HD / 8; nd++) {
+        if (t0 + r0 < T) *(float2 *)(o0 + nd * 8 + c2) = make_float2(o[nd][0] * i0, o[nd][1] * i0);
+        if (t0 + r1 < T) *(float2 *)(o1 + nd * 8 + c2) = make_float2(o[nd][2] * i1, o[nd][3] * i1);
+    }
+#else
+    (void)q, (void)kc, (void)vc, (void)pos, (void)seq, (void)tables, (void)max_blocks, (void)block_size, (void)T;
+    (void)n_heads, (void)n_kv_heads, (void)scale_log2, (void)window, (void)out;
+#endif
+}
+
+bool gpu_flash_takes(const gpu_backend *g, const celer_batch *b, const celer_attn *a)
+{
+    if (!CELER_GPU_IMMA || g->flash_off || !gpu_imma_ok(&g->prop) || (a->head_dim != 64 && a->head_dim != 128))
+        return false;
+    int64_t runs = 1; /* runs of one sequence's tokens: few long ones, or a batch of decodes */
+    for (int64_t i = 1; i < b->n_tokens; i++) runs += b->seq[i] != b->seq[i - 1];
+    return b->n_tokens >= FL_MIN_RUN * runs;
+}
+
+celer_status gpu_flash_attention(gpu_backend *g, const float *q, const celer_kv_cache *kv, int32_t layer,
+                                 const int32_t *pos, const int32_t *seq, const int32_t *tables, const celer_batch *b,
+                                 const celer_attn *a, float *out, celer_error *err)
+{
+    const dim3  grid((unsigned)((b->n_tokens + FL_ROWS - 1) / FL_ROWS), (unsigned)a->n_heads);
+    const float sl2 = a->scale * 1.4426950408889634f; /* scores in base 2: exp2f */
+    if (a->head_dim == 64)
+        return GPU_LAUNCH(g, err, "flash attention", k_flash<64>, grid, FL_THREADS, 0, q, kv->k[layer], kv->v[layer],
+                          pos, seq, tables, kv->max_blocks, kv->block_size, (int64_t)b->n_tokens, a->n_heads,
+                          a->n_kv_heads, sl2, a->window, out);
+    return GPU_LAUNCH(g, err, "flash attention", k_flash<128>, grid, FL_THREADS, 0, q, kv->k[layer], kv->v[layer], pos,
+                      seq, tables, kv->max_blocks, kv->block_size, (int64_t)b->n_tokens, a->n_heads, a->n_kv_heads,
+                      sl2, a->window, out);
+}
