@@ -18,6 +18,9 @@
 #            batch of 32 (llama-batched-bench with LLAMA_BATCHED_BENCH); ~8 minutes with the files
 #   kernels  dev/kernels/gpu_matmul.c: each format's matmul time and weight bandwidth (its table is
 #            printed whole)
+#   profile  ncu over a few steps run op by op (CELER_GPU_GRAPHS=0; caches and clocks as they are):
+#            8B decode, 30B-A3B decode, the 8B's batch of 32 decodes, an 8B pp512 prefill; each
+#            kernel's time, DRAM throughput and occupancy (scripts/ncu-summary.py, top 12 printed)
 # Logs go to $OUT/logs.tar.gz ($OUT defaults to ./gpu-out); the last lines printed are a short
 # table of results.
 # Dependencies the machine lacks (cJSON, libmicrohttpd) are taken from .carry/deb when there: the
@@ -182,6 +185,30 @@ step_kernels() {
         >"$OUT/logs/kernels-build.log" 2>&1 || { result "kernels (build)" FAILED; return 0; }
     "$B/kernel_gpu_matmul" "${KERNEL_REPS:-30}" 2>&1 | tee "$OUT/logs/kernels.txt"
     result "kernels" "$(grep -c 'FAILED' "$OUT/logs/kernels.txt") failed checks"
+}
+
+# One ncu run of a command: its per-kernel summary into the logs, the top 12 printed.
+profile() {
+    local name=$1
+    shift
+    CELER_GPU_GRAPHS=0 ncu --cache-control none --clock-control none --print-summary per-kernel --csv \
+        --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active \
+        "$@" >"$OUT/logs/ncu-$name.csv" 2>"$OUT/logs/ncu-$name.err"
+    echo "-- profile $name: $*"
+    python3 scripts/ncu-summary.py "$OUT/logs/ncu-$name.csv" 40 >"$OUT/logs/ncu-$name.txt" 2>&1
+    head -13 "$OUT/logs/ncu-$name.txt"
+    result "profile $name" "$(tail -1 "$OUT/logs/ncu-$name.txt" | tr -s ' ' | cut -c1-60)"
+}
+
+step_profile() {
+    command -v ncu >/dev/null || { result "profile" "ncu not found"; return 0; }
+    local m8 m30
+    synth_big llama-3.1-8b && m8=$f
+    synth_big qwen3-30b-a3b && m30=$f
+    profile decode-8b "$B/celer" generate -m "$m8" --backend cuda --no-chat -p "hello there" -n 8
+    profile decode-30b "$B/celer" generate -m "$m30" --backend cuda --no-chat -p "hello there" -n 4
+    profile x32-8b "$B/celer" bench -m "$m8" --backend cuda -p 16 -n 4 -P 32 -r 1
+    profile pp512-8b "$B/celer" bench -m "$m8" --backend cuda -p 512 -n 1 -r 1
 }
 
 steps=("$@")

@@ -138,6 +138,7 @@ int main(void)
     test_moe_stacked(CELER_GGML_Q4_0, 1);
     test_moe_stacked(CELER_GGML_Q4_K, 5);
     test_moe_stacked(CELER_GGML_Q6_K, 37);
-    test_moe_stacked(CELER_GGML_Q4_0, 300);
+    test_moe_stacked(CELER_GGML_Q4_0, 300); /* past 256 pairs, Q4_0 / Q8_0: every expert in one launch */
+    test_moe_stacked(CELER_GGML_Q8_0, 70);
     return gpu_test_close("test_gpu_moe");
 }

@@ -73,7 +73,7 @@ typedef struct {
     uint64_t           clock;         /* steps begun, for the least recently used graph */
     bool               graphs_off;    /* CELER_GPU_GRAPHS=0 */
     /* scratch for MoE and staging */
-    gpu_buf moe[6];
+    gpu_buf moe[7];
     void   *host_stage;
     size_t  host_stage_bytes;
 } gpu_backend;

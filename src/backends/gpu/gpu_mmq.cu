@@ -115,10 +115,11 @@ static __device__ __forceinline__ void mmq_put(const mmq_regs<XU> &st, int8_t (*
     }
 }
 
-/* Columns blocks kz0 .. kz1 of part blockIdx.z (kper blocks a part), into y + blockIdx.z · T · rows. */
+/* Rows blockIdx.x · 64 .. of w × tokens t0 .. t0 + NT of x (T of them), column blocks kz0 .. nq,
+ * into y (T, w.rows). */
 template <int F, int NT>
-__global__ void __launch_bounds__(MMQ_THREADS)
-    k_mmq(gpu_wdesc w, gpu_xq x, int64_t T, int64_t kper, float *__restrict__ y)
+static __device__ __forceinline__ void mmq_tile(const gpu_wdesc &w, const gpu_xq &x, int64_t T, int64_t t0,
+                                                int64_t kz0, int64_t nq, float *__restrict__ y)
 {
     constexpr int NI = NT / 16;                     /* a warp's 8-token tiles */
     constexpr int XU = NT * MMQ_BQ / MMQ_THREADS; /* token blocks a thread stages */
@@ -127,9 +128,7 @@ __global__ void __launch_bounds__(MMQ_THREADS)
     __shared__ float                wd[MMQ_ROWS][MMQ_BQ], xd[NT][MMQ_BQ];
     const int     tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, q = lane % 4;
     const int     wm = 32 * (warp % 2), wn = NT / 2 * (warp / 2);
-    const int64_t r0 = (int64_t)blockIdx.x * MMQ_ROWS, t0 = (int64_t)blockIdx.y * NT, kz0 = (int64_t)blockIdx.z * kper;
-    const int64_t nq = w.cols / 32 < kz0 + kper ? w.cols / 32 : kz0 + kper; /* this part's end */
-    y += (int64_t)blockIdx.z * T * w.rows;
+    const int64_t r0 = (int64_t)blockIdx.x * MMQ_ROWS;
     float         acc[2][NI][4];
 #pragma unroll
     for (int mi = 0; mi < 2; mi++)
@@ -184,6 +183,28 @@ __global__ void __launch_bounds__(MMQ_THREADS)
                 const int64_t r = r0 + wm + 16 * mi + g + 8 * (e / 2), t = t0 + wn + 8 * ni + 2 * q + e % 2;
                 if (r < w.rows && t < T) y[t * w.rows + r] = acc[mi][ni][e];
             }
+}
+
+/* Columns blocks kz0 .. kz1 of part blockIdx.z (kper blocks a part), into y + blockIdx.z · T · rows. */
+template <int F, int NT>
+__global__ void __launch_bounds__(MMQ_THREADS)
+    k_mmq(gpu_wdesc w, gpu_xq x, int64_t T, int64_t kper, float *__restrict__ y)
+{
+    const int64_t kz0 = (int64_t)blockIdx.z * kper, nq = w.cols / 32 < kz0 + kper ? w.cols / 32 : kz0 + kper;
+    mmq_tile<F, NT>(w, x, T, (int64_t)blockIdx.y * NT, kz0, nq, y + (int64_t)blockIdx.z * T * w.rows);
+}
+
+/* Expert blockIdx.z of a stacked tensor (w its first, `stride` bytes apart) times its tokens:
+ * rows starts[e] .. starts[e + 1] of x (sorted by expert), into the same rows of y. */
+template <int F, int NT>
+__global__ void __launch_bounds__(MMQ_THREADS)
+    k_mmq_experts(gpu_wdesc w, gpu_xq x, const int32_t *__restrict__ starts, int64_t stride, float *__restrict__ y)
+{
+    const int64_t s0 = starts[blockIdx.z], n = starts[blockIdx.z + 1] - s0, t0 = (int64_t)blockIdx.y * NT;
+    if (t0 >= n) return; /* the whole block: a group shorter than the longest */
+    w.data += (int64_t)blockIdx.z * stride;
+    x.q += s0 * x.nb * XQ_BLOCK, x.d += s0 * x.nb;
+    mmq_tile<F, NT>(w, x, n, t0, 0, w.cols / 32, y + s0 * w.rows);
 }
 
 /* y[i] = Σ over the parts p of part[p · n + i], in part order. */
@@ -400,6 +421,24 @@ celer_status gpu_mmq_xq(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_x
     int64_t       kper;
     const int64_t parts = column_parts(g, (int64_t)br * bt, w->cols / 32, MMQ_BQ, &kper);
     return launch_parts(g, fn, br, (unsigned)bt, parts, MMQ_THREADS, 0, w, xq, T, kper, y, err);
+}
+
+celer_status gpu_mmq_experts(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, int64_t n_expert,
+                             const int32_t *starts, int64_t max_n, float *y, celer_error *err)
+{
+    if ((fmt != GPU_Q4_0 && fmt != GPU_Q8_0) || !gpu_imma_ok(&g->prop))
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no integer prefill kernel for format %d", CELER_GPU_NAME, fmt);
+    const int64_t bt = (max_n + 63) / 64;
+    if (max_n <= 0) return CELER_OK;
+    if (bt > GPU_MAX_GRID_YZ || n_expert > GPU_MAX_GRID_YZ)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: %lld experts, %lld tokens for one: past the prefill grid",
+                          CELER_GPU_NAME, (long long)n_expert, (long long)max_n);
+    unsigned br;
+    if (gpu_grid(g, w->rows, MMQ_ROWS, &br, "mmq experts", err)) return err->code;
+    typedef void (*experts_fn)(gpu_wdesc, gpu_xq, const int32_t *, int64_t, float *);
+    const experts_fn fn = fmt == GPU_Q4_0 ? k_mmq_experts<GPU_Q4_0, 64> : k_mmq_experts<GPU_Q8_0, 64>;
+    return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq experts", fn, dim3(br, (unsigned)bt, (unsigned)n_expert), MMQ_THREADS, 0,
+                                 *w, *xq, starts, w->rows * w->row_bytes, y);
 }
 
 celer_status gpu_mmq(gpu_backend *g, const gpu_wdesc *w, int fmt, const float *x, int64_t T, float *y,

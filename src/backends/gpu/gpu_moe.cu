@@ -3,10 +3,11 @@
  * pairs) whose experts are stacked run each pair's gate, up and down products in place, the
  * choices read on the device (recordable in a step graph). Otherwise the FFN reads the choices
  * back to the host, groups the (token, slot) pairs by expert, gathers each group's inputs into
- * one block, and runs per chosen expert the gate, up and down products over its group (a prefill
- * chunk reads each chosen expert once). A last kernel sums each token's weighted expert
- * outputs. Unchosen experts are never touched. */
-#include "backends/gpu/gpu_matvec.h"
+ * one block, and runs the gate, up and down products over each chosen expert's group (a prefill
+ * chunk reads each chosen expert once): one launch a product over all the experts where the
+ * integer matrix units take the format (gpu_mmq_experts), else a product per chosen expert. A
+ * last kernel sums each token's weighted expert outputs. Unchosen experts are never touched. */
+#include "backends/gpu/gpu_mmq.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -141,11 +142,12 @@ celer_status gpu_moe_ffn(celer_backend *be, const celer_moe *moe, const float *x
         return celer_fail(err, CELER_ERR_INVALID, "%s: MoE of %lld experts (1 to 1024), %lld per token",
                           CELER_GPU_NAME, (long long)E, (long long)K);
     if (T <= 0) return CELER_OK;
-    gpu_wdesc dw[3];
-    int       fw[3];
-    if (N <= MOE_DEVICE_MAX && stacked(moe->gate, E, &dw[0], &fw[0]) && stacked(moe->up, E, &dw[1], &fw[1]) &&
-        stacked(moe->down, E, &dw[2], &fw[2]) && fw[0] == fw[1] && dw[0].cols == dw[1].cols && dw[2].cols == ff)
-        return moe_ffn_device(g, moe, x, T, ids, w, K, act, out, dw, fw, err);
+    gpu_wdesc  dw[3];
+    int        fw[3];
+    const bool st = stacked(moe->gate, E, &dw[0], &fw[0]) && stacked(moe->up, E, &dw[1], &fw[1]) &&
+                    stacked(moe->down, E, &dw[2], &fw[2]) && fw[0] == fw[1] && dw[0].cols == dw[1].cols &&
+                    dw[2].cols == ff;
+    if (N <= MOE_DEVICE_MAX && st) return moe_ffn_device(g, moe, x, T, ids, w, K, act, out, dw, fw, err);
     if (g->rec != GPU_REC_EAGER) { /* it groups the tokens by expert on the host: not recordable */
         gpu_graph_break(g, true);
         return CELER_OK;
@@ -181,6 +183,23 @@ celer_status gpu_moe_ffn(celer_backend *be, const celer_moe *moe, const float *x
                    (const int32_t *)b_tok->p, N, d, xs))
         return err->code;
     const celer_backend_ops *op = g->base.ops;
+    if (st && gpu_mmq_has(g, fw[0]) && gpu_mmq_has(g, fw[2])) { /* every expert's group in one launch a product */
+        gpu_buf *b_start = &g->moe[6];
+        int64_t  max_n   = 0;
+        for (int64_t e = 0; e < E; e++) max_n = start[e + 1] - start[e] > max_n ? start[e + 1] - start[e] : max_n;
+        gpu_xq xq;
+        if (gpu_buf_reserve(g, b_start, (size_t)(E + 1) * 4, err) ||
+            gpu_upload(g, b_start->p, start, (size_t)(E + 1) * 4, err) || gpu_quant_x(g, xs, N, d, &xq, err))
+            return err->code;
+        const int32_t *starts = (const int32_t *)b_start->p;
+        if (gpu_mmq_experts(g, &dw[0], fw[0], &xq, E, starts, max_n, G, err) ||
+            gpu_mmq_experts(g, &dw[1], fw[1], &xq, E, starts, max_n, U, err) ||
+            op->glu(&g->base, G, U, N * ff, act, err) || gpu_quant_x(g, G, N, ff, &xq, err) ||
+            gpu_mmq_experts(g, &dw[2], fw[2], &xq, E, starts, max_n, Y, err))
+            return err->code;
+        return GPU_LAUNCH(g, err, "moe combine", k_combine, gpu_blocks(T * d, THREADS), THREADS, 0, Y,
+                          (const int32_t *)b_at->p, w, T, K, d, out);
+    }
     for (int64_t e = 0; e < E; e++) {
         int64_t s = start[e], n = start[e + 1] - start[e];
         if (!n) continue;
