@@ -112,7 +112,9 @@ if(CELER_CUDA)
   if(CELER_WERROR)
     target_compile_options(celer_gpu PRIVATE -Xcompiler=-Werror)
   endif()
-  target_link_libraries(celer_gpu PUBLIC CUDA::cudart stdc++)
+  # cuBLAS: the bf16 products of long steps (src/backends/gpu/gpu_blas.cu); in the toolkit's
+  # library folder, beside cudart (the RUNPATH below covers both)
+  target_link_libraries(celer_gpu PUBLIC CUDA::cudart CUDA::cublas stdc++)
   # celer_core predates enable_language(CUDA) but now links CUDA code: it needs the list too.
   set_target_properties(celer_core PROPERTIES CUDA_ARCHITECTURES "${CELER_CUDA_ARCHS}" CUDA_RUNTIME_LIBRARY Shared)
   _celer_gpu_archs_define("${CELER_CUDA_ARCHS}")

@@ -3,8 +3,9 @@
 # its numbers were taken). Steps, any of them in order (default: build test verify):
 #   build    configure and build the CUDA backend (build-cuda/), sm_90 unless CELER_CUDA_ARCHS says
 #   test     tests/test_ports, tests/test_batcher (its engines on the GPU: continuous batches of
-#            mixed prefill and decode), tests/gpu/test_gpu_ops (also with CELER_GPU_MMQ_FROM=0)
-#            and test_gpu_moe, each again under compute-sanitizer --tool memcheck
+#            mixed prefill and decode), tests/gpu/test_gpu_ops (also with CELER_GPU_MMQ_FROM=0, and
+#            with CELER_GPU_BLAS_FROM=0: no product on cuBLAS) and test_gpu_moe, each again under
+#            compute-sanitizer --tool memcheck
 #   verify   celer verify --backend cuda --against cpu: the tiny MLX models of tests/data/mlx_dirs
 #            and synthetic GGUF models of every weight type (small shapes)
 #   big      synthetic Llama-3.1-8B and Qwen3-30B-A3B Q4_0 (celer synth): celer verify
@@ -75,6 +76,9 @@ step_test() {
     # every Q4_0 / Q8_0 product on the integer matrix units, decode steps of one token too
     CELER_GPU_MMQ_FROM=0 "$B/test_gpu_ops" >"$OUT/logs/test_gpu_ops-mmq.log" 2>&1
     result "test_gpu_ops, CELER_GPU_MMQ_FROM=0" "$([ $? = 0 ] && echo passed || echo FAILED)"
+    # every product on the backend's own kernels: the integer matrix units and the f32 tiled kernel
+    CELER_GPU_BLAS_FROM=0 "$B/test_gpu_ops" >"$OUT/logs/test_gpu_ops-noblas.log" 2>&1
+    result "test_gpu_ops, CELER_GPU_BLAS_FROM=0" "$([ $? = 0 ] && echo passed || echo FAILED)"
 }
 
 # One verify run: its total line into the table, the whole report into $OUT/logs/.
@@ -178,7 +182,7 @@ step_acceptance() {
 }
 
 step_kernels() {
-    local libs=(-L/usr/local/cuda/lib64 -lcudart -lstdc++ -lcjson -lm -lpthread -Wl,-rpath,/usr/local/cuda/lib64)
+    local libs=(-L/usr/local/cuda/lib64 -lcudart -lcublas -lstdc++ -lcjson -lm -lpthread -Wl,-rpath,/usr/local/cuda/lib64)
     [ -d "$DEB" ] && libs=(-I"$DEB/usr/include" -L"$DEB/usr/lib/x86_64-linux-gnu" "${libs[@]}")
     cc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -Isrc -Itests dev/kernels/gpu_matmul.c -Wl,--start-group \
         "$B/libceler_core.a" "$B/libceler_gpu.a" -Wl,--end-group "${libs[@]}" -o "$B/kernel_gpu_matmul" \

@@ -1,6 +1,7 @@
 /* The GPU backend's host side: device selection, the stream, device memory, transfers, the
  * watchdog, and the ops table. Kernels are in the other .cu files of this directory. */
 #include "backends/gpu/gpu_backend.h"
+#include "backends/gpu/gpu_blas.h"
 #include "backends/gpu/gpu_mmq.h"
 
 extern "C" {
@@ -24,9 +25,12 @@ const char *gpu_error_words(gpuError_t e, char *buf, size_t n)
 
 celer_status gpu_fail(gpu_backend *g, celer_error *err, gpuError_t e, const char *what)
 {
-    bool oom = e == gpuErrorMemoryAllocation;
     char words[160];
-    gpu_error_words(e, words, sizeof words);
+    return gpu_fail_with(g, err, e == gpuErrorMemoryAllocation, what, gpu_error_words(e, words, sizeof words));
+}
+
+celer_status gpu_fail_with(gpu_backend *g, celer_error *err, bool oom, const char *what, const char *words)
+{
     if (!g->failed && !oom) { /* an out-of-memory leaves the device usable; anything else does not */
         g->failed = true;
         snprintf(g->failure, sizeof g->failure, "%s: %s", what, words);
@@ -286,6 +290,7 @@ static void gpu_free(celer_backend *be)
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu_release(be, bufs[i]->p);
     for (size_t i = 0; i < sizeof g->moe / sizeof g->moe[0]; i++) gpu_release(be, g->moe[i].p);
     for (int i = 0; i < g->n_freq; i++) gpu_release(be, g->freq[i].dev);
+    gpu_blas_free(g); /* before the stream its handle is bound to */
     gpu_weights_free(g);
     if (g->stream) (void)gpuStreamDestroy(g->stream);
     free(g->h_pos), free(g->h_seq), free(g->h_tables), free(g->host_stage);
@@ -347,6 +352,12 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     const char *mf  = getenv("CELER_GPU_MMQ_FROM"); /* 0 .. 32: see gpu_mmq.h */
     g->mmq_from     = mf && *mf ? atoi(mf) : GPU_MMQ_FROM;
     if (g->mmq_from < 0 || g->mmq_from > GPU_MMQ_SMALL) g->mmq_from = GPU_MMQ_FROM;
+    const char *bf  = getenv("CELER_GPU_BLAS_FROM"); /* tokens, 0: never (gpu_blas.h) */
+    g->blas_from    = !CELER_GPU_BLAS ? 0 : bf && *bf ? atoi(bf) : GPU_BLAS_FROM;
+    if (g->blas_from < 0) g->blas_from = GPU_BLAS_FROM;
+    const char  *bc = getenv("CELER_GPU_BLAS_CHUNK_MB"); /* MiB, fractions too (the tests lower it) */
+    const double mb = bc && atof(bc) > 0 ? atof(bc) : (double)GPU_BLAS_CHUNK_MB;
+    g->blas_chunk   = (size_t)(mb * 1048576.0);
     const char *fl  = getenv("CELER_GPU_FLASH"); /* 0: prefill attention off the matrix units */
     g->flash_off    = fl && !strcmp(fl, "0");
     const char *st  = getenv("CELER_GPU_STATS"); /* 1: step and wait times on stderr at the end */

@@ -48,6 +48,9 @@ typedef struct {
     gpu_buf  d_attn; /* decode attention's splits (gpu_attention.cu) */
     unsigned sq_smem_set; /* gpu_mmq.cu's streaming kernels allowed their shared memory (a bit each) */
     int      mmq_from;    /* steps of more tokens take the integer matrix units (gpu_mmq.h) */
+    int      blas_from;   /* Q4_0/Q8_0 steps of this many tokens take the vendor BLAS; 0: none does (gpu_blas.h) */
+    size_t   blas_chunk;  /* bytes of bf16 weight rows the BLAS path dequantizes at a time */
+    struct gpu_blas *blas; /* its handle and scratch (gpu_blas.cu), made by the first product that takes it */
     bool     flash_off;   /* CELER_GPU_FLASH=0: prefill attention without the matrix units */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */
     int64_t  h_pos_n, h_seq_n, h_tables_n;
@@ -85,6 +88,9 @@ static inline gpu_backend *gpu_of(celer_backend *be) { return (gpu_backend *)be;
 const char  *gpu_error_words(gpuError_t e, char *buf, size_t n);
 /* Fails the device with the runtime's error for what (a call or a launch). */
 celer_status gpu_fail(gpu_backend *g, celer_error *err, gpuError_t e, const char *what);
+/* The same in the words of whoever failed (a library's status); an out-of-memory (oom) leaves
+ * the device usable. */
+celer_status gpu_fail_with(gpu_backend *g, celer_error *err, bool oom, const char *what, const char *words);
 /* CELER_OK, or the failure the device had earlier. */
 celer_status gpu_alive(gpu_backend *g, celer_error *err);
 /* Checks the last launch. */

@@ -22,6 +22,12 @@ enum gpu_fmt {
     GPU_FMT_COUNT
 };
 
+/* A table of kernel K's instances, indexed by enum gpu_fmt. */
+#define GPU_FMT_TABLE(K)                                                                                            \
+    {K<GPU_F32>,     K<GPU_F16>,     K<GPU_BF16>,    K<GPU_Q4_0>,    K<GPU_Q4_1>,    K<GPU_Q5_0>,    K<GPU_Q5_1>,   \
+     K<GPU_Q8_0>,    K<GPU_Q4_K>,    K<GPU_Q5_K>,    K<GPU_Q6_K>,    K<GPU_AFFINE2>, K<GPU_AFFINE3>, K<GPU_AFFINE4>, \
+     K<GPU_AFFINE5>, K<GPU_AFFINE6>, K<GPU_AFFINE8>, K<GPU_MXFP4>,   K<GPU_MXFP8>,   K<GPU_NVFP4>}
+
 /* A weight as the kernels see it. */
 typedef struct {
     const uint8_t *data;

@@ -1,14 +1,17 @@
 /* Matrix products of f32 activations by stored weights, and embedding rows, on the GPU. Weights
- * are decoded in registers (gpu_decode.cuh) and never written out dequantized.
+ * are decoded in registers (gpu_decode.cuh); only the vendor BLAS's path writes them out.
  *
- * Steps of more than GPU_MMQ_FROM tokens of the formats with an integer matrix-unit kernel go to
- * gpu_mmq.cu where the device has those units; decode steps (up to MV_SLICED tokens) of the
- * formats with an integer kernel to gpu_matvec.cu. The float kernels here take the rest:
+ * Long steps go to the vendor BLAS where the build has one (gpu_blas.h: Q4_0 and Q8_0 from
+ * GPU_BLAS_FROM tokens, the other formats past MV_SLICED). Steps of more than GPU_MMQ_FROM tokens
+ * of the formats with an integer matrix-unit kernel go to gpu_mmq.cu where the device has those
+ * units; decode steps (up to MV_SLICED tokens) of the formats with an integer kernel to
+ * gpu_matvec.cu. The float kernels here take the rest:
  * decode (T <= MV_TOKENS a pass): 32 lanes per weight row, each decoding one 32-value chunk of a
  * segment of 32 chunks (neighbouring lanes read neighbouring blocks), against the step's
  * activations of that segment, staged once per block in shared memory (rows padded: no bank
  * conflicts); longer steps (prefill): tiles of 64 rows × 64 tokens, each 32-column step decoding
  * the tile's weight chunks into shared memory once for the 64 tokens (f32 FMAs). */
+#include "backends/gpu/gpu_blas.h"
 #include "backends/gpu/gpu_mmq.h"
 
 extern "C" {
@@ -197,14 +200,15 @@ celer_status gpu_weight_desc(const celer_weight *w, gpu_wdesc *d, int *fmt, cele
 typedef void (*matvec_fn)(gpu_wdesc, const float *, int64_t, float *);
 typedef void (*rows_fn)(gpu_wdesc, const int32_t *, int64_t, float *);
 
-#define FMT_TABLE(K)                                                                                                \
-    {K<GPU_F32>,     K<GPU_F16>,     K<GPU_BF16>,    K<GPU_Q4_0>,    K<GPU_Q4_1>,    K<GPU_Q5_0>,    K<GPU_Q5_1>,   \
-     K<GPU_Q8_0>,    K<GPU_Q4_K>,    K<GPU_Q5_K>,    K<GPU_Q6_K>,    K<GPU_AFFINE2>, K<GPU_AFFINE3>, K<GPU_AFFINE4>, \
-     K<GPU_AFFINE5>, K<GPU_AFFINE6>, K<GPU_AFFINE8>, K<GPU_MXFP4>,   K<GPU_MXFP8>,   K<GPU_NVFP4>}
+static const matvec_fn MATVEC[GPU_FMT_COUNT] = GPU_FMT_TABLE(k_matvec);
+static const matvec_fn GEMM[GPU_FMT_COUNT]   = GPU_FMT_TABLE(k_gemm);
+static const rows_fn   ROWS[GPU_FMT_COUNT]   = GPU_FMT_TABLE(k_get_rows);
 
-static const matvec_fn MATVEC[GPU_FMT_COUNT] = FMT_TABLE(k_matvec);
-static const matvec_fn GEMM[GPU_FMT_COUNT]   = FMT_TABLE(k_gemm);
-static const rows_fn   ROWS[GPU_FMT_COUNT]   = FMT_TABLE(k_get_rows);
+/* Whether a product of T tokens of format f takes the vendor BLAS (gpu_blas.h). */
+static bool blas_takes(const gpu_backend *g, int f, int64_t T)
+{
+    return g->blas_from > 0 && (gpu_mmq_has(g, f) ? T >= g->blas_from : T > MV_SLICED);
+}
 
 celer_status gpu_matmul(celer_backend *be, const celer_weight *w, const float *x, int64_t T, float *y,
                         celer_error *err)
@@ -214,6 +218,7 @@ celer_status gpu_matmul(celer_backend *be, const celer_weight *w, const float *x
     int          f;
     if (gpu_alive(g, err) || gpu_weight_desc(w, &d, &f, err)) return err->code;
     if (T <= 0) return CELER_OK;
+    if (blas_takes(g, f, T)) return gpu_blas_matmul(g, &d, f, x, T, y, err);
     if (T > g->mmq_from && gpu_mmq_has(g, f)) return gpu_mmq(g, &d, f, x, T, y, err); /* the integer matrix units */
     if (T <= MV_SLICED && gpu_matvec_q8_has(f)) { /* small steps: integer dot products, 8 tokens a pass */
         gpu_xq xq;
@@ -244,7 +249,7 @@ celer_status gpu_matmul(celer_backend *be, const celer_weight *w, const float *x
 
 /* The port celer_port_matmuls: decode-sized steps quantize x once and run the weights of one
  * format in one launch (past GPU_MMQ_FROM tokens, a matrix-unit product per weight on that one
- * quantization); anything else is a matmul per weight. */
+ * quantization); anything else, a weight for the vendor BLAS among them, is a matmul per weight. */
 extern "C" celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight *const *w, int n, const float *x,
                                           int64_t T, float *const *y, celer_error *err)
 {
@@ -255,7 +260,7 @@ extern "C" celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight 
     if (gpu_alive(g, err)) return err->code;
     for (int i = 0; fused && i < n; i++) {
         if (gpu_weight_desc(w[i], &d[i], &f[i], err)) return err->code;
-        fused = gpu_matvec_q8_has(f[i]) && w[i]->cols == w[0]->cols;
+        fused = gpu_matvec_q8_has(f[i]) && w[i]->cols == w[0]->cols && !blas_takes(g, f[i], T);
     }
     if (!fused) {
         for (int i = 0; i < n; i++)

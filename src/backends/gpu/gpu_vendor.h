@@ -109,6 +109,10 @@ static __device__ __forceinline__ void gpu_cp_commit(void) {}
 template <int N> static __device__ __forceinline__ void gpu_cp_wait(void) {}
 #define gpuFuncSetMaxDynamicShared(fn, bytes) hipFuncSetAttribute((const void *)(fn), hipFuncAttributeMaxDynamicSharedMemorySize, (bytes))
 
+/* No vendor BLAS: Debian 12 packages no hipBLAS, so prefill stays on this source's kernels
+ * (gpu_blas.h). */
+#define CELER_GPU_BLAS 0
+
 /* What the HIP runtime does not say: whether the build has code for this gfx target
  * (gfx_targets.h), and on APUs the memory the GPU can really allocate (amd_sysfs.h: the VRAM
  * carve-out plus GTT, from the amdgpu driver's sysfs files). */
@@ -266,6 +270,14 @@ template <int N> static __device__ __forceinline__ void gpu_cp_wait(void)
 #endif
 }
 #define gpuFuncSetMaxDynamicShared(fn, bytes) cudaFuncSetAttribute((fn), cudaFuncAttributeMaxDynamicSharedMemorySize, (bytes))
+
+/* The vendor BLAS (gpu_blas.cu): cuBLAS, called in its own spelling as kernels are written in
+ * CUDA's (a HIP build with hipBLAS would map these names here). Its bf16 operands are made by
+ * gpu_bf16_rn: the nearest bf16 (ties to even; NaN stays NaN, infinities stay), as bits. */
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#define CELER_GPU_BLAS 1
+static __device__ __forceinline__ uint16_t gpu_bf16_rn(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
 
 /* NVIDIA: the runtime says it all; the driver runs PTX of an older target on newer devices. */
 static inline void gpu_vendor_facts(const gpuDeviceProp *p, celer_device_facts *f)

@@ -1,0 +1,22 @@
+/* Products of many tokens on the vendor BLAS (gpu_blas.cu): in CUDA builds cuBLAS multiplies
+ * bf16 copies of the weights and activations with f32 accumulation. A HIP build has no vendor
+ * BLAS (CELER_GPU_BLAS 0 in gpu_vendor.h) and keeps its kernels for every step. */
+#ifndef CELER_BACKENDS_GPU_GPU_BLAS_H
+#define CELER_BACKENDS_GPU_GPU_BLAS_H
+
+#include "backends/gpu/gpu_decode.cuh"
+
+/* Products of the formats the device runs on the integer matrix units (gpu_mmq_has: Q4_0 and
+ * Q8_0 from sm_80) take the BLAS from GPU_BLAS_FROM tokens, every other format's past a batch of
+ * decodes (32 tokens: the f32 tiled kernel before); CELER_GPU_BLAS_FROM=N moves the first line,
+ * 0 keeps every product off the BLAS. A weight's bf16 copy is made GPU_BLAS_CHUNK_MB MiB of rows
+ * at a time (CELER_GPU_BLAS_CHUNK_MB; a 128256-row output head is 1 GiB in bf16). */
+enum { GPU_BLAS_FROM = 64, GPU_BLAS_CHUNK_MB = 128 };
+
+/* y (T, w.rows) = x (T, w.cols) · wᵀ on the vendor BLAS; fmt: w's enum gpu_fmt. */
+celer_status gpu_blas_matmul(gpu_backend *g, const gpu_wdesc *w, int fmt, const float *x, int64_t T, float *y,
+                             celer_error *err);
+/* The handle, its workspace and the scratch released; nothing when no product took the BLAS. */
+void         gpu_blas_free(gpu_backend *g);
+
+#endif
