@@ -1,19 +1,22 @@
 /* Products of many tokens on cuBLAS. A step of T tokens multiplies every weight by T columns: past
- * a few dozen tokens that is matrix work, which cuBLAS's bf16 tensor-core kernels are built for,
+ * a few dozen tokens that is matrix work, which cuBLAS's f16 tensor-core kernels are built for,
  * where this backend's own took 217 us (Q4_0 on the integer matrix units) and 1.2-1.8 ms (the
- * other formats in the f32 tiled kernel) for 4096 × 4096 by 512 tokens on the H200 (this path is
- * to be timed there: dev/kernels/gpu_matmul.c).
+ * other formats in the f32 tiled kernel) for 4096 × 4096 by 512 tokens on the H200.
  *
- *   - the activations x (T, cols) are rounded to bf16 once a product;
+ *   - the activations x (T, cols) are scaled by a power of two s that brings their largest
+ *     magnitude under 2^15 (none is, for most steps: s = 1) and rounded to f16, once a product;
+ *     the product's alpha is s, read by cuBLAS from device memory, so no value overflows f16 and
+ *     the scaling itself is exact;
  *   - the weight's rows are dequantized by the formats' own decoders (dec32, gpu_decode.cuh) and
- *     rounded to bf16, a chunk of rows at a time into a scratch matrix (chunk, cols) of at most
- *     g->blas_chunk bytes, and each chunk multiplied into its rows of y, f32 accumulation;
- *   - BF16 weights are multiplied where they lie (no copy); F32 weights in f32 with the pedantic
- *     compute type (f32 arithmetic as prescribed: no TF32 tensor cores, no bf16x9 emulation): an
- *     MoE router's choice of experts depends on its logits' low bits.
- * So apart from F32, the product is that of the weights and activations rounded to bf16: at
- * most 2^-8 relative per operand (about 1.6e-3 RMS), ~2.3e-3 relative L2 on a product of random
- * rows (tests/gpu/test_gpu_ops.c allows 1e-2).
+ *     rounded to f16, a chunk of rows at a time into a scratch matrix (chunk, cols) of at most
+ *     g->blas_chunk bytes, and each chunk multiplied into its rows of y, f32 accumulation; F16
+ *     weights are multiplied where they lie;
+ *   - F32 weights in f32 with the pedantic compute type (f32 arithmetic as prescribed: no TF32
+ *     tensor cores): an MoE router's choice of experts depends on its logits' low bits.
+ * So apart from F32, the product is that of the weights and activations rounded to f16: 2^-11
+ * relative per operand at most, ~3e-4 relative L2 on a product of random rows. bf16 (2^-8) was
+ * tried first: `celer verify --against cpu` then disagreed at decided positions of the small MLX
+ * and Q6_K models (up to 15 of 360 on an MoE, whose routing amplifies the error).
  *
  * cuBLAS runs on the backend's stream with a workspace of its own, allocated once, so that a step
  * graph can record it (a capture must allocate nothing). Like a kernel launch, its call is
@@ -26,19 +29,20 @@
 
 #if CELER_GPU_BLAS
 
-enum { THREADS = 256, CHUNK_STEP = 128 /* rows: a multiple of cuBLAS's tiles */ };
+enum { THREADS = 256, CHUNK_STEP = 128 /* rows: a multiple of cuBLAS's tiles */, PARTS = 512 };
 
 struct gpu_blas {
     cublasHandle_t handle;
     gpu_buf        work; /* cuBLAS's workspace: 32 MiB on Hopper and later, 4 MiB before (its manual's advice) */
-    gpu_buf        w16;  /* (chunk, cols) bf16: rows of the weight being multiplied */
-    gpu_buf        x16;  /* (T, cols) bf16: the activations */
+    gpu_buf        w16;  /* (chunk, cols) f16: rows of the weight being multiplied */
+    gpu_buf        x16;  /* (T, cols) f16: the activations, scaled */
+    gpu_buf        amax; /* PARTS partial maxima of |x|, then alpha (the scale) and beta (0) */
 };
 
-/* Rows r0 .. r0 + n of w dequantized to bf16 into out (n, w.cols): a thread per 32-value chunk,
+/* Rows r0 .. r0 + n of w dequantized to f16 into out (n, w.cols): a thread per 32-value chunk,
  * 64 bytes out. */
 template <int F>
-__global__ void k_dequant_bf16(gpu_wdesc w, int64_t r0, int64_t n, uint4 *__restrict__ out)
+__global__ void k_dequant_f16(gpu_wdesc w, int64_t r0, int64_t n, uint4 *__restrict__ out)
 {
     const int64_t nc = w.cols / 32, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n * nc) return;
@@ -46,20 +50,52 @@ __global__ void k_dequant_bf16(gpu_wdesc w, int64_t r0, int64_t n, uint4 *__rest
     dec32<F>(w, w.data + (r0 + i / nc) * w.row_bytes, i % nc, v);
     uint32_t p[16];
 #pragma unroll
-    for (int k = 0; k < 16; k++) p[k] = (uint32_t)gpu_bf16_rn(v[2 * k]) | (uint32_t)gpu_bf16_rn(v[2 * k + 1]) << 16;
+    for (int k = 0; k < 16; k++) p[k] = gpu_half2_bits(v[2 * k], v[2 * k + 1]);
 #pragma unroll
     for (int k = 0; k < 4; k++) out[4 * i + k] = make_uint4(p[4 * k], p[4 * k + 1], p[4 * k + 2], p[4 * k + 3]);
 }
 
-/* out[0..n) = x[0..n) rounded to bf16. */
-__global__ void k_bf16_of(const float *__restrict__ x, int64_t n, uint16_t *__restrict__ out)
+/* parts[b] = the largest |x[i]| of block b's grid-stride share (PARTS blocks at most). */
+__global__ void k_amax_parts(const float *__restrict__ x, int64_t n, float *__restrict__ parts)
 {
+    __shared__ float red[THREADS / 32];
+    float            m = 0.0f;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        out[i] = gpu_bf16_rn(x[i]);
+        m = fmaxf(m, fabsf(x[i]));
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = m;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < THREADS / 32; w++) m = fmaxf(m, red[w]);
+        parts[blockIdx.x] = m;
+    }
+}
+
+/* out = x / s in f16, s the power of two (>= 1) that brings the largest |x| (over the n_parts
+ * partial maxima) under 2^15; block 0 writes alpha = s and beta = 0 after the parts. */
+__global__ void k_half_of(const float *__restrict__ x, int64_t n, float *__restrict__ parts, int n_parts,
+                          uint16_t *__restrict__ out)
+{
+    __shared__ float s_scale;
+    if (threadIdx.x < 32) {
+        float m = 0.0f;
+        for (int i = threadIdx.x; i < n_parts; i += 32) m = fmaxf(m, parts[i]);
+        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        if (threadIdx.x == 0) {
+            int e = 0;
+            if (m >= 32768.0f && m <= 3.0e38f) (void)frexpf(m, &e), e -= 15; /* m < 2^e: m / 2^(e - 15) < 2^15 */
+            s_scale = e > 0 ? ldexpf(1.0f, e) : 1.0f;
+        }
+    }
+    __syncthreads();
+    const float s = s_scale, inv = 1.0f / s; /* exact: powers of two */
+    if (blockIdx.x == 0 && threadIdx.x == 0) parts[n_parts] = s, parts[n_parts + 1] = 0.0f;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = gpu_half_bits(x[i] * inv);
 }
 
 typedef void (*dequant_fn)(gpu_wdesc, int64_t, int64_t, uint4 *);
-static const dequant_fn DEQUANT[GPU_FMT_COUNT] = GPU_FMT_TABLE(k_dequant_bf16);
+static const dequant_fn DEQUANT[GPU_FMT_COUNT] = GPU_FMT_TABLE(k_dequant_f16);
 
 /* CELER_OK, or the device failed for a cuBLAS call that did not succeed (ALLOC_FAILED: out of
  * memory, the device stays usable). */
@@ -76,7 +112,7 @@ void gpu_blas_free(gpu_backend *g)
     struct gpu_blas *b = g->blas;
     if (!b) return;
     if (b->handle) (void)cublasDestroy(b->handle);
-    (void)gpuFree(b->work.p), (void)gpuFree(b->w16.p), (void)gpuFree(b->x16.p);
+    (void)gpuFree(b->work.p), (void)gpuFree(b->w16.p), (void)gpuFree(b->x16.p), (void)gpuFree(b->amax.p);
     free(b);
     g->blas = NULL;
 }
@@ -101,19 +137,25 @@ static celer_status blas_open(gpu_backend *g, celer_error *err)
     return st;
 }
 
-/* C (m, n; column-major, columns ldc apart) = Aᵀ B, A (k, m) and B (k, n) column-major of type
- * ab, lda and ldb apart: with A a weight's rows, B the activations' tokens and C y's, that is
- * y (n, ldc) = x · wᵀ row-major. Skipped and signed as a launch is. */
+/* C (m, n; column-major, columns ldc apart) = alpha Aᵀ B, A (k, m) and B (k, n) column-major of
+ * type ab, lda and ldb apart: with A a weight's rows, B the activations' tokens and C y's, that
+ * is y (n, ldc) = alpha x · wᵀ row-major. ab (alpha, then beta) NULL: 1 and 0 from the host;
+ * else two floats on the device. Skipped and signed as a launch is. */
 static celer_status gemm(gpu_backend *g, int m, int n, int k, const void *a, int lda, const void *b, int ldb,
-                         cudaDataType ab, float *c, int ldc, cublasComputeType_t compute, celer_error *err)
+                         cudaDataType ab, float *c, int ldc, cublasComputeType_t compute, const float *dev_ab,
+                         celer_error *err)
 {
     static const float one = 1.0f, zero = 0.0f;
     if (gpu_signing(g))
         gpu_sign(g, (const void *)gemm, dim3(1), dim3(1), 0,
-                 gpu_sig_args(0, m, n, k, a, lda, b, ldb, ab, c, ldc, compute));
+                 gpu_sig_args(0, m, n, k, a, lda, b, ldb, ab, c, ldc, compute, dev_ab));
     if (gpu_skip(g)) return CELER_OK;
-    cublasStatus_t s = cublasGemmEx(g->blas->handle, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, a, ab, lda, b, ab, ldb,
-                                    &zero, c, CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT);
+    cublasHandle_t h = g->blas->handle;
+    if (blas_check(g, err, cublasSetPointerMode(h, dev_ab ? CUBLAS_POINTER_MODE_DEVICE : CUBLAS_POINTER_MODE_HOST),
+                   "cublasSetPointerMode"))
+        return err->code;
+    cublasStatus_t s = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, dev_ab ? dev_ab : &one, a, ab, lda, b, ab, ldb,
+                                    dev_ab ? dev_ab + 1 : &zero, c, CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT);
     if (blas_check(g, err, s, "cublasGemmEx")) return err->code;
     return gpu_launched(g, err, "cublasGemmEx");
 }
@@ -131,29 +173,35 @@ celer_status gpu_blas_matmul(gpu_backend *g, const gpu_wdesc *w, int fmt, const 
     if (fmt == GPU_F32) {
         CELER_ASSERT(w->row_bytes % 4 == 0);
         return gemm(g, rows, n, k, w->data, (int)(w->row_bytes / 4), x, k, CUDA_R_32F, y, rows,
-                    CUBLAS_COMPUTE_32F_PEDANTIC, err);
+                    CUBLAS_COMPUTE_32F_PEDANTIC, NULL, err);
     }
     /* rows a chunk: as many as g->blas_chunk bytes hold, in steps of CHUNK_STEP (at least one),
      * at most the weight's */
     int64_t per = (int64_t)(g->blas_chunk / ((size_t)k * 2)) / CHUNK_STEP * CHUNK_STEP;
     per         = per > CHUNK_STEP ? per : (int64_t)CHUNK_STEP;
     per         = per < rows ? per : rows;
-    if (gpu_buf_reserve(g, &b->x16, (size_t)T * k * 2, err) ||
-        (fmt != GPU_BF16 && gpu_buf_reserve(g, &b->w16, (size_t)per * k * 2, err)) ||
-        GPU_LAUNCH(g, err, "bf16_of", k_bf16_of, gpu_blocks(T * k, THREADS), THREADS, 0, x, T * k,
+    const int64_t nx    = T * k;
+    const unsigned parts = gpu_blocks(nx, THREADS) < (unsigned)PARTS ? gpu_blocks(nx, THREADS) : (unsigned)PARTS;
+    if (gpu_buf_reserve(g, &b->x16, (size_t)nx * 2, err) || gpu_buf_reserve(g, &b->amax, (PARTS + 2) * 4, err) ||
+        (fmt != GPU_F16 && gpu_buf_reserve(g, &b->w16, (size_t)per * k * 2, err)))
+        return err->code;
+    float *amax = (float *)b->amax.p;
+    if (GPU_LAUNCH(g, err, "amax", k_amax_parts, parts, THREADS, 0, x, nx, amax) ||
+        GPU_LAUNCH(g, err, "half_of", k_half_of, gpu_blocks(nx, THREADS), THREADS, 0, x, nx, amax, (int)parts,
                    (uint16_t *)b->x16.p))
         return err->code;
-    if (fmt == GPU_BF16) {
+    const float *ab = amax + parts; /* alpha = the scale, beta = 0 */
+    if (fmt == GPU_F16) {
         CELER_ASSERT(w->row_bytes % 2 == 0);
-        return gemm(g, rows, n, k, w->data, (int)(w->row_bytes / 2), b->x16.p, k, CUDA_R_16BF, y, rows,
-                    CUBLAS_COMPUTE_32F, err);
+        return gemm(g, rows, n, k, w->data, (int)(w->row_bytes / 2), b->x16.p, k, CUDA_R_16F, y, rows,
+                    CUBLAS_COMPUTE_32F, ab, err);
     }
     for (int64_t r0 = 0; r0 < rows; r0 += per) {
         const int64_t m = rows - r0 < per ? rows - r0 : per;
         unsigned      blocks;
-        if (gpu_grid(g, m * (k / 32), THREADS, &blocks, "dequant_bf16", err) ||
-            GPU_LAUNCH(g, err, "dequant_bf16", DEQUANT[fmt], blocks, THREADS, 0, *w, r0, m, (uint4 *)b->w16.p) ||
-            gemm(g, (int)m, n, k, b->w16.p, k, b->x16.p, k, CUDA_R_16BF, y + r0, rows, CUBLAS_COMPUTE_32F, err))
+        if (gpu_grid(g, m * (k / 32), THREADS, &blocks, "dequant_f16", err) ||
+            GPU_LAUNCH(g, err, "dequant_f16", DEQUANT[fmt], blocks, THREADS, 0, *w, r0, m, (uint4 *)b->w16.p) ||
+            gemm(g, (int)m, n, k, b->w16.p, k, b->x16.p, k, CUDA_R_16F, y + r0, rows, CUBLAS_COMPUTE_32F, ab, err))
             return err->code;
     }
     return CELER_OK;

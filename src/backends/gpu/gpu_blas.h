@@ -1,5 +1,5 @@
 /* Products of many tokens on the vendor BLAS (gpu_blas.cu): in CUDA builds cuBLAS multiplies
- * bf16 copies of the weights and activations with f32 accumulation. A HIP build has no vendor
+ * f16 copies of the weights and activations with f32 accumulation. A HIP build has no vendor
  * BLAS (CELER_GPU_BLAS 0 in gpu_vendor.h) and keeps its kernels for every step. */
 #ifndef CELER_BACKENDS_GPU_GPU_BLAS_H
 #define CELER_BACKENDS_GPU_GPU_BLAS_H
@@ -9,8 +9,8 @@
 /* Products of the formats the device runs on the integer matrix units (gpu_mmq_has: Q4_0 and
  * Q8_0 from sm_80) take the BLAS from GPU_BLAS_FROM tokens, every other format's past a batch of
  * decodes (32 tokens: the f32 tiled kernel before); CELER_GPU_BLAS_FROM=N moves the first line,
- * 0 keeps every product off the BLAS. A weight's bf16 copy is made GPU_BLAS_CHUNK_MB MiB of rows
- * at a time (CELER_GPU_BLAS_CHUNK_MB; a 128256-row output head is 1 GiB in bf16). */
+ * 0 keeps every product off the BLAS. A weight's f16 copy is made GPU_BLAS_CHUNK_MB MiB of rows
+ * at a time (CELER_GPU_BLAS_CHUNK_MB; a 128256-row output head is 1 GiB in f16). */
 enum { GPU_BLAS_FROM = 64, GPU_BLAS_CHUNK_MB = 128 };
 
 /* y (T, w.rows) = x (T, w.cols) · wᵀ on the vendor BLAS; fmt: w's enum gpu_fmt. */

@@ -272,12 +272,11 @@ template <int N> static __device__ __forceinline__ void gpu_cp_wait(void)
 #define gpuFuncSetMaxDynamicShared(fn, bytes) cudaFuncSetAttribute((fn), cudaFuncAttributeMaxDynamicSharedMemorySize, (bytes))
 
 /* The vendor BLAS (gpu_blas.cu): cuBLAS, called in its own spelling as kernels are written in
- * CUDA's (a HIP build with hipBLAS would map these names here). Its bf16 operands are made by
- * gpu_bf16_rn: the nearest bf16 (ties to even; NaN stays NaN, infinities stay), as bits. */
+ * CUDA's (a HIP build with hipBLAS would map these names here). Its f16 operands are made by
+ * gpu_half_bits (gpu_half2_bits above: the nearest f16, ties to even). */
 #include <cublas_v2.h>
-#include <cuda_bf16.h>
 #define CELER_GPU_BLAS 1
-static __device__ __forceinline__ uint16_t gpu_bf16_rn(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
+static __device__ __forceinline__ uint16_t gpu_half_bits(float v) { return __half_as_ushort(__float2half_rn(v)); }
 
 /* NVIDIA: the runtime says it all; the driver runs PTX of an older target on newer devices. */
 static inline void gpu_vendor_facts(const gpuDeviceProp *p, celer_device_facts *f)
