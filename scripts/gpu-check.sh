@@ -4,7 +4,7 @@
 #   build    configure and build the CUDA backend (build-cuda/), sm_90 unless CELER_CUDA_ARCHS says
 #   test     tests/test_ports, tests/test_batcher (its engines on the GPU: continuous batches of
 #            mixed prefill and decode), tests/gpu/test_gpu_ops (also with CELER_GPU_MMQ_FROM=0, and
-#            with CELER_GPU_BLAS_FROM=0: no product on cuBLAS) and test_gpu_moe, each again under
+#            with CELER_GPU_BLAS_FROM=64: long products on cuBLAS) and test_gpu_moe, each again under
 #            compute-sanitizer --tool memcheck
 #   verify   celer verify --backend cuda --against cpu: the tiny MLX models of tests/data/mlx_dirs
 #            and synthetic GGUF models of every weight type (small shapes)
@@ -76,9 +76,14 @@ step_test() {
     # every Q4_0 / Q8_0 product on the integer matrix units, decode steps of one token too
     CELER_GPU_MMQ_FROM=0 "$B/test_gpu_ops" >"$OUT/logs/test_gpu_ops-mmq.log" 2>&1
     result "test_gpu_ops, CELER_GPU_MMQ_FROM=0" "$([ $? = 0 ] && echo passed || echo FAILED)"
-    # every product on the backend's own kernels: the integer matrix units and the f32 tiled kernel
-    CELER_GPU_BLAS_FROM=0 "$B/test_gpu_ops" >"$OUT/logs/test_gpu_ops-noblas.log" 2>&1
-    result "test_gpu_ops, CELER_GPU_BLAS_FROM=0" "$([ $? = 0 ] && echo passed || echo FAILED)"
+    # products of more than 32 tokens (64 for Q4_0 / Q8_0) on cuBLAS (off by default), also under memcheck
+    CELER_GPU_BLAS_FROM=64 "$B/test_gpu_ops" >"$OUT/logs/test_gpu_ops-blas.log" 2>&1
+    result "test_gpu_ops, CELER_GPU_BLAS_FROM=64" "$([ $? = 0 ] && echo passed || echo FAILED)"
+    if command -v compute-sanitizer >/dev/null; then
+        CELER_GPU_BLAS_FROM=64 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/test_gpu_ops" \
+            >"$OUT/logs/memcheck-test_gpu_ops-blas.log" 2>&1
+        result "memcheck test_gpu_ops, BLAS" "$([ $? = 0 ] && echo clean || echo FAILED)"
+    fi
 }
 
 # One verify run: its total line into the table, the whole report into $OUT/logs/.

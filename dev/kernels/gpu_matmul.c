@@ -10,8 +10,8 @@
  * (FORMAT: only the formats whose name starts with it; ROWS: only that shape's row count).
  * CELER_GPU_MMQ_FROM=N in the environment moves Q4_0 and Q8_0 steps of more than N tokens to
  * the integer matrix units (0: all of them), to compare the kernels at the same sizes; on CUDA,
- * T = 512 runs on cuBLAS (gpu_blas.cu), and CELER_GPU_BLAS_FROM=N moves the line of Q4_0 and
- * Q8_0 there (0: no product on cuBLAS). */
+ * CELER_GPU_BLAS_FROM=N (N > 0) runs Q4_0 and Q8_0 products of N tokens and more, and every
+ * other format's past 32, on cuBLAS (gpu_blas.cu; off by default). */
 #include "backends/backend.h"
 #include "core/error.h"
 #include "quant/mlx_quantize.h"

@@ -1,8 +1,9 @@
 /* celer bench: prefill and decode speed, the way llama-bench measures them — pp: one forward
  * over P prompt tokens from an empty cache; tg: N tokens decoded one at a time from an empty
- * cache. Each is repeated R times; the median and the spread are reported. With --parallel S,
- * the way llama-batched-bench does: S sequences of P prompt tokens prefilled together, then
- * decoded together for N tokens, through the batcher (the server's path); aggregate tok/s. */
+ * cache. Each is repeated R times after an untimed warm-up; the median and the spread are
+ * reported. With --parallel S, the way llama-batched-bench does: S sequences of P prompt tokens
+ * prefilled together, then decoded together for N tokens, through the batcher (the server's
+ * path); aggregate tok/s. */
 #include "cli.h"
 
 #include <getopt.h>
@@ -14,13 +15,13 @@ static void bench_usage(FILE *out)
 {
     fprintf(out, "usage: celer bench [-m MODEL] [-p P] [-n N] [-r R] [-P S] [--backend B] [--threads N] [--json]\n\n"
                  "Measures prefill (pp: P prompt tokens at once) and decode (tg: N tokens one by one) speed,\n"
-                 "each from an empty context, repeated R times. Decode is then set against the memory\n"
-                 "bound: the weight bytes one step reads, times tok/s, as a share of the backend's copy\n"
-                 "bandwidth (read + write, buffers of twice the last-level cache) measured right after,\n"
-                 "with the same threads. With --parallel S: S sequences of P prompt tokens at once (pp: all\n"
-                 "the prompts in one step), then N tokens each decoded together (tg: S tokens a step), through\n"
-                 "the batcher the server uses; tok/s counts every sequence's tokens (as llama-batched-bench's\n"
-                 "S_PP and S_TG).\n\n"
+                 "each from an empty context, repeated R times after one untimed warm-up. Decode is then set\n"
+                 "against the memory bound: the weight bytes one step reads, times tok/s, as a share of the\n"
+                 "backend's copy bandwidth (read + write, buffers of twice the last-level cache) measured\n"
+                 "right after, with the same threads. With --parallel S: S sequences of P prompt tokens at\n"
+                 "once (pp: all the prompts in one step), then N tokens each decoded together (tg: S tokens a\n"
+                 "step), through the batcher the server uses; tok/s counts every sequence's tokens (as\n"
+                 "llama-batched-bench's S_PP and S_TG).\n\n"
                  "options:\n"
                  "  -m, --model MODEL  a .gguf file (default: the default model)\n"
                  "  -p, --prompt P     prompt tokens for pp (default 512; 0 skips pp)\n"
@@ -186,25 +187,29 @@ int cmd_bench(int argc, char **argv)
         prompt[i] = (int32_t)((x >> 33) % (uint64_t)n_vocab);
     }
     celer_gen_params gp = {.sampling = celer_sampling_default(), .ignore_eos = true};
-    for (long r = 0; r < R && rc == EXIT_OK; r++) {
+    /* r = -1: an untimed warm-up, as llama-bench's (one-time costs: the GPU's libraries load
+     * their kernels and the backend allocates its buffers at the first step of a shape) */
+    for (long r = -1; r < R && rc == EXIT_OK; r++) {
         celer_gen_stats st;
+        double          t_pp = 0, t_tg = 0;
         if (S) {
-            if (run_batched(e, prompt, P, N, S, &pp[r], &tg[r], &err)) rc = cli_report(&err);
-            continue;
+            if (run_batched(e, prompt, P, N, S, &t_pp, &t_tg, &err)) rc = cli_report(&err);
+        } else {
+            if (P) {
+                celer_engine_reset(e);
+                gp.max_tokens = 1;
+                if (celer_engine_generate(e, prompt, (size_t)P, &gp, NULL, NULL, &st, &err)) rc = cli_report(&err);
+                else t_pp = (double)P / st.t_prompt;
+            }
+            if (N && rc == EXIT_OK) {
+                celer_engine_reset(e);
+                int32_t first  = celer_tokenizer_bos(tok) >= 0 ? celer_tokenizer_bos(tok) : prompt[0];
+                gp.max_tokens  = (int32_t)N + 1;
+                if (celer_engine_generate(e, &first, 1, &gp, NULL, NULL, &st, &err)) rc = cli_report(&err);
+                else t_tg = (double)(st.n_gen - 1) / st.t_gen;
+            }
         }
-        if (P) {
-            celer_engine_reset(e);
-            gp.max_tokens = 1;
-            if (celer_engine_generate(e, prompt, (size_t)P, &gp, NULL, NULL, &st, &err)) rc = cli_report(&err);
-            else pp[r] = (double)P / st.t_prompt;
-        }
-        if (N && rc == EXIT_OK) {
-            celer_engine_reset(e);
-            int32_t first  = celer_tokenizer_bos(tok) >= 0 ? celer_tokenizer_bos(tok) : prompt[0];
-            gp.max_tokens  = (int32_t)N + 1;
-            if (celer_engine_generate(e, &first, 1, &gp, NULL, NULL, &st, &err)) rc = cli_report(&err);
-            else tg[r] = (double)(st.n_gen - 1) / st.t_gen;
-        }
+        if (r >= 0) pp[r] = t_pp, tg[r] = t_tg;
     }
     double bw = 0; /* copy bandwidth, bytes read + written per second */
     if (rc == EXIT_OK && N && !S && celer_engine_copy_bandwidth(e, copy_buffer_bytes(), 5, &bw, &err)) rc = cli_report(&err);
