@@ -2,10 +2,10 @@
  * are decoded in registers (gpu_decode.cuh); only the vendor BLAS's path writes them out.
  *
  * Long steps go to the vendor BLAS where the build has one and CELER_GPU_BLAS_FROM turns it on
- * (gpu_blas.h: Q4_0 and Q8_0 from that many tokens, the other formats past MV_SLICED). Steps of more than GPU_MMQ_FROM tokens
- * of the formats with an integer matrix-unit kernel go to gpu_mmq.cu where the device has those
- * units; decode steps (up to MV_SLICED tokens) of the formats with an integer kernel to
- * gpu_matvec.cu. The float kernels here take the rest:
+ * (gpu_blas.h: Q4_0 and Q8_0 from that many tokens, the other formats past MV_SLICED). Steps of
+ * more than GPU_MMQ_FROM tokens of the formats with an integer matrix-unit kernel go to
+ * gpu_mmq.cu where the device has those units; decode steps (up to MV_SLICED tokens) of the
+ * formats with an integer kernel to gpu_matvec.cu. The float kernels here take the rest:
  * decode (T <= MV_TOKENS a pass): 32 lanes per weight row, each decoding one 32-value chunk of a
  * segment of 32 chunks (neighbouring lanes read neighbouring blocks), against the step's
  * activations of that segment, staged once per block in shared memory (rows padded: no bank
