@@ -16,11 +16,10 @@
  * GPU_BLAS_CHUNK_MB MiB of rows at a time (CELER_GPU_BLAS_CHUNK_MB; a 128256-row output head is
  * 1 GiB in f16).
  *
- * Its precision: each operand is split in two f16 halves, hi = f16(v) and lo = f16(v - hi) (stored
- * times 2^11, gpu_blas.cu), and
- * the product is hi·hi (1 pass: ~3e-4 relative), + hi·lo of the activations (2), + lo·hi of
- * the weights (3: both operands to ~22 bits, as exact as the integer kernels); passes cost a
- * product each. CELER_GPU_BLAS_PASSES=N picks. */
+ * Its precision: each operand is split in two f16 halves, hi = f16(v) and lo = f16(v - hi)
+ * (stored times 2^11, gpu_blas.cu), and the product is hi·hi (1 pass: ~3e-4 relative), + hi·lo
+ * of the activations (2), + lo·hi of the weights (3: both operands to ~22 bits, as exact as the
+ * integer kernels); passes cost a product each. CELER_GPU_BLAS_PASSES=N picks. */
 enum { GPU_BLAS_FROM = 0, GPU_BLAS_CHUNK_MB = 128, GPU_BLAS_PASSES = 3 };
 
 /* y (T, w.rows) = x (T, w.cols) · wᵀ on the vendor BLAS; fmt: w's enum gpu_fmt. */
