@@ -19,6 +19,8 @@
 #            batch of 32 (llama-batched-bench with LLAMA_BATCHED_BENCH); ~8 minutes with the files
 #   kernels  dev/kernels/gpu_matmul.c: each format's matmul time and weight bandwidth (its table is
 #            printed whole)
+#   blas     the opt-in cuBLAS path (CELER_GPU_BLAS_FROM=64) in three f16 passes and in one: the
+#            verify step's models, and pp512 of the 8B and the 30B-A3B beside the default path
 #   profile  ncu over a few steps run op by op (CELER_GPU_GRAPHS=0; caches and clocks as they are):
 #            8B decode, 30B-A3B decode, the 8B's batch of 32 decodes, an 8B pp512 prefill; each
 #            kernel's time, DRAM throughput and occupancy (scripts/ncu-summary.py, top 12 printed)
@@ -79,6 +81,8 @@ step_test() {
     # products of more than 32 tokens (64 for Q4_0 / Q8_0) on cuBLAS (off by default), also under memcheck
     CELER_GPU_BLAS_FROM=64 "$B/test_gpu_ops" >"$OUT/logs/test_gpu_ops-blas.log" 2>&1
     result "test_gpu_ops, CELER_GPU_BLAS_FROM=64" "$([ $? = 0 ] && echo passed || echo FAILED)"
+    CELER_GPU_BLAS_FROM=64 CELER_GPU_BLAS_PASSES=1 "$B/test_gpu_ops" >"$OUT/logs/test_gpu_ops-blas1.log" 2>&1
+    result "test_gpu_ops, BLAS in one f16 pass" "$([ $? = 0 ] && echo passed || echo FAILED)"
     if command -v compute-sanitizer >/dev/null; then
         CELER_GPU_BLAS_FROM=64 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/test_gpu_ops" \
             >"$OUT/logs/memcheck-test_gpu_ops-blas.log" 2>&1
@@ -96,22 +100,26 @@ verify() {
     result "verify $name" "rc=$rc $(grep -m1 -E '^total' "$log" | tr -s ' ' | cut -c1-80)"
 }
 
-step_verify() {
+step_verify() { step_verify_as ""; }
+
+# The verify step's models, each result named with the prefix $1 (an environment under test).
+step_verify_as() {
+    local pre=${1:+$1 }
     for d in tests/data/mlx_dirs/*/; do
         case $d in *tiny-qwen2-*) continue ;; esac # their tokenizer has one id past the embeddings: refused on any backend
-        verify "$(basename "$d")" "$d" -n 16
+        verify "$pre$(basename "$d")" "$d" -n 16
     done
     for t in F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K; do
         f=$SYNTH/small-$t.gguf
         [ -f "$f" ] || "$B/celer" synth --shape qwen3-0.6b --layers 4 --type "$t" -o "$f" >/dev/null 2>&1
-        verify "synth qwen3-0.6b/4 layers $t" "$f" -n 16
+        verify "${pre}synth qwen3-0.6b/4 layers $t" "$f" -n 16
     done
     f=$SYNTH/small-moe.gguf
     [ -f "$f" ] || "$B/celer" synth --shape qwen3-30b-a3b --layers 2 --type Q4_K_M -o "$f" >/dev/null 2>&1
-    verify "synth qwen3-30b-a3b/2 layers Q4_K_M" "$f" -n 16
+    verify "${pre}synth qwen3-30b-a3b/2 layers Q4_K_M" "$f" -n 16
     f=$SYNTH/small-gemma.gguf
     [ -f "$f" ] || "$B/celer" synth --shape gemma3-270m --type Q8_0 -o "$f" >/dev/null 2>&1
-    verify "synth gemma3-270m Q8_0" "$f" -n 16
+    verify "${pre}synth gemma3-270m Q8_0" "$f" -n 16
 }
 
 synth_big() {
@@ -194,6 +202,21 @@ step_kernels() {
         >"$OUT/logs/kernels-build.log" 2>&1 || { result "kernels (build)" FAILED; return 0; }
     "$B/kernel_gpu_matmul" "${KERNEL_REPS:-30}" 2>&1 | tee "$OUT/logs/kernels.txt"
     result "kernels" "$(grep -c 'FAILED' "$OUT/logs/kernels.txt") failed checks"
+}
+
+step_blas() {
+    local p shape
+    for p in 3 1; do
+        CELER_GPU_BLAS_FROM=64 CELER_GPU_BLAS_PASSES=$p step_verify_as "blas$p"
+    done
+    for shape in llama-3.1-8b qwen3-30b-a3b; do
+        synth_big $shape
+        for p in 0 3 1; do
+            CELER_GPU_BLAS_FROM=$([ $p = 0 ] && echo 0 || echo 64) CELER_GPU_BLAS_PASSES=$p \
+                "$B/celer" bench -m "$f" --backend cuda -p 512 -n 0 -r 3 >"$OUT/logs/bench-blas$p-$shape.txt" 2>&1
+            result "pp512 $shape, BLAS passes $p (0: off)" "$(grep -m1 -E 'pp512' "$OUT/logs/bench-blas$p-$shape.txt" | awk '{print $(NF-3), $(NF-2)}')"
+        done
+    done
 }
 
 # One ncu run of a command: its per-kernel summary into the logs, the top 12 printed.

@@ -50,6 +50,7 @@ typedef struct {
     int      mmq_from;    /* steps of more tokens take the integer matrix units (gpu_mmq.h) */
     int      blas_from;   /* Q4_0/Q8_0 steps of this many tokens take the vendor BLAS; 0: none does (gpu_blas.h) */
     size_t   blas_chunk;  /* bytes of f16 weight rows the BLAS path dequantizes at a time */
+    int      blas_passes; /* 1 .. 3: the BLAS path's f16 products a product (gpu_blas.h) */
     struct gpu_blas *blas; /* its handle and scratch (gpu_blas.cu), made by the first product that takes it */
     bool     flash_off;   /* CELER_GPU_FLASH=0: prefill attention without the matrix units */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */

@@ -4,19 +4,19 @@
  * other formats in the f32 tiled kernel) for 4096 × 4096 by 512 tokens on the H200.
  *
  *   - the activations x (T, cols) are scaled by a power of two s that brings their largest
- *     magnitude under 2^15 (none is, for most steps: s = 1) and rounded to f16, once a product;
- *     the product's alpha is s, read by cuBLAS from device memory, so no value overflows f16 and
- *     the scaling itself is exact;
+ *     magnitude under 2^15 (none is, for most steps: s = 1) and split in two f16 halves, hi =
+ *     f16(x / s) and lo = f16(x / s - hi), once a product; the products' alpha is s, read by
+ *     cuBLAS from device memory, so no value overflows f16 and the scaling itself is exact;
  *   - the weight's rows are dequantized by the formats' own decoders (dec32, gpu_decode.cuh) and
- *     rounded to f16, a chunk of rows at a time into a scratch matrix (chunk, cols) of at most
- *     g->blas_chunk bytes, and each chunk multiplied into its rows of y, f32 accumulation; F16
- *     weights are multiplied where they lie;
+ *     split likewise, a chunk of rows at a time into scratch matrices (chunk, cols) of at most
+ *     g->blas_chunk bytes together; F16 weights are multiplied where they lie (exact already);
+ *   - each chunk's rows of y are w_hi·x_hi, + w_hi·x_lo, + w_lo·x_hi (g->blas_passes of these
+ *     products, f32 accumulation): one pass leaves ~3e-4 relative error a product (2^-11 a
+ *     operand), three leave ~2^-22 an operand, below the integer kernels' (~15-bit activations);
  *   - F32 weights in f32 with the pedantic compute type (f32 arithmetic as prescribed: no TF32
  *     tensor cores): an MoE router's choice of experts depends on its logits' low bits.
- * So apart from F32, the product is that of the weights and activations rounded to f16: 2^-11
- * relative per operand at most, ~3e-4 relative L2 on a product of random rows. bf16 (2^-8) was
- * tried first: `celer verify --against cpu` then disagreed at decided positions of the small MLX
- * and Q6_K models (up to 15 of 360 on an MoE, whose routing amplifies the error).
+ * With one pass `celer verify --against cpu` disagreed at a decided position of a small MoE
+ * model (an expert choice flipped); bf16 (2^-8 an operand), tried first, at seven models.
  *
  * cuBLAS runs on the backend's stream with a workspace of its own, allocated once, so that a step
  * graph can record it (a capture must allocate nothing). Like a kernel launch, its call is
@@ -30,19 +30,23 @@
 #if CELER_GPU_BLAS
 
 enum { THREADS = 256, CHUNK_STEP = 128 /* rows: a multiple of cuBLAS's tiles */, PARTS = 512 };
+/* A lo half is stored times 2^11, so that it keeps f16's 11 bits where v - hi is below f16's
+ * normal range (|v| under ~0.1 for weights); |lo| · 2^11 <= |hi|: no overflow. */
+static constexpr float LO_SCALE = 2048.0f;
 
 struct gpu_blas {
     cublasHandle_t handle;
     gpu_buf        work; /* cuBLAS's workspace: 32 MiB on Hopper and later, 4 MiB before (its manual's advice) */
-    gpu_buf        w16;  /* (chunk, cols) f16: rows of the weight being multiplied */
-    gpu_buf        x16;  /* (T, cols) f16: the activations, scaled */
-    gpu_buf        amax; /* PARTS partial maxima of |x|, then alpha (the scale) and beta (0) */
+    gpu_buf        w16;  /* (chunk, cols) f16 twice: hi and lo of rows of the weight being multiplied */
+    gpu_buf        x16;  /* (T, cols) f16 twice: hi and lo of the activations, scaled */
+    gpu_buf        amax; /* PARTS partial maxima of |x|, then (alpha, beta) = (the scale, 0), (the scale, 1) */
 };
 
-/* Rows r0 .. r0 + n of w dequantized to f16 into out (n, w.cols): a thread per 32-value chunk,
- * 64 bytes out. */
+/* Rows r0 .. r0 + n of w dequantized to f16 into hi (n, w.cols), and with lo (not NULL) what
+ * rounding left, times LO_SCALE: lo = f16((v - hi) · LO_SCALE). A thread per 32-value chunk,
+ * 64 bytes out each. */
 template <int F>
-__global__ void k_dequant_f16(gpu_wdesc w, int64_t r0, int64_t n, uint4 *__restrict__ out)
+__global__ void k_dequant_f16(gpu_wdesc w, int64_t r0, int64_t n, uint4 *__restrict__ hi, uint4 *__restrict__ lo)
 {
     const int64_t nc = w.cols / 32, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n * nc) return;
@@ -52,7 +56,14 @@ __global__ void k_dequant_f16(gpu_wdesc w, int64_t r0, int64_t n, uint4 *__restr
 #pragma unroll
     for (int k = 0; k < 16; k++) p[k] = gpu_half2_bits(v[2 * k], v[2 * k + 1]);
 #pragma unroll
-    for (int k = 0; k < 4; k++) out[4 * i + k] = make_uint4(p[4 * k], p[4 * k + 1], p[4 * k + 2], p[4 * k + 3]);
+    for (int k = 0; k < 4; k++) hi[4 * i + k] = make_uint4(p[4 * k], p[4 * k + 1], p[4 * k + 2], p[4 * k + 3]);
+    if (!lo) return;
+#pragma unroll
+    for (int k = 0; k < 16; k++)
+        p[k] = gpu_half2_bits((v[2 * k] - gpu_half_val(p[k] & 0xffff)) * LO_SCALE,
+                              (v[2 * k + 1] - gpu_half_val(p[k] >> 16)) * LO_SCALE);
+#pragma unroll
+    for (int k = 0; k < 4; k++) lo[4 * i + k] = make_uint4(p[4 * k], p[4 * k + 1], p[4 * k + 2], p[4 * k + 3]);
 }
 
 /* parts[b] = the largest |x[i]| of block b's grid-stride share (PARTS blocks at most). */
@@ -71,10 +82,12 @@ __global__ void k_amax_parts(const float *__restrict__ x, int64_t n, float *__re
     }
 }
 
-/* out = x / s in f16, s the power of two (>= 1) that brings the largest |x| (over the n_parts
- * partial maxima) under 2^15; block 0 writes alpha = s and beta = 0 after the parts. */
+/* hi = x / s in f16, s the power of two (>= 1) that brings the largest |x| (over the n_parts
+ * partial maxima) under 2^15, and with lo (not NULL) what rounding left, f16((x / s - hi) ·
+ * LO_SCALE); block 0 writes after the parts (alpha, beta) = (s, 0) for hi·hi, then (s /
+ * LO_SCALE, 1) for the products with a lo half. */
 __global__ void k_half_of(const float *__restrict__ x, int64_t n, float *__restrict__ parts, int n_parts,
-                          uint16_t *__restrict__ out)
+                          uint16_t *__restrict__ hi, uint16_t *__restrict__ lo)
 {
     __shared__ float s_scale;
     if (threadIdx.x < 32) {
@@ -89,12 +102,17 @@ __global__ void k_half_of(const float *__restrict__ x, int64_t n, float *__restr
     }
     __syncthreads();
     const float s = s_scale, inv = 1.0f / s; /* exact: powers of two */
-    if (blockIdx.x == 0 && threadIdx.x == 0) parts[n_parts] = s, parts[n_parts + 1] = 0.0f;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        out[i] = gpu_half_bits(x[i] * inv);
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        parts[n_parts] = s, parts[n_parts + 1] = 0.0f, parts[n_parts + 2] = s / LO_SCALE, parts[n_parts + 3] = 1.0f;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const float    v = x[i] * inv;
+        const uint16_t h = gpu_half_bits(v);
+        hi[i]            = h;
+        if (lo) lo[i] = gpu_half_bits((v - gpu_half_val(h)) * LO_SCALE);
+    }
 }
 
-typedef void (*dequant_fn)(gpu_wdesc, int64_t, int64_t, uint4 *);
+typedef void (*dequant_fn)(gpu_wdesc, int64_t, int64_t, uint4 *, uint4 *);
 static const dequant_fn DEQUANT[GPU_FMT_COUNT] = GPU_FMT_TABLE(k_dequant_f16);
 
 /* CELER_OK, or the device failed for a cuBLAS call that did not succeed (ALLOC_FAILED: out of
@@ -175,33 +193,44 @@ celer_status gpu_blas_matmul(gpu_backend *g, const gpu_wdesc *w, int fmt, const 
         return gemm(g, rows, n, k, w->data, (int)(w->row_bytes / 4), x, k, CUDA_R_32F, y, rows,
                     CUBLAS_COMPUTE_32F_PEDANTIC, NULL, err);
     }
-    /* rows a chunk: as many as g->blas_chunk bytes hold, in steps of CHUNK_STEP (at least one),
-     * at most the weight's */
-    int64_t per = (int64_t)(g->blas_chunk / ((size_t)k * 2)) / CHUNK_STEP * CHUNK_STEP;
-    per         = per > CHUNK_STEP ? per : (int64_t)CHUNK_STEP;
-    per         = per < rows ? per : rows;
+    /* rows a chunk: as many as g->blas_chunk bytes hold (both halves), in steps of CHUNK_STEP
+     * (at least one), at most the weight's */
+    const int     passes = g->blas_passes;
+    const bool    x_lo = passes >= 2, w_lo = passes >= 3 && fmt != GPU_F16; /* F16 weights: exact as they are */
+    int64_t       per = (int64_t)(g->blas_chunk / ((size_t)k * (w_lo ? 4 : 2))) / CHUNK_STEP * CHUNK_STEP;
+    per               = per > CHUNK_STEP ? per : (int64_t)CHUNK_STEP;
+    per               = per < rows ? per : rows;
     const int64_t nx    = T * k;
     const unsigned parts = gpu_blocks(nx, THREADS) < (unsigned)PARTS ? gpu_blocks(nx, THREADS) : (unsigned)PARTS;
-    if (gpu_buf_reserve(g, &b->x16, (size_t)nx * 2, err) || gpu_buf_reserve(g, &b->amax, (PARTS + 2) * 4, err) ||
-        (fmt != GPU_F16 && gpu_buf_reserve(g, &b->w16, (size_t)per * k * 2, err)))
+    if (gpu_buf_reserve(g, &b->x16, (size_t)nx * (x_lo ? 4 : 2), err) ||
+        gpu_buf_reserve(g, &b->amax, (PARTS + 4) * 4, err) ||
+        (fmt != GPU_F16 && gpu_buf_reserve(g, &b->w16, (size_t)per * k * (w_lo ? 4 : 2), err)))
         return err->code;
-    float *amax = (float *)b->amax.p;
+    float    *amax = (float *)b->amax.p;
+    uint16_t *xh = (uint16_t *)b->x16.p, *xl = x_lo ? xh + nx : NULL;
     if (GPU_LAUNCH(g, err, "amax", k_amax_parts, parts, THREADS, 0, x, nx, amax) ||
-        GPU_LAUNCH(g, err, "half_of", k_half_of, gpu_blocks(nx, THREADS), THREADS, 0, x, nx, amax, (int)parts,
-                   (uint16_t *)b->x16.p))
+        GPU_LAUNCH(g, err, "half_of", k_half_of, gpu_blocks(nx, THREADS), THREADS, 0, x, nx, amax, (int)parts, xh, xl))
         return err->code;
-    const float *ab = amax + parts; /* alpha = the scale, beta = 0 */
-    if (fmt == GPU_F16) {
-        CELER_ASSERT(w->row_bytes % 2 == 0);
-        return gemm(g, rows, n, k, w->data, (int)(w->row_bytes / 2), b->x16.p, k, CUDA_R_16F, y, rows,
-                    CUBLAS_COMPUTE_32F, ab, err);
-    }
+    const float *set = amax + parts, *add = set + 2; /* (alpha, beta): (s, 0), (s / LO_SCALE, 1) */
     for (int64_t r0 = 0; r0 < rows; r0 += per) {
         const int64_t m = rows - r0 < per ? rows - r0 : per;
-        unsigned      blocks;
-        if (gpu_grid(g, m * (k / 32), THREADS, &blocks, "dequant_f16", err) ||
-            GPU_LAUNCH(g, err, "dequant_f16", DEQUANT[fmt], blocks, THREADS, 0, *w, r0, m, (uint4 *)b->w16.p) ||
-            gemm(g, (int)m, n, k, b->w16.p, k, b->x16.p, k, CUDA_R_16F, y + r0, rows, CUBLAS_COMPUTE_32F, ab, err))
+        const void   *wh = w->data;
+        const void   *wl = NULL;
+        int           ld = (int)(w->row_bytes / 2);
+        if (fmt == GPU_F16) { /* in place */
+            CELER_ASSERT(w->row_bytes % 2 == 0);
+            wh = w->data + r0 * w->row_bytes;
+        } else {
+            uint4   *hi = (uint4 *)b->w16.p, *lo = w_lo ? hi + m * k / 8 : NULL;
+            unsigned blocks;
+            if (gpu_grid(g, m * (k / 32), THREADS, &blocks, "dequant_f16", err) ||
+                GPU_LAUNCH(g, err, "dequant_f16", DEQUANT[fmt], blocks, THREADS, 0, *w, r0, m, hi, lo))
+                return err->code;
+            wh = hi, wl = lo, ld = k;
+        }
+        if (gemm(g, (int)m, n, k, wh, ld, xh, k, CUDA_R_16F, y + r0, rows, CUBLAS_COMPUTE_32F, set, err) ||
+            (xl && gemm(g, (int)m, n, k, wh, ld, xl, k, CUDA_R_16F, y + r0, rows, CUBLAS_COMPUTE_32F, add, err)) ||
+            (wl && gemm(g, (int)m, n, k, wl, ld, xh, k, CUDA_R_16F, y + r0, rows, CUBLAS_COMPUTE_32F, add, err)))
             return err->code;
     }
     return CELER_OK;

@@ -1,5 +1,5 @@
 /* Products of many tokens on the vendor BLAS (gpu_blas.cu): in CUDA builds cuBLAS multiplies
- * f16 copies of the weights and activations with f32 accumulation. A HIP build has no vendor
+ * f16 halves of the weights and activations with f32 accumulation. A HIP build has no vendor
  * BLAS (CELER_GPU_BLAS 0 in gpu_vendor.h) and keeps its kernels for every step. */
 #ifndef CELER_BACKENDS_GPU_GPU_BLAS_H
 #define CELER_BACKENDS_GPU_GPU_BLAS_H
@@ -9,13 +9,18 @@
 /* With CELER_GPU_BLAS_FROM=N (N > 0), products of the formats the device runs on the integer
  * matrix units (gpu_mmq_has: Q4_0 and Q8_0 from sm_80) take the BLAS from N tokens, every other
  * format's past a batch of decodes (32 tokens: the f32 tiled kernel otherwise); 0, the default,
- * keeps every product off the BLAS. Off by default because of its precision: on the H200 it ran
- * the 8B Q4_0 pp512 at ~12k tok/s (4.6k without), but its f16 rounding (~3e-4 relative a
- * product, 10x the integer kernels') turned one greedy token of 360 at a decided position of a
- * small MoE model in `celer verify --against cpu` (a routing choice flipped; issue 10 asks for
- * none); every other model of the check agreed. A weight's f16 copy is made GPU_BLAS_CHUNK_MB
- * MiB of rows at a time (CELER_GPU_BLAS_CHUNK_MB; a 128256-row output head is 1 GiB in f16). */
-enum { GPU_BLAS_FROM = 0, GPU_BLAS_CHUNK_MB = 128 };
+ * keeps every product off the BLAS. On the H200 one f16 product a product ran the 8B Q4_0 pp512
+ * at ~12k tok/s (4.6k without), but its rounding (~3e-4 relative, 10x the integer kernels')
+ * turned one greedy token of 360 at a decided position of a small MoE model in `celer verify
+ * --against cpu` (a routing choice flipped; issue 10 asks for none). A weight's f16 copy is made
+ * GPU_BLAS_CHUNK_MB MiB of rows at a time (CELER_GPU_BLAS_CHUNK_MB; a 128256-row output head is
+ * 1 GiB in f16).
+ *
+ * Its precision: each operand is split in two f16 halves, hi = f16(v) and lo = f16(v - hi)
+ * (stored times 2^11, gpu_blas.cu), and the product is hi·hi (1 pass: ~3e-4 relative), + hi·lo
+ * of the activations (2), + lo·hi of the weights (3: both operands to ~22 bits, as exact as the
+ * integer kernels); passes cost a product each. CELER_GPU_BLAS_PASSES=N picks. */
+enum { GPU_BLAS_FROM = 0, GPU_BLAS_CHUNK_MB = 128, GPU_BLAS_PASSES = 3 };
 
 /* y (T, w.rows) = x (T, w.cols) · wᵀ on the vendor BLAS; fmt: w's enum gpu_fmt. */
 celer_status gpu_blas_matmul(gpu_backend *g, const gpu_wdesc *w, int fmt, const float *x, int64_t T, float *y,
