@@ -21,6 +21,8 @@
 #            printed whole)
 #   blas     the opt-in cuBLAS path (CELER_GPU_BLAS_FROM=64) in three f16 passes and in one: the
 #            verify step's models, and pp512 of the 8B and the 30B-A3B beside the default path
+#   early    decode with and without early launches (CELER_GPU_EARLY=0): tg128 of the 8B and the
+#            30B-A3B, and the 8B's batch of 32
 #   profile  ncu over a few steps run op by op (CELER_GPU_GRAPHS=0; caches and clocks as they are):
 #            8B decode, 30B-A3B decode, the 8B's batch of 32 decodes, an 8B pp512 prefill; each
 #            kernel's time, DRAM throughput and occupancy (scripts/ncu-summary.py, top 12 printed)
@@ -216,6 +218,22 @@ step_blas() {
                 "$B/celer" bench -m "$f" --backend cuda -p 512 -n 0 -r 3 >"$OUT/logs/bench-blas$p-$shape.txt" 2>&1
             result "pp512 $shape, BLAS passes $p (0: off)" "$(grep -m1 -E 'pp512' "$OUT/logs/bench-blas$p-$shape.txt" | awk '{print $(NF-3), $(NF-2)}')"
         done
+    done
+}
+
+step_early() {
+    local e shape
+    for shape in llama-3.1-8b qwen3-30b-a3b; do
+        synth_big $shape
+        for e in 0 1; do
+            CELER_GPU_EARLY=$e "$B/celer" bench -m "$f" --backend cuda -p 0 -n 128 -r 3 >"$OUT/logs/bench-early$e-$shape.txt" 2>&1
+            result "tg128 $shape, CELER_GPU_EARLY=$e" "$(grep -m1 -E 'tg128' "$OUT/logs/bench-early$e-$shape.txt" | awk '{print $(NF-3), $(NF-2)}')"
+        done
+    done
+    synth_big llama-3.1-8b
+    for e in 0 1; do
+        CELER_GPU_EARLY=$e "$B/celer" bench -m "$f" --backend cuda -p 128 -n 128 -P 32 -r 3 >"$OUT/logs/bench-early$e-x32.txt" 2>&1
+        result "8B x32, CELER_GPU_EARLY=$e" "$(grep -E 'pp128|tg128' "$OUT/logs/bench-early$e-x32.txt" | awk '{print $(NF-3), $(NF-2)}' | tr '\n' ' ')"
     done
 }
 

@@ -25,6 +25,7 @@ __global__ void k_attention(const float *__restrict__ q, const float *__restrict
                             int64_t n_heads, int64_t n_kv_heads, int64_t hd, float scale, int32_t window,
                             int32_t chunk, float *__restrict__ part, float *__restrict__ out)
 {
+    gpu_dep_enter();
     enum { PER = HD_MAX / CELER_WARP, MAX_WARPS = ATT_THREADS / 32 };
     __shared__ float s_m[MAX_WARPS], s_l[MAX_WARPS], s_acc[MAX_WARPS][HD_MAX];
     const int64_t t = blockIdx.x, h = blockIdx.y, kvh = h / (n_heads / n_kv_heads), kw = n_kv_heads * hd;
@@ -92,6 +93,7 @@ __global__ void k_attention(const float *__restrict__ q, const float *__restrict
 /* out (token, head) = the merge of its splits, in split order: one block a (token, head). */
 __global__ void k_attention_merge(const float *__restrict__ part, int32_t splits, int64_t hd, float *__restrict__ out)
 {
+    gpu_dep_enter();
     const float *pr = part + (int64_t)blockIdx.x * splits * (hd + 2);
     float        M  = -INFINITY, L = 0.0f;
     for (int32_t z = 0; z < splits; z++) M = fmaxf(M, pr[z * (hd + 2)]);

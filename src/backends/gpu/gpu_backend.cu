@@ -373,6 +373,8 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
         gpu_free(&g->base);
         return st;
     }
+    const char *ea = getenv("CELER_GPU_EARLY"); /* 0: each kernel launched after the one before ends */
+    g->early       = gpu_early_launch_ok(&g->prop) && !(ea && !strcmp(ea, "0"));
     *out = &g->base;
     return CELER_OK;
 }

@@ -53,6 +53,7 @@ typedef struct {
     int      blas_passes; /* 1 .. 3: the BLAS path's f16 products a product (gpu_blas.h) */
     struct gpu_blas *blas; /* its handle and scratch (gpu_blas.cu), made by the first product that takes it */
     bool     flash_off;   /* CELER_GPU_FLASH=0: prefill attention without the matrix units */
+    bool     early;       /* kernels launched while the one before runs (gpu_dep_enter; CELER_GPU_EARLY=0: off) */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */
     int64_t  h_pos_n, h_seq_n, h_tables_n;
     /* RoPE frequency divisors (host arrays of the model) and their device copies */
@@ -92,6 +93,14 @@ celer_status gpu_fail(gpu_backend *g, celer_error *err, gpuError_t e, const char
 /* The same in the words of whoever failed (a library's status); an out-of-memory (oom) leaves
  * the device usable. */
 celer_status gpu_fail_with(gpu_backend *g, celer_error *err, bool oom, const char *what, const char *words);
+/* CELER_OK, or the device failed for the launch of name: e (the launch call's answer) or the
+ * runtime's last error, which is read either way. */
+static inline celer_status gpu_launch_done(gpu_backend *g, celer_error *err, const char *name, gpuError_t e)
+{
+    const gpuError_t last = gpuGetLastError();
+    if (e == gpuSuccess) e = last;
+    return e == gpuSuccess ? CELER_OK : gpu_fail(g, err, e, name);
+}
 /* CELER_OK, or the failure the device had earlier. */
 celer_status gpu_alive(gpu_backend *g, celer_error *err);
 /* Checks the last launch. */
@@ -170,15 +179,18 @@ static inline void gpu_sign(gpu_backend *g, const void *what, dim3 grid, dim3 bl
     g->sig     = gpu_sig_mix(gpu_sig_mix(h, smem), args);
 }
 
-/* Launches kernel<<<grid, block, smem>>>(args) on the backend's stream unless gpu_skip, and
- * checks the launch. kernel must be one token (a name or a function pointer). GPU_LAUNCH also
+/* Launches kernel<<<grid, block, smem>>>(args) on the backend's stream unless gpu_skip (early
+ * where g->early: gpu_vendor.h's gpu_dep_enter), and checks the launch. kernel must be one token (a name or a function pointer). GPU_LAUNCH also
  * forgets whose values the quantized activations hold (the kernel may write them);
  * GPU_LAUNCH_KEEPING_XQ is for the products, which write only their outputs. */
 #define GPU_LAUNCH_KEEPING_XQ(g, err, name, kernel, grid, block, smem, ...)                                         \
     (gpu_signing(g) ? gpu_sign((g), (const void *)(kernel), dim3(grid), dim3(block), (size_t)(smem),               \
                                gpu_sig_args(0, __VA_ARGS__))                                                        \
                     : (void)0,                                                                                      \
-     gpu_skip(g) ? CELER_OK : (kernel<<<(grid), (block), (smem), (g)->stream>>>(__VA_ARGS__), gpu_launched((g), (err), (name))))
+     gpu_skip(g) ? CELER_OK                                                                                         \
+                 : gpu_launch_done((g), (err), (name),                                                              \
+                                   gpu_launch_kernel((kernel), dim3(grid), dim3(block), (size_t)(smem), (g)->stream, \
+                                                     (g)->early, __VA_ARGS__)))
 #define GPU_LAUNCH(g, err, name, kernel, grid, block, smem, ...)                                                    \
     ((g)->xq_src = NULL, GPU_LAUNCH_KEEPING_XQ(g, err, name, kernel, grid, block, smem, __VA_ARGS__))
 

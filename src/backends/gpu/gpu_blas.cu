@@ -48,6 +48,7 @@ struct gpu_blas {
 template <int F>
 __global__ void k_dequant_f16(gpu_wdesc w, int64_t r0, int64_t n, uint4 *__restrict__ hi, uint4 *__restrict__ lo)
 {
+    gpu_dep_enter();
     const int64_t nc = w.cols / 32, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n * nc) return;
     float v[32];
@@ -69,6 +70,7 @@ __global__ void k_dequant_f16(gpu_wdesc w, int64_t r0, int64_t n, uint4 *__restr
 /* parts[b] = the largest |x[i]| of block b's grid-stride share (PARTS blocks at most). */
 __global__ void k_amax_parts(const float *__restrict__ x, int64_t n, float *__restrict__ parts)
 {
+    gpu_dep_enter();
     __shared__ float red[THREADS / 32];
     float            m = 0.0f;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
@@ -89,6 +91,7 @@ __global__ void k_amax_parts(const float *__restrict__ x, int64_t n, float *__re
 __global__ void k_half_of(const float *__restrict__ x, int64_t n, float *__restrict__ parts, int n_parts,
                           uint16_t *__restrict__ hi, uint16_t *__restrict__ lo)
 {
+    gpu_dep_enter();
     __shared__ float s_scale;
     if (threadIdx.x < 32) {
         float m = 0.0f;

@@ -33,6 +33,7 @@ __global__ void __launch_bounds__(FL_THREADS)
             int32_t max_blocks, int32_t block_size, int64_t T, int64_t n_heads, int64_t n_kv_heads, float scale_log2,
             int32_t window, float *__restrict__ out)
 {
+    gpu_dep_enter();
 #if CELER_GPU_IMMA_HERE
     __shared__ __align__(16) uint16_t ks[FL_KEYS][HD + FL_PAD]; /* f16 bits, key by key */
     __shared__ __align__(16) uint16_t vt[HD][FL_KEYS + FL_PAD]; /* f16 bits, transposed */

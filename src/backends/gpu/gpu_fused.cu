@@ -18,6 +18,7 @@ __global__ void k_rope_kv_write(float *kc, float *vc, const float *__restrict__ 
                                 int64_t n_kv, int64_t hd, int64_t n_rot, int neox, float base, float pos_scale,
                                 const float *__restrict__ factors, float mscale)
 {
+    gpu_dep_enter();
     const int64_t half = n_rot / 2, kw = n_kv * hd;
     for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < T * kw;
          idx += (int64_t)gridDim.x * blockDim.x) {

@@ -32,6 +32,7 @@ enum {
 template <int F>
 __global__ void k_matvec(gpu_wdesc w, const float *__restrict__ x, int64_t T, float *__restrict__ y)
 {
+    gpu_dep_enter();
     extern __shared__ float xs[]; /* (T, SEG, 33): a segment of the activations, rows padded */
     const int     lane = threadIdx.x % CELER_WARP, nw = blockDim.x / CELER_WARP;
     const int     ch = lane % SEG, per_warp = CELER_WARP / SEG; /* wave64: a warp takes two rows */
@@ -76,6 +77,7 @@ __global__ void k_matvec(gpu_wdesc w, const float *__restrict__ x, int64_t T, fl
 template <int F>
 __global__ void k_gemm(gpu_wdesc w, const float *__restrict__ x, int64_t T, float *__restrict__ y)
 {
+    gpu_dep_enter();
     __shared__ float ws[TILE_R][33], xs[TILE_T][33];
     const int     tid = threadIdx.x, tr = tid % 16, tt = tid / 16;
     const int64_t r0 = (int64_t)blockIdx.x * TILE_R, t0 = (int64_t)blockIdx.y * TILE_T, nc = w.cols / 32;
@@ -124,6 +126,7 @@ __global__ void k_gemm(gpu_wdesc w, const float *__restrict__ x, int64_t T, floa
 template <int F>
 __global__ void k_get_rows(gpu_wdesc w, const int32_t *__restrict__ ids, int64_t n, float *__restrict__ y)
 {
+    gpu_dep_enter();
     const int64_t nc = w.cols / 32, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n * nc) return;
     const int64_t t = i / nc, c = i % nc;

@@ -21,6 +21,7 @@ static const uint32_t M4 = 0x0f0f0f0fu;
 __global__ void k_quant_x(const float *__restrict__ x, int64_t n_blocks, int8_t *__restrict__ q,
                           float2 *__restrict__ dd)
 {
+    gpu_dep_enter();
     const int64_t blk  = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int     i    = threadIdx.x % 32;
     const bool    live = blk < n_blocks; /* every lane takes part in the group's shuffles */
@@ -354,6 +355,7 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const mv_set &s)
 template <int F, int NT>
 __global__ void __launch_bounds__(MVQ_THREADS) k_mmvq(mv_set set, gpu_xq x, int nt, int64_t t0, gpu_mv_sel sel)
 {
+    gpu_dep_enter();
     int k = 0;
 #pragma unroll
     for (int i = 1; i < GPU_MVQ_SET; i++) k += blockIdx.x >= set.b0[i];

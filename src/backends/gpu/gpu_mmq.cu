@@ -190,6 +190,7 @@ template <int F, int NT>
 __global__ void __launch_bounds__(MMQ_THREADS)
     k_mmq(gpu_wdesc w, gpu_xq x, int64_t T, int64_t kper, float *__restrict__ y)
 {
+    gpu_dep_enter();
     const int64_t kz0 = (int64_t)blockIdx.z * kper, nq = w.cols / 32 < kz0 + kper ? w.cols / 32 : kz0 + kper;
     mmq_tile<F, NT>(w, x, T, (int64_t)blockIdx.y * NT, kz0, nq, y + (int64_t)blockIdx.z * T * w.rows);
 }
@@ -200,6 +201,7 @@ template <int F, int NT>
 __global__ void __launch_bounds__(MMQ_THREADS)
     k_mmq_experts(gpu_wdesc w, gpu_xq x, const int32_t *__restrict__ starts, int64_t stride, float *__restrict__ y)
 {
+    gpu_dep_enter();
     const int64_t s0 = starts[blockIdx.z], n = starts[blockIdx.z + 1] - s0, t0 = (int64_t)blockIdx.y * NT;
     if (t0 >= n) return; /* the whole block: a group shorter than the longest */
     w.data += (int64_t)blockIdx.z * stride;
@@ -210,6 +212,7 @@ __global__ void __launch_bounds__(MMQ_THREADS)
 /* y[i] = Σ over the parts p of part[p · n + i], in part order. */
 __global__ void k_mmq_sum(const float *__restrict__ part, int parts, int64_t n, float *__restrict__ y)
 {
+    gpu_dep_enter();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         float s = part[i];
         for (int p = 1; p < parts; p++) s += part[p * n + i];
@@ -317,6 +320,7 @@ template <int F, int NT>
 __global__ void __launch_bounds__(SQ_THREADS)
     k_mmq_s(gpu_wdesc w, gpu_xq x, int64_t T, int64_t kper, float *__restrict__ y)
 {
+    gpu_dep_enter();
     extern __shared__ __align__(16) int8_t sq_smem[];
     typedef sq_shape<F, NT> S;
     const int     tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, q = lane % 4;

@@ -22,6 +22,7 @@ enum { THREADS = 256, MOE_DEVICE_MAX = 256 };
 __global__ void k_moe_route(const float *__restrict__ logits, int64_t T, int64_t E, int64_t K, int renorm,
                             int32_t *__restrict__ ids, float *__restrict__ w)
 {
+    gpu_dep_enter();
     const int64_t t    = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int     lane = threadIdx.x % 32;
     const bool    live = t < T; /* every lane takes part in its group's shuffles */
@@ -77,6 +78,7 @@ celer_status gpu_moe_route(celer_backend *be, const float *logits, int64_t T, in
 __global__ void k_gather(const float *__restrict__ x, const int32_t *__restrict__ tok, int64_t N, int64_t d,
                          float *__restrict__ xs)
 {
+    gpu_dep_enter();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < N * d; i += (int64_t)gridDim.x * blockDim.x)
         xs[i] = x[(int64_t)tok[i / d] * d + i % d];
 }
@@ -85,6 +87,7 @@ __global__ void k_gather(const float *__restrict__ x, const int32_t *__restrict_
 __global__ void k_combine(const float *__restrict__ ys, const int32_t *__restrict__ at, const float *__restrict__ w,
                           int64_t T, int64_t K, int64_t d, float *__restrict__ out)
 {
+    gpu_dep_enter();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < T * d; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t t = i / d, c = i % d;
         float         s = 0.0f;

@@ -31,6 +31,7 @@ template <bool ADD>
 __global__ void k_norm_vec(float *x, const float *__restrict__ o, const float *__restrict__ w, int64_t d, float eps,
                            float *h, int8_t *q, float2 *dd)
 {
+    gpu_dep_enter();
     __shared__ float part[NORM_MAX_THREADS / 32];
     const int64_t    d4 = d / 4, base = (int64_t)blockIdx.x * d4;
     float4          *xr = (float4 *)x + base, *hr = (float4 *)h + base;
@@ -66,6 +67,7 @@ template <bool ADD>
 __global__ void k_norm_loop(float *x, const float *__restrict__ o, const float *__restrict__ w, int64_t d, float eps,
                             float *h, int8_t *q, float2 *dd)
 {
+    gpu_dep_enter();
     (void)q, (void)dd; /* the loop's rows are left to the product's own quantization */
     __shared__ float part[NORM_MAX_THREADS / 32];
     float           *xr = x + (int64_t)blockIdx.x * d, *hr = h + (int64_t)blockIdx.x * d;

@@ -39,6 +39,7 @@ static __device__ void block_best(float *bv, int64_t *bi, float *sv, int64_t *si
 __global__ void k_argmax_parts(const float *__restrict__ x, int64_t n, int64_t part, float *__restrict__ pv,
                                int64_t *__restrict__ pi)
 {
+    gpu_dep_enter();
     __shared__ float   sv[THREADS];
     __shared__ int64_t si[THREADS];
     const float       *row = x + (int64_t)blockIdx.y * n;
@@ -54,6 +55,7 @@ __global__ void k_argmax_parts(const float *__restrict__ x, int64_t n, int64_t p
 __global__ void k_argmax_rows(const float *__restrict__ x, int64_t n, int parts, const float *__restrict__ pv,
                               const int64_t *__restrict__ pi, int32_t *__restrict__ ids)
 {
+    gpu_dep_enter();
     __shared__ float   sv[ARGMAX_PARTS];
     __shared__ int64_t si[ARGMAX_PARTS];
     float              bv = -INFINITY;
@@ -92,16 +94,19 @@ celer_status gpu_argmax(celer_backend *be, const float *x, int64_t rows, int64_t
 
 __global__ void k_add_bias(float *y, const float *__restrict__ b, int64_t n, int64_t total)
 {
+    gpu_dep_enter();
     GRID_STRIDE(i, total) y[i] += b[i % n];
 }
 
 __global__ void k_add(float *x, const float *__restrict__ y, int64_t n)
 {
+    gpu_dep_enter();
     GRID_STRIDE(i, n) x[i] += y[i];
 }
 
 __global__ void k_scale(float *x, int64_t n, float s)
 {
+    gpu_dep_enter();
     GRID_STRIDE(i, n) x[i] *= s;
 }
 
@@ -109,6 +114,7 @@ __global__ void k_scale(float *x, int64_t n, float s)
  * quantized for the product that reads it next (gpu_matvec.h). */
 __global__ void k_glu(float *gate, const float *__restrict__ up, int64_t n, int act, int8_t *q, float2 *dd)
 {
+    gpu_dep_enter();
     GRID_STRIDE(i, n)
     {
         const float g = gate[i];
@@ -128,6 +134,7 @@ __global__ void k_glu(float *gate, const float *__restrict__ up, int64_t n, int 
 
 __global__ void k_mul_sigmoid(float *x, const float *__restrict__ gt, int64_t n, int64_t total)
 {
+    gpu_dep_enter();
     GRID_STRIDE(i, total) x[i] *= 1.0f / (1.0f + expf(-gt[i / n]));
 }
 
@@ -189,6 +196,7 @@ __global__ void k_rope(float *x, const int32_t *__restrict__ pos, int64_t T, int
                        int64_t n_rot, int neox, float base, float pos_scale, const float *__restrict__ factors,
                        float mscale)
 {
+    gpu_dep_enter();
     const int64_t half = n_rot / 2;
     GRID_STRIDE(k, T * n_heads * half)
     {
@@ -248,6 +256,7 @@ __global__ void k_kv_write(float *cache, const float *__restrict__ src, const in
                            const int32_t *__restrict__ seq, const int32_t *__restrict__ tables, int32_t max_blocks,
                            int32_t block_size, int64_t width, int64_t T)
 {
+    gpu_dep_enter();
     GRID_STRIDE(k, T * width)
     {
         const int64_t t = k / width, i = k % width;

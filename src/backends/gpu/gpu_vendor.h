@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <utility>
 
 extern "C" {
 #include "celer.h"
@@ -95,6 +96,17 @@ static __device__ __forceinline__ void gpu_hmma_16x8x16(float c[4], const uint32
     (void)c, (void)a, (void)b0, (void)b1;
 }
 static __device__ __forceinline__ uint32_t gpu_half2_bits(float lo, float hi) { return (void)lo, (void)hi, 0u; }
+/* Programmatic dependent launch: not in HIP; kernels run one after the other (see the CUDA half). */
+static __device__ __forceinline__ void gpu_dep_enter(void) {}
+template <typename... E, typename... A>
+static inline gpuError_t gpu_launch_kernel(void (*kernel)(E...), dim3 grid, dim3 block, size_t smem, gpuStream_t s,
+                                           bool early, A &&...args)
+{
+    (void)early;
+    kernel<<<grid, block, smem, s>>>(std::forward<A>(args)...);
+    return gpuSuccess; /* the launch's error, if any, is gpuGetLastError's */
+}
+static inline bool gpu_early_launch_ok(const gpuDeviceProp *p) { return (void)p, false; }
 /* Asynchronous copies to shared memory (the kernels that use them run where CELER_GPU_IMMA is 1):
  * plain copies here. */
 static __device__ __forceinline__ void gpu_cp_async16(void *dst, const void *src, bool valid)
@@ -228,6 +240,33 @@ static __device__ __forceinline__ void gpu_hmma_16x8x16(float c[4], const uint32
     (void)c, (void)a, (void)b0, (void)b1;
 #endif
 }
+
+/* Programmatic dependent launch (sm_90 and later): GPU_LAUNCH launches a kernel while the kernel
+ * before it in the stream still runs (early), so that its launch and its blocks' start overlap
+ * the other's last blocks. Every kernel begins with gpu_dep_enter: it waits until the kernel
+ * before has finished and its writes are visible (griddepcontrol.wait), then lets the kernel
+ * after it be launched (at most two kernels of a stream are thus in flight). A kernel that
+ * skipped it could read its inputs before they are written. */
+static __device__ __forceinline__ void gpu_dep_enter(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+/* kernel<<<grid, block, smem, s>>>(args), early (above) when asked. */
+template <typename... E, typename... A>
+static inline gpuError_t gpu_launch_kernel(void (*kernel)(E...), dim3 grid, dim3 block, size_t smem, gpuStream_t s,
+                                           bool early, A &&...args)
+{
+    cudaLaunchAttribute at;
+    at.id                                         = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at.val.programmaticStreamSerializationAllowed = early ? 1 : 0;
+    cudaLaunchConfig_t c                          = {};
+    c.gridDim = grid, c.blockDim = block, c.dynamicSmemBytes = smem, c.stream = s, c.attrs = &at, c.numAttrs = 1;
+    return cudaLaunchKernelEx(&c, kernel, std::forward<A>(args)...);
+}
+static inline bool gpu_early_launch_ok(const gpuDeviceProp *p) { return p->major >= 9; }
 
 /* Two floats as the f16 pair of one register (round to nearest; lo in the low half). */
 static __device__ __forceinline__ uint32_t gpu_half2_bits(float lo, float hi)
