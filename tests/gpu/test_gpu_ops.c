@@ -354,6 +354,8 @@ static void test_rope(void)
 
 /* ---- attention over the paged cache ------------------------------------------------------- */
 
+static void check_same_product(const char *what, const celer_weight *w, const float *dx, int64_t T);
+
 /* Three sequences of a cache of ctx positions: step 1 prefills lens1 tokens of each, step 2 runs
  * lens2 more of each (a decode is 1). */
 static void attention_run(int64_t n_heads, int64_t n_kv, int64_t hd, int32_t window, int32_t ctx,
@@ -398,6 +400,13 @@ static void attention_run(int64_t n_heads, int64_t n_kv, int64_t hd, int32_t win
             fprintf(stderr, "  attention %lld/%lld heads of %lld, window %d, step %d: %.2e\n", (long long)n_heads,
                     (long long)n_kv, (long long)hd, window, step, e);
         CHECK(e < bound);
+        if (qw % 32 == 0) { /* the output's held quantization (head sizes of 32s) is the quantizer's own */
+            void        *raw = random_weights(CELER_GGML_Q4_0, 48, qw, 0.1f);
+            celer_weight wo  = {.type = CELER_GGML_Q4_0, .rows = 48, .cols = qw, .data = raw};
+            CHECK(gpu->ops->weight_load(gpu, &wo, &err) == CELER_OK);
+            check_same_product("attention, then a product", &wo, dout, T);
+            free(raw);
+        }
         gpu->ops->release(gpu, dq), gpu->ops->release(gpu, dk), gpu->ops->release(gpu, dv), gpu->ops->release(gpu, dout);
         free(q), free(k), free(v), free(oc), free(og);
     }

@@ -9,12 +9,27 @@
  * block walking 4,000 keys four warps at a time waits on memory at every key. Each split writes
  * its max, sum and unnormalized output, and a second kernel merges the splits of each (token,
  * head) in split order. The split count is the next power of two that covers the step's furthest
- * position (so a recorded step's grid changes only as the context doubles). */
-#include "backends/gpu/gpu_backend.h"
+ * position (so a recorded step's grid changes only as the context doubles).
+ *
+ * Head sizes that are a multiple of 32 also leave the output quantized for the o-projection's
+ * integer kernels (held quantization, gpu_matvec.h): that product then skips its quantizer. */
+#include "backends/gpu/gpu_matvec.h"
 
 #include <math.h>
 
 enum { ATT_THREADS = 128, HD_MAX = 512, ATT_CHUNK = 256, ATT_SPLIT_BELOW = 1024 };
+
+/* Value i of an output row (its first value is value base of the step's output), and with xq
+ * its quantization for the o-projection (the X32 format, gpu_matvec.h): a warp's 32 lanes hold
+ * 32 consecutive values of one block when the head size is a multiple of 32, the only case
+ * that passes xq. */
+static __device__ __forceinline__ void put_out(float *o, int64_t i, float r, int64_t base, int8_t *xq, float2 *xd)
+{
+    o[i] = r;
+    if (!xq) return;
+    const float v[1] = {r};
+    xq_put<1>(v, (int)(i % 32), (base + i) / 32, true, xq, xd);
+}
 
 /* Split blockIdx.z of gridDim.z: keys [z · chunk, (z + 1) · chunk) of those visible (chunk 0: all,
  * one split). With part (splits), out is not written: part holds per (token, head, split) the
@@ -23,7 +38,7 @@ __global__ void k_attention(const float *__restrict__ q, const float *__restrict
                             const int32_t *__restrict__ pos, const int32_t *__restrict__ seq,
                             const int32_t *__restrict__ tables, int32_t max_blocks, int32_t block_size,
                             int64_t n_heads, int64_t n_kv_heads, int64_t hd, float scale, int32_t window,
-                            int32_t chunk, float *__restrict__ part, float *__restrict__ out)
+                            int32_t chunk, float *__restrict__ part, float *__restrict__ out, int8_t *xq, float2 *xd)
 {
     gpu_dep_enter();
     enum { PER = HD_MAX / CELER_WARP, MAX_WARPS = ATT_THREADS / 32 };
@@ -86,12 +101,13 @@ __global__ void k_attention(const float *__restrict__ q, const float *__restrict
     for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) {
         float v = 0.0f;
         for (int w = 0; w < nw; w++) v += s_acc[w][i] * expf(s_m[w] - M);
-        o[i] = L > 0.0f ? v / L : 0.0f;
+        put_out(o, i, L > 0.0f ? v / L : 0.0f, (t * n_heads + h) * hd, xq, xd);
     }
 }
 
 /* out (token, head) = the merge of its splits, in split order: one block a (token, head). */
-__global__ void k_attention_merge(const float *__restrict__ part, int32_t splits, int64_t hd, float *__restrict__ out)
+__global__ void k_attention_merge(const float *__restrict__ part, int32_t splits, int64_t hd, float *__restrict__ out,
+                                  int8_t *xq, float2 *xd)
 {
     gpu_dep_enter();
     const float *pr = part + (int64_t)blockIdx.x * splits * (hd + 2);
@@ -108,7 +124,7 @@ __global__ void k_attention_merge(const float *__restrict__ part, int32_t splits
             const float mz = pr[z * (hd + 2)];
             if (mz != -INFINITY) v += pr[z * (hd + 2) + 2 + i] * expf(mz - M);
         }
-        o[i] = L > 0.0f ? v / L : 0.0f;
+        put_out(o, i, L > 0.0f ? v / L : 0.0f, (int64_t)blockIdx.x * hd, xq, xd);
     }
 }
 
@@ -137,19 +153,29 @@ celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cac
         for (int64_t i = 0; i < b->n_tokens; i++) far = b->pos[i] > far ? b->pos[i] : far;
         while ((int64_t)splits * ATT_CHUNK <= far && splits < (int32_t)GPU_MAX_GRID_YZ / 2) splits *= 2;
     }
-    const dim3 grid((unsigned)b->n_tokens, (unsigned)a->n_heads, (unsigned)splits);
-    if (splits == 1)
-        return GPU_LAUNCH(g, err, "attention", k_attention, grid, ATT_THREADS, 0, q, kv->k[layer], kv->v[layer], pos,
-                          seq, tables, kv->max_blocks, kv->block_size, a->n_heads, a->n_kv_heads, a->head_dim,
-                          a->scale, a->window, (int32_t)0, (float *)NULL, out);
+    const dim3    grid((unsigned)b->n_tokens, (unsigned)a->n_heads, (unsigned)splits);
     const int64_t rows = b->n_tokens * a->n_heads;
-    if (gpu_buf_reserve(g, &g->d_attn, (size_t)(rows * splits * (a->head_dim + 2)) * sizeof(float), err))
-        return err->code;
-    float *part = (float *)g->d_attn.p;
-    if (GPU_LAUNCH(g, err, "attention", k_attention, grid, ATT_THREADS, 0, q, kv->k[layer], kv->v[layer], pos, seq,
-                   tables, kv->max_blocks, kv->block_size, a->n_heads, a->n_kv_heads, a->head_dim, a->scale,
-                   a->window, (int32_t)ATT_CHUNK, part, out))
-        return err->code;
-    return GPU_LAUNCH(g, err, "attention merge", k_attention_merge, (unsigned)rows, ATT_THREADS, 0, (const float *)part,
-                      splits, a->head_dim, out);
+    /* the output quantized on the way out for the o-projection that reads it next */
+    int8_t    *xq = NULL;
+    float2    *xd = NULL;
+    const bool qz = a->head_dim % 32 == 0;
+    if (qz && gpu_xq_buffer(g, rows * a->head_dim, &xq, &xd, err)) return err->code;
+    if (splits == 1) {
+        if (GPU_LAUNCH(g, err, "attention", k_attention, grid, ATT_THREADS, 0, q, kv->k[layer], kv->v[layer], pos, seq,
+                       tables, kv->max_blocks, kv->block_size, a->n_heads, a->n_kv_heads, a->head_dim, a->scale,
+                       a->window, (int32_t)0, (float *)NULL, out, xq, xd))
+            return err->code;
+    } else {
+        if (gpu_buf_reserve(g, &g->d_attn, (size_t)(rows * splits * (a->head_dim + 2)) * sizeof(float), err))
+            return err->code;
+        float *part = (float *)g->d_attn.p;
+        if (GPU_LAUNCH(g, err, "attention", k_attention, grid, ATT_THREADS, 0, q, kv->k[layer], kv->v[layer], pos, seq,
+                       tables, kv->max_blocks, kv->block_size, a->n_heads, a->n_kv_heads, a->head_dim, a->scale,
+                       a->window, (int32_t)ATT_CHUNK, part, out, (int8_t *)NULL, (float2 *)NULL) ||
+            GPU_LAUNCH(g, err, "attention merge", k_attention_merge, (unsigned)rows, ATT_THREADS, 0,
+                       (const float *)part, splits, a->head_dim, out, xq, xd))
+            return err->code;
+    }
+    if (qz) g->xq_src = out, g->xq_n = rows * a->head_dim;
+    return CELER_OK;
 }
