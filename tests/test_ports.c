@@ -37,7 +37,7 @@ static int walk(void)
     /* the ports the forward pass uses are in the list */
     bool add = false, rope = false, mm = false;
     for (const celer_port *const *pp = celer_ports; *pp; pp++)
-        add |= *pp == &celer_port_add_rmsnorm, rope |= *pp == &celer_port_rope_kv_write, mm |= *pp == &celer_port_matmuls;
+        add |= *pp == &celer_port_add_rmsnorm, rope |= *pp == &celer_port_attn_inputs, mm |= *pp == &celer_port_matmuls;
     CHECK(add && rope && mm);
     printf("test_ports: %d ports walked\n", n);
     return 0;

@@ -18,11 +18,12 @@ const celer_port celer_port_add_rmsnorm = {
     .impl     = {GPU_SLOT(celer_gpu_add_rmsnorm)},
 };
 
-const celer_port celer_port_rope_kv_write = {
-    .name     = "rope_kv_write",
-    .does     = "rotates the keys and appends them and the values to the paged KV cache in one pass",
-    .fallback = "rope on the keys, then kv_write",
-    .impl     = {GPU_SLOT(celer_gpu_rope_kv_write)},
+const celer_port celer_port_attn_inputs = {
+    .name     = "attn_inputs",
+    .does     = "normalizes and rotates the queries and keys per head and appends the keys and values to the "
+                "paged KV cache in one pass",
+    .fallback = "rmsnorm on the queries and keys (models with per-head norms), rope on each, then kv_write",
+    .impl     = {GPU_SLOT(celer_gpu_attn_inputs)},
 };
 
 const celer_port celer_port_matmuls = {
@@ -32,7 +33,7 @@ const celer_port celer_port_matmuls = {
     .impl     = {GPU_SLOT(celer_gpu_matmuls)},
 };
 
-const celer_port *const celer_ports[] = {&celer_port_add_rmsnorm, &celer_port_rope_kv_write, &celer_port_matmuls,
+const celer_port *const celer_ports[] = {&celer_port_add_rmsnorm, &celer_port_attn_inputs, &celer_port_matmuls,
                                          NULL};
 
 static const char *const KIND_NAMES[CELER_BACKEND_KIND_COUNT] = {"cpu", "cuda", "rocm"};

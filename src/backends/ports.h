@@ -22,12 +22,16 @@ typedef celer_status (*celer_add_rmsnorm_fn)(celer_backend *be, float *x, const 
                                              int64_t rows, int64_t d, float eps, float *h, celer_error *err);
 extern const celer_port celer_port_add_rmsnorm;
 
-/* Writes rope(k) (rotated at the batch's positions; k is left as it was) and v into the cache
- * of layer. Fallback: rope on k, then kv_write. */
-typedef celer_status (*celer_rope_kv_write_fn)(celer_backend *be, celer_kv_cache *kv, int32_t layer, const float *k,
-                                               const float *v, const celer_batch *b, int64_t head_dim,
-                                               const celer_rope *r, celer_error *err);
-extern const celer_port celer_port_rope_kv_write;
+/* A layer's attention inputs made ready: q (T, n_head heads) and k each normalized per head by
+ * q_norm / k_norm (rmsnorm over head_dim with eps; both NULL: no norm), then rotated at the
+ * batch's positions; q in place, k (left as it was) and v written into the cache of layer.
+ * Fallback: rmsnorm on q and on k (with norms), rope on q and on k, then kv_write. */
+typedef celer_status (*celer_attn_inputs_fn)(celer_backend *be, celer_kv_cache *kv, int32_t layer, float *q,
+                                             int64_t n_head, const float *k, const float *v,
+                                             const celer_weight *q_norm, const celer_weight *k_norm, float eps,
+                                             const celer_batch *b, int64_t head_dim, const celer_rope *r,
+                                             celer_error *err);
+extern const celer_port celer_port_attn_inputs;
 
 /* y[i] (T, w[i].rows) = x (T, cols) · w[i]ᵀ for n weights (1 to 3) of the same cols, in a
  * pass that reads x once (a layer's q, k and v; its gate and up). Fallback: matmul per weight. */

@@ -78,17 +78,28 @@ static celer_status add_norm(const celer_model *m, celer_backend *be, int64_t T,
     return be->ops->rmsnorm(be, a->x, w, T, d, m->norm_eps, a->h, err);
 }
 
-/* The keys rotated and, with the values, appended to the cache: fused where the backend can. */
-static celer_status rope_kv_write(const celer_model *m, celer_backend *be, celer_kv_cache *kv, const celer_batch *b,
-                                  int32_t il, celer_acts *a, celer_error *err)
+/* q and k normalized per head (models with qk norms) and rotated, k and v appended to the cache:
+ * fused where the backend can. */
+static celer_status attn_inputs(const celer_model *m, celer_backend *be, celer_kv_cache *kv, const celer_batch *b,
+                                int32_t il, celer_acts *a, celer_error *err)
 {
-    const celer_layer *l = &m->layers[il];
-    celer_port_fn      fn;
-    celer_error        none;
-    if (!celer_port_select(&celer_port_rope_kv_write, be->ops->kind, &fn, &none))
-        return ((celer_rope_kv_write_fn)fn)(be, kv, il, a->k, a->v, b, m->hp.head_dim_k, &l->rope, err);
-    TRY(be->ops->rope(be, a->k, b, m->hp.n_head_kv, m->hp.head_dim_k, &l->rope, err));
-    return be->ops->kv_write(be, kv, il, a->k, a->v, b, err);
+    const celer_backend_ops *op = be->ops;
+    const celer_hparams     *hp = &m->hp;
+    const celer_layer       *l  = &m->layers[il];
+    int64_t                  T  = b->n_tokens;
+    const bool               qk = m->arch->qk_norm;
+    celer_port_fn            fn;
+    celer_error              none;
+    if (!celer_port_select(&celer_port_attn_inputs, op->kind, &fn, &none))
+        return ((celer_attn_inputs_fn)fn)(be, kv, il, a->q, hp->n_head, a->k, a->v, qk ? &l->q_norm : NULL,
+                                          qk ? &l->k_norm : NULL, m->norm_eps, b, hp->head_dim_k, &l->rope, err);
+    if (qk) {
+        TRY(op->rmsnorm(be, a->q, &l->q_norm, T * hp->n_head, hp->head_dim_k, m->norm_eps, a->q, err));
+        TRY(op->rmsnorm(be, a->k, &l->k_norm, T * hp->n_head_kv, hp->head_dim_k, m->norm_eps, a->k, err));
+    }
+    TRY(op->rope(be, a->q, b, hp->n_head, hp->head_dim_k, &l->rope, err));
+    TRY(op->rope(be, a->k, b, hp->n_head_kv, hp->head_dim_k, &l->rope, err));
+    return op->kv_write(be, kv, il, a->k, a->v, b, err);
 }
 
 /* y[i] = x · w[i]ᵀ for the n weights: in one pass where the backend can. */
@@ -118,12 +129,7 @@ static celer_status attention_block(const celer_model *m, celer_backend *be, cel
     if (l->bq.data) TRY(op->add_bias(be, a->q, &l->bq, T, err));
     if (l->bk.data) TRY(op->add_bias(be, a->k, &l->bk, T, err));
     if (l->bv.data) TRY(op->add_bias(be, a->v, &l->bv, T, err));
-    if (m->arch->qk_norm) {
-        TRY(op->rmsnorm(be, a->q, &l->q_norm, T * hp->n_head, hp->head_dim_k, m->norm_eps, a->q, err));
-        TRY(op->rmsnorm(be, a->k, &l->k_norm, T * hp->n_head_kv, hp->head_dim_k, m->norm_eps, a->k, err));
-    }
-    TRY(op->rope(be, a->q, b, hp->n_head, hp->head_dim_k, &l->rope, err));
-    TRY(rope_kv_write(m, be, kv, b, il, a, err));
+    TRY(attn_inputs(m, be, kv, b, il, a, err));
     TRY(op->attention(be, a->q, kv, il, b, &l->attn, a->att, err));
     TRY(op->matmul(be, &l->wo, a->att, T, a->o, err));
     (void)na;

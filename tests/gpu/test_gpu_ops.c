@@ -25,7 +25,7 @@
  *   - norms, activations, RoPE, attention over the paged cache (a mixed batch of three
  *     sequences: prefill, decode and a chunk; grouped-query heads; a sliding window): 1e-5;
  *   - argmax of rows: equal to the CPU's scan (ties, -inf, NaNs);
- *   - the fused kernels of the port tables (add_rmsnorm, rope_kv_write, matmuls) against their fallbacks
+ *   - the fused kernels of the port tables (add_rmsnorm, attn_inputs, matmuls) against their fallbacks
  *     run on the CPU backend: 1e-5 (the cache contents compared directly).
  * Mixture of experts: test_gpu_moe.c. Run on a machine with a GPU (scripts/gpu-check.sh); built
  * only with CELER_CUDA or CELER_HIP. */
@@ -655,14 +655,23 @@ static void test_fused(void)
     CHECK(rel_l2f(gx, cx, R * D) < 1e-6 && rel_l2f(gh, ch, R * D) < 1e-5);
     gpu->ops->release(gpu, dx), gpu->ops->release(gpu, dob), gpu->ops->release(gpu, dh);
 
-    /* rope_kv_write: norm and neox, partial rotation, frequency divisors, two sequences */
-    enum { T = 9, KV = 2, HD = 128 };
-    static float k[T * KV * HD], v[T * KV * HD], kr[T * KV * HD], factors[32];
+    /* attn_inputs: norm and neox, partial rotation, frequency divisors, two sequences, with and
+     * without per-head norms; q in place, the cache's keys and values */
+    enum { T = 9, NH = 4, KV = 2, HD = 128 };
+    static float q[T * NH * HD], qr[T * NH * HD], qg[T * NH * HD], k[T * KV * HD], v[T * KV * HD], kr[T * KV * HD];
+    static float factors[32], qnv[HD], knv[HD];
     int32_t      pos[T] = {0, 1, 2, 3, 4, 40, 41, 42, 3000}, seq[T] = {0, 0, 0, 0, 0, 1, 1, 1, 1};
     celer_batch  b = {T, pos, seq};
     for (int i = 0; i < 32; i++) factors[i] = 1.0f + (float)i;
-    CHECK(celer_port_select(&celer_port_rope_kv_write, gpu->ops->kind, &fn, &err) == CELER_OK);
-    for (int mode = 0; mode < 2; mode++) {
+    random_fill(qnv, HD, 1.0f), random_fill(knv, HD, 1.0f);
+    celer_weight qnc = {.type = CELER_GGML_F32, .rows = 1, .cols = HD, .data = qnv}, qng = qnc;
+    celer_weight knc = {.type = CELER_GGML_F32, .rows = 1, .cols = HD, .data = knv}, kng = knc;
+    CHECK(cpu->ops->weight_load(cpu, &qnc, &err) == CELER_OK && cpu->ops->weight_load(cpu, &knc, &err) == CELER_OK);
+    CHECK(gpu->ops->weight_load(gpu, &qng, &err) == CELER_OK && gpu->ops->weight_load(gpu, &kng, &err) == CELER_OK);
+    CHECK(celer_port_select(&celer_port_attn_inputs, gpu->ops->kind, &fn, &err) == CELER_OK);
+    for (int c = 0; c < 4; c++) {
+        const int  mode = c % 2;
+        const bool nrm  = c >= 2;
         celer_rope r = {.mode = mode ? CELER_ROPE_NEOX : CELER_ROPE_NORM, .n_rot = mode ? 64 : HD, .base = 500000.0f,
                         .pos_scale = 1.0f, .freq_factors = mode ? factors : NULL, .mscale = 1.0f};
         celer_kv_cache kc, kg;
@@ -672,21 +681,28 @@ static void test_fused(void)
             CHECK(celer_kv_cache_reserve(&kc, s, s ? 3001 : 5, &err) == CELER_OK);
             CHECK(celer_kv_cache_reserve(&kg, s, s ? 3001 : 5, &err) == CELER_OK);
         }
-        random_fill(k, T * KV * HD, 2.0f), random_fill(v, T * KV * HD, 2.0f);
-        memcpy(kr, k, sizeof k);
-        float *dk = dev_copy(k, sizeof k), *dv = dev_copy(v, sizeof v);
-        CHECK(((celer_rope_kv_write_fn)fn)(gpu, &kg, 0, dk, dv, &b, HD, &r, &err) == CELER_OK);
+        random_fill(q, T * NH * HD, 2.0f), random_fill(k, T * KV * HD, 2.0f), random_fill(v, T * KV * HD, 2.0f);
+        memcpy(qr, q, sizeof q), memcpy(kr, k, sizeof k);
+        float *dq = dev_copy(q, sizeof q), *dk = dev_copy(k, sizeof k), *dv = dev_copy(v, sizeof v);
+        CHECK(((celer_attn_inputs_fn)fn)(gpu, &kg, 0, dq, NH, dk, dv, nrm ? &qng : NULL, nrm ? &kng : NULL, 1e-6f, &b,
+                                         HD, &r, &err) == CELER_OK);
+        if (nrm) { /* the fallback, on the CPU */
+            CHECK(cpu->ops->rmsnorm(cpu, qr, &qnc, T * NH, HD, 1e-6f, qr, &err) == CELER_OK);
+            CHECK(cpu->ops->rmsnorm(cpu, kr, &knc, T * KV, HD, 1e-6f, kr, &err) == CELER_OK);
+        }
+        CHECK(cpu->ops->rope(cpu, qr, &b, NH, HD, &r, &err) == CELER_OK);
         CHECK(cpu->ops->rope(cpu, kr, &b, KV, HD, &r, &err) == CELER_OK);
         CHECK(cpu->ops->kv_write(cpu, &kc, 0, kr, v, &b, &err) == CELER_OK);
         size_t bytes = (size_t)kc.n_blocks * kc.block_size * KV * HD * sizeof(float);
         float *hk = malloc(bytes), *hv = malloc(bytes);
-        to_host(kg.k[0], hk, bytes), to_host(kg.v[0], hv, bytes);
+        to_host(kg.k[0], hk, bytes), to_host(kg.v[0], hv, bytes), to_host(dq, qg, sizeof qg);
         int64_t n = (int64_t)(bytes / sizeof(float));
-        double  ek = rel_l2f(hk, kc.k[0], n), ev = rel_l2f(hv, kc.v[0], n);
-        if (!(ek < 1e-5 && ev == 0)) fprintf(stderr, "  rope_kv_write mode %d: keys %.2e values %.2e\n", mode, ek, ev);
-        CHECK(ek < 1e-5 && ev == 0);
+        double  eq = rel_l2f(qg, qr, T * NH * HD), ek = rel_l2f(hk, kc.k[0], n), ev = rel_l2f(hv, kc.v[0], n);
+        if (!(eq < 1e-5 && ek < 1e-5 && ev == 0))
+            fprintf(stderr, "  attn_inputs mode %d norms %d: queries %.2e keys %.2e values %.2e\n", mode, nrm, eq, ek, ev);
+        CHECK(eq < 1e-5 && ek < 1e-5 && ev == 0);
         free(hk), free(hv);
-        gpu->ops->release(gpu, dk), gpu->ops->release(gpu, dv);
+        gpu->ops->release(gpu, dq), gpu->ops->release(gpu, dk), gpu->ops->release(gpu, dv);
         celer_kv_cache_free(&kc, cpu);
         celer_kv_cache_free(&kg, gpu);
     }

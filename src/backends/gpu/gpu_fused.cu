@@ -1,6 +1,7 @@
 /* The GPU's fused kernels, reached through the port tables (backends/ports.h): each does in one
- * pass what its fallback does in two ops, with the same arithmetic (add_rmsnorm is with the
- * other norms in gpu_norm.cu, the matmuls port in gpu_matmul.cu). */
+ * pass what its fallback does in several ops, with the same arithmetic but for the order of a
+ * norm's sum (add_rmsnorm is with the other norms in gpu_norm.cu, the matmuls port in
+ * gpu_matmul.cu). */
 #include "backends/gpu/gpu_backend.h"
 #include "backends/gpu/gpu_rope.cuh"
 
@@ -8,61 +9,98 @@ extern "C" {
 #include "backends/gpu/gpu_ports.h"
 }
 
-enum { THREADS = 256 };
+enum { AI_THREADS = 64, AI_HD_MAX = 512 };
 
-/* One thread per (token, kv head, element pair or unrotated value): the rotated keys and the
- * values go straight to their cache slots. */
-__global__ void k_rope_kv_write(float *kc, float *vc, const float *__restrict__ k, const float *__restrict__ v,
-                                const int32_t *__restrict__ pos, const int32_t *__restrict__ seq,
-                                const int32_t *__restrict__ tables, int32_t max_blocks, int32_t block_size, int64_t T,
-                                int64_t n_kv, int64_t hd, int64_t n_rot, int neox, float base, float pos_scale,
-                                const float *__restrict__ factors, float mscale)
+/* A block per (token, head) of q's n_head and k's n_kv heads (blockIdx.y: q's first): the head's
+ * row staged in shared memory, normalized by nw (rmsnorm: 1 / sqrt(mean of squares + eps), as
+ * gpu_norm.cu), rotated pair by pair as k_rope does, and written to q in place or to the key
+ * cache, with the value row beside it. */
+__global__ void __launch_bounds__(AI_THREADS)
+    k_attn_inputs(float *q, const float *__restrict__ k, const float *__restrict__ v, float *kc, float *vc,
+                  const float *__restrict__ qn, const float *__restrict__ kn, float eps, const int32_t *__restrict__ pos,
+                  const int32_t *__restrict__ seq, const int32_t *__restrict__ tables, int32_t max_blocks,
+                  int32_t block_size, int64_t n_head, int64_t n_kv, int64_t hd, int64_t n_rot, int neox, float base,
+                  float pos_scale, const float *__restrict__ factors, float mscale)
 {
     gpu_dep_enter();
-    const int64_t half = n_rot / 2, kw = n_kv * hd;
-    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < T * kw;
-         idx += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t t = idx / kw, e = idx % kw, h = e / hd, j = e % hd;
-        const int32_t p    = pos[t];
-        const int64_t slot = (int64_t)tables[(int64_t)seq[t] * max_blocks + p / block_size] * block_size + p % block_size;
-        vc[slot * kw + e]  = v[idx];
-        /* the pair (i0, i1) is written by the thread of its first element */
-        const float *kr = k + t * kw + h * hd;
-        float       *kd = kc + slot * kw + h * hd;
-        if (j >= n_rot) {
-            kd[j] = kr[j];
-            continue;
-        }
-        const int64_t i = neox ? (j < half ? j : -1) : (j % 2 == 0 ? j / 2 : -1);
-        if (i < 0) continue;
-        const int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
-        float         c, s;
-        gpu_rope_cos_sin(p, i, n_rot, base, pos_scale, factors, mscale, &c, &s);
-        const float x0 = kr[i0], x1 = kr[i1];
-        kd[i0]         = x0 * c - x1 * s;
-        kd[i1]         = x0 * s + x1 * c;
+    __shared__ float row[AI_HD_MAX], part[32];
+    const int64_t    t = blockIdx.x, hh = blockIdx.y, kw = n_kv * hd;
+    const bool       is_q = hh < n_head;
+    const int64_t    h = is_q ? hh : hh - n_head;
+    const float     *src = is_q ? q + (t * n_head + h) * hd : k + t * kw + h * hd, *nw = is_q ? qn : kn;
+    float            ss = 0.0f;
+    for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) {
+        const float x = src[j];
+        row[j]        = x;
+        ss += x * x;
     }
+    if (nw) { /* gpu_block_sum's barriers also make row whole */
+        const float inv = 1.0f / sqrtf(gpu_block_sum(ss, part) / (float)hd + eps);
+        for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) row[j] = row[j] * inv * nw[j];
+    }
+    __syncthreads();
+    const int32_t p    = pos[t];
+    const int64_t slot = is_q ? 0 : (int64_t)tables[(int64_t)seq[t] * max_blocks + p / block_size] * block_size +
+                                        p % block_size;
+    float        *dst  = is_q ? q + (t * n_head + h) * hd : kc + slot * kw + h * hd;
+    const int64_t half = n_rot / 2;
+    for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) {
+        float out = row[j];
+        if (j < n_rot) { /* pair (i0, i1): this thread writes element j of it */
+            const int64_t i  = neox ? (j < half ? j : j - half) : j / 2;
+            const int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
+            float         c, s;
+            gpu_rope_cos_sin(p, i, n_rot, base, pos_scale, factors, mscale, &c, &s);
+            const float x0 = row[i0], x1 = row[i1];
+            out            = j == i0 ? x0 * c - x1 * s : x0 * s + x1 * c;
+        }
+        dst[j] = out;
+    }
+    if (!is_q)
+        for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) vc[slot * kw + h * hd + j] = v[t * kw + h * hd + j];
 }
 
-extern "C" celer_status celer_gpu_rope_kv_write(celer_backend *be, celer_kv_cache *kv, int32_t layer, const float *k,
-                                                const float *v, const celer_batch *b, int64_t head_dim,
-                                                const celer_rope *r, celer_error *err)
+/* A per-head norm's weight: f32, one value per element of a head. */
+static celer_status head_norm(const celer_weight *w, int64_t hd, const float **out, celer_error *err)
+{
+    *out = NULL;
+    if (!w) return CELER_OK;
+    if (w->type != CELER_GGML_F32 || w->cols != hd)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: attn_inputs wants f32 head norms of %lld values",
+                          CELER_GPU_NAME, (long long)hd);
+    *out = (const float *)w->data;
+    return CELER_OK;
+}
+
+extern "C" celer_status celer_gpu_attn_inputs(celer_backend *be, celer_kv_cache *kv, int32_t layer, float *q,
+                                              int64_t n_head, const float *k, const float *v,
+                                              const celer_weight *q_norm, const celer_weight *k_norm, float eps,
+                                              const celer_batch *b, int64_t head_dim, const celer_rope *r,
+                                              celer_error *err)
 {
     gpu_backend *g = gpu_of(be);
     if (gpu_alive(g, err)) return err->code;
-    if (r->n_rot > head_dim || r->n_rot % 2 || head_dim != kv->head_dim_k || kv->head_dim_v != kv->head_dim_k)
-        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: rope_kv_write over %lld of %lld dimensions (cache %lld/%lld)",
-                          CELER_GPU_NAME, (long long)r->n_rot, (long long)head_dim, (long long)kv->head_dim_k,
-                          (long long)kv->head_dim_v);
+    if (r->n_rot > head_dim || r->n_rot % 2 || head_dim != kv->head_dim_k || kv->head_dim_v != kv->head_dim_k ||
+        head_dim > AI_HD_MAX || n_head + kv->n_kv_heads > GPU_MAX_GRID_YZ || (!q_norm) != (!k_norm))
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: attn_inputs over %lld of %lld dimensions (cache %lld/%lld; "
+                          "heads of at most %d), %lld + %lld heads, %s", CELER_GPU_NAME, (long long)r->n_rot,
+                          (long long)head_dim, (long long)kv->head_dim_k, (long long)kv->head_dim_v, AI_HD_MAX,
+                          (long long)n_head, (long long)kv->n_kv_heads,
+                          (!q_norm) != (!k_norm) ? "one norm of two" : "norms as given");
+    const float *qn, *kn;
+    if (head_norm(q_norm, head_dim, &qn, err) || head_norm(k_norm, head_dim, &kn, err)) return err->code;
     if (gpu_kv_check(kv, b, false, err)) return err->code;
     if (b->n_tokens <= 0) return CELER_OK;
+    if (b->n_tokens > GPU_MAX_GRID_X)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: attn_inputs of %lld tokens", CELER_GPU_NAME,
+                          (long long)b->n_tokens);
     const int32_t *pos, *seq, *tables;
     const float   *ff;
     if (gpu_batch_upload(g, b, kv, &pos, &seq, &tables, err) ||
         gpu_freq_factors(g, r->freq_factors, r->n_rot / 2, &ff, err))
         return err->code;
-    unsigned blocks = gpu_blocks(b->n_tokens * kv->n_kv_heads * head_dim, THREADS);
-    return GPU_LAUNCH(g, err, "rope_kv_write", k_rope_kv_write, blocks, THREADS, 0, kv->k[layer], kv->v[layer], k,
-                      v, pos, seq, tables, kv->max_blocks, kv->block_size, b->n_tokens, kv->n_kv_heads, head_dim,
+    const dim3 grid((unsigned)b->n_tokens, (unsigned)(n_head + kv->n_kv_heads));
+    return GPU_LAUNCH(g, err, "attn_inputs", k_attn_inputs, grid, AI_THREADS, 0, q, k, v, kv->k[layer], kv->v[layer],
+                      qn, kn, eps, pos, seq, tables, kv->max_blocks, kv->block_size, n_head, kv->n_kv_heads, head_dim,
                       r->n_rot, r->mode == CELER_ROPE_NEOX, r->base, r->pos_scale, ff, r->mscale);
 }

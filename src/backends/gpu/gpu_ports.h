@@ -10,9 +10,10 @@ extern "C" {
 
 celer_status celer_gpu_add_rmsnorm(celer_backend *be, float *x, const float *o, const celer_weight *w, int64_t rows,
                                    int64_t d, float eps, float *h, celer_error *err);
-celer_status celer_gpu_rope_kv_write(celer_backend *be, celer_kv_cache *kv, int32_t layer, const float *k,
-                                     const float *v, const celer_batch *b, int64_t head_dim, const celer_rope *r,
-                                     celer_error *err);
+celer_status celer_gpu_attn_inputs(celer_backend *be, celer_kv_cache *kv, int32_t layer, float *q, int64_t n_head,
+                                   const float *k, const float *v, const celer_weight *q_norm,
+                                   const celer_weight *k_norm, float eps, const celer_batch *b, int64_t head_dim,
+                                   const celer_rope *r, celer_error *err);
 
 celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight *const *w, int n, const float *x, int64_t T,
                                float *const *y, celer_error *err);
