@@ -77,6 +77,10 @@ set_tests_properties(smoke PROPERTIES FIXTURES_REQUIRED models TIMEOUT 300)
 add_test(NAME lint_backend_branches
          COMMAND ${CELER_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/tests/lint/check_backend_branches.py ${PROJECT_SOURCE_DIR})
 
+# Every GPU kernel begins by waiting for the kernel before it (gpu_vendor.h: early launches).
+add_test(NAME lint_kernel_entry
+         COMMAND ${CELER_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/tests/lint/check_kernel_entry.py ${PROJECT_SOURCE_DIR} --self-test)
+
 # tests/gpu/test_<name>.c: every GPU op against the CPU backend. Built with the GPU backend
 # (CELER_CUDA / CELER_HIP) and run where a GPU is (scripts/gpu-check.sh); a missing device fails.
 if(TARGET celer_gpu)
