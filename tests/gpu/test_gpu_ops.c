@@ -519,8 +519,9 @@ static void check_same_product(const char *what, const celer_weight *w, const fl
 }
 
 /* A norm and the GLU quantize what they write for the next product: that product equals the
- * one that quantizes the same values itself (decode and prefill sizes), and a write to the
- * activations between them is seen (the held quantization is forgotten). */
+ * one that quantizes the same values itself (decode and prefill sizes), also after an MoE
+ * router's product and routing (which keep it), and a write to the activations between them is
+ * seen (the held quantization is forgotten). */
 static void test_xq_held(void)
 {
     enum { D = 512, FF = 1024, OUT = 80 };
@@ -530,8 +531,11 @@ static void test_xq_held(void)
     static float wv[D];
     random_fill(wv, D, 1.0f);
     celer_weight norm = {.type = CELER_GGML_F32, .rows = 1, .cols = D, .data = wv};
+    static float rv[8 * D]; /* a router of 8 experts */
+    random_fill(rv, 8 * D, 0.1f);
+    celer_weight router = {.type = CELER_GGML_F32, .rows = 8, .cols = D, .data = rv};
     CHECK(gpu->ops->weight_load(gpu, &wa, &err) == CELER_OK && gpu->ops->weight_load(gpu, &wb, &err) == CELER_OK &&
-          gpu->ops->weight_load(gpu, &norm, &err) == CELER_OK);
+          gpu->ops->weight_load(gpu, &norm, &err) == CELER_OK && gpu->ops->weight_load(gpu, &router, &err) == CELER_OK);
     celer_port_fn fn;
     CHECK(celer_port_select(&celer_port_add_rmsnorm, gpu->ops->kind, &fn, &err) == CELER_OK);
     static const int64_t Ts[] = {1, 3, 40};
@@ -548,6 +552,13 @@ static void test_xq_held(void)
         CHECK(gpu->ops->rmsnorm(gpu, dx, &norm, T, D, 1e-6f, dh, &err) == CELER_OK);
         CHECK(gpu->ops->write(gpu, dh, o, (size_t)(T * D) * sizeof *o, &err) == CELER_OK); /* other values */
         check_same_product("rmsnorm, a write, then a product", &wa, dh, T);
+        /* an MoE layer: the router's f32 product and the routing keep the norm's quantization */
+        float *dl = dev_zeros((size_t)(T * 8)), *dw = dev_zeros((size_t)(T * 2)), *di = dev_zeros((size_t)(T * 2));
+        CHECK(gpu->ops->rmsnorm(gpu, dx, &norm, T, D, 1e-6f, dh, &err) == CELER_OK);
+        CHECK(gpu->ops->matmul(gpu, &router, dh, T, dl, &err) == CELER_OK);
+        CHECK(gpu->ops->moe_route(gpu, dl, T, 8, 2, true, (int32_t *)di, dw, &err) == CELER_OK);
+        check_same_product("rmsnorm, a router and its routing, then a product", &wa, dh, T);
+        gpu->ops->release(gpu, dl), gpu->ops->release(gpu, dw), gpu->ops->release(gpu, di);
         float *dg = dev_copy(x, (size_t)(T * FF) * sizeof *x), *du = dev_copy(o, (size_t)(T * FF) * sizeof *o);
         CHECK(gpu->ops->glu(gpu, dg, du, T * FF, CELER_ACT_SILU, &err) == CELER_OK);
         check_same_product("glu, then a product", &wb, dg, T);

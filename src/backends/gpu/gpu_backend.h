@@ -182,7 +182,9 @@ static inline void gpu_sign(gpu_backend *g, const void *what, dim3 grid, dim3 bl
 /* Launches kernel<<<grid, block, smem>>>(args) on the backend's stream unless gpu_skip (early
  * where g->early: gpu_vendor.h's gpu_dep_enter), and checks the launch. kernel must be one token (a name or a function pointer). GPU_LAUNCH also
  * forgets whose values the quantized activations hold (the kernel may write them);
- * GPU_LAUNCH_KEEPING_XQ is for the products, which write only their outputs. */
+ * GPU_LAUNCH_KEEPING_XQ is for kernels that write only their outputs, never quantized ones (the
+ * products, float or integer; MoE routing), so that an MoE layer's router product and routing
+ * leave the experts' input quantized as the norm before them left it. */
 #define GPU_LAUNCH_KEEPING_XQ(g, err, name, kernel, grid, block, smem, ...)                                         \
     (gpu_signing(g) ? gpu_sign((g), (const void *)(kernel), dim3(grid), dim3(block), (size_t)(smem),               \
                                gpu_sig_args(0, __VA_ARGS__))                                                        \

@@ -235,7 +235,7 @@ celer_status gpu_matmul(celer_backend *be, const celer_weight *w, const float *x
         if (gpu_grid(g, w->rows, rows_per, &blocks, "matvec", err)) return err->code;
         for (int64_t t0 = 0; t0 < T; t0 += MV_TOKENS) {
             int64_t n = T - t0 < (int64_t)MV_TOKENS ? T - t0 : (int64_t)MV_TOKENS;
-            if (GPU_LAUNCH(g, err, "matvec", MATVEC[f], blocks, threads, (size_t)n * SEG * 33 * sizeof(float), d,
+            if (GPU_LAUNCH_KEEPING_XQ(g, err, "matvec", MATVEC[f], blocks, threads, (size_t)n * SEG * 33 * sizeof(float), d,
                            x + t0 * w->cols, n, y + t0 * w->rows))
                 return err->code;
         }
@@ -247,7 +247,7 @@ celer_status gpu_matmul(celer_backend *be, const celer_weight *w, const float *x
                           CELER_GPU_NAME, (long long)T, (long long)(GPU_MAX_GRID_YZ * TILE_T));
     unsigned br;
     if (gpu_grid(g, w->rows, TILE_R, &br, "gemm", err)) return err->code;
-    return GPU_LAUNCH(g, err, "gemm", GEMM[f], dim3(br, (unsigned)bt), GEMM_THREADS, 0, d, x, T, y);
+    return GPU_LAUNCH_KEEPING_XQ(g, err, "gemm", GEMM[f], dim3(br, (unsigned)bt), GEMM_THREADS, 0, d, x, T, y);
 }
 
 /* The port celer_port_matmuls: decode-sized steps quantize x once and run the weights of one

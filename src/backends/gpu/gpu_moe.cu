@@ -70,7 +70,8 @@ celer_status gpu_moe_route(celer_backend *be, const float *logits, int64_t T, in
     if (T <= 0) return CELER_OK;
     unsigned blocks;
     if (gpu_grid(g, T * 32, THREADS, &blocks, "moe_route", err)) return err->code;
-    return GPU_LAUNCH(g, err, "moe_route", k_moe_route, blocks, THREADS, 0, logits, T, n_expert, n_used, renorm,
+    /* it writes only the choices: the router input's held quantization (the experts' input) stays */
+    return GPU_LAUNCH_KEEPING_XQ(g, err, "moe_route", k_moe_route, blocks, THREADS, 0, logits, T, n_expert, n_used, renorm,
                       ids, w);
 }
 
