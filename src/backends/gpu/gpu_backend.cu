@@ -355,6 +355,7 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     const char *bf  = getenv("CELER_GPU_BLAS_FROM"); /* tokens, 0: never (gpu_blas.h) */
     g->blas_from    = !CELER_GPU_BLAS ? 0 : bf && *bf ? atoi(bf) : GPU_BLAS_FROM;
     if (g->blas_from < 0) g->blas_from = 0;
+    g->blas_f32     = CELER_GPU_BLAS && !(bf && *bf && atoi(bf) == 0); /* f32 products: f32 arithmetic there */
     const char  *bc = getenv("CELER_GPU_BLAS_CHUNK_MB"); /* MiB, fractions too (the tests lower it) */
     const double mb = bc && atof(bc) > 0 ? atof(bc) : (double)GPU_BLAS_CHUNK_MB;
     g->blas_chunk   = (size_t)(mb * 1048576.0);
