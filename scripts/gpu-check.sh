@@ -80,6 +80,9 @@ step_test() {
     # every Q4_0 / Q8_0 product on the integer matrix units, decode steps of one token too
     CELER_GPU_MMQ_FROM=0 "$B/test_gpu_ops" >"$OUT/logs/test_gpu_ops-mmq.log" 2>&1
     result "test_gpu_ops, CELER_GPU_MMQ_FROM=0" "$([ $? = 0 ] && echo passed || echo FAILED)"
+    # no product on cuBLAS (F32 weights' long products take it by default): the tiled f32 kernel
+    CELER_GPU_BLAS_FROM=0 "$B/test_gpu_ops" >"$OUT/logs/test_gpu_ops-noblas.log" 2>&1
+    result "test_gpu_ops, CELER_GPU_BLAS_FROM=0" "$([ $? = 0 ] && echo passed || echo FAILED)"
     # products of more than 32 tokens (64 for Q4_0 / Q8_0) on cuBLAS (off by default), also under memcheck
     CELER_GPU_BLAS_FROM=64 "$B/test_gpu_ops" >"$OUT/logs/test_gpu_ops-blas.log" 2>&1
     result "test_gpu_ops, CELER_GPU_BLAS_FROM=64" "$([ $? = 0 ] && echo passed || echo FAILED)"

@@ -5,8 +5,9 @@ kernels by total time, the longest first.
 
     ncu-summary.py FILE.csv [N]     (N: the first N kernels; default 25)
 
-Kernels are named with their template arguments and without their parameter lists; ncu's own
-lines (==PROF==) and the profiled program's output around the CSV are skipped."""
+Kernels are named with their template arguments and without their parameter lists, then their
+grid (a product's shapes differ by grid); ncu's own lines (==PROF==) and the profiled program's
+output around the CSV are skipped."""
 import csv
 import sys
 
@@ -23,12 +24,14 @@ def main():
         print(f"ncu-summary: no per-kernel CSV table in {sys.argv[1]}", file=sys.stderr)
         return 1
     hdr = rows[0]
-    col = {name: hdr.index(name) for name in ("Kernel Name", "Invocations", "Metric Name", "Metric Unit", "Average")}
+    col = {name: hdr.index(name)
+           for name in ("Kernel Name", "Grid Size", "Invocations", "Metric Name", "Metric Unit", "Average")}
     kernels = {}  # name -> {"calls": n, metric: (unit, mean)}
     for r in rows[1:]:
         if len(r) != len(hdr):
             continue
-        name = r[col["Kernel Name"]].split("(")[0]
+        grid = r[col["Grid Size"]].replace(" ", "").replace(",1,1)", ")").replace(",1)", ")")
+        name = r[col["Kernel Name"]].split("(")[0].strip() + " " + grid
         try:
             calls = int(r[col["Invocations"]].replace(",", ""))
             mean = float(r[col["Average"]].replace(",", ""))
@@ -36,7 +39,8 @@ def main():
             continue
         k = kernels.setdefault(name, {"calls": 0})
         metric = r[col["Metric Name"]]
-        # a kernel name can recur with another grid: fold the calls, weigh the means by them
+        # the same kernel and grid in several rows (another block size): fold the calls, weigh
+        # the means by them
         if metric == "gpu__time_duration.sum":
             k["calls"] += calls
         unit, n0, mean0 = k.get(metric, (r[col["Metric Unit"]], 0, 0.0))

@@ -357,6 +357,7 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     if (g->blas_from < 0) g->blas_from = 0;
     const char *bp  = getenv("CELER_GPU_BLAS_PASSES"); /* 1 .. 3 (gpu_blas.h) */
     g->blas_passes  = bp && atoi(bp) >= 1 && atoi(bp) <= 3 ? atoi(bp) : GPU_BLAS_PASSES;
+    g->blas_f32     = CELER_GPU_BLAS && !(bf && *bf && atoi(bf) == 0); /* f32 products: f32 arithmetic there */
     const char  *bc = getenv("CELER_GPU_BLAS_CHUNK_MB"); /* MiB, fractions too (the tests lower it) */
     const double mb = bc && atof(bc) > 0 ? atof(bc) : (double)GPU_BLAS_CHUNK_MB;
     g->blas_chunk   = (size_t)(mb * 1048576.0);

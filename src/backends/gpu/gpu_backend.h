@@ -49,6 +49,7 @@ typedef struct {
     unsigned sq_smem_set; /* gpu_mmq.cu's streaming kernels allowed their shared memory (a bit each) */
     int      mmq_from;    /* steps of more tokens take the integer matrix units (gpu_mmq.h) */
     int      blas_from;   /* Q4_0/Q8_0 steps of this many tokens take the vendor BLAS; 0: none does (gpu_blas.h) */
+    bool     blas_f32;    /* F32 weights' long steps take it (unless CELER_GPU_BLAS_FROM=0) */
     size_t   blas_chunk;  /* bytes of f16 weight rows the BLAS path dequantizes at a time */
     int      blas_passes; /* 1 .. 3: the BLAS path's f16 products a product (gpu_blas.h) */
     struct gpu_blas *blas; /* its handle and scratch (gpu_blas.cu), made by the first product that takes it */

@@ -239,7 +239,7 @@ celer_status gpu_blas_matmul(gpu_backend *g, const gpu_wdesc *w, int fmt, const 
     return CELER_OK;
 }
 
-#else /* no vendor BLAS: blas_from is 0 and gpu_matmul never comes here */
+#else /* no vendor BLAS: blas_from is 0, blas_f32 false, and gpu_matmul never comes here */
 
 celer_status gpu_blas_matmul(gpu_backend *, const gpu_wdesc *, int, const float *, int64_t, float *, celer_error *err)
 {

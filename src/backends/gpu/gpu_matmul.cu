@@ -210,6 +210,7 @@ static const rows_fn   ROWS[GPU_FMT_COUNT]   = GPU_FMT_TABLE(k_get_rows);
 /* Whether a product of T tokens of format f takes the vendor BLAS (gpu_blas.h). */
 static bool blas_takes(const gpu_backend *g, int f, int64_t T)
 {
+    if (f == GPU_F32) return g->blas_f32 && T > MV_SLICED; /* f32 there too: on by default */
     return g->blas_from > 0 && (gpu_mmq_has(g, f) ? T >= g->blas_from : T > MV_SLICED);
 }
 
