@@ -33,38 +33,29 @@ typedef struct {
     const uint8_t *data;
     int64_t        rows, cols;
     int64_t        row_bytes;
-    int32_t        group;      /* MLX: values per scale */
+    int32_t        gshift;     /* MLX affine: log2 of the values per scale (groups of 32, 64, 128) */
     int32_t        sdtype;     /* MLX affine scales and biases: 0 f32, 1 f16, 2 bf16 */
     int64_t        scales_off; /* MLX: offset of a row's scales in the row (its codes' bytes); SPLIT: of its headers */
     int64_t        biases_off; /* MLX affine: offset of a row's biases */
     float          gmul;       /* nvfp4: global scale / 2688, else 1 */
 } gpu_wdesc;
 
-/* The scale group of 32-value chunk c of an MLX row. Groups are powers of two (32, 64, 128):
- * a shift, where a 64-bit division by the runtime group cost more than the rest of a decode
- * unit (affine4 ran at 40% of Q4_0's speed on 4096 × 14336 at T = 1). */
-static __device__ __forceinline__ int64_t mlx_group_of(const gpu_wdesc &w, int64_t c)
-{
-    const int g = w.group;
-    return (g & (g - 1)) == 0 ? (32 * c) >> (__ffs(g) - 1) : 32 * c / g;
-}
+/* The scale group of 32-value chunk c of an MLX affine row: a shift (groups are powers of two,
+ * gpu_weight_desc refuses others), where a 64-bit division by the runtime group cost more than
+ * the rest of a decode unit (affine4 ran at 40% of Q4_0's speed on 4096 × 14336 at T = 1). */
+static __device__ __forceinline__ int64_t mlx_group_of(const gpu_wdesc &w, int64_t c) { return (32 * c) >> w.gshift; }
 
 /* A weight's part in a step's signature (gpu_backend.h): its bytes and shape. */
 static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_wdesc &w)
 {
-    return gpu_sig_args(h, w.data, w.rows, w.cols, w.row_bytes, w.group, w.sdtype, w.scales_off, w.biases_off, w.gmul);
+    return gpu_sig_args(h, w.data, w.rows, w.cols, w.row_bytes, w.gshift, w.sdtype, w.scales_off, w.biases_off, w.gmul);
 }
 
-static __device__ __forceinline__ float dec_f16(uint32_t h)
-{
-    uint32_t s = (h & 0x8000u) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    if (e == 0) {
-        float v = (float)m * 5.9604644775390625e-8f; /* m · 2^-24, exact */
-        return s ? -v : v;
-    }
-    if (e == 31) return __uint_as_float(s | 0x7f800000u | (m << 13));
-    return __uint_as_float(s | ((e + 112) << 23) | (m << 13));
-}
+/* The f16 of the low 16 bits of h: the hardware's conversion (exact: every f16 is an f32). A
+ * decoder written out in integer steps branched on subnormals and infinities; in the decode
+ * kernels, where each unit converts several scales, those branches were a large share of the
+ * instructions (MLX affine 4-bit: 113 branches in the PTX of its decode kernel, 25 for Q4_0). */
+static __device__ __forceinline__ float dec_f16(uint32_t h) { return gpu_f16_val(h); }
 
 static __device__ __forceinline__ float dec_bf16(uint32_t b) { return __uint_as_float(b << 16); }
 

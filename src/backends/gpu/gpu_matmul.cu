@@ -186,8 +186,12 @@ celer_status gpu_weight_desc(const celer_weight *w, gpu_wdesc *d, int *fmt, cele
     if (w->type == CELER_WEIGHT_MLX) {
         const celer_mlx_quant *q = &w->mlx;
         gpu_mlx_row            L = gpu_mlx_row_layout(q);
-        d->row_bytes  = (int64_t)L.row;
-        d->group      = (int32_t)q->group_size;
+        const int64_t          gs = q->group_size;
+        /* affine groups are 32, 64 or 128 (celer_mlx_quant_get_shapes refuses others, as mlx does);
+         * the other modes' scales are per chunk, no group */
+        CELER_ASSERT(q->mode != CELER_HF_QUANT_AFFINE || (gs >= 32 && !(gs & (gs - 1))));
+        d->row_bytes = (int64_t)L.row;
+        while ((int64_t)1 << d->gshift < gs) d->gshift++;
         d->sdtype     = q->dtype == CELER_ST_F32 ? 0 : q->dtype == CELER_ST_F16 ? 1 : 2;
         d->scales_off = (int64_t)L.codes;
         d->biases_off = (int64_t)(L.codes + L.scales);

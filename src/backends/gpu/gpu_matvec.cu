@@ -191,7 +191,8 @@ static __device__ __forceinline__ raw_unit unit_load(const gpu_wdesc &w, const u
 /* A scale or bias of an MLX affine matrix, from its bits as loaded. */
 static __device__ __forceinline__ float sdtype_val(uint32_t bits, int32_t t)
 {
-    return t == 0 ? __uint_as_float(bits) : t == 1 ? dec_f16(bits) : dec_bf16(bits);
+    const float f32 = __uint_as_float(bits), f16 = dec_f16(bits), bf16 = dec_bf16(bits); /* each one instruction */
+    return t == 0 ? f32 : t == 1 ? f16 : bf16;
 }
 
 /* Adds unit u of MVQ_ROWS rows (loaded in r) dotted with the activations of each live token

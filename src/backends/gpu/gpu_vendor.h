@@ -20,6 +20,7 @@ extern "C" {
 }
 
 #if defined(__HIPCC__) || defined(__HIP__)
+#include <hip/hip_fp16.h>
 #include <hip/hip_runtime.h>
 extern "C" {
 #include "backends/gpu/amd_sysfs.h"
@@ -81,6 +82,13 @@ typedef hipGraphExec_t gpuGraphExec_t;
 #endif
 #define gpu_shfl_xor(v, m) __shfl_xor((v), (m), CELER_WARP)
 #define gpu_shfl(v, l)     __shfl((v), (l), CELER_WARP)
+/* The f16 whose bits are the low 16 of h, as an f32 (exact). */
+static __device__ __forceinline__ float gpu_f16_val(uint32_t h)
+{
+    __half_raw r;
+    r.x = (unsigned short)h;
+    return __half2float(__half(r));
+}
 
 /* Integer matrix units from this source: not yet on AMD (MFMA / WMMA builtins are to come); the
  * f32 tiled kernel runs prefill there. */
@@ -200,6 +208,8 @@ typedef cudaGraphExec_t gpuGraphExec_t;
 #define CELER_WARP 32
 #define gpu_shfl_xor(v, m) __shfl_xor_sync(0xffffffffu, (v), (m), CELER_WARP)
 #define gpu_shfl(v, l)     __shfl_sync(0xffffffffu, (v), (l), CELER_WARP)
+/* The f16 whose bits are the low 16 of h, as an f32 (exact). */
+static __device__ __forceinline__ float gpu_f16_val(uint32_t h) { return __half2float(__ushort_as_half((unsigned short)h)); }
 
 /* Integer matrix units from this source: mma.sync m16n8k32 on signed bytes, sm_80 and later. The
  * host checks the device's compute capability (gpu_imma_ok); device code for an older target
