@@ -112,7 +112,7 @@ if(CELER_CUDA)
   if(CELER_WERROR)
     target_compile_options(celer_gpu PRIVATE -Xcompiler=-Werror)
   endif()
-  # cuBLAS: the bf16 products of long steps (src/backends/gpu/gpu_blas.cu); in the toolkit's
+  # cuBLAS: the f16 and f32 products of long steps (src/backends/gpu/gpu_blas.cu); in the toolkit's
   # library folder, beside cudart (the RUNPATH below covers both)
   target_link_libraries(celer_gpu PUBLIC CUDA::cudart CUDA::cublas stdc++)
   # celer_core predates enable_language(CUDA) but now links CUDA code: it needs the list too.

@@ -161,7 +161,7 @@ void celer_model_file_estimate_memory(const celer_model_file *mf, int64_t n_ctx,
     /* MoE: each token's chosen experts' gate, up and output rows, sorted by expert */
     scratch += chunk * (double)hp->n_expert_used * (2.0 * (double)hp->n_ff_expert + (double)hp->n_embd) * 4.0;
     /* Not counted: a GPU backend's own scratch, such as the CUDA build's BLAS path (gpu_blas.cu:
-     * up to 128 MiB of weight rows in bf16, the chunk's activations in bf16, a 32 MiB cuBLAS
+     * up to 128 MiB of weight rows in f16, the chunk's activations in f16, a 32 MiB cuBLAS
      * workspace; about 220 MiB at most, as its buffers grow by a quarter past a request). The
      * estimate is made before a backend exists and is the same for all of them (the engine
      * checks it against the chosen backend's memory); a device short by that much fails the first

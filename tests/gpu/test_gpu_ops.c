@@ -721,7 +721,7 @@ static void test_fused(void)
 
 int main(void)
 {
-    setenv("CELER_GPU_BLAS_CHUNK_MB", "0.25", 0); /* several chunks of bf16 rows a weight (the bounds above) */
+    setenv("CELER_GPU_BLAS_CHUNK_MB", "0.25", 0); /* several chunks of f16 rows a weight (the bounds above) */
     if (gpu_test_open("test_gpu_ops")) return 1;
     test_get_rows();
     test_matmul_gguf();

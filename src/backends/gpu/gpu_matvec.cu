@@ -460,8 +460,7 @@ celer_status gpu_matvec_q8_sel(gpu_backend *g, const gpu_wdesc *w, int n, int fm
     for (int i = n; i < GPU_MVQ_SET; i++) set.b0[i] = (unsigned)total; /* no blocks for the unused slots */
     if (sel) /* one token each: a selection per grid row */
         return GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[0], dim3((unsigned)total, (unsigned)n_sel), MVQ_THREADS, 0,
-                                     set,
-                          *xq, 1, (int64_t)0, *sel);
+                                     set, *xq, 1, (int64_t)0, *sel);
     const gpu_mv_sel none = {NULL, 1, 0};
     for (int64_t t0 = 0; t0 < T; t0 += GPU_MVQ_TOKENS) {
         const int nt = (int)(T - t0 < (int64_t)GPU_MVQ_TOKENS ? T - t0 : (int64_t)GPU_MVQ_TOKENS);

@@ -11,12 +11,11 @@
  * lo codes with theirs. The next iteration's global loads are issued into registers before the
  * current tiles are multiplied, so their latency hides behind the matrix work (without that, a
  * block waited on memory at every iteration; ncu put the whole kernel at ~60 TOPS at pp512 on the
- * H200). Rows are padded by
- * 4 bytes so that the fragment loads of a warp fall in distinct banks. Batches of decodes take
- * the streaming kernel further down. A grid of fewer blocks
- * than fill the device twice (a batch of decodes: 4096 rows are 64 blocks) is split over the
- * columns (blockIdx.z), each part's sums written apart and added in part order by a second
- * kernel: every block then walks fewer columns, and more of them hide each other's latency.
+ * H200). Rows are padded by 4 bytes so that the fragment loads of a warp fall in distinct banks.
+ * Batches of decodes take the streaming kernel further down. A grid of fewer blocks than fill the
+ * device twice (a batch of decodes: 4096 rows are 64 blocks) is split over the columns
+ * (blockIdx.z), each part's sums written apart and added in part order by a second kernel: every
+ * block then walks fewer columns, and more of them hide each other's latency.
  *
  * mma.m16n8k32 fragments (PTX ISA), lane = 4 g + q: A (16 × 32) a0 = row g, bytes 4q .. 4q+3;
  * a1 = row g + 8, same bytes; a2, a3 = the same rows, bytes 16 + 4q ..; B (32 × 8) b0 = column
@@ -412,7 +411,7 @@ static celer_status mmq_small(gpu_backend *g, const gpu_wdesc *w, int fmt, const
 celer_status gpu_mmq_xq(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, int64_t T, float *y,
                         celer_error *err)
 {
-    if ((fmt != GPU_Q4_0 && fmt != GPU_Q8_0) || !gpu_imma_ok(&g->prop))
+    if (!gpu_mmq_has(g, fmt))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no integer prefill kernel for format %d", CELER_GPU_NAME, fmt);
     if (T <= GPU_MMQ_SMALL) return mmq_small(g, w, fmt, xq, T, y, err);
     const mmq_fn  fn = fmt == GPU_Q4_0 ? k_mmq<GPU_Q4_0, 64> : k_mmq<GPU_Q8_0, 64>;
@@ -430,10 +429,10 @@ celer_status gpu_mmq_xq(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_x
 celer_status gpu_mmq_experts(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, int64_t n_expert,
                              const int32_t *starts, int64_t max_n, float *y, celer_error *err)
 {
-    if ((fmt != GPU_Q4_0 && fmt != GPU_Q8_0) || !gpu_imma_ok(&g->prop))
+    if (!gpu_mmq_has(g, fmt))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no integer prefill kernel for format %d", CELER_GPU_NAME, fmt);
-    const int64_t bt = (max_n + 63) / 64;
     if (max_n <= 0) return CELER_OK;
+    const int64_t bt = (max_n + 63) / 64;
     if (bt > GPU_MAX_GRID_YZ || n_expert > GPU_MAX_GRID_YZ)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: %lld experts, %lld tokens for one: past the prefill grid",
                           CELER_GPU_NAME, (long long)n_expert, (long long)max_n);

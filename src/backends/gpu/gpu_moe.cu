@@ -136,6 +136,48 @@ static celer_status moe_ffn_device(gpu_backend *g, const celer_moe *moe, const f
                       (const int32_t *)NULL, w, T, K, d, out);
 }
 
+/* The products of the grouped path, expert groups at start[e] .. start[e + 1] of xs (N rows of
+ * d): every expert's group in one launch a product, on the integer matrix units. */
+static celer_status grouped_mmq(gpu_backend *g, const float *xs, int64_t N, int64_t d, int64_t ff, const int32_t *start,
+                                int64_t E, celer_act act, const gpu_wdesc dw[3], const int fw[3], float *G, float *U,
+                                float *Y, celer_error *err)
+{
+    gpu_buf *b_start = &g->moe[6];
+    int64_t  max_n   = 0;
+    for (int64_t e = 0; e < E; e++) max_n = start[e + 1] - start[e] > max_n ? start[e + 1] - start[e] : max_n;
+    gpu_xq xq;
+    if (gpu_buf_reserve(g, b_start, (size_t)(E + 1) * 4, err) ||
+        gpu_upload(g, b_start->p, start, (size_t)(E + 1) * 4, err) || gpu_quant_x(g, xs, N, d, &xq, err))
+        return err->code;
+    const int32_t *starts = (const int32_t *)b_start->p;
+    if (gpu_mmq_experts(g, &dw[0], fw[0], &xq, E, starts, max_n, G, err) ||
+        gpu_mmq_experts(g, &dw[1], fw[1], &xq, E, starts, max_n, U, err) ||
+        g->base.ops->glu(&g->base, G, U, N * ff, act, err) || gpu_quant_x(g, G, N, ff, &xq, err))
+        return err->code;
+    return gpu_mmq_experts(g, &dw[2], fw[2], &xq, E, starts, max_n, Y, err);
+}
+
+/* The same a product per chosen expert, through the matmul op (any format). */
+static celer_status per_expert(gpu_backend *g, const celer_moe *moe, const float *xs, int64_t N, int64_t d, int64_t ff,
+                               const int32_t *start, int64_t E, celer_act act, float *G, float *U, float *Y,
+                               celer_error *err)
+{
+    const celer_backend_ops *op = g->base.ops;
+    for (int64_t e = 0; e < E; e++) {
+        int64_t s = start[e], n = start[e + 1] - start[e];
+        if (!n) continue;
+        if (op->matmul(&g->base, &moe->gate[e], xs + s * d, n, G + s * ff, err) ||
+            op->matmul(&g->base, &moe->up[e], xs + s * d, n, U + s * ff, err))
+            return err->code;
+    }
+    if (op->glu(&g->base, G, U, N * ff, act, err)) return err->code;
+    for (int64_t e = 0; e < E; e++) {
+        int64_t s = start[e], n = start[e + 1] - start[e];
+        if (n && op->matmul(&g->base, &moe->down[e], G + s * ff, n, Y + s * d, err)) return err->code;
+    }
+    return CELER_OK;
+}
+
 celer_status gpu_moe_ffn(celer_backend *be, const celer_moe *moe, const float *x, int64_t T, const int32_t *ids,
                          const float *w, int64_t n_used, celer_act act, float *out, celer_error *err)
 {
@@ -186,36 +228,10 @@ celer_status gpu_moe_ffn(celer_backend *be, const celer_moe *moe, const float *x
     if (GPU_LAUNCH(g, err, "moe gather", k_gather, gpu_blocks(N * d, THREADS), THREADS, 0, x,
                    (const int32_t *)b_tok->p, N, d, xs))
         return err->code;
-    const celer_backend_ops *op = g->base.ops;
-    if (st && gpu_mmq_has(g, fw[0]) && gpu_mmq_has(g, fw[2])) { /* every expert's group in one launch a product */
-        gpu_buf *b_start = &g->moe[6];
-        int64_t  max_n   = 0;
-        for (int64_t e = 0; e < E; e++) max_n = start[e + 1] - start[e] > max_n ? start[e + 1] - start[e] : max_n;
-        gpu_xq xq;
-        if (gpu_buf_reserve(g, b_start, (size_t)(E + 1) * 4, err) ||
-            gpu_upload(g, b_start->p, start, (size_t)(E + 1) * 4, err) || gpu_quant_x(g, xs, N, d, &xq, err))
-            return err->code;
-        const int32_t *starts = (const int32_t *)b_start->p;
-        if (gpu_mmq_experts(g, &dw[0], fw[0], &xq, E, starts, max_n, G, err) ||
-            gpu_mmq_experts(g, &dw[1], fw[1], &xq, E, starts, max_n, U, err) ||
-            op->glu(&g->base, G, U, N * ff, act, err) || gpu_quant_x(g, G, N, ff, &xq, err) ||
-            gpu_mmq_experts(g, &dw[2], fw[2], &xq, E, starts, max_n, Y, err))
-            return err->code;
-        return GPU_LAUNCH(g, err, "moe combine", k_combine, gpu_blocks(T * d, THREADS), THREADS, 0, Y,
-                          (const int32_t *)b_at->p, w, T, K, d, out);
-    }
-    for (int64_t e = 0; e < E; e++) {
-        int64_t s = start[e], n = start[e + 1] - start[e];
-        if (!n) continue;
-        if (op->matmul(&g->base, &moe->gate[e], xs + s * d, n, G + s * ff, err) ||
-            op->matmul(&g->base, &moe->up[e], xs + s * d, n, U + s * ff, err))
-            return err->code;
-    }
-    if (op->glu(&g->base, G, U, N * ff, act, err)) return err->code;
-    for (int64_t e = 0; e < E; e++) {
-        int64_t s = start[e], n = start[e + 1] - start[e];
-        if (n && op->matmul(&g->base, &moe->down[e], G + s * ff, n, Y + s * d, err)) return err->code;
-    }
+    const bool   one_launch = st && gpu_mmq_has(g, fw[0]) && gpu_mmq_has(g, fw[2]);
+    celer_status ps         = one_launch ? grouped_mmq(g, xs, N, d, ff, start, E, act, dw, fw, G, U, Y, err)
+                                         : per_expert(g, moe, xs, N, d, ff, start, E, act, G, U, Y, err);
+    if (ps) return ps;
     return GPU_LAUNCH(g, err, "moe combine", k_combine, gpu_blocks(T * d, THREADS), THREADS, 0, Y,
                       (const int32_t *)b_at->p, w, T, K, d, out);
 }

@@ -1,6 +1,6 @@
 /* Element-wise and row-wise ops on the GPU: greedy argmax, biases, adds, activations, RoPE and
- * the KV cache writes (RMSNorm is gpu_norm.cu). Element-wise kernels are grid-stride loops over 64-bit indices, so any size is
- * covered by a bounded grid. */
+ * the KV cache writes (RMSNorm is gpu_norm.cu). Element-wise kernels are grid-stride loops over
+ * 64-bit indices, so any size is covered by a bounded grid. */
 #include "backends/gpu/gpu_matvec.h"
 #include "backends/gpu/gpu_rope.cuh"
 
