@@ -6,23 +6,21 @@
 
 #include "backends/gpu/gpu_decode.cuh"
 
-/* With CELER_GPU_BLAS_FROM=N (N > 0), products of the formats the device runs on the integer
- * matrix units (gpu_mmq_has: Q4_0 and Q8_0 from sm_80) take the BLAS from N tokens, every other
- * format's past a batch of decodes (32 tokens: the f32 tiled kernel otherwise); unset, only F32
- * weights' products past 32 tokens take it (in f32, as the tiled kernel computes, which ran an
- * MoE router's 128 rows by 512 tokens in 8 blocks: 307 us a layer on the H200); 0 keeps every
- * product off the BLAS. The other formats' are off by default because of their precision: on
- * the H200 one f16 product a product ran the 8B Q4_0 pp512 at ~12k tok/s (4.6k without), but
- * its rounding (~3e-4 relative, 10x the integer kernels') turned one greedy token of 360 at a
- * decided position of a small MoE model in `celer verify --against cpu` (a routing choice
- * flipped; issue 10 asks for none). A weight's f16 copy is made GPU_BLAS_CHUNK_MB MiB of rows at
- * a time (CELER_GPU_BLAS_CHUNK_MB; a 128256-row output head is 1 GiB in f16).
+/* Products of the formats the device runs on the integer matrix units (gpu_mmq_has: Q4_0 and
+ * Q8_0 from sm_80) take the BLAS from GPU_BLAS_FROM tokens, every other format's past a batch of
+ * decodes (32 tokens: the f32 tiled kernel otherwise); F32 weights' past 32 tokens in f32.
+ * CELER_GPU_BLAS_FROM=N moves the first line; 0 keeps every product off the BLAS. A weight's f16
+ * copy is made GPU_BLAS_CHUNK_MB MiB of rows at a time (CELER_GPU_BLAS_CHUNK_MB; a 128256-row
+ * output head is 1 GiB in f16).
  *
  * Its precision: each operand is split in two f16 halves, hi = f16(v) and lo = f16(v - hi)
  * (stored times 2^11, gpu_blas.cu), and the product is hi·hi (1 pass: ~3e-4 relative), + hi·lo
  * of the activations (2), + lo·hi of the weights (3: both operands to ~22 bits, as exact as the
- * integer kernels); passes cost a product each. CELER_GPU_BLAS_PASSES=N picks. */
-enum { GPU_BLAS_FROM = 0, GPU_BLAS_CHUNK_MB = 128, GPU_BLAS_PASSES = 3 };
+ * integer kernels); passes cost a product each. CELER_GPU_BLAS_PASSES=N picks. On the H200 one
+ * pass turned a greedy token of an MoE model at a decided position in `celer verify --against
+ * cpu` (a routing choice flipped); three passes gave 0 mismatches on every verify model, the
+ * 8B Q4_0's pp512 as fast as the integer matrix units and the 30B-A3B's 1.5x faster. */
+enum { GPU_BLAS_FROM = 64, GPU_BLAS_CHUNK_MB = 128, GPU_BLAS_PASSES = 3 };
 
 /* y (T, w.rows) = x (T, w.cols) · wᵀ on the vendor BLAS; fmt: w's enum gpu_fmt. */
 celer_status gpu_blas_matmul(gpu_backend *g, const gpu_wdesc *w, int fmt, const float *x, int64_t T, float *y,

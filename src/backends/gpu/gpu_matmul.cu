@@ -1,8 +1,8 @@
 /* Matrix products of f32 activations by stored weights, and embedding rows, on the GPU. Weights
  * are decoded in registers (gpu_decode.cuh); only the vendor BLAS's path writes them out.
  *
- * Long steps go to the vendor BLAS where the build has one and CELER_GPU_BLAS_FROM turns it on
- * (gpu_blas.h: Q4_0 and Q8_0 from that many tokens, the other formats past MV_SLICED). Steps of
+ * Long steps go to the vendor BLAS where the build has one (gpu_blas.h: Q4_0 and Q8_0 from
+ * GPU_BLAS_FROM tokens, the other formats past MV_SLICED; CELER_GPU_BLAS_FROM=0 turns it off). Steps of
  * more than GPU_MMQ_FROM tokens of the formats with an integer matrix-unit kernel go to
  * gpu_mmq.cu where the device has those units; decode steps (up to MV_SLICED tokens) of the
  * formats with an integer kernel to gpu_matvec.cu. The float kernels here take the rest:
