@@ -140,15 +140,25 @@ static const celer_ggml_type GGUF_TYPES[] = {CELER_GGML_F32,  CELER_GGML_F16,  C
 
 static void test_matmul_gguf(void)
 {
-    const size_t n_types = sizeof GGUF_TYPES / sizeof GGUF_TYPES[0];
-    for (size_t i = 0; i < n_types + 4; i++) {
-        /* every type with rows of 768 values, then Q4_0 and Q8_0 with 544 (17 blocks: the
-         * matrix-unit kernel stages 4 blocks at a time, so a partial last stage) and with 2080
-         * (65 blocks: its few-block grids split the columns in 4 parts, the last one short) */
+    /* every type with rows of 768 values, then: Q4_0 and Q8_0 with 544 (17 blocks: the
+     * matrix-unit kernel stages 4 blocks at a time, so a partial last stage) and with 2080 (65
+     * blocks: its few-block grids split the columns in 4 parts, the last one short); the plain
+     * formats with enough rows for the decode kernel's four rows a block (gpu_matvec_plain.cu:
+     * from 8 rows an SM), 1100 of them (a short last block); rows of 4608 and 8448 values (a
+     * partial last pass of the integer decode kernel's loop, gpu_matvec.cu) */
+    static const struct {
+        celer_ggml_type t;
+        int64_t         rows, k;
+    } EXTRA[] = {{CELER_GGML_Q4_0, 0, 544},     {CELER_GGML_Q8_0, 0, 544},     {CELER_GGML_Q4_0, 0, 2080},
+                 {CELER_GGML_Q8_0, 0, 2080},    {CELER_GGML_F32, 1102, 800},   {CELER_GGML_F16, 1101, 1024},
+                 {CELER_GGML_BF16, 1103, 4096}, {CELER_GGML_Q4_0, 70, 4608},   {CELER_GGML_Q4_K, 71, 8448}};
+    const size_t n_types = sizeof GGUF_TYPES / sizeof GGUF_TYPES[0], n_extra = sizeof EXTRA / sizeof EXTRA[0];
+    for (size_t i = 0; i < n_types + n_extra; i++) {
         bool            odd = i >= n_types;
-        celer_ggml_type t   = odd ? (i % 2 ? CELER_GGML_Q8_0 : CELER_GGML_Q4_0) : GGUF_TYPES[i];
-        bool            fl = t == CELER_GGML_F32 || t == CELER_GGML_F16 || t == CELER_GGML_BF16;
-        int64_t         rows = 67 + 30 * (int64_t)i, k = !odd ? 768 : i < n_types + 2 ? 544 : 2080;
+        celer_ggml_type t   = odd ? EXTRA[i - n_types].t : GGUF_TYPES[i];
+        bool            fl  = t == CELER_GGML_F32 || t == CELER_GGML_F16 || t == CELER_GGML_BF16;
+        int64_t rows = odd && EXTRA[i - n_types].rows ? EXTRA[i - n_types].rows : 67 + 30 * (int64_t)i;
+        int64_t k    = odd ? EXTRA[i - n_types].k : 768;
         void           *raw  = random_weights(t, rows, k, 0.1f);
         float          *wd   = malloc((size_t)(rows * k) * sizeof *wd);
         const celer_ggml_type_info *ti = celer_ggml_type_get(t);

@@ -5,7 +5,8 @@
  * GPU_BLAS_FROM tokens, the other formats past MV_SLICED; CELER_GPU_BLAS_FROM=0 turns it off). Steps of
  * more than GPU_MMQ_FROM tokens of the formats with an integer matrix-unit kernel go to
  * gpu_mmq.cu where the device has those units; decode steps (up to MV_SLICED tokens) of the
- * formats with an integer kernel to gpu_matvec.cu. The float kernels here take the rest:
+ * formats with an integer kernel to gpu_matvec.cu, those of F32, F16 and BF16 rows to
+ * gpu_matvec_plain.cu. The float kernels here take the rest:
  * decode (T <= MV_TOKENS a pass): 32 lanes per weight row, each decoding one 32-value chunk of a
  * segment of 32 chunks (neighbouring lanes read neighbouring blocks), against the step's
  * activations of that segment, staged once per block in shared memory (rows padded: no bank
@@ -233,6 +234,7 @@ celer_status gpu_matmul(celer_backend *be, const celer_weight *w, const float *x
         if (gpu_quant_x(g, x, T, w->cols, &xq, err)) return err->code;
         return gpu_matvec_q8(g, &d, 1, f, &xq, T, &y, err);
     }
+    if (T <= MV_SLICED && gpu_matvec_plain_takes(&d, f, x)) return gpu_matvec_plain(g, &d, f, x, T, y, err);
     if (T <= MV_SLICED) { /* small steps (a batch of decodes): the decode kernel, 8 tokens a pass */
         /* a row per 32 lanes, whatever the warp size; few rows (an MoE router's), few a block */
         unsigned  blocks;

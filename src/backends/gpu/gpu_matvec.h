@@ -98,4 +98,11 @@ celer_status gpu_matvec_q8(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, c
 celer_status gpu_matvec_q8_sel(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
                                const gpu_mv_sel *sel, int64_t n_sel, float *const *y, celer_error *err);
 
+/* Whether the plain-float decode kernel (gpu_matvec_plain.cu) takes w (F32, F16 or BF16 rows on
+ * 16-byte boundaries) by x (16-byte aligned). */
+bool         gpu_matvec_plain_takes(const gpu_wdesc *w, int fmt, const float *x);
+/* y (T, w.rows) = x (T, w.cols) · wᵀ for such a weight, 8 tokens a pass. */
+celer_status gpu_matvec_plain(gpu_backend *g, const gpu_wdesc *w, int fmt, const float *x, int64_t T, float *y,
+                              celer_error *err);
+
 #endif

@@ -17,8 +17,19 @@ enum { THREADS = 256, MOE_DEVICE_MAX = 256 };
 
 /* A group of 32 lanes per token, each lane a stride of the experts: the CPU's selection, on
  * probabilities computed the same way (the same max, the same expf of each logit; only the
- * softmax's sum is added in another order). One thread a token walked 128 experts K + 2 times
- * (~50 us a layer for Qwen3-30B-A3B). */
+ * softmax's sum is added in another order). A lane keeps the probabilities of its first
+ * ROUTE_HELD experts in registers (every expert of up to 256) and recomputes the others' at each
+ * choice. One thread a token walked 128 experts K + 2 times (~50 us a layer for Qwen3-30B-A3B);
+ * recomputing every expf at each of the K choices left it at ~8 us. */
+enum { ROUTE_HELD = 8 };
+
+/* The best of lane's experts after (last_p, last_e) in (p desc, e asc) order into (*best, *best_p). */
+static __device__ __forceinline__ void route_pick(float p, int e, float last_p, int last_e, int *best, float *best_p)
+{
+    const bool after = p < last_p || (p == last_p && e > last_e);
+    if (after && (*best < 0 || p > *best_p)) *best = e, *best_p = p;
+}
+
 __global__ void k_moe_route(const float *__restrict__ logits, int64_t T, int64_t E, int64_t K, int renorm,
                             int32_t *__restrict__ ids, float *__restrict__ w)
 {
@@ -27,24 +38,30 @@ __global__ void k_moe_route(const float *__restrict__ logits, int64_t T, int64_t
     const int     lane = threadIdx.x % 32;
     const bool    live = t < T; /* every lane takes part in its group's shuffles */
     const float  *l    = logits + (live ? t : 0) * E;
-    float         mx   = l[0], sum = 0.0f, kept = 0.0f;
+    float         mx   = l[0], sum = 0.0f, kept = 0.0f, held[ROUTE_HELD];
     for (int64_t e = lane; e < E; e += 32) mx = l[e] > mx ? l[e] : mx;
     for (int m = 16; m > 0; m >>= 1) {
         const float o = gpu_shfl_xor(mx, m);
         mx            = o > mx ? o : mx;
     }
-    for (int64_t e = lane; e < E; e += 32) sum += expf(l[e] - mx);
+#pragma unroll
+    for (int i = 0; i < ROUTE_HELD; i++) {
+        const int64_t e = lane + 32 * i;
+        held[i]         = e < E ? expf(l[e] - mx) : 0.0f;
+        sum += held[i];
+    }
+    for (int64_t e = lane + 32 * ROUTE_HELD; e < E; e += 32) sum += expf(l[e] - mx);
     sum           = gpu_group32_sum(sum);
     float last_p  = INFINITY;
     int   last_e  = -1;
-    for (int64_t j = 0; j < K; j++) { /* the best after (last_p, last_e) in (p desc, e asc) order */
+    for (int64_t j = 0; j < K; j++) { /* the best after (last_p, last_e) */
         int   best   = -1;
         float best_p = 0.0f;
-        for (int64_t e = lane; e < E; e += 32) {
-            const float p     = expf(l[e] - mx);
-            const bool  after = p < last_p || (p == last_p && e > last_e);
-            if (after && (best < 0 || p > best_p)) best = (int)e, best_p = p;
-        }
+#pragma unroll
+        for (int i = 0; i < ROUTE_HELD; i++)
+            if (lane + 32 * i < E) route_pick(held[i], lane + 32 * i, last_p, last_e, &best, &best_p);
+        for (int64_t e = lane + 32 * ROUTE_HELD; e < E; e += 32)
+            route_pick(expf(l[e] - mx), (int)e, last_p, last_e, &best, &best_p);
         for (int m = 16; m > 0; m >>= 1) {
             const float op = gpu_shfl_xor(best_p, m);
             const int   oe = gpu_shfl_xor(best, m);

@@ -35,13 +35,14 @@ __global__ void k_norm_vec(float *x, const float *__restrict__ o, const float *_
     __shared__ float part[NORM_MAX_THREADS / 32];
     const int64_t    d4 = d / 4, base = (int64_t)blockIdx.x * d4;
     float4          *xr = (float4 *)x + base, *hr = (float4 *)h + base;
-    float4           v[NORM_V];
+    float4           v[NORM_V], wv[NORM_V]; /* the weights loaded with x: no round trip after the sum */
     float            ss = 0.0f;
 #pragma unroll
     for (int k = 0; k < NORM_V; k++) {
         const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
         if (i >= d4) break;
-        v[k] = xr[i];
+        v[k]  = xr[i];
+        wv[k] = ((const float4 *)w)[i];
         if (ADD) {
             v[k]  = add4(v[k], ((const float4 *)o)[base + i]);
             xr[i] = v[k];
@@ -54,7 +55,7 @@ __global__ void k_norm_vec(float *x, const float *__restrict__ o, const float *_
         const int64_t i    = threadIdx.x + (int64_t)k * blockDim.x;
         const bool    live = i < d4; /* the same for the 8 lanes of a block */
         float4        r    = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (live) hr[i] = r = scale4(v[k], inv, ((const float4 *)w)[i]);
+        if (live) hr[i] = r = scale4(v[k], inv, wv[k]);
         if (q) {
             const float a[4] = {r.x, r.y, r.z, r.w};
             xq_put<4>(a, (int)(threadIdx.x % 8), (base + i) / 8, live, q, dd);

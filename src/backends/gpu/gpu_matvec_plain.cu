@@ -1,0 +1,127 @@
+/* Decode-step products (1 to 8 tokens a pass) of weights stored as plain floats: F32, F16 and
+ * BF16 rows read with 128-bit loads by consecutive threads of a block (every load instruction
+ * reads one contiguous run of a row), R rows a block sharing each load of the activations, the
+ * block's threads splitting the columns and their sums meeting in shared memory.
+ *
+ * The float decode kernel of gpu_matmul.cu gave each lane a 32-value chunk read one value at a
+ * time (neighbouring lanes 128 bytes apart) and staged the activations behind two barriers a
+ * segment: an MoE router's product (F32, 128 rows by 2048) took 21 us on the H200, a fifth of a
+ * 30B-A3B decode step, and F16 ran at ~20% of the copy bandwidth. */
+#include "backends/gpu/gpu_matvec.h"
+
+enum { PV_THREADS = 128, PV_UNROLL = 2, PV_TOKENS = 8 };
+
+/* Values a 16-byte load of F holds. */
+template <int F> struct plain_of {
+    static constexpr int V = F == GPU_F32 ? 4 : 8;
+};
+
+/* The V values of a 16-byte load of format F. */
+template <int F> static __device__ __forceinline__ void plain_unpack(uint4 q, float *v)
+{
+    const uint32_t u[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        if (F == GPU_F32) v[k] = __uint_as_float(u[k]);
+        else if (F == GPU_F16) v[2 * k] = dec_f16(u[k] & 0xffffu), v[2 * k + 1] = dec_f16(u[k] >> 16);
+        else v[2 * k] = dec_bf16(u[k] & 0xffffu), v[2 * k + 1] = __uint_as_float(u[k] & 0xffff0000u);
+    }
+}
+
+/* Rows R · blockIdx.x ..; NT tokens (nt of them live) of x, each (cols) 16-byte aligned. */
+template <int F, int R, int NT>
+__global__ void __launch_bounds__(PV_THREADS) k_matvec_plain(gpu_wdesc w, const float *__restrict__ x, int nt,
+                                                             float *__restrict__ y)
+{
+    gpu_dep_enter();
+    constexpr int V = plain_of<F>::V;
+    __shared__ float part[PV_THREADS / 32][R][NT]; /* a sum per warp (wave32: 4 of them, wave64: 2) */
+    const int64_t r0 = (int64_t)blockIdx.x * R, nc = w.cols / V;
+    const uint4  *rows[R];
+#pragma unroll
+    for (int i = 0; i < R; i++) rows[i] = (const uint4 *)(w.data + (r0 + i < w.rows ? r0 + i : r0) * w.row_bytes);
+    float acc[R][NT];
+#pragma unroll
+    for (int i = 0; i < R; i++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[i][t] = 0.0f;
+    for (int64_t c = threadIdx.x; c < nc; c += PV_UNROLL * PV_THREADS) {
+        uint4 q[PV_UNROLL][R]; /* every load issued before any is used: bytes in flight */
+#pragma unroll
+        for (int j = 0; j < PV_UNROLL; j++)
+#pragma unroll
+            for (int i = 0; i < R; i++)
+                if (c + j * PV_THREADS < nc) q[j][i] = rows[i][c + j * PV_THREADS];
+#pragma unroll
+        for (int j = 0; j < PV_UNROLL; j++) {
+            const int64_t cj = c + j * PV_THREADS;
+            if (cj >= nc) break;
+            float v[R][V];
+#pragma unroll
+            for (int i = 0; i < R; i++) plain_unpack<F>(q[j][i], v[i]);
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                if (t >= nt) break;
+                const float4 *xp = (const float4 *)(x + t * w.cols + cj * V);
+                float         xv[V];
+#pragma unroll
+                for (int h = 0; h < V / 4; h++) {
+                    const float4 a = xp[h];
+                    xv[4 * h] = a.x, xv[4 * h + 1] = a.y, xv[4 * h + 2] = a.z, xv[4 * h + 3] = a.w;
+                }
+#pragma unroll
+                for (int i = 0; i < R; i++)
+#pragma unroll
+                    for (int k = 0; k < V; k++) acc[i][t] += v[i][k] * xv[k];
+            }
+        }
+    }
+    const int lane = threadIdx.x % CELER_WARP, wid = threadIdx.x / CELER_WARP, nw = PV_THREADS / CELER_WARP;
+#pragma unroll
+    for (int i = 0; i < R; i++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            const float s = gpu_warp_sum(acc[i][t]);
+            if (lane == 0) part[wid][i][t] = s;
+        }
+    __syncthreads();
+    if (threadIdx.x < R * NT) {
+        const int i = threadIdx.x / NT, t = threadIdx.x % NT;
+        if (t >= nt || r0 + i >= w.rows) return;
+        float s = 0.0f;
+        for (int k = 0; k < nw; k++) s += part[k][i][t];
+        y[(int64_t)t * w.rows + r0 + i] = s;
+    }
+}
+
+typedef void (*plain_fn)(gpu_wdesc, const float *, int, float *);
+
+/* [format: F32, F16, BF16][rows a block: 1, 4][tokens a pass: 1, 8] */
+#define PV_ROWS(F) {{k_matvec_plain<F, 1, 1>, k_matvec_plain<F, 1, PV_TOKENS>}, \
+                    {k_matvec_plain<F, 4, 1>, k_matvec_plain<F, 4, PV_TOKENS>}}
+static const plain_fn PLAIN[3][2][2] = {PV_ROWS(GPU_F32), PV_ROWS(GPU_F16), PV_ROWS(GPU_BF16)};
+
+bool gpu_matvec_plain_takes(const gpu_wdesc *w, int fmt, const float *x)
+{
+    const int V = fmt == GPU_F32 ? 4 : 8;
+    if (fmt != GPU_F32 && fmt != GPU_F16 && fmt != GPU_BF16) return false;
+    return w->cols % V == 0 && w->row_bytes % 16 == 0 && (uintptr_t)w->data % 16 == 0 && (uintptr_t)x % 16 == 0;
+}
+
+celer_status gpu_matvec_plain(gpu_backend *g, const gpu_wdesc *w, int fmt, const float *x, int64_t T, float *y,
+                              celer_error *err)
+{
+    /* four rows a block while that leaves at least two blocks an SM, else one (a router's few rows) */
+    const int  four = w->rows >= 8 * (int64_t)g->prop.multiProcessorCount;
+    const int  R    = four ? 4 : 1;
+    unsigned   blocks;
+    if (gpu_grid(g, w->rows, R, &blocks, "matvec_plain", err)) return err->code;
+    for (int64_t t0 = 0; t0 < T; t0 += PV_TOKENS) {
+        const int      nt = (int)(T - t0 < (int64_t)PV_TOKENS ? T - t0 : (int64_t)PV_TOKENS);
+        const plain_fn fn = PLAIN[fmt == GPU_F32 ? 0 : fmt == GPU_F16 ? 1 : 2][four][nt > 1];
+        if (GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_plain", fn, blocks, PV_THREADS, 0, *w, x + t0 * w->cols, nt,
+                                  y + t0 * w->rows))
+            return err->code;
+    }
+    return CELER_OK;
+}
