@@ -46,12 +46,6 @@ celer_status gpu_alive(gpu_backend *g, celer_error *err)
                       g->failure);
 }
 
-celer_status gpu_launched(gpu_backend *g, celer_error *err, const char *kernel)
-{
-    gpuError_t e = gpuGetLastError();
-    return e == gpuSuccess ? CELER_OK : gpu_fail(g, err, e, kernel);
-}
-
 double gpu_now_s(void)
 {
     struct timespec ts;

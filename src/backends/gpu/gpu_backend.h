@@ -94,8 +94,8 @@ celer_status gpu_fail(gpu_backend *g, celer_error *err, gpuError_t e, const char
 /* The same in the words of whoever failed (a library's status); an out-of-memory (oom) leaves
  * the device usable. */
 celer_status gpu_fail_with(gpu_backend *g, celer_error *err, bool oom, const char *what, const char *words);
-/* CELER_OK, or the device failed for the launch of name: e (the launch call's answer) or the
- * runtime's last error, which is read either way. */
+/* CELER_OK, or the device failed for the launch of name: e (the launch call's answer;
+ * gpuSuccess after a library's call) or the runtime's last error, which is read either way. */
 static inline celer_status gpu_launch_done(gpu_backend *g, celer_error *err, const char *name, gpuError_t e)
 {
     const gpuError_t last = gpuGetLastError();
@@ -104,8 +104,6 @@ static inline celer_status gpu_launch_done(gpu_backend *g, celer_error *err, con
 }
 /* CELER_OK, or the failure the device had earlier. */
 celer_status gpu_alive(gpu_backend *g, celer_error *err);
-/* Checks the last launch. */
-celer_status gpu_launched(gpu_backend *g, celer_error *err, const char *kernel);
 /* Waits for the stream, within the watchdog's deadline. */
 celer_status gpu_sync(gpu_backend *g, celer_error *err);
 /* Seconds on a monotonic clock. */
@@ -181,7 +179,8 @@ static inline void gpu_sign(gpu_backend *g, const void *what, dim3 grid, dim3 bl
 }
 
 /* Launches kernel<<<grid, block, smem>>>(args) on the backend's stream unless gpu_skip (early
- * where g->early: gpu_vendor.h's gpu_dep_enter), and checks the launch. kernel must be one token (a name or a function pointer). GPU_LAUNCH also
+ * where g->early: gpu_vendor.h's gpu_dep_enter), and checks the launch. kernel must be one
+ * token (a name or a function pointer). GPU_LAUNCH also
  * forgets whose values the quantized activations hold (the kernel may write them);
  * GPU_LAUNCH_KEEPING_XQ is for kernels that write only their outputs, never quantized ones (the
  * products, float or integer; MoE routing), so that an MoE layer's router product and routing

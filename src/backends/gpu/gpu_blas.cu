@@ -61,8 +61,8 @@ __global__ void k_dequant_f16(gpu_wdesc w, int64_t r0, int64_t n, uint4 *__restr
     if (!lo) return;
 #pragma unroll
     for (int k = 0; k < 16; k++)
-        p[k] = gpu_half2_bits((v[2 * k] - gpu_half_val(p[k] & 0xffff)) * LO_SCALE,
-                              (v[2 * k + 1] - gpu_half_val(p[k] >> 16)) * LO_SCALE);
+        p[k] = gpu_half2_bits((v[2 * k] - gpu_f16_val(p[k] & 0xffff)) * LO_SCALE,
+                              (v[2 * k + 1] - gpu_f16_val(p[k] >> 16)) * LO_SCALE);
 #pragma unroll
     for (int k = 0; k < 4; k++) lo[4 * i + k] = make_uint4(p[4 * k], p[4 * k + 1], p[4 * k + 2], p[4 * k + 3]);
 }
@@ -111,7 +111,7 @@ __global__ void k_half_of(const float *__restrict__ x, int64_t n, float *__restr
         const float    v = x[i] * inv;
         const uint16_t h = gpu_half_bits(v);
         hi[i]            = h;
-        if (lo) lo[i] = gpu_half_bits((v - gpu_half_val(h)) * LO_SCALE);
+        if (lo) lo[i] = gpu_half_bits((v - gpu_f16_val(h)) * LO_SCALE);
     }
 }
 
@@ -178,7 +178,7 @@ static celer_status gemm(gpu_backend *g, int m, int n, int k, const void *a, int
     cublasStatus_t s = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, dev_ab ? dev_ab : &one, a, ab, lda, b, ab, ldb,
                                     dev_ab ? dev_ab + 1 : &zero, c, CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT);
     if (blas_check(g, err, s, "cublasGemmEx")) return err->code;
-    return gpu_launched(g, err, "cublasGemmEx");
+    return gpu_launch_done(g, err, "cublasGemmEx", gpuSuccess);
 }
 
 celer_status gpu_blas_matmul(gpu_backend *g, const gpu_wdesc *w, int fmt, const float *x, int64_t T, float *y,

@@ -2,9 +2,9 @@
  * are decoded in registers (gpu_decode.cuh); only the vendor BLAS's path writes them out.
  *
  * Long steps go to the vendor BLAS where the build has one (gpu_blas.h: Q4_0 and Q8_0 from
- * GPU_BLAS_FROM tokens, the other formats past MV_SLICED; CELER_GPU_BLAS_FROM=0 turns it off). Steps of
- * more than GPU_MMQ_FROM tokens of the formats with an integer matrix-unit kernel go to
- * gpu_mmq.cu where the device has those units; decode steps (up to MV_SLICED tokens) of the
+ * GPU_BLAS_FROM tokens, the other formats past MV_SLICED; CELER_GPU_BLAS_FROM=0 turns it off).
+ * Steps of more than GPU_MMQ_FROM tokens of the formats with an integer matrix-unit kernel go
+ * to gpu_mmq.cu where the device has those units; decode steps (up to MV_SLICED tokens) of the
  * formats with an integer kernel to gpu_matvec.cu, those of F32, F16 and BF16 rows to
  * gpu_matvec_plain.cu. The float kernels here take the rest:
  * decode (T <= MV_TOKENS a pass): 32 lanes per weight row, each decoding one 32-value chunk of a

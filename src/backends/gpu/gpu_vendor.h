@@ -326,7 +326,6 @@ template <int N> static __device__ __forceinline__ void gpu_cp_wait(void)
 #include <cublas_v2.h>
 #define CELER_GPU_BLAS 1
 static __device__ __forceinline__ uint16_t gpu_half_bits(float v) { return __half_as_ushort(__float2half_rn(v)); }
-static __device__ __forceinline__ float    gpu_half_val(uint32_t bits) { return __half2float(__ushort_as_half((unsigned short)bits)); }
 
 /* NVIDIA: the runtime says it all; the driver runs PTX of an older target on newer devices. */
 static inline void gpu_vendor_facts(const gpuDeviceProp *p, celer_device_facts *f)
