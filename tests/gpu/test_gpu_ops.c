@@ -514,15 +514,19 @@ static void test_matmuls(void)
 /* check_same_product's output, allocated before any test: an allocation forgets the held
  * quantization (gpu_alloc), so one made inside the check would have the product quantize its
  * input afresh, and the check could not fail. */
-enum { SAME_DY_MAX = 1 << 16 };
+enum { SAME_DY_MAX = 1 << 20 }; /* the longest: 3 sequences of 1152 tokens, 48 rows */
 static float *same_dy;
 
 static void check_same_product(const char *what, const celer_weight *w, const float *dx, int64_t T)
 {
     const int64_t n = T * w->cols, m = T * w->rows;
-    float        *h = malloc((size_t)n * sizeof *h), *a = malloc((size_t)m * sizeof *a), *b = malloc((size_t)m * sizeof *b);
-    float        *dy = same_dy;
-    CHECK(m <= SAME_DY_MAX);
+    if (m > SAME_DY_MAX) {
+        fprintf(stderr, "  %s: %lld outputs, more than the check's %d\n", what, (long long)m, SAME_DY_MAX);
+        failures++;
+        return;
+    }
+    float *h = malloc((size_t)n * sizeof *h), *a = malloc((size_t)m * sizeof *a), *b = malloc((size_t)m * sizeof *b);
+    float *dy = same_dy;
     CHECK(gpu->ops->matmul(gpu, w, dx, T, dy, &err) == CELER_OK); /* x's held quantization, if any */
     to_host(dy, a, (size_t)m * sizeof *a);
     to_host(dx, h, (size_t)n * sizeof *h);
