@@ -12,7 +12,8 @@
 
 #include <string.h>
 
-enum { MVQ_THREADS = 128, MVQ_ROWS = 4, MVQ_UNROLL = 2 };
+/* MVQ_KS: the column slices of a one-token pass whose grid is short of MVQ_KS_BELOW blocks an SM */
+enum { MVQ_THREADS = 128, MVQ_ROWS = 4, MVQ_UNROLL = 2, MVQ_KS = 2, MVQ_KS_BELOW = 4 };
 static const uint32_t M4 = 0x0f0f0f0fu;
 
 /* ---- activations ------------------------------------------------------------------------- */
@@ -352,11 +353,17 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const mv_set &s)
 /* MVQ_ROWS rows per warp, NT tokens (nt of them live) a pass. The lanes of a warp take
  * consecutive units of its rows (each load instruction reads a contiguous run of a row); a
  * lane loads its unit of every row, then dots them against the same activations, so that the
- * activations are read once per MVQ_ROWS rows (one read per row made the L1 the limit). */
-template <int F, int NT>
-__global__ void __launch_bounds__(MVQ_THREADS) k_mmvq(mv_set set, gpu_xq x, int nt, int64_t t0, gpu_mv_sel sel)
+ * activations are read once per MVQ_ROWS rows (one read per row made the L1 the limit). With KS
+ * = 2 a block has twice the warps, each row group's units split between two of them (units
+ * alternate between the slices a warp's width at a time), their sums added in shared memory:
+ * the grids of the 4096-row products of a decode step (256 blocks) left an SM 8 warps, too few
+ * loads in flight for the memory's latency (ncu: 12% of the warps active, ~2 TB/s). */
+template <int F, int NT, int KS>
+__global__ void __launch_bounds__(MVQ_THREADS * KS) k_mmvq(mv_set set, gpu_xq x, int nt, int64_t t0, gpu_mv_sel sel)
 {
     gpu_dep_enter();
+    constexpr int GROUPS = MVQ_THREADS / 32; /* row groups a block (wave64: half of them hold rows) */
+    __shared__ float part[KS > 1 ? KS - 1 : 1][GROUPS][MVQ_ROWS][NT];
     int k = 0;
 #pragma unroll
     for (int i = 1; i < GPU_MVQ_SET; i++) k += blockIdx.x >= set.b0[i];
@@ -366,19 +373,19 @@ __global__ void __launch_bounds__(MVQ_THREADS) k_mmvq(mv_set set, gpu_xq x, int 
     if (sel.ids) { /* selection blockIdx.y: its expert's rows, its token's activations, its own output rows */
         const int64_t n = blockIdx.y;
         const int32_t e = sel.ids[n];
-        if (e < 0 || e >= sel.n_expert) return; /* the router never gives one; nothing to read if it did */
+        if (e < 0 || e >= sel.n_expert) return; /* the whole block: the router never gives one */
         base += (int64_t)e * w.rows * w.row_bytes;
         y = set.y[k] + n * w.rows;
         x.q += n / sel.per_x * x.nb * XQ_BLOCK, x.d += n / sel.per_x * x.nb;
     }
-    const int     lane = threadIdx.x % CELER_WARP;
-    const int64_t warp = (int64_t)(blockIdx.x - set.b0[k]) * (MVQ_THREADS / CELER_WARP) + threadIdx.x / CELER_WARP;
-    const int64_t r0   = warp * MVQ_ROWS;
-    if (r0 >= w.rows) return; /* the whole warp: its shuffles below stay within it */
+    const int     lane = threadIdx.x % CELER_WARP, wib = threadIdx.x / CELER_WARP, nwg = MVQ_THREADS / CELER_WARP;
+    const int     grp = wib % nwg, ks = wib / nwg; /* the warp's row group and column slice */
+    const int64_t r0   = ((int64_t)(blockIdx.x - set.b0[k]) * nwg + grp) * MVQ_ROWS;
+    const bool    live = r0 < w.rows; /* a warp past the rows still meets the block's barrier */
     const uint8_t *rows[MVQ_ROWS];
 #pragma unroll
-    for (int i = 0; i < MVQ_ROWS; i++) rows[i] = base + (r0 + i < w.rows ? r0 + i : r0) * w.row_bytes;
-    const int64_t nu = units<F>(w.cols);
+    for (int i = 0; i < MVQ_ROWS; i++) rows[i] = base + (r0 + i < w.rows ? r0 + i : 0) * w.row_bytes;
+    const int64_t nu = live ? units<F>(w.cols) : 0;
     float         acc[MVQ_ROWS][NT];
 #pragma unroll
     for (int i = 0; i < MVQ_ROWS; i++)
@@ -386,36 +393,53 @@ __global__ void __launch_bounds__(MVQ_THREADS) k_mmvq(mv_set set, gpu_xq x, int 
         for (int t = 0; t < NT; t++) acc[i][t] = 0.0f;
     /* MVQ_UNROLL units a lane loaded before any is used: bytes in flight (one unit a lane left a
      * decode step's SMs with half of what the memory's latency wants) */
-    constexpr int U = F == GPU_Q5_K ? 1 : MVQ_UNROLL;
-    for (int64_t u = lane; u < nu; u += U * CELER_WARP) {
+    constexpr int U  = F == GPU_Q5_K ? 1 : MVQ_UNROLL;
+    const int     SW = KS * CELER_WARP; /* units between a lane's consecutive ones */
+    for (int64_t u = ks * CELER_WARP + lane; u < nu; u += U * SW) {
         raw_unit ru[U][MVQ_ROWS];
 #pragma unroll
         for (int j = 0; j < U; j++)
 #pragma unroll
             for (int i = 0; i < MVQ_ROWS; i++)
-                if (u + j * CELER_WARP < nu) ru[j][i] = unit_load<F>(w, rows[i], u + j * CELER_WARP);
+                if (u + j * SW < nu) ru[j][i] = unit_load<F>(w, rows[i], u + j * SW);
 #pragma unroll
         for (int j = 0; j < U; j++) /* the same units in the same order as one at a time */
-            if (u + j * CELER_WARP < nu) units_dot<F, NT>(w, ru[j], u + j * CELER_WARP, x, nt, acc);
+            if (u + j * SW < nu) units_dot<F, NT>(w, ru[j], u + j * SW, x, nt, acc);
     }
 #pragma unroll
     for (int i = 0; i < MVQ_ROWS; i++)
 #pragma unroll
-        for (int t = 0; t < NT; t++) {
-            if (t >= nt) continue;
-            const float s = gpu_warp_sum(acc[i][t]);
-            if (lane == 0 && r0 + i < w.rows) y[t * w.rows + r0 + i] = s;
-        }
+        for (int t = 0; t < NT; t++) acc[i][t] = gpu_warp_sum(acc[i][t]);
+    if (KS > 1) {
+        if (ks > 0 && lane == 0)
+#pragma unroll
+            for (int i = 0; i < MVQ_ROWS; i++)
+#pragma unroll
+                for (int t = 0; t < NT; t++) part[ks - 1][grp][i][t] = acc[i][t];
+        __syncthreads();
+        if (ks > 0) return;
+#pragma unroll
+        for (int i = 0; i < MVQ_ROWS; i++)
+#pragma unroll
+            for (int t = 0; t < NT; t++)
+                for (int o = 0; o < KS - 1; o++) acc[i][t] += part[o][grp][i][t];
+    }
+#pragma unroll
+    for (int i = 0; i < MVQ_ROWS; i++)
+#pragma unroll
+        for (int t = 0; t < NT; t++)
+            if (t < nt && lane == 0 && r0 + i < w.rows) y[t * w.rows + r0 + i] = acc[i][t];
 }
 
 /* ---- dispatch ------------------------------------------------------------------------------- */
 
 typedef void (*mmvq_fn)(mv_set, gpu_xq, int, int64_t, gpu_mv_sel);
 
-#define MVQ_ROW(F) {k_mmvq<F, 1>, k_mmvq<F, 2>, k_mmvq<F, 4>, k_mmvq<F, 8>}
+#define MVQ_ROW(F)                                                                                                  \
+    {k_mmvq<F, 1, 1>, k_mmvq<F, 2, 1>, k_mmvq<F, 4, 1>, k_mmvq<F, 8, 1>, k_mmvq<F, 1, MVQ_KS>}
 static const struct {
     int     fmt;
-    mmvq_fn fn[4]; /* 1, 2, 4, 8 tokens a pass */
+    mmvq_fn fn[5]; /* 1, 2, 4, 8 tokens a pass; 1 token in MVQ_KS column slices */
 } MVQ[] = {
     {GPU_Q4_0, MVQ_ROW(GPU_Q4_0)}, {GPU_Q4_1, MVQ_ROW(GPU_Q4_1)}, {GPU_Q5_0, MVQ_ROW(GPU_Q5_0)},
     {GPU_Q5_1, MVQ_ROW(GPU_Q5_1)}, {GPU_Q8_0, MVQ_ROW(GPU_Q8_0)}, {GPU_Q4_K, MVQ_ROW(GPU_Q4_K)},
@@ -458,17 +482,21 @@ celer_status gpu_matvec_q8_sel(gpu_backend *g, const gpu_wdesc *w, int n, int fm
     if (total > GPU_MAX_GRID_X)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: a decode product past the grid's limit", CELER_GPU_NAME);
     for (int i = n; i < GPU_MVQ_SET; i++) set.b0[i] = (unsigned)total; /* no blocks for the unused slots */
+    /* one-token passes over a grid short of MVQ_KS_BELOW blocks an SM: column slices */
+    const bool sliced = total * (sel ? n_sel : 1) < (int64_t)MVQ_KS_BELOW * g->prop.multiProcessorCount;
+    const int  t1 = sliced ? 4 : 0, t1_threads = sliced ? MVQ_THREADS * MVQ_KS : MVQ_THREADS;
     if (sel) /* one token each: a selection per grid row */
-        return GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[0], dim3((unsigned)total, (unsigned)n_sel), MVQ_THREADS, 0,
+        return GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[t1], dim3((unsigned)total, (unsigned)n_sel), t1_threads, 0,
                                      set, *xq, 1, (int64_t)0, *sel);
     const gpu_mv_sel none = {NULL, 1, 0};
     for (int64_t t0 = 0; t0 < T; t0 += GPU_MVQ_TOKENS) {
         const int nt = (int)(T - t0 < (int64_t)GPU_MVQ_TOKENS ? T - t0 : (int64_t)GPU_MVQ_TOKENS);
-        const int ix = nt == 1 ? 0 : nt == 2 ? 1 : nt <= 4 ? 2 : 3;
+        const int ix = nt == 1 ? t1 : nt == 2 ? 1 : nt <= 4 ? 2 : 3;
         gpu_xq    x  = *xq;
         x.q += t0 * x.nb * XQ_BLOCK;
         x.d += t0 * x.nb;
-        if (GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[ix], (unsigned)total, MVQ_THREADS, 0, set, x, nt, t0, none))
+        if (GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[ix], (unsigned)total, nt == 1 ? t1_threads : MVQ_THREADS, 0,
+                                  set, x, nt, t0, none))
             return err->code;
     }
     return CELER_OK;
