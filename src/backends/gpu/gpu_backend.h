@@ -57,10 +57,12 @@ typedef struct {
     bool     early;       /* kernels launched while the one before runs (gpu_dep_enter; CELER_GPU_EARLY=0: off) */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */
     int64_t  h_pos_n, h_seq_n, h_tables_n;
-    /* RoPE frequency divisors (host arrays of the model) and their device copies */
+    /* RoPE frequency tables (gpu_rope_freqs), one per (base, rotated dimensions, divisors) */
     struct {
-        const float *host;
-        float       *dev;
+        float        base;
+        int64_t      n_rot;
+        const float *factors; /* the model's host array, or NULL */
+        double      *dev;
     } freq[64];
     int n_freq;
     /* step graphs (gpu_graph.cu) */
@@ -246,9 +248,10 @@ celer_status gpu_rope(celer_backend *be, float *x, const celer_batch *b, int64_t
                       const celer_rope *r, celer_error *err);
 celer_status gpu_kv_write(celer_backend *be, celer_kv_cache *kv, int32_t layer, const float *k, const float *v,
                           const celer_batch *b, celer_error *err);
-/* The device copy of a model's RoPE frequency divisors (n values; NULL for none), kept for the
- * backend's life. */
-celer_status gpu_freq_factors(gpu_backend *g, const float *host, int64_t n, const float **dev, celer_error *err);
+/* r's frequencies on the device, n_rot / 2 doubles computed as the CPU backend computes them
+ * (base^(-2i / n_rot), divided by the model's factors where it has them), kept for the backend's
+ * life. */
+celer_status gpu_rope_freqs(gpu_backend *g, const celer_rope *r, const double **dev, celer_error *err);
 /* gpu_attention.cu */
 celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cache *kv, int32_t layer,
                            const celer_batch *b, const celer_attn *a, float *out, celer_error *err);

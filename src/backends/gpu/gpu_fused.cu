@@ -19,8 +19,8 @@ __global__ void __launch_bounds__(AI_THREADS)
     k_attn_inputs(float *q, const float *__restrict__ k, const float *__restrict__ v, float *kc, float *vc,
                   const float *__restrict__ qn, const float *__restrict__ kn, float eps, const int32_t *__restrict__ pos,
                   const int32_t *__restrict__ seq, const int32_t *__restrict__ tables, int32_t max_blocks,
-                  int32_t block_size, int64_t n_head, int64_t n_kv, int64_t hd, int64_t n_rot, int neox, float base,
-                  float pos_scale, const float *__restrict__ factors, float mscale)
+                  int32_t block_size, int64_t n_head, int64_t n_kv, int64_t hd, int64_t n_rot, int neox,
+                  const double *__restrict__ freqs, float pos_scale, float mscale)
 {
     gpu_dep_enter();
     __shared__ float row[AI_HD_MAX], part[32];
@@ -44,18 +44,15 @@ __global__ void __launch_bounds__(AI_THREADS)
                                         p % block_size;
     float        *dst  = is_q ? q + (t * n_head + h) * hd : kc + slot * kw + h * hd;
     const int64_t half = n_rot / 2;
-    for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) {
-        float out = row[j];
-        if (j < n_rot) { /* pair (i0, i1): this thread writes element j of it */
-            const int64_t i  = neox ? (j < half ? j : j - half) : j / 2;
-            const int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
-            float         c, s;
-            gpu_rope_cos_sin(p, i, n_rot, base, pos_scale, factors, mscale, &c, &s);
-            const float x0 = row[i0], x1 = row[i1];
-            out            = j == i0 ? x0 * c - x1 * s : x0 * s + x1 * c;
-        }
-        dst[j] = out;
+    for (int64_t i = threadIdx.x; i < half; i += blockDim.x) { /* pair (i0, i1): one rotation for both */
+        const int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
+        float         c, s;
+        gpu_rope_cos_sin(p, i, freqs, pos_scale, mscale, &c, &s);
+        const float x0 = row[i0], x1 = row[i1];
+        dst[i0]        = x0 * c - x1 * s;
+        dst[i1]        = x0 * s + x1 * c;
     }
+    for (int64_t j = n_rot + threadIdx.x; j < hd; j += blockDim.x) dst[j] = row[j]; /* past the rotated ones */
     if (!is_q)
         for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) vc[slot * kw + h * hd + j] = v[t * kw + h * hd + j];
 }
@@ -95,12 +92,10 @@ extern "C" celer_status celer_gpu_attn_inputs(celer_backend *be, celer_kv_cache 
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: attn_inputs of %lld tokens", CELER_GPU_NAME,
                           (long long)b->n_tokens);
     const int32_t *pos, *seq, *tables;
-    const float   *ff;
-    if (gpu_batch_upload(g, b, kv, &pos, &seq, &tables, err) ||
-        gpu_freq_factors(g, r->freq_factors, r->n_rot / 2, &ff, err))
-        return err->code;
+    const double  *fq;
+    if (gpu_batch_upload(g, b, kv, &pos, &seq, &tables, err) || gpu_rope_freqs(g, r, &fq, err)) return err->code;
     const dim3 grid((unsigned)b->n_tokens, (unsigned)(n_head + kv->n_kv_heads));
     return GPU_LAUNCH(g, err, "attn_inputs", k_attn_inputs, grid, AI_THREADS, 0, q, k, v, kv->k[layer], kv->v[layer],
                       qn, kn, eps, pos, seq, tables, kv->max_blocks, kv->block_size, n_head, kv->n_kv_heads, head_dim,
-                      r->n_rot, r->mode == CELER_ROPE_NEOX, r->base, r->pos_scale, ff, r->mscale);
+                      r->n_rot, r->mode == CELER_ROPE_NEOX, fq, r->pos_scale, r->mscale);
 }

@@ -193,8 +193,7 @@ celer_status gpu_mul_sigmoid(celer_backend *be, float *x, const float *gt, int64
 /* ---- RoPE: one thread per (token, head, rotated pair) -------------------------------- */
 
 __global__ void k_rope(float *x, const int32_t *__restrict__ pos, int64_t T, int64_t n_heads, int64_t head_dim,
-                       int64_t n_rot, int neox, float base, float pos_scale, const float *__restrict__ factors,
-                       float mscale)
+                       int64_t n_rot, int neox, const double *__restrict__ freqs, float pos_scale, float mscale)
 {
     gpu_dep_enter();
     const int64_t half = n_rot / 2;
@@ -202,7 +201,7 @@ __global__ void k_rope(float *x, const int32_t *__restrict__ pos, int64_t T, int
     {
         const int64_t th = k / half, i = k % half; /* th: token t, head h, at x + th · head_dim */
         float         c, s;
-        gpu_rope_cos_sin(pos[th / n_heads], i, n_rot, base, pos_scale, factors, mscale, &c, &s);
+        gpu_rope_cos_sin(pos[th / n_heads], i, freqs, pos_scale, mscale, &c, &s);
         const int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
         float        *v  = x + th * head_dim;
         const float   x0 = v[i0], x1 = v[i1];
@@ -211,23 +210,29 @@ __global__ void k_rope(float *x, const int32_t *__restrict__ pos, int64_t T, int
     }
 }
 
-celer_status gpu_freq_factors(gpu_backend *g, const float *host, int64_t n, const float **dev, celer_error *err)
+celer_status gpu_rope_freqs(gpu_backend *g, const celer_rope *r, const double **dev, celer_error *err)
 {
-    *dev = NULL;
-    if (!host) return CELER_OK;
+    const int64_t half = r->n_rot / 2;
     for (int i = 0; i < g->n_freq; i++)
-        if (g->freq[i].host == host) {
+        if (g->freq[i].base == r->base && g->freq[i].n_rot == r->n_rot && g->freq[i].factors == r->freq_factors) {
             *dev = g->freq[i].dev;
             return CELER_OK;
         }
     if (g->n_freq == (int)(sizeof g->freq / sizeof g->freq[0]))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: more RoPE frequency tables than the backend keeps",
                           CELER_GPU_NAME);
-    float *d;
-    if (g->base.ops->alloc(&g->base, (size_t)n * sizeof *d, (void **)&d, err) ||
-        gpu_upload(g, d, host, (size_t)n * sizeof *d, err))
-        return err->code;
-    g->freq[g->n_freq].host = host, g->freq[g->n_freq++].dev = d;
+    double *h = (double *)malloc((size_t)(half > 0 ? half : 1) * sizeof *h), *d = NULL;
+    if (!h) return celer_fail(err, CELER_ERR_OOM, "%s: a RoPE frequency table", CELER_GPU_NAME);
+    for (int64_t i = 0; i < half; i++) { /* cpu_rope's arithmetic */
+        h[i] = pow((double)r->base, -2.0 * (double)i / (double)r->n_rot);
+        if (r->freq_factors) h[i] /= r->freq_factors[i];
+    }
+    celer_status st = g->base.ops->alloc(&g->base, (size_t)(half > 0 ? half : 1) * sizeof *d, (void **)&d, err);
+    if (!st) st = gpu_upload(g, d, h, (size_t)half * sizeof *d, err);
+    free(h);
+    if (st) return st;
+    g->freq[g->n_freq].base = r->base, g->freq[g->n_freq].n_rot = r->n_rot;
+    g->freq[g->n_freq].factors = r->freq_factors, g->freq[g->n_freq++].dev = d;
     *dev = d;
     return CELER_OK;
 }
@@ -242,12 +247,11 @@ celer_status gpu_rope(celer_backend *be, float *x, const celer_batch *b, int64_t
                           (long long)r->n_rot, (long long)head_dim);
     if (b->n_tokens <= 0 || r->n_rot == 0) return CELER_OK;
     const int32_t *pos, *seq;
-    const float   *ff;
-    if (gpu_batch_upload(g, b, NULL, &pos, &seq, NULL, err) || gpu_freq_factors(g, r->freq_factors, r->n_rot / 2, &ff, err))
-        return err->code;
+    const double  *fq;
+    if (gpu_batch_upload(g, b, NULL, &pos, &seq, NULL, err) || gpu_rope_freqs(g, r, &fq, err)) return err->code;
     int64_t n = b->n_tokens * n_heads * (r->n_rot / 2);
     return GPU_LAUNCH(g, err, "rope", k_rope, gpu_blocks(n, THREADS), THREADS, 0, x, pos, b->n_tokens, n_heads,
-                      head_dim, r->n_rot, r->mode == CELER_ROPE_NEOX, r->base, r->pos_scale, ff, r->mscale);
+                      head_dim, r->n_rot, r->mode == CELER_ROPE_NEOX, fq, r->pos_scale, r->mscale);
 }
 
 /* ---- KV cache writes: one thread per value ----------------------------------------- */
