@@ -325,7 +325,7 @@ static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int 
 
 /* Columns blocks kz0 .. kz0 + kper of part blockIdx.z, into y + blockIdx.z · T · rows. */
 template <int F, int NT>
-__global__ void __launch_bounds__(sq_shape<F, NT>::THREADS)
+__global__ void __launch_bounds__((sq_shape<F, NT>::THREADS)) /* parenthesized: HIP's macro splits at commas */
     k_mmq_s(gpu_wdesc w, gpu_xq x, int64_t T, int64_t kper, float *__restrict__ y)
 {
     gpu_dep_enter();
