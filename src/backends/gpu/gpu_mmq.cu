@@ -221,13 +221,17 @@ __global__ void k_mmq_sum(const float *__restrict__ part, int parts, int64_t n, 
 
 /* ---- batches of decodes: the weights streamed through shared memory ------------------------ */
 
-/* Up to 32 tokens: a block of 4 warps takes 64 rows (16 a warp: one mma row tile) and every token
- * of the batch, and walks its columns SQ_BQ blocks a stage through SQ_STAGES shared-memory stages
+/* Up to 32 tokens: a block takes 64 rows (16 a warp: one mma row tile) and every token of the
+ * batch, and walks its columns SQ_BQ blocks a stage through SQ_STAGES shared-memory stages
  * filled by asynchronous copies (cp.async) SQ_STAGES - 1 stages ahead, so that each SM keeps tens
  * of kilobytes of weights in flight where the tiled kernel above waited on each stage's loads.
+ * From 16 tokens a block has 8 warps, each row tile's tokens split in two halves: the stages'
+ * shared memory (~29 KB for 32 tokens) leaves two blocks an SM, and with 4 warps a block the
+ * schedulers waited on each warp's chain of fragment loads and products (ncu: 12% of the warps
+ * active, 12% of DRAM throughput, for the 8B's 14336-row products of 32 tokens).
  * Q4_0 codes are staged as stored (16 bytes a block) and split into the fragments' low and high
  * nibbles when read; the sums are the same as the tiled kernel's. */
-enum { SQ_ROWS = 64, SQ_BQ = 8, SQ_STAGES = 3, SQ_THREADS = 128 };
+enum { SQ_ROWS = 64, SQ_BQ = 8, SQ_STAGES = 3, SQ_THREADS = 128 /* a block's row tiles, 16 rows a warp */ };
 
 template <int F, int NT> struct sq_shape {
     static constexpr int WB     = F == GPU_Q4_0 ? 16 : 32;  /* code bytes of a block */
@@ -237,6 +241,9 @@ template <int F, int NT> struct sq_shape {
     static constexpr int X_OFF  = WS_OFF + SQ_ROWS * 2 * SQ_BQ;
     static constexpr int XS_OFF = X_OFF + NT * XLD;         /* the tokens' (d, d · S), SQ_BQ a token */
     static constexpr int STAGE  = XS_OFF + NT * SQ_BQ * 8;
+    static constexpr int HALVES = NT >= 16 ? 2 : 1;         /* token parts: a warp each for a row tile */
+    static constexpr int THREADS = SQ_THREADS * HALVES;
+    static constexpr int NI     = NT / 8 / HALVES;          /* a warp's 8-token tiles */
 };
 
 /* Stage st: columns blocks k0 .. k0 + SQ_BQ (zeros past kend, past the rows, past the tokens). */
@@ -246,14 +253,14 @@ static __device__ __forceinline__ void sq_issue(int8_t *st, const gpu_wdesc &w, 
 {
     typedef sq_shape<F, NT> S;
     constexpr int CPR = SQ_BQ * S::WB / 16; /* 16-byte pieces of a row's codes a stage */
-    for (int c = tid; c < SQ_ROWS * CPR; c += SQ_THREADS) {
+    for (int c = tid; c < SQ_ROWS * CPR; c += S::THREADS) {
         const int      rr = c / CPR, j = c % CPR;
         const int64_t  r = r0 + rr, b = k0 + j * 16 / S::WB;
         const bool     ok  = r < w.rows && b < kend;
         const uint8_t *src = ok ? w.data + r * w.row_bytes + k0 * S::WB + 16 * j : w.data;
         gpu_cp_async16(st + rr * S::WLD + 16 * j, src, ok);
     }
-    for (int rr = tid; rr < SQ_ROWS; rr += SQ_THREADS) { /* a row's SQ_BQ scales: 16 bytes */
+    for (int rr = tid; rr < SQ_ROWS; rr += S::THREADS) { /* a row's SQ_BQ scales: 16 bytes */
         const int64_t  r   = r0 + rr;
         uint16_t      *dst = (uint16_t *)(st + S::WS_OFF + 2 * SQ_BQ * rr);
         const uint8_t *hs  = w.data + (r < w.rows ? r : 0) * w.row_bytes + w.scales_off + 2 * k0;
@@ -261,14 +268,14 @@ static __device__ __forceinline__ void sq_issue(int8_t *st, const gpu_wdesc &w, 
         else /* the last, short stage: no read past the row's scales */
             for (int i = 0; i < SQ_BQ; i++) dst[i] = r < w.rows && k0 + i < kend ? *(const uint16_t *)(hs + 2 * i) : 0;
     }
-    for (int c = tid; c < NT * SQ_BQ * 4; c += SQ_THREADS) { /* a token block's 64 bytes: hi, hi, lo, lo */
+    for (int c = tid; c < NT * SQ_BQ * 4; c += S::THREADS) { /* a token block's 64 bytes: hi, hi, lo, lo */
         const int     tt = c / (4 * SQ_BQ), qb = c / 4 % SQ_BQ, piece = c % 4;
         const int64_t t = tt, b = k0 + qb;
         const bool    ok  = t < T && b < kend;
         const int8_t *src = ok ? x.q + (t * x.nb + b) * XQ_BLOCK + 16 * piece : x.q;
         gpu_cp_async16(st + S::X_OFF + tt * S::XLD + (piece / 2) * 32 * SQ_BQ + 32 * qb + 16 * (piece % 2), src, ok);
     }
-    for (int c = tid; c < NT * SQ_BQ; c += SQ_THREADS) {
+    for (int c = tid; c < NT * SQ_BQ; c += S::THREADS) {
         const int64_t t = c / SQ_BQ, b = k0 + c % SQ_BQ;
         const bool    ok = t < T && b < kend;
         gpu_cp_async8(st + S::XS_OFF + 8 * c, ok ? (const void *)(x.d + t * x.nb + b) : (const void *)x.d, ok);
@@ -276,12 +283,14 @@ static __device__ __forceinline__ void sq_issue(int8_t *st, const gpu_wdesc &w, 
     gpu_cp_commit();
 }
 
-/* acc (this lane's elements of the warp's 16 rows × NT tokens) += stage st's products. */
+/* acc (this lane's elements of the warp's 16 rows, row tile rt, × its tokens, half th of NT) +=
+ * stage st's products. */
 template <int F, int NT>
-static __device__ __forceinline__ void sq_compute(const int8_t *st, int warp, int g, int q, float (&acc)[NT / 8][4])
+static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int th, int g, int q,
+                                                  float (&acc)[sq_shape<F, NT>::NI][4])
 {
     typedef sq_shape<F, NT> S;
-    const int       r  = 16 * warp + g;
+    const int       r  = 16 * rt + g;
     const int8_t   *w0 = st + r * S::WLD, *w8 = w0 + 8 * S::WLD;
     const uint16_t *ws = (const uint16_t *)(st + S::WS_OFF);
     const float2   *xs = (const float2 *)(st + S::XS_OFF);
@@ -298,8 +307,9 @@ static __device__ __forceinline__ void sq_compute(const int8_t *st, int warp, in
         }
         const float sw[2] = {dec_f16(ws[SQ_BQ * r + qb]), dec_f16(ws[SQ_BQ * (r + 8) + qb])};
 #pragma unroll
-        for (int ni = 0; ni < NT / 8; ni++) {
-            const int     n = 8 * ni + g, c = 8 * ni + 2 * q; /* c, c + 1: this lane's tokens */
+        for (int ni = 0; ni < S::NI; ni++) {
+            const int     tile = th * S::NI + ni;
+            const int     n = 8 * tile + g, c = 8 * tile + 2 * q; /* c, c + 1: this lane's tokens */
             const int8_t *xh = st + S::X_OFF + n * S::XLD + 32 * qb, *xl = xh + 32 * SQ_BQ;
             const int     h0 = *(const int *)(xh + 4 * q), h1 = *(const int *)(xh + 16 + 4 * q);
             const int     l0 = *(const int *)(xl + 4 * q), l1 = *(const int *)(xl + 16 + 4 * q);
@@ -316,20 +326,21 @@ static __device__ __forceinline__ void sq_compute(const int8_t *st, int warp, in
 
 /* Columns blocks kz0 .. kz0 + kper of part blockIdx.z, into y + blockIdx.z · T · rows. */
 template <int F, int NT>
-__global__ void __launch_bounds__(SQ_THREADS)
+__global__ void __launch_bounds__((sq_shape<F, NT>::THREADS)) /* parenthesized: HIP's macro splits at commas */
     k_mmq_s(gpu_wdesc w, gpu_xq x, int64_t T, int64_t kper, float *__restrict__ y)
 {
     gpu_dep_enter();
     extern __shared__ __align__(16) int8_t sq_smem[];
     typedef sq_shape<F, NT> S;
     const int     tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, q = lane % 4;
+    const int     rt = warp % (SQ_THREADS / 32), th = warp / (SQ_THREADS / 32); /* row tile, token half */
     const int64_t r0 = (int64_t)blockIdx.x * SQ_ROWS, kz0 = (int64_t)blockIdx.z * kper;
     const int64_t kend = w.cols / 32 < kz0 + kper ? w.cols / 32 : kz0 + kper;
     const int64_t nst  = (kend - kz0 + SQ_BQ - 1) / SQ_BQ;
     y += (int64_t)blockIdx.z * T * w.rows;
-    float acc[NT / 8][4];
+    float acc[S::NI][4];
 #pragma unroll
-    for (int ni = 0; ni < NT / 8; ni++)
+    for (int ni = 0; ni < S::NI; ni++)
 #pragma unroll
         for (int e = 0; e < 4; e++) acc[ni][e] = 0.0f;
     for (int s = 0; s < SQ_STAGES - 1; s++) { /* a group per stage, empty past the end: the waits count groups */
@@ -342,13 +353,13 @@ __global__ void __launch_bounds__(SQ_THREADS)
         const int64_t nx = it + SQ_STAGES - 1;
         if (nx < nst) sq_issue<F, NT>(sq_smem + (nx % SQ_STAGES) * S::STAGE, w, x, T, r0, kz0 + nx * SQ_BQ, kend, tid);
         else gpu_cp_commit();
-        sq_compute<F, NT>(sq_smem + (it % SQ_STAGES) * S::STAGE, warp, g, q, acc);
+        sq_compute<F, NT>(sq_smem + (it % SQ_STAGES) * S::STAGE, rt, th, g, q, acc);
     }
 #pragma unroll
-    for (int ni = 0; ni < NT / 8; ni++)
+    for (int ni = 0; ni < S::NI; ni++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            const int64_t r = r0 + 16 * warp + g + 8 * (e / 2), t = 8 * ni + 2 * q + e % 2;
+            const int64_t r = r0 + 16 * rt + g + 8 * (e / 2), t = 8 * (th * S::NI + ni) + 2 * q + e % 2;
             if (r < w.rows && t < T) y[t * w.rows + r] = acc[ni][e];
         }
 }
@@ -405,7 +416,8 @@ static celer_status mmq_small(gpu_backend *g, const gpu_wdesc *w, int fmt, const
     if (gpu_grid(g, w->rows, SQ_ROWS, &br, "mmq", err)) return err->code;
     int64_t       kper;
     const int64_t parts = column_parts(g, br, w->cols / 32, SQ_BQ, &kper);
-    return launch_parts(g, fn, br, 1, parts, SQ_THREADS, smem, w, xq, T, kper, y, err);
+    const int     threads = s ? sq_shape<GPU_Q4_0, 16>::THREADS : sq_shape<GPU_Q4_0, 8>::THREADS; /* either format */
+    return launch_parts(g, fn, br, 1, parts, threads, smem, w, xq, T, kper, y, err);
 }
 
 celer_status gpu_mmq_xq(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, int64_t T, float *y,
