@@ -33,8 +33,15 @@ const celer_port celer_port_matmuls = {
     .impl     = {GPU_SLOT(celer_gpu_matmuls)},
 };
 
+const celer_port celer_port_moe_router = {
+    .name     = "moe_router",
+    .does     = "multiplies an MoE layer's input by its router and chooses each token's experts in one kernel",
+    .fallback = "matmul, then moe_route",
+    .impl     = {GPU_SLOT(celer_gpu_moe_router)},
+};
+
 const celer_port *const celer_ports[] = {&celer_port_add_rmsnorm, &celer_port_attn_inputs, &celer_port_matmuls,
-                                         NULL};
+                                         &celer_port_moe_router, NULL};
 
 static const char *const KIND_NAMES[CELER_BACKEND_KIND_COUNT] = {"cpu", "cuda", "rocm"};
 

@@ -39,6 +39,14 @@ typedef celer_status (*celer_matmuls_fn)(celer_backend *be, const celer_weight *
                                          int64_t T, float *const *y, celer_error *err);
 extern const celer_port celer_port_matmuls;
 
+/* An MoE layer's router: logits (T, router.rows experts) = h (T, router.cols) · routerᵀ, then each
+ * token's n_used choices and weights as the backend's moe_route gives them. Fallback: matmul,
+ * then moe_route. */
+typedef celer_status (*celer_moe_router_fn)(celer_backend *be, const celer_weight *router, const float *h, int64_t T,
+                                            float *logits, int64_t n_used, bool renorm, int32_t *ids, float *w,
+                                            celer_error *err);
+extern const celer_port celer_port_moe_router;
+
 /* Every port, for tests and `celer info`; NULL-terminated. */
 extern const celer_port *const celer_ports[];
 

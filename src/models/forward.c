@@ -163,8 +163,14 @@ static celer_status moe_block(const celer_model *m, celer_backend *be, int64_t T
     const celer_backend_ops *op = be->ops;
     const celer_layer       *l  = &m->layers[il];
     int64_t                  d = m->hp.n_embd, k = m->hp.n_expert_used;
-    TRY(op->matmul(be, &l->router, a->h, T, a->router, err));
-    TRY(op->moe_route(be, a->router, T, l->moe.n_expert, k, m->moe_renorm, a->ids, a->ew, err));
+    celer_port_fn            fn;
+    celer_error              none;
+    if (!celer_port_select(&celer_port_moe_router, op->kind, &fn, &none)) /* the router and its routing fused */
+        TRY(((celer_moe_router_fn)fn)(be, &l->router, a->h, T, a->router, k, m->moe_renorm, a->ids, a->ew, err));
+    else {
+        TRY(op->matmul(be, &l->router, a->h, T, a->router, err));
+        TRY(op->moe_route(be, a->router, T, l->moe.n_expert, k, m->moe_renorm, a->ids, a->ew, err));
+    }
     if (a->trace) TRY(trace_router(m, be, T, il, a, err));
     TRY(op->moe_ffn(be, &l->moe, a->h, T, a->ids, a->ew, k, m->arch->act, a->o, err));
     if (l->w_gate.data) {

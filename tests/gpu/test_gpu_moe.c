@@ -1,11 +1,13 @@
 /* The GPU's mixture-of-experts ops against the CPU backend, on fresh random inputs (the seed is
  * printed; CELER_TEST_SEED repeats a run):
  *   - routing: the same choices in the same order (ties to the lower expert), the weights within
- *     1e-6 (relative L2);
+ *     1e-6 (relative L2); the fused router (the port moe_router) as the GPU's own two ops;
  *   - moe_ffn over experts loaded one by one and over views of one stacked tensor per projection
  *     (as models load them: decode-sized steps then keep the choices on the device): 1e-5 for
  *     float weights, 2e-2 for quantized ones (the CPU quantizes activations to 8 bits).
  * Run on a machine with a GPU (scripts/gpu-check.sh); built only with CELER_CUDA or CELER_HIP. */
+#include "backends/ports.h"
+
 #include "gpu/gpu_test.h"
 
 /* moe_ffn over experts that are views of one stacked tensor per projection (as models load
@@ -81,6 +83,48 @@ static void test_moe_route(int64_t E, int64_t K)
     free(logits), free(wc), free(wg), free(ic), free(ig);
 }
 
+/* The port moe_router (the router's product and the routing: one kernel for one token of a
+ * plain-float router of up to 256 experts) against the same backend's matmul and moe_route on
+ * the same values: the same logits, the same choices, the same weights. One token runs the fused
+ * kernel (twice: its counter of blocks done must be reset), three tokens and a Q8_0 router the
+ * two ops; 300 experts are past the fused kernel's 256. */
+static void test_moe_router(celer_ggml_type t, int64_t E, int64_t K, int64_t T)
+{
+    enum { D = 1024 };
+    celer_port_fn fn;
+    CHECK(celer_port_select(&celer_port_moe_router, gpu->ops->kind, &fn, &err) == CELER_OK);
+    void        *raw = random_weights(t, E, D, 0.5f);
+    celer_weight r   = {.type = t, .rows = E, .cols = D, .data = raw};
+    CHECK(gpu->ops->weight_load(gpu, &r, &err) == CELER_OK);
+    float *h = malloc((size_t)(T * D) * sizeof *h);
+    random_fill(h, T * D, 1.0f);
+    float   *dh = dev_copy(h, (size_t)(T * D) * 4), *l1 = dev_zeros((size_t)(T * E)), *l2 = dev_zeros((size_t)(T * E));
+    float   *w1 = dev_zeros((size_t)(T * K)), *w2 = dev_zeros((size_t)(T * K));
+    int32_t *i1 = (int32_t *)dev_zeros((size_t)(T * K)), *i2 = (int32_t *)dev_zeros((size_t)(T * K));
+    float   *hl1 = malloc((size_t)(T * E) * 4), *hl2 = malloc((size_t)(T * E) * 4);
+    float   *hw1 = malloc((size_t)(T * K) * 4), *hw2 = malloc((size_t)(T * K) * 4);
+    int32_t *hi1 = malloc((size_t)(T * K) * 4), *hi2 = malloc((size_t)(T * K) * 4);
+    for (int rep = 0; rep < 2; rep++) {
+        const bool renorm = rep == 1;
+        CHECK(((celer_moe_router_fn)fn)(gpu, &r, dh, T, l1, K, renorm, i1, w1, &err) == CELER_OK);
+        CHECK(gpu->ops->matmul(gpu, &r, dh, T, l2, &err) == CELER_OK);
+        CHECK(gpu->ops->moe_route(gpu, l2, T, E, K, renorm, i2, w2, &err) == CELER_OK);
+        to_host(l1, hl1, (size_t)(T * E) * 4), to_host(l2, hl2, (size_t)(T * E) * 4);
+        to_host(w1, hw1, (size_t)(T * K) * 4), to_host(w2, hw2, (size_t)(T * K) * 4);
+        to_host(i1, hi1, (size_t)(T * K) * 4), to_host(i2, hi2, (size_t)(T * K) * 4);
+        const bool   same = !memcmp(hi1, hi2, (size_t)(T * K) * 4);
+        const double el = rel_l2f(hl1, hl2, T * E), ew = rel_l2f(hw1, hw2, T * K);
+        if (!same || !(el < 1e-6 && ew < 1e-6))
+            fprintf(stderr, "  moe_router %s E=%lld K=%lld T=%lld renorm %d: ids %s, logits %.2e, weights %.2e\n",
+                    celer_ggml_type_get(t)->name, (long long)E, (long long)K, (long long)T, renorm,
+                    same ? "equal" : "DIFFER", el, ew);
+        CHECK(same && el < 1e-6 && ew < 1e-6);
+    }
+    gpu->ops->release(gpu, dh), gpu->ops->release(gpu, l1), gpu->ops->release(gpu, l2);
+    gpu->ops->release(gpu, w1), gpu->ops->release(gpu, w2), gpu->ops->release(gpu, i1), gpu->ops->release(gpu, i2);
+    free(raw), free(h), free(hl1), free(hl2), free(hw1), free(hw2), free(hi1), free(hi2);
+}
+
 static void test_moe(celer_ggml_type t, int64_t T)
 {
     enum { E = 16, K = 4, D = 256, FF = 512 };
@@ -131,6 +175,12 @@ int main(void)
     test_moe_route(128, 8);
     test_moe_route(60, 6);
     test_moe_route(16, 4);
+    test_moe_router(CELER_GGML_F32, 128, 8, 1);
+    test_moe_router(CELER_GGML_BF16, 60, 6, 1);
+    test_moe_router(CELER_GGML_F16, 256, 8, 1);
+    test_moe_router(CELER_GGML_F32, 128, 8, 3);
+    test_moe_router(CELER_GGML_Q8_0, 128, 8, 1);
+    test_moe_router(CELER_GGML_F32, 300, 8, 1);
     test_moe(CELER_GGML_F32, 1);
     test_moe(CELER_GGML_F32, 37);
     test_moe(CELER_GGML_Q4_0, 1);

@@ -280,7 +280,7 @@ static void gpu_free(celer_backend *be)
     if (g->stream) (void)gpuStreamSynchronize(g->stream);
     if (g->stats) gpu_stats_print(g);
     gpu_graphs_free(g);
-    gpu_buf *bufs[] = {&g->d_pos, &g->d_seq, &g->d_tables, &g->d_ids, &g->d_xq, &g->d_part, &g->d_attn};
+    gpu_buf *bufs[] = {&g->d_pos, &g->d_seq, &g->d_tables, &g->d_ids, &g->d_xq, &g->d_part, &g->d_attn, &g->d_route};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu_release(be, bufs[i]->p);
     for (size_t i = 0; i < sizeof g->moe / sizeof g->moe[0]; i++) gpu_release(be, g->moe[i].p);
     for (int i = 0; i < g->n_freq; i++) gpu_release(be, g->freq[i].dev);

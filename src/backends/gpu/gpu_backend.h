@@ -45,6 +45,7 @@ typedef struct {
     const float *xq_src; /* whose n values d_xq holds, or NULL (gpu_quant_x) */
     int64_t      xq_n;
     gpu_buf  d_part; /* partial products of a product split over its columns (gpu_mmq.cu) */
+    gpu_buf  d_route; /* the fused MoE router's count of blocks done (gpu_matvec_plain.cu) */
     gpu_buf  d_attn; /* decode attention's splits (gpu_attention.cu) */
     unsigned sq_smem_set; /* gpu_mmq.cu's streaming kernels allowed their shared memory (a bit each) */
     int      mmq_from;    /* steps of more tokens take the integer matrix units (gpu_mmq.h) */

@@ -8,6 +8,11 @@
  * segment: an MoE router's product (F32, 128 rows by 2048) took 21 us on the H200, a fifth of a
  * 30B-A3B decode step, and F16 ran at ~20% of the copy bandwidth. */
 #include "backends/gpu/gpu_matvec.h"
+#include "backends/gpu/gpu_route.cuh"
+
+extern "C" {
+#include "backends/gpu/gpu_ports.h"
+}
 
 enum { PV_THREADS = 128, PV_UNROLL = 2, PV_TOKENS = 8 };
 
@@ -28,15 +33,15 @@ template <int F> static __device__ __forceinline__ void plain_unpack(uint4 q, fl
     }
 }
 
-/* Rows R · blockIdx.x ..; NT tokens (nt of them live) of x, each (cols) 16-byte aligned. */
+/* The block's sums of rows r0 .. r0 + R with NT tokens (nt of them live) of x, each (cols)
+ * 16-byte aligned: thread i · NT + t (i < R, t < NT) gets row r0 + i's with token t in *out
+ * (and true). part: the block's shared scratch, a sum per warp (wave32: 4 of them, wave64: 2). */
 template <int F, int R, int NT>
-__global__ void __launch_bounds__(PV_THREADS) k_matvec_plain(gpu_wdesc w, const float *__restrict__ x, int nt,
-                                                             float *__restrict__ y)
+static __device__ __forceinline__ bool plain_sums(const gpu_wdesc &w, const float *__restrict__ x, int nt, int64_t r0,
+                                                  float (&part)[PV_THREADS / 32][R][NT], float *out)
 {
-    gpu_dep_enter();
-    constexpr int V = plain_of<F>::V;
-    __shared__ float part[PV_THREADS / 32][R][NT]; /* a sum per warp (wave32: 4 of them, wave64: 2) */
-    const int64_t r0 = (int64_t)blockIdx.x * R, nc = w.cols / V;
+    constexpr int V  = plain_of<F>::V;
+    const int64_t nc = w.cols / V;
     const uint4  *rows[R];
 #pragma unroll
     for (int i = 0; i < R; i++) rows[i] = (const uint4 *)(w.data + (r0 + i < w.rows ? r0 + i : r0) * w.row_bytes);
@@ -85,13 +90,52 @@ __global__ void __launch_bounds__(PV_THREADS) k_matvec_plain(gpu_wdesc w, const 
             if (lane == 0) part[wid][i][t] = s;
         }
     __syncthreads();
-    if (threadIdx.x < R * NT) {
-        const int i = threadIdx.x / NT, t = threadIdx.x % NT;
-        if (t >= nt || r0 + i >= w.rows) return;
-        float s = 0.0f;
-        for (int k = 0; k < nw; k++) s += part[k][i][t];
-        y[(int64_t)t * w.rows + r0 + i] = s;
+    if (threadIdx.x >= R * NT) return false;
+    float s = 0.0f;
+    for (int k = 0; k < nw; k++) s += part[k][threadIdx.x / NT][threadIdx.x % NT];
+    *out = s;
+    return true;
+}
+
+/* Rows R · blockIdx.x .. of w by NT tokens (nt of them live) of x (plain_sums). */
+template <int F, int R, int NT>
+__global__ void __launch_bounds__(PV_THREADS) k_matvec_plain(gpu_wdesc w, const float *__restrict__ x, int nt,
+                                                             float *__restrict__ y)
+{
+    gpu_dep_enter();
+    __shared__ float part[PV_THREADS / 32][R][NT];
+    const int64_t    r0 = (int64_t)blockIdx.x * R;
+    float            s;
+    if (!plain_sums<F, R, NT>(w, x, nt, r0, part, &s)) return;
+    const int i = threadIdx.x / NT, t = threadIdx.x % NT;
+    if (t < nt && r0 + i < w.rows) y[(int64_t)t * w.rows + r0 + i] = s;
+}
+
+/* One token's MoE router (E = w.rows experts, a row a block) and its routing in one launch: each
+ * block writes its logit, and the last block to finish (a counter it resets) routes the token as
+ * k_moe_route does. The product and the routing were two launches, ~3.4 and ~7 us a layer of the
+ * 30B-A3B's decode on the H200. */
+template <int F>
+__global__ void __launch_bounds__(PV_THREADS) k_router_route(gpu_wdesc w, const float *__restrict__ x, float *logits,
+                                                             int64_t K, int renorm, int32_t *ids, float *wts,
+                                                             unsigned *count)
+{
+    gpu_dep_enter();
+    __shared__ float part[PV_THREADS / 32][1][1];
+    __shared__ bool  last;
+    float            s;
+    if (plain_sums<F, 1, 1>(w, x, 1, blockIdx.x, part, &s)) { /* thread 0 */
+        logits[blockIdx.x] = s;
+        __threadfence();
+        last = atomicAdd(count, 1u) == gridDim.x - 1;
     }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    if (threadIdx.x < CELER_WARP) /* a group of 32 lanes (wave64: the second group routes nothing) */
+        gpu_route_token((const volatile float *)logits, w.rows, K, renorm, (int)(threadIdx.x % 32), threadIdx.x < 32,
+                        ids, wts);
+    if (threadIdx.x == 0) *count = 0;
 }
 
 typedef void (*plain_fn)(gpu_wdesc, const float *, int, float *);
@@ -124,4 +168,32 @@ celer_status gpu_matvec_plain(gpu_backend *g, const gpu_wdesc *w, int fmt, const
             return err->code;
     }
     return CELER_OK;
+}
+
+extern "C" celer_status celer_gpu_moe_router(celer_backend *be, const celer_weight *router, const float *h, int64_t T,
+                                             float *logits, int64_t n_used, bool renorm, int32_t *ids, float *w,
+                                             celer_error *err)
+{
+    gpu_backend *g = gpu_of(be);
+    gpu_wdesc    d;
+    int          f = -1;
+    celer_error  none;
+    if (gpu_alive(g, err)) return err->code;
+    const int64_t E     = router->rows;
+    const bool    fused = T == 1 && !gpu_weight_desc(router, &d, &f, &none) && gpu_matvec_plain_takes(&d, f, h) &&
+                       E <= 32 * ROUTE_HELD && E <= GPU_MAX_GRID_X && n_used >= 1 && n_used <= E;
+    if (!fused) { /* several tokens, a quantized router, many experts: the two ops */
+        if (gpu_matmul(be, router, h, T, logits, err)) return err->code;
+        return gpu_moe_route(be, logits, T, E, n_used, renorm, ids, w, err);
+    }
+    const void *was = g->d_route.p; /* a buffer just made starts its counter at 0 */
+    if (gpu_buf_reserve(g, &g->d_route, 16, err)) return err->code;
+    if (g->d_route.p != was) GPU_TRY(g, err, gpuMemsetAsync(g->d_route.p, 0, 16, g->stream), "memset");
+    typedef void (*route_fn)(gpu_wdesc, const float *, float *, int64_t, int, int32_t *, float *, unsigned *);
+    const route_fn fn = f == GPU_F32 ? k_router_route<GPU_F32> : f == GPU_F16 ? k_router_route<GPU_F16>
+                                                                              : k_router_route<GPU_BF16>;
+    /* it writes only the logits and the choices: the router input's held quantization (the
+     * experts' input) stays */
+    return GPU_LAUNCH_KEEPING_XQ(g, err, "moe_router", fn, (unsigned)E, PV_THREADS, 0, d, h, logits, n_used,
+                                 (int)renorm, ids, w, (unsigned *)g->d_route.p);
 }

@@ -8,6 +8,7 @@
  * integer matrix units take the format (gpu_mmq_experts), else a product per chosen expert. A
  * last kernel sums each token's weighted expert outputs. Unchosen experts are never touched. */
 #include "backends/gpu/gpu_mmq.h"
+#include "backends/gpu/gpu_route.cuh"
 
 #include <math.h>
 #include <stdlib.h>
@@ -15,65 +16,15 @@
 
 enum { THREADS = 256, MOE_DEVICE_MAX = 256 };
 
-/* A group of 32 lanes per token, each lane a stride of the experts: the CPU's selection, on
- * probabilities computed the same way (the same max, the same expf of each logit; only the
- * softmax's sum is added in another order). A lane keeps the probabilities of its first
- * ROUTE_HELD experts in registers (every expert of up to 256) and recomputes the others' at each
- * choice. One thread a token walked 128 experts K + 2 times (~50 us a layer for Qwen3-30B-A3B);
- * recomputing every expf at each of the K choices left it at ~8 us. */
-enum { ROUTE_HELD = 8 };
-
-/* The best of lane's experts after (last_p, last_e) in (p desc, e asc) order into (*best, *best_p). */
-static __device__ __forceinline__ void route_pick(float p, int e, float last_p, int last_e, int *best, float *best_p)
-{
-    const bool after = p < last_p || (p == last_p && e > last_e);
-    if (after && (*best < 0 || p > *best_p)) *best = e, *best_p = p;
-}
-
+/* A group of 32 lanes per token (gpu_route.cuh). */
 __global__ void k_moe_route(const float *__restrict__ logits, int64_t T, int64_t E, int64_t K, int renorm,
                             int32_t *__restrict__ ids, float *__restrict__ w)
 {
     gpu_dep_enter();
     const int64_t t    = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int     lane = threadIdx.x % 32;
     const bool    live = t < T; /* every lane takes part in its group's shuffles */
-    const float  *l    = logits + (live ? t : 0) * E;
-    float         mx   = l[0], sum = 0.0f, kept = 0.0f, held[ROUTE_HELD];
-    for (int64_t e = lane; e < E; e += 32) mx = l[e] > mx ? l[e] : mx;
-    for (int m = 16; m > 0; m >>= 1) {
-        const float o = gpu_shfl_xor(mx, m);
-        mx            = o > mx ? o : mx;
-    }
-#pragma unroll
-    for (int i = 0; i < ROUTE_HELD; i++) {
-        const int64_t e = lane + 32 * i;
-        held[i]         = e < E ? expf(l[e] - mx) : 0.0f;
-        sum += held[i];
-    }
-    for (int64_t e = lane + 32 * ROUTE_HELD; e < E; e += 32) sum += expf(l[e] - mx);
-    sum           = gpu_group32_sum(sum);
-    float last_p  = INFINITY;
-    int   last_e  = -1;
-    for (int64_t j = 0; j < K; j++) { /* the best after (last_p, last_e) */
-        int   best   = -1;
-        float best_p = 0.0f;
-#pragma unroll
-        for (int i = 0; i < ROUTE_HELD; i++)
-            if (lane + 32 * i < E) route_pick(held[i], lane + 32 * i, last_p, last_e, &best, &best_p);
-        for (int64_t e = lane + 32 * ROUTE_HELD; e < E; e += 32)
-            route_pick(expf(l[e] - mx), (int)e, last_p, last_e, &best, &best_p);
-        for (int m = 16; m > 0; m >>= 1) {
-            const float op = gpu_shfl_xor(best_p, m);
-            const int   oe = gpu_shfl_xor(best, m);
-            if (oe >= 0 && (best < 0 || op > best_p || (op == best_p && oe < best))) best = oe, best_p = op;
-        }
-        const float wj = best_p / sum;
-        if (live && lane == 0) ids[t * K + j] = best, w[t * K + j] = wj;
-        kept += wj;
-        last_p = best_p, last_e = best;
-    }
-    if (renorm && live && lane == 0)
-        for (int64_t j = 0; j < K; j++) w[t * K + j] /= kept;
+    const int64_t tt   = live ? t : 0;
+    gpu_route_token(logits + tt * E, E, K, renorm, (int)(threadIdx.x % 32), live, ids + tt * K, w + tt * K);
 }
 
 celer_status gpu_moe_route(celer_backend *be, const float *logits, int64_t T, int64_t n_expert, int64_t n_used,
