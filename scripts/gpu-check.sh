@@ -26,6 +26,12 @@
 #   profile  ncu over a few steps run op by op (CELER_GPU_GRAPHS=0; caches and clocks as they are):
 #            8B decode, 30B-A3B decode, the 8B's batch of 32 decodes, an 8B pp512 prefill; each
 #            kernel's time, DRAM throughput and occupancy (scripts/ncu-summary.py, top 12 printed)
+#   ab       variants side by side in one run (what a change is worth, on one machine's noise): AB
+#            lists them, space-separated, each NAME or NAME:ITEM,ITEM.. where an item is a patch
+#            file (applied with git apply to a copy of this tree, built apart) or ENV=VALUE (set
+#            for its runs); e.g. AB="base ks:ks.diff pf8:pf.diff,CELER_GPU_PREFETCH=8". tg128 of the
+#            8B and the 30B-A3B (AB_MODELS), AB_ROUNDS rounds (default 2) taking the variants in
+#            turn; AB_PP=1 adds pp512
 # Logs go to $OUT/logs.tar.gz ($OUT defaults to ./gpu-out); the last lines printed are a short
 # table of results.
 # Dependencies the machine lacks (cJSON, libmicrohttpd) are taken from .carry/deb when there: the
@@ -253,6 +259,57 @@ step_profile() {
     profile decode-30b "$B/celer" generate -m "$m30" --backend cuda --no-chat -p "hello there" -n 4
     profile x32-8b "$B/celer" bench -m "$m8" --backend cuda -p 16 -n 4 -P 32 -r 1
     profile pp512-8b "$B/celer" bench -m "$m8" --backend cuda -p 512 -n 1 -r 1
+}
+
+# A variant's build: the tree itself, or a copy with its patches applied (built once per set).
+ab_build() {
+    local patches=$1 dir
+    [ -z "$patches" ] && { echo "$B"; return 0; }
+    dir=/tmp/celer-ab/$(echo "$patches" | md5sum | cut -c1-10)
+    if [ ! -x "$dir/build-cuda/celer" ]; then
+        rm -rf "$dir" && mkdir -p "$dir" &&
+            tar --exclude=./build --exclude='./build-*' --exclude=./.git --exclude=./tests/data --exclude=./gpu-out \
+                -cf - . | tar -xf - -C "$dir" || return 1
+        local p
+        for p in ${patches//,/ }; do
+            p=$(realpath "$p") && (cd "$dir" && git apply "$p") >>"$OUT/logs/ab-build.log" 2>&1 ||
+                { echo "patch $p failed" >&2; return 1; }
+        done
+        (cd "$dir" && cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DCELER_CUDA=ON \
+            -DCELER_CUDA_ARCHS="${CELER_CUDA_ARCHS:-90}" "${DEPS[@]}" && cmake --build build-cuda -j"$(nproc)" --target celer) \
+            >>"$OUT/logs/ab-build.log" 2>&1 || { echo "build of $patches failed" >&2; return 1; }
+    fi
+    echo "$dir/build-cuda"
+}
+
+step_ab() {
+    local v name spec item patches envs dirs=() names=() envsets=() round shape
+    for v in ${AB:-base}; do
+        name=${v%%:*} spec=$([ "$v" = "$name" ] || echo "${v#*:}") patches="" envs=""
+        for item in ${spec//,/ }; do
+            case $item in *=*) envs+="$item " ;; *) patches+="${patches:+,}$item" ;; esac
+        done
+        local d
+        d=$(ab_build "$patches") || { result "ab $name" "build FAILED (logs/ab-build.log)"; continue; }
+        names+=("$name") dirs+=("$d") envsets+=("$envs")
+    done
+    declare -A tg
+    for round in $(seq 1 "${AB_ROUNDS:-2}"); do
+        for shape in ${AB_MODELS:-llama-3.1-8b qwen3-30b-a3b}; do
+            synth_big "$shape"
+            for i in "${!names[@]}"; do
+                local log="$OUT/logs/ab-${names[$i]}-$shape-$round.txt"
+                env ${envsets[$i]} "${dirs[$i]}/celer" bench -m "$f" --backend cuda -p "$([ "${AB_PP:-0}" = 1 ] && echo 512 || echo 0)" \
+                    -n 128 -r 3 >"$log" 2>&1
+                tg[$i,$shape]+="$(grep -E 'pp512|tg128' "$log" | awk '{printf "%s ", $(NF-3)}')/ "
+            done
+        done
+    done
+    for i in "${!names[@]}"; do
+        for shape in ${AB_MODELS:-llama-3.1-8b qwen3-30b-a3b}; do
+            result "ab ${names[$i]} $shape ($([ "${AB_PP:-0}" = 1 ] && echo 'pp512 tg128' || echo tg128))" "${tg[$i,$shape]}"
+        done
+    done
 }
 
 steps=("$@")
