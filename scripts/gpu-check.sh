@@ -26,6 +26,9 @@
 #   profile  ncu over a few steps run op by op (CELER_GPU_GRAPHS=0; caches and clocks as they are):
 #            8B decode, 30B-A3B decode, the 8B's batch of 32 decodes, an 8B pp512 prefill; each
 #            kernel's time, DRAM throughput and occupancy (scripts/ncu-summary.py, top 12 printed)
+#   stalls   ncu's warp-state and launch sections for the small kernels of an 8B decode step (the
+#            one-block norm, attention, its inputs, the GLU): what each waits on, for the next
+#            fusion or rewrite (logs/ncu-stalls.txt)
 #   ab       variants side by side in one run (what a change is worth, on one machine's noise): AB
 #            lists them, space-separated, each NAME or NAME:ITEM,ITEM.. where an item is a patch
 #            file (applied with git apply to a copy of this tree, built apart) or ENV=VALUE (set
@@ -259,6 +262,18 @@ step_profile() {
     profile decode-30b "$B/celer" generate -m "$m30" --backend cuda --no-chat -p "hello there" -n 4
     profile x32-8b "$B/celer" bench -m "$m8" --backend cuda -p 16 -n 4 -P 32 -r 1
     profile pp512-8b "$B/celer" bench -m "$m8" --backend cuda -p 512 -n 1 -r 1
+}
+
+step_stalls() {
+    command -v ncu >/dev/null || { result "stalls" "ncu not found"; return 0; }
+    synth_big llama-3.1-8b
+    CELER_GPU_GRAPHS=0 ncu --cache-control none --clock-control none \
+        --kernel-name regex:'k_norm_vec|k_attention|k_attn_inputs|k_glu' --launch-skip 200 --launch-count 10 \
+        --section LaunchStats --section Occupancy --section WarpStateStats --section SpeedOfLight \
+        "$B/celer" generate -m "$f" --backend cuda --no-chat -p "hello there" -n 4 >"$OUT/logs/ncu-stalls.txt" 2>&1
+    result "stalls (logs/ncu-stalls.txt)" "$(grep -c 'Section: Warp State' "$OUT/logs/ncu-stalls.txt") kernels profiled"
+    grep -E '^  k_|^  void k_|Duration|Warp Cycles Per Issued|spends|Block Size|Registers Per|Achieved Occupancy' \
+        "$OUT/logs/ncu-stalls.txt" | cut -c1-160 | head -80
 }
 
 # A variant's build: the tree itself, or a copy with its patches applied (built once per set).
