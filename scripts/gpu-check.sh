@@ -26,9 +26,9 @@
 #   profile  ncu over a few steps run op by op (CELER_GPU_GRAPHS=0; caches and clocks as they are):
 #            8B decode, 30B-A3B decode, the 8B's batch of 32 decodes, an 8B pp512 prefill; each
 #            kernel's time, DRAM throughput and occupancy (scripts/ncu-summary.py, top 12 printed)
-#   stalls   ncu's warp-state and launch sections for the small kernels of an 8B decode step (the
-#            one-block norm, attention, its inputs, the GLU): what each waits on, for the next
-#            fusion or rewrite (logs/ncu-stalls.txt)
+#   stalls   ncu's warp-state and launch sections for the small kernels of a decode step (8B: the
+#            one-block norm, attention, its inputs, the GLU; 30B-A3B: the router, the experts'
+#            combine): what each waits on, for the next fusion or rewrite (logs/ncu-stalls-*.txt)
 #   ab       variants side by side in one run (what a change is worth, on one machine's noise): AB
 #            lists them, space-separated, each NAME or NAME:ITEM,ITEM.. where an item is a patch
 #            file (applied with git apply to a copy of this tree, built apart) or ENV=VALUE (set
@@ -266,14 +266,19 @@ step_profile() {
 
 step_stalls() {
     command -v ncu >/dev/null || { result "stalls" "ncu not found"; return 0; }
-    synth_big llama-3.1-8b
-    CELER_GPU_GRAPHS=0 ncu --cache-control none --clock-control none \
-        --kernel-name regex:'k_norm_vec|k_attention|k_attn_inputs|k_glu' --launch-skip 200 --launch-count 10 \
-        --section LaunchStats --section Occupancy --section WarpStateStats --section SpeedOfLight \
-        "$B/celer" generate -m "$f" --backend cuda --no-chat -p "hello there" -n 4 >"$OUT/logs/ncu-stalls.txt" 2>&1
-    result "stalls (logs/ncu-stalls.txt)" "$(grep -c 'Section: Warp State' "$OUT/logs/ncu-stalls.txt") kernels profiled"
-    grep -E '^  k_|^  void k_|Duration|Warp Cycles Per Issued|spends|Block Size|Registers Per|Achieved Occupancy' \
-        "$OUT/logs/ncu-stalls.txt" | cut -c1-160 | head -80
+    local shape kernels
+    for shape in llama-3.1-8b qwen3-30b-a3b; do
+        synth_big $shape
+        kernels='k_norm_vec|k_attention|k_attn_inputs|k_glu'
+        [ $shape = qwen3-30b-a3b ] && kernels='k_router_route|k_combine|k_glu|k_norm_vec'
+        CELER_GPU_GRAPHS=0 ncu --cache-control none --clock-control none \
+            --kernel-name regex:"$kernels" --launch-skip 200 --launch-count 8 \
+            --section LaunchStats --section Occupancy --section WarpStateStats --section SpeedOfLight \
+            "$B/celer" generate -m "$f" --backend cuda --no-chat -p "hello there" -n 4 >"$OUT/logs/ncu-stalls-$shape.txt" 2>&1
+        result "stalls $shape (logs/ncu-stalls-$shape.txt)" "$(grep -c 'Section: Warp State' "$OUT/logs/ncu-stalls-$shape.txt") kernels"
+        grep -E '^  k_|^  void k_|Duration|Warp Cycles Per Issued|spends|Block Size|Registers Per|Achieved Occupancy' \
+            "$OUT/logs/ncu-stalls-$shape.txt" | cut -c1-160 | head -60
+    done
 }
 
 # A variant's build: the tree itself, or a copy with its patches applied (built once per set).
