@@ -8,7 +8,8 @@
 #            and test_gpu_moe, each again under compute-sanitizer --tool memcheck
 #   verify   celer verify --backend cuda --against cpu: the tiny MLX models of tests/data/mlx_dirs
 #            and synthetic GGUF models of every weight type (small shapes)
-#   big      synthetic Llama-3.1-8B and Qwen3-30B-A3B Q4_0 (celer synth): celer verify
+#   big      synthetic Llama-3.1-8B and Qwen3-30B-A3B Q4_0 (celer synth): celer verify, and
+#            verify --decode (32 decode steps a prompt against the same backend's prefill)
 #   watchdog the 8B with a 1 us deadline: the first step past it fails the device (exit 3)
 #   bench    the same files: celer bench (pp512, tg128, with CELER_GPU_STATS's step times; on the
 #            8B also 32 sequences of 128 + 128 through the batcher), and llama.cpp's llama-bench
@@ -134,10 +135,21 @@ synth_big() {
     [ -f "$f" ] || "$B/celer" synth --shape "$1" --type Q4_0 -o "$f" >"$OUT/logs/synth-$1.log" 2>&1
 }
 
+# The backend's decode steps against its own prefill of the same tokens (celer verify --decode).
+verify_decode() {
+    local name=$1 model=$2 log
+    shift 2
+    log="$OUT/logs/verify-decode-$(echo "$name" | tr -c 'A-Za-z0-9._\n-' '_').txt"
+    "$B/celer" verify -m "$model" --backend cuda --decode "$@" >"$log" 2>&1
+    local rc=$?
+    result "verify --decode $name" "rc=$rc $(grep -m1 -E '^total' "$log" | tr -s ' ' | cut -c1-80)"
+}
+
 step_big() {
     for shape in llama-3.1-8b qwen3-30b-a3b; do
         synth_big $shape
         verify "$shape Q4_0" "$f" -n 8
+        verify_decode "$shape Q4_0" "$f" -n 32
     done
 }
 

@@ -4,9 +4,13 @@ positions) and the `--backend` option every command that loads a model shares.
   * cpu against cpu: exit 0, the report's columns and totals, zero mismatches and zero error (two
     loads on one backend compute the same numbers), and the note that the comparison is trivial;
   * --json: one object with the settings, each prompt's counts, the totals and the mismatches;
+  * --decode (the backend's decode steps against its own prefill of the same tokens): one load,
+    every decoded position compared, none at the prompt's positions, zero mismatches (the CPU's
+    decode and prefill compute the same sums: zero error), in the report and in --json;
   * bad input exits 2 with one line on stderr: an unknown --backend or --against (listing the
     choices), a GPU backend this build does not have, a missing model, a --prompts file with no
-    prompt, a malformed JSON line, a context too small for the prompts;
+    prompt, a malformed JSON line, a context too small for the prompts, --decode with --against
+    or with more than 1024 tokens;
   * every --help shows --backend and the exit codes.
 
 The model is SmolLM2-135M when it is in the model cache (scripts/fetch-model smollm2-135m), else a
@@ -134,6 +138,37 @@ def test_json_prompt_lines(model: Path, tmp_path: Path) -> None:
     assert [p["prompt"] for p in json.loads(r.out)["prompts"]] == ["a\nb"]
 
 
+def test_decode_against_prefill(model: Path, prompts: Path) -> None:
+    r = celer("verify", "-m", model, "--backend", "cpu", "--decode", "-n", "8", "--prompts", prompts,
+              "--margin", margin(model, "0.05"))
+    assert r.returncode == 0, r.err
+    err = r.err.rstrip("\n").split("\n")
+    assert sum(bool(LOADED.fullmatch(ln)) for ln in err) == 1, r.err  # one engine: no reference backend
+    assert not any("trivial" in ln for ln in err), r.err
+    lines = r.out.rstrip("\n").split("\n")
+    assert lines[0] == f"verify {model}: cpu decode steps against its prefill", lines[0]
+    total = next(ln.split() for ln in lines if ln.startswith("total"))
+    positions, decided, mismatches = (int(total[i]) for i in (1, 2, 3))
+    assert 0 < positions <= 2 * 7 and 0 < decided <= positions, total  # at most 7 decoded of 8 generated a prompt
+    assert mismatches == 0 and [float(x) for x in total[5:8]] == [0.0, 0.0, 0.0], total
+    assert lines[-1] == f"ok: cpu's decode steps agree with its prefill at all {decided} decided positions " \
+                        f"(of {positions})", lines[-1]
+
+
+def test_decode_json(model: Path, prompts: Path) -> None:
+    r = celer("verify", "-m", model, "-b", "cpu", "-d", "-n", "8", "-f", prompts, "--margin",
+              margin(model, "0.1"), "--json")
+    assert r.returncode == 0, r.err
+    o = json.loads(r.out)
+    assert o["mode"] == "decode" and o["backend"] == "cpu" and o["against"] == "prefill", o
+    assert o["trivial"] is False and o["ok"] is True and o["mismatches"] == [], o
+    for p in o["prompts"]:
+        # the first step runs the prompt (a prefill); a step that ends the text is decoded but not kept
+        assert p["positions"] in (p["generated"] - 1, p["generated"]) and 0 <= p["generated"] <= 8, p
+    t = o["total"]
+    assert t["positions"] == sum(p["positions"] for p in o["prompts"]) and t["mismatches"] == 0, t
+
+
 # ---- --backend ----------------------------------------------------------------------------------
 
 CMDS = [("generate", ["-p", "hi"]), ("chat", []), ("bench", ["-r", "1"]), ("info", []), ("verify", []), ("serve", [])]
@@ -216,7 +251,9 @@ def test_prompts_file_errors(model: Path, tmp_path: Path) -> None:
     (["--ctx", "16", "-n", "64"], r"needs a context of \d+, more than --ctx 16"),
     (["--threads", "0"], r"--threads wants"),
     (["stray"], r"unexpected argument 'stray'"),
-], ids=["max-tokens", "margin-nan", "margin-negative", "ctx", "threads", "stray"])
+    (["--decode", "--against", "cpu"], r"--decode checks a backend against its own prefill: drop --against"),
+    (["--decode", "-n", "1025"], r"--decode keeps each step's logits: --max-tokens at most 1024, got 1025"),
+], ids=["max-tokens", "margin-nan", "margin-negative", "ctx", "threads", "stray", "decode-against", "decode-long"])
 def test_bad_options(model: Path, args: list[str], pattern: str) -> None:
     one_line_error(celer("verify", "-m", model, "-b", "cpu", *args), 2, pattern)
 

@@ -5,7 +5,13 @@
  * and their logits are compared at every position, the way tests/reference/test_mlx_parity.py
  * compares celer with mlx-lm (docs/correctness.md): A's top-1 token must be B's wherever B's top-1
  * beats its top-2 by the margin (a decided position). Relative L2 error and the largest |Δlogit|
- * show how close the rest is. */
+ * show how close the rest is.
+ *
+ * With --decode the backend is checked against itself: it continues each prompt greedily by
+ * decode steps (one token a step, its KV cache reused, step graphs on a GPU), keeping each step's
+ * logits, then runs the whole sequence as one prefill, and every decoded position's logits are
+ * compared with the prefill's (the reference) in the same way: a token must not depend on
+ * whether it was prefilled or decoded. */
 #include "cli.h"
 
 #include <cjson/cJSON.h>
@@ -18,6 +24,7 @@
 #define WINDOW       64   /* positions compared per celer_engine_eval call: bounds the rows held */
 #define MAX_LISTED   20   /* mismatches listed in the text report */
 #define MAX_RECORDED 1000 /* mismatches kept for the report (all are counted) */
+#define MAX_DECODE   1024 /* --decode keeps each step's logits: tokens a prompt at most */
 
 /* Short and varied: prose, code, digits, markup, other scripts, a question. */
 static const char *const builtin_prompts[] = {
@@ -34,8 +41,8 @@ static const char *const builtin_prompts[] = {
 static void verify_usage(FILE *out)
 {
     fprintf(out,
-            "usage: celer verify [-m MODEL] [--backend B] [--against B] [--prompts FILE] [-n N] [--margin M]\n"
-            "                    [--ctx N] [--threads N] [--json]\n\n"
+            "usage: celer verify [-m MODEL] [--backend B] [--against B | --decode] [--prompts FILE] [-n N]\n"
+            "                    [--margin M] [--ctx N] [--threads N] [--json]\n\n"
             "Checks that a backend computes the same model as another one (the CPU by default): run it when\n"
             "a GPU's output looks wrong. Loads the model on both. For each prompt, the reference (--against)\n"
             "continues it greedily for N tokens (until an end-of-text token); then the prompt and that\n"
@@ -51,6 +58,10 @@ static void verify_usage(FILE *out)
             "  -b, --backend B       the backend to check: auto, cpu, cuda or rocm (default auto: the best\n"
             "                        this build has)\n"
             "  -a, --against B       the reference backend, the same choices (default cpu)\n"
+            "  -d, --decode          check the backend against itself instead: it continues each prompt by\n"
+            "                        decode steps (one token a step, as generate runs), then runs the whole\n"
+            "                        sequence as one prefill; each decoded position's logits are compared with\n"
+            "                        the prefill's (the reference). -n at most 1024\n"
             "  -f, --prompts FILE    one prompt per line instead of the built-in 8 (- for stdin; blank lines\n"
             "                        are skipped; a line starting with \" is one JSON string, for newlines)\n"
             "  -n, --max-tokens N    tokens the reference generates per prompt (default 32; 0: only the prompt)\n"
@@ -184,6 +195,7 @@ typedef struct {
     const celer_tokenizer *tok;
     const char            *name_a, *name_b;
     float                  margin;
+    bool                   decode; /* --decode: A is the backend's decode steps, B its prefill */
     tally                  total;
     mismatch              *mm; /* (MAX_RECORDED) */
     size_t                 n_mm;
@@ -283,6 +295,7 @@ static void tally_add(tally *sum, const tally *t)
 typedef struct {
     int32_t *seq;      /* (cap) the prompt's tokens, then the reference's continuation */
     float   *ra, *rb;  /* (WINDOW, n_vocab) rows of A's and B's logits */
+    float   *dec;      /* --decode: (max_gen, n_vocab) rows of A's decode steps */
     int64_t  n_vocab;
     int32_t  max_gen;
 } buffers;
@@ -309,6 +322,42 @@ static celer_status run_prompt(verify_ctx *v, celer_engine *a, celer_engine *b, 
         for (size_t r = 0; r < end - start && *rc == EXIT_OK; r++)
             *rc = compare_row(v, t, prompt, (int64_t)(start + r), bf->seq[start + r], bf->ra + r * (size_t)bf->n_vocab,
                               bf->rb + r * (size_t)bf->n_vocab, bf->n_vocab);
+    }
+    return CELER_OK;
+}
+
+/* --decode: a continues greedily by decode steps, keeping each step's logits; then a runs the
+ * whole sequence as a prefill, the reference, and each decoded position is compared with it. The
+ * first step runs the prompt itself (a prefill): positions n_prompt .. are the decoded ones. */
+static celer_status run_prompt_decode(verify_ctx *v, celer_engine *a, buffers *bf, size_t prompt, size_t n_prompt,
+                                      size_t *n_seq, tally *t, int *rc, celer_error *err)
+{
+    size_t  n = n_prompt, steps = 0;
+    int32_t eos = celer_tokenizer_eos(v->tok);
+    for (int32_t k = 0; k < bf->max_gen; k++, steps++) {
+        float       *row = bf->dec + (size_t)k * (size_t)bf->n_vocab; /* position n - 1 */
+        celer_status st  = celer_engine_eval(a, bf->seq, n, 1, row, err);
+        if (st) return st;
+        int32_t id = argmax(row, bf->n_vocab);
+        if (id == eos || celer_tokenizer_is_control(v->tok, id)) {
+            steps++;
+            break;
+        }
+        bf->seq[n++] = id;
+    }
+    *n_seq = n;
+    const size_t first = n_prompt, last = n_prompt + steps - 1; /* decoded positions: [first, last) */
+    for (size_t start = 0; start < n && start < last && *rc == EXIT_OK; start += WINDOW) {
+        size_t       end = n - start < WINDOW ? n : start + WINDOW;
+        celer_status st  = celer_engine_eval(a, bf->seq, end, end - start, bf->rb, err);
+        if (st) return st;
+        for (size_t r = 0; r < end - start && *rc == EXIT_OK; r++) {
+            const size_t pos = start + r;
+            if (pos < first || pos >= last) continue;
+            *rc = compare_row(v, t, prompt, (int64_t)pos, bf->seq[pos],
+                              bf->dec + (pos - n_prompt + 1) * (size_t)bf->n_vocab, bf->rb + r * (size_t)bf->n_vocab,
+                              bf->n_vocab);
+        }
     }
     return CELER_OK;
 }
@@ -345,10 +394,10 @@ static void print_mismatch(const verify_ctx *v, const mismatch *m)
 {
     printf("mismatch: prompt %zu, position %lld (after ", m->prompt + 1, (long long)m->pos);
     print_token(v->tok, m->after);
-    printf("): %s (checked) picks ", v->name_a);
+    printf("): %s%s (checked) picks ", v->name_a, v->decode ? "'s decode step" : "");
     print_token(v->tok, m->a_id);
-    printf(" (id %d, logit %.4f; the reference gives it %.4f); %s (reference) picks ", m->a_id, m->a_top, m->b_of_a,
-           v->name_b);
+    printf(" (id %d, logit %.4f; the reference gives it %.4f); %s%s (reference) picks ", m->a_id, m->a_top, m->b_of_a,
+           v->name_b, v->decode ? "'s prefill" : "");
     print_token(v->tok, m->b_id);
     printf(" (id %d, logit %.4f, %.4f over its runner-up; the checked backend gives it %.4f)\n", m->b_id, m->b_top,
            m->margin, m->a_of_b);
@@ -418,17 +467,17 @@ int cmd_verify(int argc, char **argv)
         {"max-tokens", required_argument, NULL, 'n'}, {"margin", required_argument, NULL, O_MARGIN},
         {"ctx", required_argument, NULL, 'c'},        {"threads", required_argument, NULL, 't'},
         {"json", no_argument, NULL, 'j'},             {"help", no_argument, NULL, 'h'},
-        {0},
+        {"decode", no_argument, NULL, 'd'},           {0},
     };
     const char         *model = NULL, *prompts_path = NULL, *against = "cpu";
     celer_engine_config cfg_a = {0};
     long                max_gen = 32, ctx = 0, v;
     double              margin  = 0.05;
-    bool                json    = false;
+    bool                json = false, decode = false, against_given = false;
     int                 c;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":m:b:a:f:n:c:t:jh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:b:a:f:n:c:t:jhd", opts, NULL)) != -1) {
         switch (c) {
         case 'm': model = optarg; break;
         case 'b':
@@ -436,7 +485,9 @@ int cmd_verify(int argc, char **argv)
             break;
         case 'a':
             if (cli_parse_backend("verify", "--against", optarg, &against)) return EXIT_BAD_INPUT;
+            against_given = true;
             break;
+        case 'd': decode = true; break;
         case 'f': prompts_path = optarg; break;
         case 'n':
             if (!cli_parse_long(optarg, 0, 1 << 16, &max_gen))
@@ -462,6 +513,11 @@ int cmd_verify(int argc, char **argv)
         }
     }
     if (optind < argc) return cli_usage_error("verify", "unexpected argument '%s'", argv[optind]);
+    if (decode && against_given)
+        return cli_usage_error("verify", "--decode checks a backend against its own prefill: drop --against");
+    if (decode && max_gen > MAX_DECODE)
+        return cli_usage_error("verify", "--decode keeps each step's logits: --max-tokens at most %d, got %ld",
+                               MAX_DECODE, max_gen);
 
     prompt_list prompts = {0};
     int         rc      = EXIT_OK;
@@ -488,7 +544,7 @@ int cmd_verify(int argc, char **argv)
     size_t           *n_ids = calloc(prompts.n, sizeof *n_ids);
     celer_engine     *ea = NULL, *eb = NULL;
     buffers           bf = {0};
-    verify_ctx        vc = {.margin = (float)margin};
+    verify_ctx        vc = {.margin = (float)margin, .decode = decode};
     tally            *per = calloc(prompts.n, sizeof *per);
     size_t            longest = 0;
     if (!ids || !n_ids || !per) rc = EXIT_RUNTIME;
@@ -514,14 +570,14 @@ int cmd_verify(int argc, char **argv)
     cfg_a.n_ctx = cfg_b.n_ctx = ctx ? ctx : (need > 16 ? need : 16);
     cfg_b.backend             = against;
     if (!rc && celer_engine_create(&ea, model, &cfg_a, &err)) rc = cli_report(&err);
-    if (!rc && celer_engine_create(&eb, model, &cfg_b, &err)) rc = cli_report(&err);
+    if (!rc && !decode && celer_engine_create(&eb, model, &cfg_b, &err)) rc = cli_report(&err);
     if (!rc) {
         cli_print_loaded(model, ea);
-        cli_print_loaded(model, eb);
-        vc.tok    = celer_engine_tokenizer(eb);
+        if (eb) cli_print_loaded(model, eb);
+        vc.tok    = celer_engine_tokenizer(eb ? eb : ea);
         vc.name_a = celer_engine_backend_name(ea);
-        vc.name_b = celer_engine_backend_name(eb);
-        if (!strcmp(vc.name_a, vc.name_b))
+        vc.name_b = eb ? celer_engine_backend_name(eb) : vc.name_a;
+        if (eb && !strcmp(vc.name_a, vc.name_b))
             fprintf(stderr, "celer verify: note: both engines run on %s, so the comparison is trivial: it only checks "
                             "that two loads agree; give --backend cuda or rocm to check a GPU\n", vc.name_a);
         bf.n_vocab = celer_model_file_hparams(celer_engine_model_file(ea))->n_vocab;
@@ -529,18 +585,25 @@ int cmd_verify(int argc, char **argv)
         bf.seq     = malloc((size_t)need * sizeof *bf.seq);
         bf.ra      = malloc((size_t)WINDOW * (size_t)bf.n_vocab * sizeof *bf.ra);
         bf.rb      = malloc((size_t)WINDOW * (size_t)bf.n_vocab * sizeof *bf.rb);
+        bf.dec     = decode ? malloc(((size_t)max_gen + 1) * (size_t)bf.n_vocab * sizeof *bf.dec) : NULL;
         vc.mm      = malloc(MAX_RECORDED * sizeof *vc.mm);
-        if (!bf.seq || !bf.ra || !bf.rb || !vc.mm) rc = EXIT_RUNTIME;
+        if (!bf.seq || !bf.ra || !bf.rb || (decode && !bf.dec) || !vc.mm) rc = EXIT_RUNTIME;
     }
     size_t *n_seq = rc ? NULL : calloc(prompts.n, sizeof *n_seq);
     if (!rc && !n_seq) rc = EXIT_RUNTIME;
-    if (!rc && !json)
+    if (!rc && !json && !decode)
         fprintf(stderr, "celer verify: %zu prompts, %ld tokens each generated greedily on %s, compared at every "
                         "position; decided: %s's top-1 beats its top-2 by at least %g nats\n",
                 prompts.n, max_gen, vc.name_b, vc.name_b, margin);
+    if (!rc && !json && decode)
+        fprintf(stderr, "celer verify: %zu prompts, up to %ld tokens each generated greedily on %s by decode steps, each "
+                        "compared with %s's prefill of the same tokens; decided: the prefill's top-1 beats its top-2 "
+                        "by at least %g nats\n", prompts.n, max_gen, vc.name_a, vc.name_a, margin);
     for (size_t i = 0; i < prompts.n && !rc; i++) {
         memcpy(bf.seq, ids[i], n_ids[i] * sizeof *bf.seq);
-        if (run_prompt(&vc, ea, eb, &bf, i, n_ids[i], &n_seq[i], &per[i], &rc, &err)) rc = cli_report(&err);
+        celer_status st = decode ? run_prompt_decode(&vc, ea, &bf, i, n_ids[i], &n_seq[i], &per[i], &rc, &err)
+                                 : run_prompt(&vc, ea, eb, &bf, i, n_ids[i], &n_seq[i], &per[i], &rc, &err);
+        if (st) rc = cli_report(&err);
         if (!rc) tally_add(&vc.total, &per[i]);
         for (size_t k = 0; k < per[i].n_l2 && !rc; k++) rc = tally_push_l2(&vc.total, per[i].l2[k]);
     }
@@ -555,8 +618,9 @@ int cmd_verify(int argc, char **argv)
             cJSON *o = cJSON_CreateObject(), *ps = cJSON_CreateArray(), *ms = cJSON_CreateArray();
             cJSON_AddStringToObject(o, "model", model);
             cJSON_AddStringToObject(o, "backend", vc.name_a);
-            cJSON_AddStringToObject(o, "against", vc.name_b);
-            cJSON_AddBoolToObject(o, "trivial", !strcmp(vc.name_a, vc.name_b));
+            cJSON_AddStringToObject(o, "against", decode ? "prefill" : vc.name_b);
+            cJSON_AddStringToObject(o, "mode", decode ? "decode" : "backends");
+            cJSON_AddBoolToObject(o, "trivial", !decode && !strcmp(vc.name_a, vc.name_b));
             cJSON_AddNumberToObject(o, "margin", margin);
             cJSON_AddNumberToObject(o, "max_tokens", (double)max_gen);
             cJSON_AddNumberToObject(o, "ctx", (double)celer_engine_ctx(ea));
@@ -580,7 +644,8 @@ int cmd_verify(int argc, char **argv)
             free(s);
             cJSON_Delete(o);
         } else {
-            printf("verify %s: %s against %s\n", model, vc.name_a, vc.name_b);
+            if (decode) printf("verify %s: %s decode steps against its prefill\n", model, vc.name_a);
+            else printf("verify %s: %s against %s\n", model, vc.name_a, vc.name_b);
             printf("%-6s %9s %8s %10s %10s %12s %12s %13s  %s\n", "prompt", "positions", "decided", "mismatches",
                    "undecided", "relL2 median", "relL2 max", "max |dlogit|", "text");
             for (size_t i = 0; i < prompts.n; i++) {
@@ -604,7 +669,10 @@ int cmd_verify(int argc, char **argv)
                        "position %lld\n", (long long)vc.total.non_finite,
                        vc.nf_who == 1 ? "the checked backend" : vc.nf_who == 2 ? "the reference" : "both",
                        vc.nf_prompt + 1, (long long)vc.nf_pos);
-            if (ok)
+            if (ok && decode)
+                printf("ok: %s's decode steps agree with its prefill at all %lld decided positions (of %lld)\n",
+                       vc.name_a, (long long)vc.total.decided, (long long)vc.total.positions);
+            else if (ok)
                 printf("ok: %s agrees with %s at all %lld decided positions (of %lld)\n", vc.name_a, vc.name_b,
                        (long long)vc.total.decided, (long long)vc.total.positions);
             else
@@ -628,6 +696,7 @@ int cmd_verify(int argc, char **argv)
     free(bf.seq);
     free(bf.ra);
     free(bf.rb);
+    free(bf.dec);
     celer_engine_free(ea);
     celer_engine_free(eb);
     prompts_free(&prompts);
