@@ -35,7 +35,7 @@
 #            file (applied with git apply to a copy of this tree, built apart) or ENV=VALUE (set
 #            for its runs); e.g. AB="base ks:ks.diff pf8:pf.diff,CELER_GPU_PREFETCH=8". tg128 of the
 #            8B and the 30B-A3B (AB_MODELS), AB_ROUNDS rounds (default 2) taking the variants in
-#            turn; AB_PP=1 adds pp512
+#            turn; AB_PP=1 adds pp512. base is the build step's own build: run build first
 # Logs go to $OUT/logs.tar.gz ($OUT defaults to ./gpu-out); the last lines printed are a short
 # table of results.
 # Dependencies the machine lacks (cJSON, libmicrohttpd) are taken from .carry/deb when there: the
