@@ -20,8 +20,9 @@
 #            batch of 32 (llama-batched-bench with LLAMA_BATCHED_BENCH); ~8 minutes with the files
 #   kernels  dev/kernels/gpu_matmul.c: each format's matmul time and weight bandwidth (its table is
 #            printed whole)
-#   blas     the cuBLAS path (on by default from 64 tokens) in one f16 pass: the verify step's
-#            models; and, and pp512 of the 8B and the 30B-A3B beside the default path
+#   blas     the cuBLAS path (on by default from 64 tokens, three f16 passes) in one and in two
+#            passes (BLAS_PASSES): the verify step's models; and pp512 of the 8B and the 30B-A3B
+#            with it off and with 3, 2 and 1 passes
 #   early    decode with and without early launches (CELER_GPU_EARLY=0): tg128 of the 8B and the
 #            30B-A3B, and the 8B's batch of 32
 #   profile  ncu over a few steps run op by op (CELER_GPU_GRAPHS=0; caches and clocks as they are):
@@ -225,10 +226,12 @@ step_kernels() {
 
 step_blas() {
     local p shape
-    CELER_GPU_BLAS_PASSES=1 step_verify_as blas1 # three passes: the verify step's own runs
+    for p in ${BLAS_PASSES:-1 2}; do # three passes: the verify step's own runs
+        CELER_GPU_BLAS_PASSES=$p step_verify_as blas$p
+    done
     for shape in llama-3.1-8b qwen3-30b-a3b; do
         synth_big $shape
-        for p in 0 3 1; do
+        for p in 0 3 2 1; do
             CELER_GPU_BLAS_FROM=$([ $p = 0 ] && echo 0 || echo 64) CELER_GPU_BLAS_PASSES=$p \
                 "$B/celer" bench -m "$f" --backend cuda -p 512 -n 0 -r 3 >"$OUT/logs/bench-blas$p-$shape.txt" 2>&1
             result "pp512 $shape, BLAS passes $p (0: off)" "$(grep -m1 -E 'pp512' "$OUT/logs/bench-blas$p-$shape.txt" | awk '{print $(NF-3), $(NF-2)}')"
