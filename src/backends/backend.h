@@ -17,6 +17,8 @@
 #include "quant/mlx_quant.h"
 #include "quant/weight_types.h"
 
+#include <math.h>
+
 typedef enum { CELER_BACKEND_CPU, CELER_BACKEND_CUDA, CELER_BACKEND_ROCM, CELER_BACKEND_KIND_COUNT } celer_backend_kind;
 
 /* A weight on a backend: a matrix (rows, cols) with cols contiguous, or a vector (rows 1).
@@ -44,6 +46,14 @@ typedef struct {
     const float    *freq_factors; /* (n_rot / 2) divisors of each frequency (llama 3, YaRN), or NULL */
     float           mscale;       /* cos and sin are multiplied by it (YaRN's attention factor; else 1) */
 } celer_rope;
+
+/* The angular frequency of rotated pair i (0 .. n_rot / 2), in double: every backend's RoPE
+ * takes it from here, so that they rotate by the same angles. */
+static inline double celer_rope_freq(const celer_rope *r, int64_t i)
+{
+    double f = pow((double)r->base, -2.0 * (double)i / (double)r->n_rot);
+    return r->freq_factors ? f / r->freq_factors[i] : f;
+}
 
 typedef struct {
     int64_t        n_tokens;

@@ -161,9 +161,7 @@ celer_status cpu_rope(celer_backend *be, float *x, const celer_batch *b, int64_t
     for (int64_t t = 0; t < b->n_tokens; t++) {
         double pos = (double)b->pos[t] * r->pos_scale;
         for (int64_t i = 0; i < half; i++) {
-            double freq = pow((double)r->base, -2.0 * (double)i / (double)r->n_rot);
-            if (r->freq_factors) freq /= r->freq_factors[i];
-            double a = pos * freq;
+            double a = pos * celer_rope_freq(r, i);
             float  c = (float)(cos(a) * r->mscale), s = (float)(sin(a) * r->mscale);
             for (int64_t h = 0; h < n_heads; h++) {
                 float  *v = x + (t * n_heads + h) * head_dim;

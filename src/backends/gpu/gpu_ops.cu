@@ -223,10 +223,7 @@ celer_status gpu_rope_freqs(gpu_backend *g, const celer_rope *r, const double **
                           CELER_GPU_NAME);
     double *h = (double *)malloc((size_t)(half > 0 ? half : 1) * sizeof *h), *d = NULL;
     if (!h) return celer_fail(err, CELER_ERR_OOM, "%s: a RoPE frequency table", CELER_GPU_NAME);
-    for (int64_t i = 0; i < half; i++) { /* cpu_rope's arithmetic */
-        h[i] = pow((double)r->base, -2.0 * (double)i / (double)r->n_rot);
-        if (r->freq_factors) h[i] /= r->freq_factors[i];
-    }
+    for (int64_t i = 0; i < half; i++) h[i] = celer_rope_freq(r, i);
     celer_status st = g->base.ops->alloc(&g->base, (size_t)(half > 0 ? half : 1) * sizeof *d, (void **)&d, err);
     if (!st) st = gpu_upload(g, d, h, (size_t)half * sizeof *d, err);
     free(h);
