@@ -300,19 +300,33 @@ typedef struct {
     int32_t  max_gen;
 } buffers;
 
+/* e continues bf->seq (n_prompt tokens) greedily, one token a step (decode steps after the
+ * first, which runs the prompt), for up to bf->max_gen tokens or until an end-of-text token; step
+ * k's logits (after position n_prompt + k - 1) go to rows + k · stride (stride 0: one row, each
+ * step's over the last's). *n: the sequence's length after; *steps: the steps run. */
+static celer_status continue_greedy(const verify_ctx *v, celer_engine *e, buffers *bf, size_t n_prompt, float *rows,
+                                     size_t stride, size_t *n, size_t *steps, celer_error *err)
+{
+    int32_t eos = celer_tokenizer_eos(v->tok);
+    *n = n_prompt, *steps = 0;
+    while (*steps < (size_t)bf->max_gen) {
+        float       *row = rows + *steps * stride;
+        celer_status st  = celer_engine_eval(e, bf->seq, *n, 1, row, err);
+        if (st) return st;
+        ++*steps;
+        int32_t id = argmax(row, bf->n_vocab);
+        if (id == eos || celer_tokenizer_is_control(v->tok, id)) break;
+        bf->seq[(*n)++] = id;
+    }
+    return CELER_OK;
+}
+
 /* Greedy continuation on b, then both engines over the whole sequence. *n_seq: its length. */
 static celer_status run_prompt(verify_ctx *v, celer_engine *a, celer_engine *b, buffers *bf, size_t prompt,
                                size_t n_prompt, size_t *n_seq, tally *t, int *rc, celer_error *err)
 {
-    size_t  n   = n_prompt;
-    int32_t eos = celer_tokenizer_eos(v->tok);
-    for (int32_t k = 0; k < bf->max_gen; k++) {
-        celer_status st = celer_engine_eval(b, bf->seq, n, 1, bf->rb, err);
-        if (st) return st;
-        int32_t id = argmax(bf->rb, bf->n_vocab);
-        if (id == eos || celer_tokenizer_is_control(v->tok, id)) break;
-        bf->seq[n++] = id;
-    }
+    size_t n, steps;
+    if (continue_greedy(v, b, bf, n_prompt, bf->rb, 0, &n, &steps, err)) return err->code;
     *n_seq = n;
     for (size_t start = 0; start < n && *rc == EXIT_OK; start += WINDOW) {
         size_t       end = n - start < WINDOW ? n : start + WINDOW;
@@ -332,19 +346,8 @@ static celer_status run_prompt(verify_ctx *v, celer_engine *a, celer_engine *b, 
 static celer_status run_prompt_decode(verify_ctx *v, celer_engine *a, buffers *bf, size_t prompt, size_t n_prompt,
                                       size_t *n_seq, tally *t, int *rc, celer_error *err)
 {
-    size_t  n = n_prompt, steps = 0;
-    int32_t eos = celer_tokenizer_eos(v->tok);
-    for (int32_t k = 0; k < bf->max_gen; k++, steps++) {
-        float       *row = bf->dec + (size_t)k * (size_t)bf->n_vocab; /* position n - 1 */
-        celer_status st  = celer_engine_eval(a, bf->seq, n, 1, row, err);
-        if (st) return st;
-        int32_t id = argmax(row, bf->n_vocab);
-        if (id == eos || celer_tokenizer_is_control(v->tok, id)) {
-            steps++;
-            break;
-        }
-        bf->seq[n++] = id;
-    }
+    size_t n, steps;
+    if (continue_greedy(v, a, bf, n_prompt, bf->dec, (size_t)bf->n_vocab, &n, &steps, err)) return err->code;
     *n_seq = n;
     const size_t first = n_prompt, last = n_prompt + steps - 1; /* decoded positions: [first, last) */
     for (size_t start = 0; start < n && start < last && *rc == EXIT_OK; start += WINDOW) {
@@ -585,7 +588,7 @@ int cmd_verify(int argc, char **argv)
         bf.seq     = malloc((size_t)need * sizeof *bf.seq);
         bf.ra      = malloc((size_t)WINDOW * (size_t)bf.n_vocab * sizeof *bf.ra);
         bf.rb      = malloc((size_t)WINDOW * (size_t)bf.n_vocab * sizeof *bf.rb);
-        bf.dec     = decode ? malloc(((size_t)max_gen + 1) * (size_t)bf.n_vocab * sizeof *bf.dec) : NULL;
+        bf.dec     = decode ? malloc(((size_t)max_gen + 1) * (size_t)bf.n_vocab * sizeof *bf.dec) : NULL; /* -n 0 too */
         vc.mm      = malloc(MAX_RECORDED * sizeof *vc.mm);
         if (!bf.seq || !bf.ra || !bf.rb || (decode && !bf.dec) || !vc.mm) rc = EXIT_RUNTIME;
     }
