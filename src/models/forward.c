@@ -114,27 +114,57 @@ static celer_status matmuls(celer_backend *be, const celer_weight *const *w, int
     return CELER_OK;
 }
 
+/* A sub-layer's input: x += o first when the sub-layer before left its output there (pend),
+ * then h = rmsnorm(x) · norm and the n products y[i] = h · w[i]ᵀ (none: h only); in one port
+ * where the backend has it. */
+static celer_status norm_matmuls(const celer_model *m, celer_backend *be, int64_t T, const celer_weight *norm, bool pend,
+                                 const celer_weight *const *w, int n, float *const *y, celer_acts *a, celer_error *err)
+{
+    celer_port_fn fn;
+    celer_error   none;
+    if (n > 0 && !celer_port_select(&celer_port_norm_matmuls, be->ops->kind, &fn, &none))
+        return ((celer_norm_matmuls_fn)fn)(be, a->x, pend ? a->o : NULL, norm, m->norm_eps, T, m->hp.n_embd, a->h, w, n,
+                                           y, err);
+    if (pend) TRY(add_norm(m, be, T, norm, a, err));
+    else TRY(be->ops->rmsnorm(be, a->x, norm, T, m->hp.n_embd, m->norm_eps, a->h, err));
+    return n > 0 ? matmuls(be, w, n, a->h, T, y, err) : CELER_OK;
+}
+
+/* A sub-layer's output in · wᵀ: added to x by the product itself where the backend can (*pend
+ * false), else left in o, normalized by post_norm on models with sandwich norms, for the next
+ * sub-layer's norm to add (*pend true). */
+static celer_status out_product(const celer_model *m, celer_backend *be, int64_t T, const celer_weight *w,
+                                const float *in, const celer_weight *post_norm, celer_acts *a, bool *pend,
+                                celer_error *err)
+{
+    celer_port_fn fn;
+    celer_error   none;
+    if (!post_norm && !celer_port_select(&celer_port_matmul_add, be->ops->kind, &fn, &none)) {
+        *pend = false;
+        return ((celer_matmul_add_fn)fn)(be, w, in, T, a->x, a->o, err);
+    }
+    TRY(be->ops->matmul(be, w, in, T, a->o, err));
+    if (post_norm) TRY(be->ops->rmsnorm(be, a->o, post_norm, T, m->hp.n_embd, m->norm_eps, a->o, err));
+    *pend = true;
+    return CELER_OK;
+}
+
+/* Attention on x (pend: as norm_matmuls), its output added or pending (out_product). */
 static celer_status attention_block(const celer_model *m, celer_backend *be, celer_kv_cache *kv, const celer_batch *b,
-                                    int32_t il, celer_acts *a, celer_error *err)
+                                    int32_t il, celer_acts *a, bool *pend, celer_error *err)
 {
     const celer_backend_ops *op = be->ops;
-    const celer_hparams     *hp = &m->hp;
     const celer_layer       *l  = &m->layers[il];
     int64_t                  T  = b->n_tokens;
-    WIDTHS(hp);
-    (void)nq, (void)nk, (void)nv, (void)ff;
     const celer_weight *qkv[] = {&l->wq, &l->wk, &l->wv};
     float *const        out[] = {a->q, a->k, a->v};
-    TRY(matmuls(be, qkv, 3, a->h, T, out, err)); /* a->h: the normed input (celer_model_forward) */
+    TRY(norm_matmuls(m, be, T, &l->attn_norm, *pend, qkv, 3, out, a, err));
     if (l->bq.data) TRY(op->add_bias(be, a->q, &l->bq, T, err));
     if (l->bk.data) TRY(op->add_bias(be, a->k, &l->bk, T, err));
     if (l->bv.data) TRY(op->add_bias(be, a->v, &l->bv, T, err));
     TRY(attn_inputs(m, be, kv, b, il, a, err));
     TRY(op->attention(be, a->q, kv, il, b, &l->attn, a->att, err));
-    TRY(op->matmul(be, &l->wo, a->att, T, a->o, err));
-    (void)na;
-    if (m->arch->sandwich_norm) TRY(op->rmsnorm(be, a->o, &l->post_attn_norm, T, d, m->norm_eps, a->o, err));
-    return add_norm(m, be, T, &l->ffn_norm, a, err);
+    return out_product(m, be, T, &l->wo, a->att, m->arch->sandwich_norm ? &l->post_attn_norm : NULL, a, pend, err);
 }
 
 /* The trace of this step's routing at the j-th MoE layer (celer_acts_set_router_trace). */
@@ -186,25 +216,23 @@ static celer_status moe_block(const celer_model *m, celer_backend *be, int64_t T
     return CELER_OK;
 }
 
-/* The FFN on the normed input a->h; adds its output to x and leaves in a->h the next layer's
- * normed input (or, after the last layer, adds only). */
-static celer_status ffn_block(const celer_model *m, celer_backend *be, int64_t T, int32_t il, celer_acts *a,
+/* The FFN on x (pend: as norm_matmuls), its output added or pending (out_product; an MoE
+ * layer's, pending). */
+static celer_status ffn_block(const celer_model *m, celer_backend *be, int64_t T, int32_t il, celer_acts *a, bool *pend,
                               celer_error *err)
 {
-    const celer_backend_ops *op = be->ops;
-    const celer_layer       *l  = &m->layers[il];
-    int64_t                  d = m->hp.n_embd, ff = l->w_gate.rows;
-    if (l->moe.n_expert) TRY(moe_block(m, be, T, il, a, err));
-    else {
-        const celer_weight *gu[]  = {&l->w_gate, &l->w_up};
-        float *const        out[] = {a->gate, a->up};
-        TRY(matmuls(be, gu, 2, a->h, T, out, err));
-        TRY(op->glu(be, a->gate, a->up, T * ff, m->arch->act, err));
-        TRY(op->matmul(be, &l->w_down, a->gate, T, a->o, err));
-        if (m->arch->sandwich_norm) TRY(op->rmsnorm(be, a->o, &l->post_ffn_norm, T, d, m->norm_eps, a->o, err));
+    const celer_layer *l = &m->layers[il];
+    if (l->moe.n_expert) {
+        TRY(norm_matmuls(m, be, T, &l->ffn_norm, *pend, NULL, 0, NULL, a, err));
+        TRY(moe_block(m, be, T, il, a, err));
+        *pend = true;
+        return CELER_OK;
     }
-    if (il + 1 < m->n_layers) return add_norm(m, be, T, &m->layers[il + 1].attn_norm, a, err);
-    return op->add(be, a->x, a->o, T * d, err);
+    const celer_weight *gu[]  = {&l->w_gate, &l->w_up};
+    float *const        out[] = {a->gate, a->up};
+    TRY(norm_matmuls(m, be, T, &l->ffn_norm, *pend, gu, 2, out, a, err));
+    TRY(be->ops->glu(be, a->gate, a->up, T * l->w_gate.rows, m->arch->act, err));
+    return out_product(m, be, T, &l->w_down, a->gate, m->arch->sandwich_norm ? &l->post_ffn_norm : NULL, a, pend, err);
 }
 
 static celer_status forward_step(const celer_model *m, celer_backend *be, celer_kv_cache *kv, const celer_batch *b,
@@ -224,11 +252,12 @@ static celer_status forward_step(const celer_model *m, celer_backend *be, celer_
         TRY(op->get_rows(be, &m->tok_embd, ids, T, a->x, err));
     if (m->arch->embd_scale) /* sqrt(n_embd) in bf16, as the reference implementations round it */
         TRY(op->scale(be, a->x, T * d, celer_bf16_to_f32(celer_f32_to_bf16(sqrtf((float)d))), err));
-    if (m->n_layers > 0) TRY(op->rmsnorm(be, a->x, &m->layers[0].attn_norm, T, d, m->norm_eps, a->h, err));
+    bool pend = false; /* a sub-layer's output waits in a->o to be added to x */
     for (int32_t il = 0; il < m->n_layers; il++) {
-        TRY(attention_block(m, be, kv, b, il, a, err));
-        TRY(ffn_block(m, be, T, il, a, err));
+        TRY(attention_block(m, be, kv, b, il, a, &pend, err));
+        TRY(ffn_block(m, be, T, il, a, &pend, err));
     }
+    if (pend) TRY(op->add(be, a->x, a->o, T * d, err));
     for (int64_t i = 0; i < n_out; i++) {
         if (out_idx[i] < 0 || out_idx[i] >= T)
             return celer_fail(err, CELER_ERR_INVALID, "model: logits asked for token %d of a %lld-token step", out_idx[i],

@@ -26,7 +26,9 @@
  *     sequences: prefill, decode and a chunk; grouped-query heads; a sliding window): 1e-5;
  *   - argmax of rows: equal to the CPU's scan (ties, -inf, NaNs);
  *   - the fused kernels of the port tables (add_rmsnorm, attn_inputs, matmuls) against their fallbacks
- *     run on the CPU backend: 1e-5 (the cache contents compared directly).
+ *     run on the CPU backend: 1e-5 (the cache contents compared directly); norm_matmuls and
+ *     matmul_add against their fallbacks on the GPU: equal bit for bit (and the CPU's, 1e-3);
+ *   - a norm of a few rows (sliced over blocks) and the same rows among many: equal bit for bit.
  * Mixture of experts: test_gpu_moe.c. Run on a machine with a GPU (scripts/gpu-check.sh); built
  * only with CELER_CUDA or CELER_HIP. */
 #include "backends/cpu/dot.h"
@@ -289,6 +291,20 @@ static void test_norms(void)
             fprintf(stderr, "  norms d=%lld offset %lld: rmsnorm %.2e, add %.2e, add_rmsnorm %.2e\n", (long long)D,
                     (long long)off, e1, e2, e3);
         CHECK(e1 < 1e-5 && e2 < 1e-6 && e3 < 1e-5);
+        if (D % 32 == 0 && !off) { /* a few rows (sliced over blocks) equal the same rows of many (a block each) */
+            enum { MANY = 1024 };
+            float *mx = malloc((size_t)(MANY * D) * sizeof *mx), *mh = malloc((size_t)(MANY * D) * sizeof *mh);
+            for (int64_t r = 0; r < MANY; r++) memcpy(mx + r * D, x + (r % R) * D, (size_t)D * sizeof *x);
+            float *dmx = dev_copy(mx, (size_t)(MANY * D) * sizeof *mx), *dmh = dev_zeros((size_t)(MANY * D));
+            CHECK(gpu->ops->write(gpu, dx, x, (size_t)N * sizeof *x, &err) == CELER_OK);
+            CHECK(gpu->ops->rmsnorm(gpu, dx, &ng, R, D, 1e-6f, dh, &err) == CELER_OK);
+            CHECK(gpu->ops->rmsnorm(gpu, dmx, &ng, MANY, D, 1e-6f, dmh, &err) == CELER_OK);
+            to_host(dh, h, (size_t)N * sizeof *h), to_host(dmh, mh, (size_t)(MANY * D) * sizeof *mh);
+            if (memcmp(h, mh, (size_t)N * sizeof *h)) fprintf(stderr, "  norms d=%lld: few rows differ from many\n", (long long)D);
+            CHECK(!memcmp(h, mh, (size_t)N * sizeof *h));
+            gpu->ops->release(gpu, dmx), gpu->ops->release(gpu, dmh);
+            free(mx), free(mh);
+        }
         gpu->ops->release(gpu, bx), gpu->ops->release(gpu, bo), gpu->ops->release(gpu, bh);
         free(x), free(o), free(wv), free(c), free(h), free(out);
     }
@@ -505,6 +521,123 @@ static void test_matmuls(void)
         free(x);
     }
     for (int i = 0; i < N; i++) free(raw[i]);
+}
+
+/* The port norm_matmuls against its fallback on the same device (add_rmsnorm or rmsnorm, then
+ * matmuls): equal bit for bit, h and the products, whether the products normalized their input
+ * themselves (one token without o: main sets CELER_GPU_NORM_IN past every grid here) or not;
+ * mixed formats (a launch each), a grid past the column slices' limit; and against the CPU's
+ * fallback within the matmuls bound. */
+static void norm_matmuls_case(celer_port_fn fn, int64_t D, int n, const celer_ggml_type *types, const int64_t *rows)
+{
+    enum { MAXN = 3 };
+    celer_weight        wc[MAXN], wg[MAXN];
+    const celer_weight *pg[MAXN], *pc[MAXN];
+    void               *raw[MAXN];
+    for (int i = 0; i < n; i++) {
+        raw[i] = random_weights(types[i], rows[i], D, 0.1f);
+        wc[i] = wg[i] = (celer_weight){.type = types[i], .rows = rows[i], .cols = D, .data = raw[i]};
+        CHECK(cpu->ops->weight_load(cpu, &wc[i], &err) == CELER_OK);
+        CHECK(gpu->ops->weight_load(gpu, &wg[i], &err) == CELER_OK);
+        pg[i] = &wg[i], pc[i] = &wc[i];
+    }
+    float *wv = malloc((size_t)D * sizeof *wv);
+    random_fill(wv, D, 1.0f);
+    celer_weight norm = {.type = CELER_GGML_F32, .rows = 1, .cols = D, .data = wv}, ng = norm;
+    CHECK(gpu->ops->weight_load(gpu, &ng, &err) == CELER_OK);
+    celer_port_fn add_fn;
+    CHECK(celer_port_select(&celer_port_add_rmsnorm, gpu->ops->kind, &add_fn, &err) == CELER_OK);
+    for (int c = 0; c < 4; c++) {
+        const int64_t T = c % 2 ? 3 : 1, N = T * D;
+        const bool    with_o = c >= 2;
+        float        *x = malloc((size_t)N * sizeof *x), *o = malloc((size_t)N * sizeof *o);
+        random_fill(x, N, 2.0f), random_fill(o, N, 2.0f);
+        float *dx = dev_copy(x, (size_t)N * sizeof *x), *dx2 = dev_copy(x, (size_t)N * sizeof *x);
+        float *dob = dev_copy(o, (size_t)N * sizeof *o), *dh = dev_zeros((size_t)N), *dh2 = dev_zeros((size_t)N);
+        float *dy[MAXN], *dy2[MAXN];
+        for (int i = 0; i < n; i++) dy[i] = dev_zeros((size_t)(T * rows[i])), dy2[i] = dev_zeros((size_t)(T * rows[i]));
+        CHECK(((celer_norm_matmuls_fn)fn)(gpu, dx, with_o ? dob : NULL, &ng, 1e-6f, T, D, dh, pg, n, dy, &err) ==
+              CELER_OK);
+        if (with_o) CHECK(((celer_add_rmsnorm_fn)add_fn)(gpu, dx2, dob, &ng, T, D, 1e-6f, dh2, &err) == CELER_OK);
+        else CHECK(gpu->ops->rmsnorm(gpu, dx2, &ng, T, D, 1e-6f, dh2, &err) == CELER_OK);
+        for (int i = 0; i < n; i++) CHECK(gpu->ops->matmul(gpu, pg[i], dh2, T, dy2[i], &err) == CELER_OK);
+        float *a = malloc((size_t)N * sizeof *a), *b = malloc((size_t)N * sizeof *b);
+        to_host(dh, a, (size_t)N * sizeof *a), to_host(dh2, b, (size_t)N * sizeof *b);
+        bool same = !memcmp(a, b, (size_t)N * sizeof *a);
+        to_host(dx, a, (size_t)N * sizeof *a), to_host(dx2, b, (size_t)N * sizeof *b);
+        same = same && !memcmp(a, b, (size_t)N * sizeof *a);
+        if (with_o) CHECK(cpu->ops->add(cpu, x, o, N, &err) == CELER_OK);
+        float *ch = malloc((size_t)N * sizeof *ch);
+        CHECK(cpu->ops->rmsnorm(cpu, x, &norm, T, D, 1e-6f, ch, &err) == CELER_OK);
+        for (int i = 0; i < n; i++) {
+            const int64_t m  = T * rows[i];
+            float        *ya = malloc((size_t)m * sizeof *ya), *yb = malloc((size_t)m * sizeof *yb);
+            float        *yc = malloc((size_t)m * sizeof *yc);
+            to_host(dy[i], ya, (size_t)m * sizeof *ya), to_host(dy2[i], yb, (size_t)m * sizeof *yb);
+            same = same && !memcmp(ya, yb, (size_t)m * sizeof *ya);
+            CHECK(cpu->ops->matmul(cpu, pc[i], ch, T, yc, &err) == CELER_OK);
+            const double e = rel_l2f(ya, yc, m);
+            if (!(e < 1e-3)) fprintf(stderr, "  norm_matmuls d=%lld T=%lld o %d weight %d: %.2e\n", (long long)D, (long long)T, with_o, i, e);
+            CHECK(e < 1e-3);
+            free(ya), free(yb), free(yc);
+        }
+        if (!same) fprintf(stderr, "  norm_matmuls d=%lld T=%lld o %d: differs from its fallback\n", (long long)D, (long long)T, with_o);
+        CHECK(same);
+        for (int i = 0; i < n; i++) gpu->ops->release(gpu, dy[i]), gpu->ops->release(gpu, dy2[i]);
+        gpu->ops->release(gpu, dx), gpu->ops->release(gpu, dx2), gpu->ops->release(gpu, dob);
+        gpu->ops->release(gpu, dh), gpu->ops->release(gpu, dh2);
+        free(x), free(o), free(a), free(b), free(ch);
+    }
+    for (int i = 0; i < n; i++) free(raw[i]);
+    free(wv);
+}
+
+static void test_norm_matmuls(void)
+{
+    celer_port_fn fn;
+    CHECK(celer_port_select(&celer_port_norm_matmuls, gpu->ops->kind, &fn, &err) == CELER_OK);
+    static const celer_ggml_type mixed[] = {CELER_GGML_Q4_0, CELER_GGML_Q6_K, CELER_GGML_Q4_0};
+    static const celer_ggml_type eights[] = {CELER_GGML_Q8_0, CELER_GGML_Q4_1};
+    static const celer_ggml_type one[]    = {CELER_GGML_Q4_0};
+    static const int64_t         r3[] = {96, 33, 65}, r2[] = {64, 40}, big[] = {12000};
+    norm_matmuls_case(fn, 512, 3, mixed, r3);
+    norm_matmuls_case(fn, 4096, 3, mixed, r3);
+    norm_matmuls_case(fn, 640, 2, eights, r2);
+    norm_matmuls_case(fn, 512, 1, one, big); /* 750 blocks: past the column slices' limit */
+}
+
+/* The port matmul_add: y + the product, as matmul then a host add gives it, bit for bit; the
+ * decode kernel's sums (1 and 5 tokens), the tiled kernels' through tmp (40 tokens; F32). */
+static void test_matmul_add(void)
+{
+    enum { K = 512, R = 80 };
+    celer_port_fn fn;
+    CHECK(celer_port_select(&celer_port_matmul_add, gpu->ops->kind, &fn, &err) == CELER_OK);
+    static const celer_ggml_type types[] = {CELER_GGML_Q4_0, CELER_GGML_Q4_K, CELER_GGML_F32};
+    static const int64_t         Ts[]    = {1, 5, 40};
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        void        *raw = random_weights(types[k], R, K, 0.1f);
+        celer_weight w   = {.type = types[k], .rows = R, .cols = K, .data = raw};
+        CHECK(gpu->ops->weight_load(gpu, &w, &err) == CELER_OK);
+        for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+            const int64_t T = Ts[ti];
+            float        *x = malloc((size_t)(T * K) * sizeof *x), *y0 = malloc((size_t)(T * R) * sizeof *y0);
+            float        *p = malloc((size_t)(T * R) * sizeof *p), *y = malloc((size_t)(T * R) * sizeof *y);
+            random_acts(x, T, K), random_fill(y0, T * R, 3.0f);
+            float *dx = dev_copy(x, (size_t)(T * K) * sizeof *x), *dy = dev_copy(y0, (size_t)(T * R) * sizeof *y0);
+            float *dp = dev_zeros((size_t)(T * R)), *dt = dev_zeros((size_t)(T * R));
+            CHECK(gpu->ops->matmul(gpu, &w, dx, T, dp, &err) == CELER_OK);
+            CHECK(((celer_matmul_add_fn)fn)(gpu, &w, dx, T, dy, dt, &err) == CELER_OK);
+            to_host(dp, p, (size_t)(T * R) * sizeof *p), to_host(dy, y, (size_t)(T * R) * sizeof *y);
+            int bad = 0;
+            for (int64_t i = 0; i < T * R; i++) bad += y[i] != y0[i] + p[i];
+            if (bad) fprintf(stderr, "  matmul_add type %d T=%lld: %d sums differ\n", (int)types[k], (long long)T, bad);
+            CHECK(bad == 0);
+            gpu->ops->release(gpu, dx), gpu->ops->release(gpu, dy), gpu->ops->release(gpu, dp), gpu->ops->release(gpu, dt);
+            free(x), free(y0), free(p), free(y);
+        }
+        free(raw);
+    }
 }
 
 /* ---- activations quantized by the kernel that wrote them -------------------------------- */
@@ -743,6 +876,7 @@ static void test_fused(void)
 int main(void)
 {
     setenv("CELER_GPU_BLAS_CHUNK_MB", "0.25", 0); /* several chunks of f16 rows a weight (the bounds above) */
+    setenv("CELER_GPU_NORM_IN", "1000000", 0);    /* every one-token norm_matmuls case normalizes in its products */
     if (gpu_test_open("test_gpu_ops")) return 1;
     same_dy = dev_zeros(SAME_DY_MAX);
     test_get_rows();
@@ -754,6 +888,8 @@ int main(void)
     test_attention();
     test_fused();
     test_matmuls();
+    test_norm_matmuls();
+    test_matmul_add();
     test_argmax();
     test_graph_reuse();
     test_xq_held();

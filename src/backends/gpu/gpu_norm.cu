@@ -7,6 +7,7 @@
  * Rows held in registers are also quantized on the way out for the product that reads them
  * next (gpu_quant_x then has nothing to do). */
 #include "backends/gpu/gpu_matvec.h"
+#include "backends/gpu/gpu_norm.cuh"
 
 extern "C" {
 #include "backends/gpu/gpu_ports.h"
@@ -14,19 +15,17 @@ extern "C" {
 
 #include <stdint.h>
 
-enum { NORM_V = 4, NORM_MAX_THREADS = 1024, LOOP_THREADS = 256 };
+/* SLICE_THREADS: a sliced row's threads a block, one float4 each (below) */
+enum { LOOP_THREADS = 256, SLICE_THREADS = 256 };
 
 static __device__ __forceinline__ float4 add4(float4 a, float4 b)
 {
     return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
 }
-static __device__ __forceinline__ float4 scale4(float4 a, float s, float4 w)
-{
-    return make_float4(a.x * s * w.x, a.y * s * w.y, a.z * s * w.z, a.w * s * w.w);
-}
 
-/* The row in registers: NORM_V float4 a thread at most. With q, h is also quantized for the
- * next product (gpu_matvec.h: 8 lanes a block of 32 values; d is then a multiple of 32). */
+/* The row in registers: NORM_V float4 a thread at most, a thread a lane of gpu_norm.cuh's sum.
+ * With q, h is also quantized for the next product (gpu_matvec.h: 8 lanes a block of 32 values;
+ * d is then a multiple of 32). */
 template <bool ADD>
 __global__ void k_norm_vec(float *x, const float *__restrict__ o, const float *__restrict__ w, int64_t d, float eps,
                            float *h, int8_t *q, float2 *dd)
@@ -47,19 +46,40 @@ __global__ void k_norm_vec(float *x, const float *__restrict__ o, const float *_
             v[k]  = add4(v[k], ((const float4 *)o)[base + i]);
             xr[i] = v[k];
         }
-        ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+        ss = __fadd_rn(ss, norm_sq4(v[k]));
     }
-    const float inv = 1.0f / sqrtf(gpu_block_sum(ss, part) / (float)d + eps);
+    const float inv = norm_inv(gpu_block_sum(ss, part), d, eps);
 #pragma unroll
     for (int k = 0; k < NORM_V; k++) {
         const int64_t i    = threadIdx.x + (int64_t)k * blockDim.x;
         const bool    live = i < d4; /* the same for the 8 lanes of a block */
         float4        r    = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (live) hr[i] = r = scale4(v[k], inv, wv[k]);
+        if (live) hr[i] = r = norm_scale4(v[k], inv, wv[k]);
         if (q) {
             const float a[4] = {r.x, r.y, r.z, r.w};
             xq_put<4>(a, (int)(threadIdx.x % 8), (base + i) / 8, live, q, dd);
         }
+    }
+}
+
+/* A few rows (a decode step's), each over blockDim.x (SLICE_THREADS) float4s a block along y:
+ * every block sums its row's squares whole (gpu_norm.cuh: k_norm_vec's sum, so the same h), then
+ * scales and quantizes its own slice, one float4 a thread. A one-block row left the step's one
+ * SM a chain of NORM_V quantizations a thread; here four SMs take one each. x is only read (h
+ * is not x, no o: another block's write could not land in a sum). */
+__global__ void k_norm_slice(const float *__restrict__ x, const float *__restrict__ w, int64_t d, float eps, float *h,
+                             int8_t *q, float2 *dd)
+{
+    gpu_dep_enter();
+    __shared__ float part[NORM_MAX_THREADS / 32];
+    const int64_t    base = (int64_t)blockIdx.x * d, d4 = d / 4, i = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
+    const float      inv  = norm_row_inv(x + base, d, eps, part);
+    const bool       live = i < d4; /* the same for the 8 lanes of a block of 32 */
+    float4           r    = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (live) ((float4 *)h)[base / 4 + i] = r = norm_scale4(((const float4 *)x)[base / 4 + i], inv, ((const float4 *)w)[i]);
+    if (q) {
+        const float a[4] = {r.x, r.y, r.z, r.w};
+        xq_put<4>(a, (int)(threadIdx.x % 8), (base / 4 + i) / 8, live, q, dd);
     }
 }
 
@@ -87,13 +107,11 @@ __global__ void k_norm_loop(float *x, const float *__restrict__ o, const float *
 
 typedef void (*norm_fn)(float *, const float *, const float *, int64_t, float, float *, int8_t *, float2 *);
 
-/* Threads for a row of d values held in registers (a multiple of 64: whole warps on wave32 and
- * wave64), or 0 where the row takes the loop. */
+/* Threads for a row of d values held in registers (its lanes), or 0 where the row takes the loop. */
 static unsigned vec_threads(int64_t d, const void *x, const void *o, const void *w, const void *h)
 {
-    const uintptr_t a  = (uintptr_t)x | (uintptr_t)o | (uintptr_t)w | (uintptr_t)h;
-    const int64_t   d4 = d / 4, per = (d4 + NORM_V - 1) / NORM_V, t = (per + 63) / 64 * 64;
-    return d % 4 || a % 16 || t > NORM_MAX_THREADS ? 0 : (unsigned)t;
+    const uintptr_t a = (uintptr_t)x | (uintptr_t)o | (uintptr_t)w | (uintptr_t)h;
+    return a % 16 ? 0 : (unsigned)norm_lanes(d);
 }
 
 static celer_status norm_rows(gpu_backend *g, const char *name, float *x, const float *o, const celer_weight *w,
@@ -112,8 +130,15 @@ static celer_status norm_rows(gpu_backend *g, const char *name, float *x, const 
     int8_t        *q  = NULL;
     float2        *dd = NULL;
     const bool     qz = vt && d % 32 == 0; /* h quantized for the product that reads it next */
-    if ((qz && gpu_xq_buffer(g, rows * d, &q, &dd, err)) ||
-        GPU_LAUNCH(g, err, name, fn, (unsigned)rows, vt ? vt : (unsigned)LOOP_THREADS, 0, x, o, wd, d, eps, h, q, dd))
+    /* rows short of the SMs, each a few slices (not in place, no o: see k_norm_slice) */
+    const int64_t  slices = (d / 4 + SLICE_THREADS - 1) / SLICE_THREADS;
+    const bool     sliced = vt && !o && h != x && slices > 1 && slices <= GPU_MAX_GRID_YZ &&
+                        rows < g->prop.multiProcessorCount;
+    if (qz && gpu_xq_buffer(g, rows * d, &q, &dd, err)) return err->code;
+    if (sliced ? GPU_LAUNCH(g, err, name, k_norm_slice, dim3((unsigned)rows, (unsigned)slices), SLICE_THREADS, 0, x, wd,
+                            d, eps, h, q, dd)
+               : GPU_LAUNCH(g, err, name, fn, (unsigned)rows, vt ? vt : (unsigned)LOOP_THREADS, 0, x, o, wd, d, eps, h,
+                            q, dd))
         return err->code;
     if (qz) g->xq_src = h, g->xq_n = rows * d;
     return CELER_OK;
