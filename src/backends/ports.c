@@ -33,14 +33,6 @@ const celer_port celer_port_matmuls = {
     .impl     = {GPU_SLOT(celer_gpu_matmuls)},
 };
 
-const celer_port celer_port_norm_matmuls = {
-    .name     = "norm_matmuls",
-    .does     = "normalizes a sub-layer's input inside its first products (one token: each block of the "
-                "product normalizes and quantizes the row itself)",
-    .fallback = "add_rmsnorm (or rmsnorm), then matmuls",
-    .impl     = {GPU_SLOT(celer_gpu_norm_matmuls)},
-};
-
 const celer_port celer_port_matmul_add = {
     .name     = "matmul_add",
     .does     = "adds a product to the residual stream as it writes it",
@@ -56,8 +48,7 @@ const celer_port celer_port_moe_router = {
 };
 
 const celer_port *const celer_ports[] = {&celer_port_add_rmsnorm, &celer_port_attn_inputs, &celer_port_matmuls,
-                                         &celer_port_norm_matmuls, &celer_port_matmul_add, &celer_port_moe_router,
-                                         NULL};
+                                         &celer_port_matmul_add, &celer_port_moe_router, NULL};
 
 static const char *const KIND_NAMES[CELER_BACKEND_KIND_COUNT] = {"cpu", "cuda", "rocm"};
 

@@ -39,15 +39,6 @@ typedef celer_status (*celer_matmuls_fn)(celer_backend *be, const celer_weight *
                                          int64_t T, float *const *y, celer_error *err);
 extern const celer_port celer_port_matmuls;
 
-/* x (T, d) += o when o is not NULL; h = x / rms(x) * norm (f32, d values); y[i] (T, w[i].rows)
- * = h · w[i]ᵀ for n weights (1 to 3) of d columns: a sub-layer's normed input and its first
- * products, so that a backend can normalize inside the products. Fallback: add_rmsnorm (or
- * rmsnorm without o), then matmuls. */
-typedef celer_status (*celer_norm_matmuls_fn)(celer_backend *be, float *x, const float *o, const celer_weight *norm,
-                                              float eps, int64_t T, int64_t d, float *h, const celer_weight *const *w,
-                                              int n, float *const *y, celer_error *err);
-extern const celer_port celer_port_norm_matmuls;
-
 /* y (T, w.rows) += x (T, w.cols) · wᵀ: a sub-layer's output added to the residual stream by the
  * product itself; tmp (T, w.rows) is the backend's to use. Fallback: matmul into tmp, then add. */
 typedef celer_status (*celer_matmul_add_fn)(celer_backend *be, const celer_weight *w, const float *x, int64_t T,

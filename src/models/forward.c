@@ -115,16 +115,10 @@ static celer_status matmuls(celer_backend *be, const celer_weight *const *w, int
 }
 
 /* A sub-layer's input: x += o first when the sub-layer before left its output there (pend),
- * then h = rmsnorm(x) · norm and the n products y[i] = h · w[i]ᵀ (none: h only); in one port
- * where the backend has it. */
+ * then h = rmsnorm(x) · norm and the n products y[i] = h · w[i]ᵀ (none: h only). */
 static celer_status norm_matmuls(const celer_model *m, celer_backend *be, int64_t T, const celer_weight *norm, bool pend,
                                  const celer_weight *const *w, int n, float *const *y, celer_acts *a, celer_error *err)
 {
-    celer_port_fn fn;
-    celer_error   none;
-    if (n > 0 && !celer_port_select(&celer_port_norm_matmuls, be->ops->kind, &fn, &none))
-        return ((celer_norm_matmuls_fn)fn)(be, a->x, pend ? a->o : NULL, norm, m->norm_eps, T, m->hp.n_embd, a->h, w, n,
-                                           y, err);
     if (pend) TRY(add_norm(m, be, T, norm, a, err));
     else TRY(be->ops->rmsnorm(be, a->x, norm, T, m->hp.n_embd, m->norm_eps, a->h, err));
     return n > 0 ? matmuls(be, w, n, a->h, T, y, err) : CELER_OK;

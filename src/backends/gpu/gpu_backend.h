@@ -55,7 +55,6 @@ typedef struct {
     int      blas_passes; /* 1 .. 3: the BLAS path's f16 products a product (gpu_blas.h) */
     struct gpu_blas *blas; /* its handle and scratch (gpu_blas.cu), made by the first product that takes it */
     bool     flash_off;   /* CELER_GPU_FLASH=0: prefill attention without the matrix units */
-    int64_t  norm_in;     /* one-token products of at most this many blocks normalize their input (gpu_matmul.cu) */
     bool     early;       /* kernels launched while the one before runs (gpu_dep_enter; CELER_GPU_EARLY=0: off) */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */
     int64_t  h_pos_n, h_seq_n, h_tables_n;

@@ -228,7 +228,7 @@ celer_status gpu_matmul(celer_backend *be, const celer_weight *w, const float *x
     if (gpu_alive(g, err) || gpu_weight_desc(w, &d, &f, err)) return err->code;
     if (T <= 0) return CELER_OK;
     if (blas_takes(g, f, T)) return gpu_blas_matmul(g, &d, f, x, T, y, err);
-    if (T > g->mmq_from && gpu_mmq_has(g, f)) return gpu_mmq(g, &d, f, x, T, y, err); /* the integer matrix units */
+    if (T > g->mmq_from && gpu_mmq_has(g, f)) return gpu_mmq(g, &d, f, x, T, y, false, err); /* the integer matrix units */
     if (T <= MV_SLICED && gpu_matvec_q8_has(f)) { /* small steps: integer dot products, 8 tokens a pass */
         gpu_xq xq;
         if (gpu_quant_x(g, x, T, w->cols, &xq, err)) return err->code;
@@ -284,7 +284,7 @@ extern "C" celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight 
     for (int i = 0; i < n; i++) { /* the weights of f[i]'s format, together */
         if (done[i]) continue;
         if (T > g->mmq_from && gpu_mmq_has(g, f[i])) { /* a batch of decodes: the matrix units */
-            if (gpu_mmq_xq(g, &d[i], f[i], &xq, T, y[i], err)) return err->code;
+            if (gpu_mmq_xq(g, &d[i], f[i], &xq, T, y[i], false, err)) return err->code;
             continue;
         }
         gpu_wdesc ds[GPU_MVQ_SET];
@@ -297,56 +297,9 @@ extern "C" celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight 
     return CELER_OK;
 }
 
-/* Whether a product of T tokens of format f runs the integer decode kernel (gpu_matmul's choice). */
-static bool mvq_takes(const gpu_backend *g, int f, int64_t T)
-{
-    return T <= MV_SLICED && gpu_matvec_q8_has(f) && !blas_takes(g, f, T) && !(T > g->mmq_from && gpu_mmq_has(g, f));
-}
-
-/* The port celer_port_norm_matmuls: one token of d values whose products all have integer
- * decode kernels, without o, over at most g->norm_in blocks (CELER_GPU_NORM_IN; each block
- * normalizes and quantizes the whole row, so past a grid's worth of blocks that work costs more
- * than the norm kernel it saves), is normalized in the products themselves (a launch per
- * format: Q4_K_M's q and k beside its Q6_K v take two); anything else is the norm kernel
- * (which also quantizes h for the products), then the products. */
-extern "C" celer_status celer_gpu_norm_matmuls(celer_backend *be, float *x, const float *o, const celer_weight *norm,
-                                               float eps, int64_t T, int64_t d, float *h, const celer_weight *const *w,
-                                               int n, float *const *y, celer_error *err)
-{
-    gpu_backend *g = gpu_of(be);
-    gpu_wdesc    dw[GPU_MVQ_SET];
-    int          f[GPU_MVQ_SET];
-    bool         fused = !o && T == 1 && n >= 1 && n <= GPU_MVQ_SET && norm->type == CELER_GGML_F32 &&
-                 norm->cols == d && gpu_matvec_q8_norm_takes(d, x, (const float *)norm->data, h);
-    if (gpu_alive(g, err)) return err->code;
-    for (int i = 0; fused && i < n; i++) {
-        if (gpu_weight_desc(w[i], &dw[i], &f[i], err)) return err->code;
-        fused = w[i]->cols == d && mvq_takes(g, f[i], T);
-    }
-    fused = fused && gpu_matvec_q8_blocks(g, dw, n) <= g->norm_in;
-    if (!fused) {
-        if ((o ? celer_gpu_add_rmsnorm(be, x, o, norm, T, d, eps, h, err) : gpu_rmsnorm(be, x, norm, T, d, eps, h, err)))
-            return err->code;
-        return celer_gpu_matmuls(be, w, n, h, T, y, err);
-    }
-    const gpu_mv_norm nm   = {x, (const float *)norm->data, h, d, eps};
-    bool              done[GPU_MVQ_SET] = {false, false, false};
-    for (int i = 0; i < n; i++) { /* the weights of f[i]'s format, together; h written by the first launch */
-        if (done[i]) continue;
-        gpu_wdesc   ds[GPU_MVQ_SET];
-        float      *ys[GPU_MVQ_SET];
-        int         m   = 0;
-        gpu_mv_norm nmi = nm;
-        if (i > 0) nmi.h = NULL;
-        for (int j = i; j < n; j++)
-            if (!done[j] && f[j] == f[i]) ds[m] = dw[j], ys[m++] = y[j], done[j] = true;
-        if (gpu_matvec_q8_norm(g, ds, m, f[i], &nmi, ys, err)) return err->code;
-    }
-    return CELER_OK;
-}
-
-/* The port celer_port_matmul_add: the integer decode kernel adds its sums to y as it writes
- * them; other products go through tmp and an add. */
+/* The port celer_port_matmul_add: the integer kernels (decode and matrix-unit) add their sums
+ * to y as they write them; the other products (the vendor BLAS among them) go through tmp and
+ * an add. */
 extern "C" celer_status celer_gpu_matmul_add(celer_backend *be, const celer_weight *w, const float *x, int64_t T,
                                              float *y, float *tmp, celer_error *err)
 {
@@ -355,7 +308,9 @@ extern "C" celer_status celer_gpu_matmul_add(celer_backend *be, const celer_weig
     int          f;
     if (gpu_alive(g, err) || gpu_weight_desc(w, &d, &f, err)) return err->code;
     if (T <= 0) return CELER_OK;
-    if (!mvq_takes(g, f, T))
+    const bool blas = blas_takes(g, f, T), mmq = !blas && T > g->mmq_from && gpu_mmq_has(g, f); /* gpu_matmul's */
+    if (mmq) return gpu_mmq(g, &d, f, x, T, y, true, err);
+    if (blas || T > MV_SLICED || !gpu_matvec_q8_has(f))
         return gpu_matmul(be, w, x, T, tmp, err) || gpu_add(be, y, tmp, T * w->rows, err) ? err->code : CELER_OK;
     gpu_xq xq;
     if (gpu_quant_x(g, x, T, w->cols, &xq, err)) return err->code;

@@ -9,7 +9,6 @@
  * Formats without a kernel here (F32, F16, BF16, MLX affine 2/3/5/6, mxfp4, mxfp8, nvfp4) take
  * the float decode kernel of gpu_matmul.cu. */
 #include "backends/gpu/gpu_matvec.h"
-#include "backends/gpu/gpu_norm.cuh"
 
 #include <string.h>
 
@@ -352,11 +351,6 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const mv_set &s)
     return gpu_sig_args(h, s.b0[GPU_MVQ_SET], s.add);
 }
 
-static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_mv_norm &n)
-{
-    return gpu_sig_args(h, n.x, n.w, n.h, n.d, n.eps);
-}
-
 /* MVQ_ROWS rows per warp, NT tokens (nt of them live) a pass. The lanes of a warp take
  * consecutive units of its rows (each load instruction reads a contiguous run of a row); a
  * lane loads its unit of every row, then dots them against the same activations, so that the
@@ -366,8 +360,9 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_mv_norm &n)
  * the grids of the 4096-row products of a decode step (256 blocks) left an SM 8 warps, too few
  * loads in flight for the memory's latency (ncu: 12% of the warps active, ~2 TB/s). */
 template <int F, int NT, int KS>
-static __device__ __forceinline__ void mmvq(const mv_set &set, gpu_xq x, int nt, int64_t t0, const gpu_mv_sel &sel)
+__global__ void __launch_bounds__(MVQ_THREADS * KS) k_mmvq(mv_set set, gpu_xq x, int nt, int64_t t0, gpu_mv_sel sel)
 {
+    gpu_dep_enter();
     constexpr int GROUPS = MVQ_THREADS / 32; /* row groups a block (wave64: half of them hold rows) */
     __shared__ float part[KS > 1 ? KS - 1 : 1][GROUPS][MVQ_ROWS][NT];
     int k = 0;
@@ -440,57 +435,15 @@ static __device__ __forceinline__ void mmvq(const mv_set &set, gpu_xq x, int nt,
             }
 }
 
-template <int F, int NT, int KS>
-__global__ void __launch_bounds__(MVQ_THREADS * KS) k_mmvq(mv_set set, gpu_xq x, int nt, int64_t t0, gpu_mv_sel sel)
-{
-    gpu_dep_enter();
-    mmvq<F, NT, KS>(set, x, nt, t0, sel);
-}
-
-/* One token whose activations each block normalizes itself (gpu_norm.cuh's arithmetic: k_norm_vec's
- * h bit for bit) and quantizes into its shared memory (nm.d / 32 blocks of XQ_BLOCK bytes, then
- * their scales), instead of a norm kernel before it: the row is 16 KiB at 4096, read from the L2
- * by every block. Block 0 also writes h. */
-template <int F, int KS>
-__global__ void __launch_bounds__(MVQ_THREADS * KS) k_mmvq_norm(mv_set set, gpu_mv_norm nm)
-{
-    gpu_dep_enter();
-    extern __shared__ int4 xs[];
-    __shared__ float       part[NORM_MAX_THREADS / 32];
-    const int64_t          nb = nm.d / 32, d4 = nm.d / 4;
-    int8_t                *q  = (int8_t *)xs;
-    float2                *dd = (float2 *)(q + nb * XQ_BLOCK);
-    const float            inv = norm_row_inv(nm.x, nm.d, nm.eps, part);
-    const bool             wh  = nm.h && blockIdx.x == 0;
-    for (int64_t i0 = 0; i0 < d4; i0 += blockDim.x) { /* 8 threads a block of 32 values, every thread in each pass */
-        const int64_t i    = i0 + threadIdx.x;
-        const bool    live = i < d4;
-        float4        r    = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (live) {
-            r = norm_scale4(((const float4 *)nm.x)[i], inv, ((const float4 *)nm.w)[i]);
-            if (wh) ((float4 *)nm.h)[i] = r;
-        }
-        const float a[4] = {r.x, r.y, r.z, r.w};
-        xq_put<4>(a, (int)(threadIdx.x % 8), i / 8, live, q, dd);
-    }
-    __syncthreads();
-    const gpu_xq     x    = {q, dd, nb};
-    const gpu_mv_sel none = {NULL, 1, 0};
-    mmvq<F, 1, KS>(set, x, 1, 0, none);
-}
-
 /* ---- dispatch ------------------------------------------------------------------------------- */
 
 typedef void (*mmvq_fn)(mv_set, gpu_xq, int, int64_t, gpu_mv_sel);
-typedef void (*mmvq_norm_fn)(mv_set, gpu_mv_norm);
 
 #define MVQ_ROW(F)                                                                                                  \
-    {k_mmvq<F, 1, 1>, k_mmvq<F, 2, 1>, k_mmvq<F, 4, 1>, k_mmvq<F, 8, 1>, k_mmvq<F, 1, MVQ_KS>},                    \
-    {k_mmvq_norm<F, 1>, k_mmvq_norm<F, MVQ_KS>}
+    {k_mmvq<F, 1, 1>, k_mmvq<F, 2, 1>, k_mmvq<F, 4, 1>, k_mmvq<F, 8, 1>, k_mmvq<F, 1, MVQ_KS>}
 static const struct {
-    int          fmt;
-    mmvq_fn      fn[5];   /* 1, 2, 4, 8 tokens a pass; 1 token in MVQ_KS column slices */
-    mmvq_norm_fn norm[2]; /* one token normalized in the product: whole rows, MVQ_KS column slices */
+    int     fmt;
+    mmvq_fn fn[5]; /* 1, 2, 4, 8 tokens a pass; 1 token in MVQ_KS column slices */
 } MVQ[] = {
     {GPU_Q4_0, MVQ_ROW(GPU_Q4_0)}, {GPU_Q4_1, MVQ_ROW(GPU_Q4_1)}, {GPU_Q5_0, MVQ_ROW(GPU_Q5_0)},
     {GPU_Q5_1, MVQ_ROW(GPU_Q5_1)}, {GPU_Q8_0, MVQ_ROW(GPU_Q8_0)}, {GPU_Q4_K, MVQ_ROW(GPU_Q4_K)},
@@ -506,20 +459,6 @@ static int mvq_index(int fmt)
 }
 
 bool gpu_matvec_q8_has(int fmt) { return mvq_index(fmt) >= 0; }
-
-bool gpu_matvec_q8_norm_takes(int64_t d, const float *x, const float *w, const float *h)
-{
-    const uintptr_t a = (uintptr_t)x | (uintptr_t)w | (uintptr_t)h;
-    return d % 32 == 0 && norm_lanes(d) > 0 && a % 16 == 0;
-}
-
-int64_t gpu_matvec_q8_blocks(const gpu_backend *g, const gpu_wdesc *w, int n)
-{
-    const int64_t per = MVQ_ROWS * (MVQ_THREADS / g->prop.warpSize);
-    int64_t       b   = 0;
-    for (int i = 0; i < n; i++) b += (w[i].rows + per - 1) / per;
-    return b;
-}
 
 /* The launch's weights (n of them) and their blocks; whether a one-token pass takes column slices. */
 static celer_status mvq_set(gpu_backend *g, const gpu_wdesc *w, int n, float *const *y, bool add, int64_t n_sel,
@@ -550,8 +489,8 @@ static celer_status mvq_run(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, 
                             const gpu_mv_sel *sel, int64_t n_sel, float *const *y, bool add, celer_error *err)
 {
     const int ix = mvq_index(fmt);
-    mv_set    set;
-    bool      sliced;
+    mv_set    set    = {};
+    bool      sliced = false;
     if (ix < 0)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no integer decode kernel for format %d", CELER_GPU_NAME, fmt);
     if (sel && (n_sel < 1 || n_sel > GPU_MAX_GRID_YZ))
@@ -588,19 +527,4 @@ celer_status gpu_matvec_q8(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, c
                            float *const *y, bool add, celer_error *err)
 {
     return mvq_run(g, w, n, fmt, xq, T, NULL, 0, y, add, err);
-}
-
-celer_status gpu_matvec_q8_norm(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_mv_norm *nm,
-                                float *const *y, celer_error *err)
-{
-    const int ix = mvq_index(fmt);
-    mv_set    set;
-    bool      sliced;
-    if (ix < 0 || !gpu_matvec_q8_norm_takes(nm->d, nm->x, nm->w, nm->h))
-        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no normalizing decode kernel for format %d at %lld values",
-                          CELER_GPU_NAME, fmt, (long long)nm->d);
-    if (mvq_set(g, w, n, y, false, 1, &set, &sliced, err)) return err->code;
-    const size_t smem = (size_t)(nm->d / 32) * (XQ_BLOCK + sizeof(float2));
-    return GPU_LAUNCH(g, err, "matvec_q8_norm", MVQ[ix].norm[sliced], set.b0[GPU_MVQ_SET],
-                      sliced ? MVQ_THREADS * MVQ_KS : MVQ_THREADS, smem, set, *nm);
 }

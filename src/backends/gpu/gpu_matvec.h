@@ -94,24 +94,6 @@ bool         gpu_matvec_q8_has(int fmt);
  * gpu_quant_x and n (1 .. GPU_MVQ_SET) weights of format fmt, one launch per GPU_MVQ_TOKENS tokens. */
 celer_status gpu_matvec_q8(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
                            float *const *y, bool add, celer_error *err);
-/* One token's row x (d values) normalized by the product itself: h = rmsnorm(x) · w, as the norm
- * kernels give it bit for bit (gpu_norm.cuh); h may be NULL (not written). */
-typedef struct {
-    const float *x, *w;
-    float       *h;
-    int64_t      d;
-    float        eps;
-} gpu_mv_norm;
-/* The blocks of a launch of n weights (gpu_matvec_q8 of one token). */
-int64_t      gpu_matvec_q8_blocks(const gpu_backend *g, const gpu_wdesc *w, int n);
-/* One-token products of at most this many blocks normalize their own input by default
- * (celer_gpu_norm_matmuls; CELER_GPU_NORM_IN=N sets it, 0 never). */
-enum { GPU_NORM_IN = 1024 };
-/* Whether gpu_matvec_q8_norm takes a row of d values at x, w and h (16-byte aligned). */
-bool         gpu_matvec_q8_norm_takes(int64_t d, const float *x, const float *w, const float *h);
-/* y[i] (1, w[i].rows) = x̂ · w[i]ᵀ, x̂ the quantization of nm's normed row: one launch. */
-celer_status gpu_matvec_q8_norm(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_mv_norm *nm,
-                                float *const *y, celer_error *err);
 /* The same over the n_sel selections of sel (T unused), one launch. */
 celer_status gpu_matvec_q8_sel(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
                                const gpu_mv_sel *sel, int64_t n_sel, float *const *y, celer_error *err);

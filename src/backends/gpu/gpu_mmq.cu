@@ -114,11 +114,14 @@ static __device__ __forceinline__ void mmq_put(const mmq_regs<XU> &st, int8_t (*
     }
 }
 
+/* An output: v, or with add y's value plus v (the add the product's output would meet next). */
+static __device__ __forceinline__ void mmq_put(float *y, float v, int add) { *y = add ? __fadd_rn(*y, v) : v; }
+
 /* Rows blockIdx.x · 64 .. of w × tokens t0 .. t0 + NT of x (T of them), column blocks kz0 .. nq,
- * into y (T, w.rows). */
+ * into y (T, w.rows; with add, added to it). */
 template <int F, int NT>
 static __device__ __forceinline__ void mmq_tile(const gpu_wdesc &w, const gpu_xq &x, int64_t T, int64_t t0,
-                                                int64_t kz0, int64_t nq, float *__restrict__ y)
+                                                int64_t kz0, int64_t nq, float *__restrict__ y, int add)
 {
     constexpr int NI = NT / 16;                     /* a warp's 8-token tiles */
     constexpr int XU = NT * MMQ_BQ / MMQ_THREADS; /* token blocks a thread stages */
@@ -180,18 +183,19 @@ static __device__ __forceinline__ void mmq_tile(const gpu_wdesc &w, const gpu_xq
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int64_t r = r0 + wm + 16 * mi + g + 8 * (e / 2), t = t0 + wn + 8 * ni + 2 * q + e % 2;
-                if (r < w.rows && t < T) y[t * w.rows + r] = acc[mi][ni][e];
+                if (r < w.rows && t < T) mmq_put(&y[t * w.rows + r], acc[mi][ni][e], add);
             }
 }
 
-/* Columns blocks kz0 .. kz1 of part blockIdx.z (kper blocks a part), into y + blockIdx.z · T · rows. */
+/* Columns blocks kz0 .. kz1 of part blockIdx.z (kper blocks a part), into y + blockIdx.z · T · rows
+ * (with add: added to y). */
 template <int F, int NT>
 __global__ void __launch_bounds__(MMQ_THREADS)
-    k_mmq(gpu_wdesc w, gpu_xq x, int64_t T, int64_t kper, float *__restrict__ y)
+    k_mmq(gpu_wdesc w, gpu_xq x, int64_t T, int64_t kper, float *__restrict__ y, int add)
 {
     gpu_dep_enter();
     const int64_t kz0 = (int64_t)blockIdx.z * kper, nq = w.cols / 32 < kz0 + kper ? w.cols / 32 : kz0 + kper;
-    mmq_tile<F, NT>(w, x, T, (int64_t)blockIdx.y * NT, kz0, nq, y + (int64_t)blockIdx.z * T * w.rows);
+    mmq_tile<F, NT>(w, x, T, (int64_t)blockIdx.y * NT, kz0, nq, y + (int64_t)blockIdx.z * T * w.rows, add);
 }
 
 /* Expert blockIdx.z of a stacked tensor (w its first, `stride` bytes apart) times its tokens:
@@ -205,17 +209,17 @@ __global__ void __launch_bounds__(MMQ_THREADS)
     if (t0 >= n) return; /* the whole block: a group shorter than the longest */
     w.data += (int64_t)blockIdx.z * stride;
     x.q += s0 * x.nb * XQ_BLOCK, x.d += s0 * x.nb;
-    mmq_tile<F, NT>(w, x, n, t0, 0, w.cols / 32, y + s0 * w.rows);
+    mmq_tile<F, NT>(w, x, n, t0, 0, w.cols / 32, y + s0 * w.rows, 0);
 }
 
-/* y[i] = Σ over the parts p of part[p · n + i], in part order. */
-__global__ void k_mmq_sum(const float *__restrict__ part, int parts, int64_t n, float *__restrict__ y)
+/* y[i] = Σ over the parts p of part[p · n + i], in part order (with add: y[i] += the sum). */
+__global__ void k_mmq_sum(const float *__restrict__ part, int parts, int64_t n, float *__restrict__ y, int add)
 {
     gpu_dep_enter();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         float s = part[i];
         for (int p = 1; p < parts; p++) s += part[p * n + i];
-        y[i] = s;
+        mmq_put(&y[i], s, add);
     }
 }
 
@@ -327,7 +331,7 @@ static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int 
 /* Columns blocks kz0 .. kz0 + kper of part blockIdx.z, into y + blockIdx.z · T · rows. */
 template <int F, int NT>
 __global__ void __launch_bounds__((sq_shape<F, NT>::THREADS)) /* parenthesized: HIP's macro splits at commas */
-    k_mmq_s(gpu_wdesc w, gpu_xq x, int64_t T, int64_t kper, float *__restrict__ y)
+    k_mmq_s(gpu_wdesc w, gpu_xq x, int64_t T, int64_t kper, float *__restrict__ y, int add)
 {
     gpu_dep_enter();
     extern __shared__ __align__(16) int8_t sq_smem[];
@@ -360,11 +364,11 @@ __global__ void __launch_bounds__((sq_shape<F, NT>::THREADS)) /* parenthesized: 
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int64_t r = r0 + 16 * rt + g + 8 * (e / 2), t = 8 * (th * S::NI + ni) + 2 * q + e % 2;
-            if (r < w.rows && t < T) y[t * w.rows + r] = acc[ni][e];
+            if (r < w.rows && t < T) mmq_put(&y[t * w.rows + r], acc[ni][e], add);
         }
 }
 
-typedef void (*mmq_fn)(gpu_wdesc, gpu_xq, int64_t, int64_t, float *);
+typedef void (*mmq_fn)(gpu_wdesc, gpu_xq, int64_t, int64_t, float *, int);
 
 /* Column parts for a grid of `blocks` over nq column blocks taken `step` at a time: the grid
  * nearest to two blocks an SM (both kernels fit two), each part at least MMQ_MIN_PART blocks
@@ -380,24 +384,27 @@ static int64_t column_parts(const gpu_backend *g, int64_t blocks, int64_t nq, in
     return (nq + *kper - 1) / *kper;
 }
 
-/* fn over grid (br, bt, parts) into y, or into the backend's part buffer and then summed. */
+/* fn over grid (br, bt, parts) into y, or into the backend's part buffer and then summed (with
+ * add: added to y). */
 static celer_status launch_parts(gpu_backend *g, mmq_fn fn, unsigned br, unsigned bt, int64_t parts, int threads,
                                  size_t smem, const gpu_wdesc *w, const gpu_xq *xq, int64_t T, int64_t kper, float *y,
-                                 celer_error *err)
+                                 bool add, celer_error *err)
 {
     if (parts == 1)
-        return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq", fn, dim3(br, bt), threads, smem, *w, *xq, T, kper, y);
+        return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq", fn, dim3(br, bt), threads, smem, *w, *xq, T, kper, y, (int)add);
     const int64_t n = T * w->rows;
     if (gpu_buf_reserve(g, &g->d_part, (size_t)(parts * n) * sizeof(float), err)) return err->code;
     float *part = (float *)g->d_part.p;
-    if (GPU_LAUNCH_KEEPING_XQ(g, err, "mmq", fn, dim3(br, bt, (unsigned)parts), threads, smem, *w, *xq, T, kper, part))
+    if (GPU_LAUNCH_KEEPING_XQ(g, err, "mmq", fn, dim3(br, bt, (unsigned)parts), threads, smem, *w, *xq, T, kper, part,
+                              0))
         return err->code;
-    return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq_sum", k_mmq_sum, gpu_blocks(n, 256), 256, 0, part, (int)parts, n, y);
+    return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq_sum", k_mmq_sum, gpu_blocks(n, 256), 256, 0, part, (int)parts, n, y,
+                                 (int)add);
 }
 
 /* Up to GPU_MMQ_SMALL tokens: k_mmq_s in tiles of 8, 16 or 32 tokens. */
 static celer_status mmq_small(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, int64_t T, float *y,
-                              celer_error *err)
+                              bool add, celer_error *err)
 {
     static const mmq_fn fns[2][3] = {{k_mmq_s<GPU_Q4_0, 8>, k_mmq_s<GPU_Q4_0, 16>, k_mmq_s<GPU_Q4_0, 32>},
                                      {k_mmq_s<GPU_Q8_0, 8>, k_mmq_s<GPU_Q8_0, 16>, k_mmq_s<GPU_Q8_0, 32>}};
@@ -417,15 +424,15 @@ static celer_status mmq_small(gpu_backend *g, const gpu_wdesc *w, int fmt, const
     int64_t       kper;
     const int64_t parts = column_parts(g, br, w->cols / 32, SQ_BQ, &kper);
     const int     threads = s ? sq_shape<GPU_Q4_0, 16>::THREADS : sq_shape<GPU_Q4_0, 8>::THREADS; /* either format */
-    return launch_parts(g, fn, br, 1, parts, threads, smem, w, xq, T, kper, y, err);
+    return launch_parts(g, fn, br, 1, parts, threads, smem, w, xq, T, kper, y, add, err);
 }
 
 celer_status gpu_mmq_xq(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, int64_t T, float *y,
-                        celer_error *err)
+                        bool add, celer_error *err)
 {
     if (!gpu_mmq_has(g, fmt))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no integer prefill kernel for format %d", CELER_GPU_NAME, fmt);
-    if (T <= GPU_MMQ_SMALL) return mmq_small(g, w, fmt, xq, T, y, err);
+    if (T <= GPU_MMQ_SMALL) return mmq_small(g, w, fmt, xq, T, y, add, err);
     const mmq_fn  fn = fmt == GPU_Q4_0 ? k_mmq<GPU_Q4_0, 64> : k_mmq<GPU_Q8_0, 64>;
     const int64_t bt = (T + 63) / 64;
     if (bt > GPU_MAX_GRID_YZ)
@@ -435,7 +442,7 @@ celer_status gpu_mmq_xq(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_x
     if (gpu_grid(g, w->rows, MMQ_ROWS, &br, "mmq", err)) return err->code;
     int64_t       kper;
     const int64_t parts = column_parts(g, (int64_t)br * bt, w->cols / 32, MMQ_BQ, &kper);
-    return launch_parts(g, fn, br, (unsigned)bt, parts, MMQ_THREADS, 0, w, xq, T, kper, y, err);
+    return launch_parts(g, fn, br, (unsigned)bt, parts, MMQ_THREADS, 0, w, xq, T, kper, y, add, err);
 }
 
 celer_status gpu_mmq_experts(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, int64_t n_expert,
@@ -456,10 +463,10 @@ celer_status gpu_mmq_experts(gpu_backend *g, const gpu_wdesc *w, int fmt, const 
                                  *w, *xq, starts, w->rows * w->row_bytes, y);
 }
 
-celer_status gpu_mmq(gpu_backend *g, const gpu_wdesc *w, int fmt, const float *x, int64_t T, float *y,
+celer_status gpu_mmq(gpu_backend *g, const gpu_wdesc *w, int fmt, const float *x, int64_t T, float *y, bool add,
                      celer_error *err)
 {
     gpu_xq xq;
     if (gpu_quant_x(g, x, T, w->cols, &xq, err)) return err->code;
-    return gpu_mmq_xq(g, w, fmt, &xq, T, y, err);
+    return gpu_mmq_xq(g, w, fmt, &xq, T, y, add, err);
 }

@@ -12,12 +12,12 @@ enum { GPU_MMQ_FROM = 8, GPU_MMQ_SMALL = 32 };
 
 /* Whether this device and build run the format (enum gpu_fmt) on the integer matrix units. */
 bool         gpu_mmq_has(const gpu_backend *g, int fmt);
-/* y (T, w.rows) = x̂ · wᵀ, x quantized here (gpu_quant_x). */
-celer_status gpu_mmq(gpu_backend *g, const gpu_wdesc *w, int fmt, const float *x, int64_t T, float *y,
+/* y (T, w.rows) = x̂ · wᵀ (with add: y += x̂ · wᵀ), x quantized here (gpu_quant_x). */
+celer_status gpu_mmq(gpu_backend *g, const gpu_wdesc *w, int fmt, const float *x, int64_t T, float *y, bool add,
                      celer_error *err);
 /* The same with x already quantized (a product sharing its input with others). */
 celer_status gpu_mmq_xq(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, int64_t T, float *y,
-                        celer_error *err);
+                        bool add, celer_error *err);
 
 /* The experts of a stacked tensor (w: its first; the rest follow, w.rows rows each) times their
  * tokens in one launch: x̂'s rows sorted by expert, expert e's from starts[e] to starts[e + 1]

@@ -17,9 +17,6 @@ celer_status celer_gpu_attn_inputs(celer_backend *be, celer_kv_cache *kv, int32_
 
 celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight *const *w, int n, const float *x, int64_t T,
                                float *const *y, celer_error *err);
-celer_status celer_gpu_norm_matmuls(celer_backend *be, float *x, const float *o, const celer_weight *norm, float eps,
-                                    int64_t T, int64_t d, float *h, const celer_weight *const *w, int n,
-                                    float *const *y, celer_error *err);
 celer_status celer_gpu_matmul_add(celer_backend *be, const celer_weight *w, const float *x, int64_t T, float *y,
                                   float *tmp, celer_error *err);
 celer_status celer_gpu_moe_router(celer_backend *be, const celer_weight *router, const float *h, int64_t T, float *logits,
