@@ -171,6 +171,7 @@ bench_model() {
     CELER_GPU_STATS=1 "$B/celer" bench -m "$model" --backend cuda -p 512 -n 128 -r 3 >"$log" 2>&1
     result "celer bench $name" "$(grep -E 'pp512|tg128' "$log" | awk '{print $(NF-3), $(NF-2)}' | tr '\n' ' ')"
     result "  its steps (CELER_GPU_STATS)" "$(grep -m1 -o 'steps:.*' "$log" | cut -c1-100)"
+    result "  its device allocations" "$(grep -m1 -o 'allocations:.*' "$log" | cut -c1-100)"
     if [ -n "${LLAMA_BENCH:-}" ] && [ -f "$model" ]; then
         "$LLAMA_BENCH" -m "$model" -p 512 -n 128 -r 3 -ngl 99 -fa 1 >"${log%.txt}-llama.txt" 2>&1
         result "llama-bench $name" "$(grep -E 'pp512|tg128' "${log%.txt}-llama.txt" | awk -F'|' '{print $(NF-2), $(NF-1)}' | tr -s ' ' | tr '\n' ' ')"

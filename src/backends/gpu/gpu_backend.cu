@@ -124,6 +124,7 @@ static celer_status gpu_alloc(celer_backend *be, size_t bytes, void **out, celer
     *out           = NULL;
     if (gpu_alive(g, err)) return err->code;
     if (g->rec == GPU_REC_CAPTURE) gpu_graph_break(g, false); /* its zeroing below must not be recorded */
+    gpu_count_alloc(g);
     gpuError_t e = gpuMalloc(out, bytes ? bytes : 1);
     if (e != gpuSuccess) {
         size_t free_b = 0, total_b = 0;

@@ -79,6 +79,8 @@ typedef struct {
     int64_t            steps[4];
     double             wait_s;                /* time gpu_sync waited for the device */
     int64_t            waits;
+    bool               in_step;               /* between step_begin and step_end */
+    int64_t            allocs[3];             /* device allocations: all, inside steps, inside replayed steps */
     uint64_t           clock;         /* steps begun, for the least recently used graph */
     bool               graphs_off;    /* CELER_GPU_GRAPHS=0 */
     /* scratch for MoE and staging */
@@ -151,6 +153,13 @@ void gpu_graphs_drop(gpu_backend *g);
 void gpu_graphs_free(gpu_backend *g);
 /* The CELER_GPU_STATS line: steps by mode with their mean host time, and the device waits. */
 void gpu_stats_print(const gpu_backend *g);
+/* A device allocation, counted for CELER_GPU_STATS (issue 10: none inside replayed decode steps). */
+static inline void gpu_count_alloc(gpu_backend *g)
+{
+    g->allocs[0]++;
+    if (g->in_step) g->allocs[1]++;
+    if (g->in_step && g->rec == GPU_REC_REPLAY) g->allocs[2]++;
+}
 
 /* The step's signature: every launch (kernel, grid, block, shared memory, arguments) and copy
  * folded in, recorded with a graph and compared when it is replayed, so that a replay whose

@@ -82,7 +82,7 @@ void gpu_graph_break(gpu_backend *g, bool forever)
 celer_status gpu_step_begin(celer_backend *be, uint64_t key, celer_error *err)
 {
     gpu_backend *g = gpu_of(be);
-    g->rec = GPU_REC_EAGER, g->cur = -1, g->sig = 0xcbf29ce484222325ull;
+    g->rec = GPU_REC_EAGER, g->cur = -1, g->sig = 0xcbf29ce484222325ull, g->in_step = true;
     if (g->stats) g->t_step = gpu_now_s();
     if (g->graphs_off || gpu_alive(g, err)) return g->failed ? err->code : CELER_OK;
     struct gpu_graph *e = entry(g, key);
@@ -112,6 +112,7 @@ celer_status gpu_step_end(celer_backend *be, bool ok, bool *redo, celer_error *e
     *redo            = false;
     if (g->stats) g->walk_s[rec] += gpu_now_s() - g->t_step, g->steps[rec]++;
     g->rec           = GPU_REC_EAGER;
+    g->in_step       = false;
     if (rec == GPU_REC_EAGER) return CELER_OK;
     if (rec == GPU_REC_BROKEN) {
         *redo = ok;
@@ -153,4 +154,6 @@ void gpu_stats_print(const gpu_backend *g)
                     1e6 * g->walk_s[m] / (double)g->steps[m]);
     fprintf(stderr, "; %lld device waits (%.0f us each)\n", (long long)g->waits,
             g->waits ? 1e6 * g->wait_s / (double)g->waits : 0.0);
+    fprintf(stderr, "celer: %s device allocations: %lld (%lld inside steps, %lld inside replayed steps)\n",
+            CELER_GPU_NAME, (long long)g->allocs[0], (long long)g->allocs[1], (long long)g->allocs[2]);
 }

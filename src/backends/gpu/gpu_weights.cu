@@ -83,6 +83,7 @@ static celer_status weight_alloc(gpu_backend *g, size_t bytes, void **out, celer
         if (!w) return celer_fail(err, CELER_ERR_OOM, "%s: out of host memory", CELER_GPU_NAME);
         g->weights = w, g->cap_weights = cap;
     }
+    gpu_count_alloc(g);
     gpuError_t e = gpuMalloc(out, bytes ? bytes : 1);
     if (e != gpuSuccess) {
         (void)gpuGetLastError();
