@@ -9,7 +9,8 @@
 #   verify   celer verify --backend cuda --against cpu: the tiny MLX models of tests/data/mlx_dirs
 #            and synthetic GGUF models of every weight type (small shapes)
 #   big      synthetic Llama-3.1-8B and Qwen3-30B-A3B Q4_0 (celer synth): celer verify, and
-#            verify --decode (32 decode steps a prompt against the same backend's prefill)
+#            verify --decode (32 decode steps a prompt against the same backend's prefill; again
+#            with CELER_GPU_ATT_STEP=1, the attention kernel making its inputs ready)
 #   watchdog the 8B with a 1 us deadline: the first step past it fails the device (exit 3)
 #   bench    the same files: celer bench (pp512, tg128, with CELER_GPU_STATS's step times; on the
 #            8B also 32 sequences of 128 + 128 through the batcher), and llama.cpp's llama-bench
@@ -151,6 +152,7 @@ step_big() {
         synth_big $shape
         verify "$shape Q4_0" "$f" -n 8
         verify_decode "$shape Q4_0" "$f" -n 32
+        CELER_GPU_ATT_STEP=1 verify_decode "$shape Q4_0, CELER_GPU_ATT_STEP=1" "$f" -n 32
     done
 }
 

@@ -14,6 +14,7 @@
  * Head sizes that are a multiple of 32 also leave the output quantized for the o-projection's
  * integer kernels (held quantization, gpu_matvec.h): that product then skips its quantizer. */
 #include "backends/gpu/gpu_matvec.h"
+#include "backends/gpu/gpu_rope.cuh"
 
 #include <math.h>
 
@@ -31,35 +32,88 @@ static __device__ __forceinline__ void put_out(float *o, int64_t i, float r, int
     xq_put<1>(v, (int)(i % 32), (base + i) / 32, true, xq, xd);
 }
 
+static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_att_new &n)
+{
+    return gpu_sig_args(h, n.k, n.v, n.qn, n.kn, n.kc, n.vc, n.eps, n.pos_scale, n.mscale, n.freqs, n.n_rot, n.neox);
+}
+
+/* A head's row of src into dst (shared), normalized by nw (attn_inputs' rmsnorm: but for the
+ * order of the sum, the same values) and rotated at position p as k_attn_inputs rotates it. */
+static __device__ void stage_head(const float *src, const float *nw, const gpu_att_new &n, int32_t p, int64_t hd,
+                                  float *dst, float *red)
+{
+    float ss = 0.0f;
+    for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) {
+        const float x = src[j];
+        dst[j]        = x;
+        ss += x * x;
+    }
+    if (nw) { /* gpu_block_sum's barriers also make dst whole */
+        const float inv = 1.0f / sqrtf(gpu_block_sum(ss, red) / (float)hd + n.eps);
+        for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) dst[j] = dst[j] * inv * nw[j];
+    }
+    __syncthreads();
+    const int64_t half = n.n_rot / 2;
+    for (int64_t i = threadIdx.x; i < half; i += blockDim.x) { /* pair (i0, i1): one thread, in place */
+        const int64_t i0 = n.neox ? i : 2 * i, i1 = n.neox ? i + half : 2 * i + 1;
+        float         c, s;
+        gpu_rope_cos_sin(p, i, n.freqs, n.pos_scale, n.mscale, &c, &s);
+        const float x0 = dst[i0], x1 = dst[i1];
+        dst[i0]        = x0 * c - x1 * s;
+        dst[i1]        = x0 * s + x1 * c;
+    }
+    __syncthreads();
+}
+
 /* Split blockIdx.z of gridDim.z: keys [z · chunk, (z + 1) · chunk) of those visible (chunk 0: all,
  * one split). With part (splits), out is not written: part holds per (token, head, split) the
- * max, the sum and the hd unnormalized outputs. */
+ * max, the sum and the hd unnormalized outputs. With NEW, the step's queries, keys and values
+ * are made ready here (gpu_att_new): the key and value of the token's own position come from
+ * shared memory, never from the cache, which another block is writing. */
+template <bool NEW>
 __global__ void k_attention(const float *__restrict__ q, const float *__restrict__ kc, const float *__restrict__ vc,
                             const int32_t *__restrict__ pos, const int32_t *__restrict__ seq,
                             const int32_t *__restrict__ tables, int32_t max_blocks, int32_t block_size,
                             int64_t n_heads, int64_t n_kv_heads, int64_t hd, float scale, int32_t window,
-                            int32_t chunk, float *__restrict__ part, float *__restrict__ out, int8_t *xq, float2 *xd)
+                            int32_t chunk, float *__restrict__ part, float *__restrict__ out, int8_t *xq, float2 *xd,
+                            gpu_att_new nwk)
 {
     gpu_dep_enter();
     enum { PER = HD_MAX / CELER_WARP, MAX_WARPS = ATT_THREADS / 32 };
     __shared__ float s_m[MAX_WARPS], s_l[MAX_WARPS], s_acc[MAX_WARPS][HD_MAX];
+    __shared__ float s_q[HD_MAX], s_k[HD_MAX], s_v[HD_MAX], s_red[32];
     const int64_t t = blockIdx.x, h = blockIdx.y, kvh = h / (n_heads / n_kv_heads), kw = n_kv_heads * hd;
     const int     lane = threadIdx.x % CELER_WARP, wid = threadIdx.x / CELER_WARP, nw = blockDim.x / CELER_WARP;
     const float  *qr = q + (t * n_heads + h) * hd;
-    float         qv[PER], acc[PER];
+    const int32_t  p = pos[t];
+    const int32_t *table = tables + (int64_t)seq[t] * max_blocks;
+    if (NEW) {
+        const int64_t row = t * kw + kvh * hd;
+        stage_head(qr, nwk.qn, nwk, p, hd, s_q, s_red);
+        stage_head(nwk.k + row, nwk.kn, nwk, p, hd, s_k, s_red);
+        for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) s_v[i] = nwk.v[row + i];
+        __syncthreads();
+        if (h % (n_heads / n_kv_heads) == 0 && (int32_t)blockIdx.z == (chunk ? p / chunk : 0)) { /* the key head's writer */
+            const int64_t slot = (int64_t)table[p / block_size] * block_size + p % block_size;
+            for (int64_t i = threadIdx.x; i < hd; i += blockDim.x)
+                nwk.kc[slot * kw + kvh * hd + i] = s_k[i], nwk.vc[slot * kw + kvh * hd + i] = s_v[i];
+        }
+        qr = s_q;
+    }
+    float qv[PER], acc[PER];
 #pragma unroll
     for (int k = 0; k < PER; k++) {
         const int64_t i = lane + (int64_t)k * CELER_WARP;
         qv[k] = i < hd ? qr[i] : 0.0f, acc[k] = 0.0f;
     }
-    const int32_t  p = pos[t], lo0 = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
-    const int32_t  z = blockIdx.z, lo = chunk && z * chunk > lo0 ? z * chunk : lo0;
-    const int32_t  hi = chunk && (z + 1) * chunk - 1 < p ? (z + 1) * chunk - 1 : p; /* this split's last key */
-    const int32_t *table = tables + (int64_t)seq[t] * max_blocks;
-    float          m = -INFINITY, l = 0.0f;
+    const int32_t lo0 = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+    const int32_t z = blockIdx.z, lo = chunk && z * chunk > lo0 ? z * chunk : lo0;
+    const int32_t hi = chunk && (z + 1) * chunk - 1 < p ? (z + 1) * chunk - 1 : p; /* this split's last key */
+    float         m = -INFINITY, l = 0.0f;
     for (int32_t j = lo + wid; j <= hi; j += nw) {
         const int64_t slot = (int64_t)table[j / block_size] * block_size + j % block_size;
-        const float  *kr = kc + slot * kw + kvh * hd, *vr = vc + slot * kw + kvh * hd;
+        const bool    own  = NEW && j == p;
+        const float  *kr = own ? s_k : kc + slot * kw + kvh * hd, *vr = own ? s_v : vc + slot * kw + kvh * hd;
         float         d  = 0.0f;
 #pragma unroll
         for (int k = 0; k < PER; k++) {
@@ -128,10 +182,15 @@ __global__ void k_attention_merge(const float *__restrict__ part, int32_t splits
     }
 }
 
-celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cache *kv, int32_t layer,
-                           const celer_batch *b, const celer_attn *a, float *out, celer_error *err)
+typedef void (*att_fn)(const float *, const float *, const float *, const int32_t *, const int32_t *, const int32_t *,
+                       int32_t, int32_t, int64_t, int64_t, int64_t, float, int32_t, int32_t, float *, float *, int8_t *,
+                       float2 *, gpu_att_new);
+
+/* gpu_attention's kernels, with nw the step's inputs made ready in them (nw->k NULL: in the cache). */
+static celer_status attend(gpu_backend *g, const float *q, const celer_kv_cache *kv, int32_t layer,
+                           const celer_batch *b, const celer_attn *a, const gpu_att_new *nw, float *out,
+                           celer_error *err)
 {
-    gpu_backend *g = gpu_of(be);
     if (gpu_alive(g, err)) return err->code;
     if (a->n_kv_heads <= 0 || a->n_heads % a->n_kv_heads || a->head_dim != kv->head_dim_k ||
         kv->head_dim_v != kv->head_dim_k || a->head_dim > HD_MAX || a->n_heads > GPU_MAX_GRID_YZ)
@@ -145,7 +204,8 @@ celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cac
                           (long long)b->n_tokens);
     const int32_t *pos, *seq, *tables;
     if (gpu_batch_upload(g, b, kv, &pos, &seq, &tables, err)) return err->code;
-    if (gpu_flash_takes(g, b, a)) return gpu_flash_attention(g, q, kv, layer, pos, seq, tables, b, a, out, err);
+    if (!nw->k && gpu_flash_takes(g, b, a))
+        return gpu_flash_attention(g, q, kv, layer, pos, seq, tables, b, a, out, err);
     /* few (token, head) blocks: split the keys, as many splits as the furthest position wants,
      * rounded up to a power of two */
     int32_t splits = 1, far = 0;
@@ -160,22 +220,37 @@ celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cac
     float2    *xd = NULL;
     const bool qz = a->head_dim % 32 == 0;
     if (qz && gpu_xq_buffer(g, rows * a->head_dim, &xq, &xd, err)) return err->code;
+    const att_fn fn = nw->k ? k_attention<true> : k_attention<false>;
     if (splits == 1) {
-        if (GPU_LAUNCH(g, err, "attention", k_attention, grid, ATT_THREADS, 0, q, kv->k[layer], kv->v[layer], pos, seq,
+        if (GPU_LAUNCH(g, err, "attention", fn, grid, ATT_THREADS, 0, q, kv->k[layer], kv->v[layer], pos, seq,
                        tables, kv->max_blocks, kv->block_size, a->n_heads, a->n_kv_heads, a->head_dim, a->scale,
-                       a->window, (int32_t)0, (float *)NULL, out, xq, xd))
+                       a->window, (int32_t)0, (float *)NULL, out, xq, xd, *nw))
             return err->code;
     } else {
         if (gpu_buf_reserve(g, &g->d_attn, (size_t)(rows * splits * (a->head_dim + 2)) * sizeof(float), err))
             return err->code;
         float *part = (float *)g->d_attn.p;
-        if (GPU_LAUNCH(g, err, "attention", k_attention, grid, ATT_THREADS, 0, q, kv->k[layer], kv->v[layer], pos, seq,
+        if (GPU_LAUNCH(g, err, "attention", fn, grid, ATT_THREADS, 0, q, kv->k[layer], kv->v[layer], pos, seq,
                        tables, kv->max_blocks, kv->block_size, a->n_heads, a->n_kv_heads, a->head_dim, a->scale,
-                       a->window, (int32_t)ATT_CHUNK, part, out, (int8_t *)NULL, (float2 *)NULL) ||
+                       a->window, (int32_t)ATT_CHUNK, part, out, (int8_t *)NULL, (float2 *)NULL, *nw) ||
             GPU_LAUNCH(g, err, "attention merge", k_attention_merge, (unsigned)rows, ATT_THREADS, 0,
                        (const float *)part, splits, a->head_dim, out, xq, xd))
             return err->code;
     }
     if (qz) g->xq_src = out, g->xq_n = rows * a->head_dim;
     return CELER_OK;
+}
+
+celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cache *kv, int32_t layer,
+                           const celer_batch *b, const celer_attn *a, float *out, celer_error *err)
+{
+    const gpu_att_new none = {};
+    return attend(gpu_of(be), q, kv, layer, b, a, &none, out, err);
+}
+
+celer_status gpu_attention_new(gpu_backend *g, const float *q, const celer_kv_cache *kv, int32_t layer,
+                               const celer_batch *b, const celer_attn *a, const gpu_att_new *nw, float *out,
+                               celer_error *err)
+{
+    return attend(g, q, kv, layer, b, a, nw, out, err);
 }
