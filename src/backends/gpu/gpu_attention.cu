@@ -37,31 +37,13 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_att_new &n)
     return gpu_sig_args(h, n.k, n.v, n.qn, n.kn, n.kc, n.vc, n.eps, n.pos_scale, n.mscale, n.freqs, n.n_rot, n.neox);
 }
 
-/* A head's row of src into dst (shared), normalized by nw (attn_inputs' rmsnorm: but for the
- * order of the sum, the same values) and rotated at position p as k_attn_inputs rotates it. */
-static __device__ void stage_head(const float *src, const float *nw, const gpu_att_new &n, int32_t p, int64_t hd,
-                                  float *dst, float *red)
+/* A head's row of src into dst (shared), normalized by nw and rotated at position p as
+ * k_attn_inputs makes it (gpu_rope.cuh). */
+static __device__ __forceinline__ void stage_head(const float *src, const float *nw, const gpu_att_new &n, int32_t p,
+                                                  int64_t hd, float *dst, float *red)
 {
-    float ss = 0.0f;
-    for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) {
-        const float x = src[j];
-        dst[j]        = x;
-        ss += x * x;
-    }
-    if (nw) { /* gpu_block_sum's barriers also make dst whole */
-        const float inv = 1.0f / sqrtf(gpu_block_sum(ss, red) / (float)hd + n.eps);
-        for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) dst[j] = dst[j] * inv * nw[j];
-    }
-    __syncthreads();
-    const int64_t half = n.n_rot / 2;
-    for (int64_t i = threadIdx.x; i < half; i += blockDim.x) { /* pair (i0, i1): one thread, in place */
-        const int64_t i0 = n.neox ? i : 2 * i, i1 = n.neox ? i + half : 2 * i + 1;
-        float         c, s;
-        gpu_rope_cos_sin(p, i, n.freqs, n.pos_scale, n.mscale, &c, &s);
-        const float x0 = dst[i0], x1 = dst[i1];
-        dst[i0]        = x0 * c - x1 * s;
-        dst[i1]        = x0 * s + x1 * c;
-    }
+    gpu_head_stage(src, nw, hd, n.eps, dst, red);
+    gpu_head_rotate(dst, dst, p, n.n_rot, n.neox, n.freqs, n.pos_scale, n.mscale);
     __syncthreads();
 }
 

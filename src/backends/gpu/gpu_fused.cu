@@ -29,30 +29,12 @@ __global__ void __launch_bounds__(AI_THREADS)
     const bool       is_q = hh < n_head;
     const int64_t    h = is_q ? hh : hh - n_head;
     const float     *src = is_q ? q + (t * n_head + h) * hd : k + t * kw + h * hd, *nw = is_q ? qn : kn;
-    float            ss = 0.0f;
-    for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) {
-        const float x = src[j];
-        row[j]        = x;
-        ss += x * x;
-    }
-    if (nw) { /* gpu_block_sum's barriers also make row whole */
-        const float inv = 1.0f / sqrtf(gpu_block_sum(ss, part) / (float)hd + eps);
-        for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) row[j] = row[j] * inv * nw[j];
-    }
-    __syncthreads();
+    gpu_head_stage(src, nw, hd, eps, row, part);
     const int32_t p    = pos[t];
     const int64_t slot = is_q ? 0 : (int64_t)tables[(int64_t)seq[t] * max_blocks + p / block_size] * block_size +
                                         p % block_size;
     float        *dst  = is_q ? q + (t * n_head + h) * hd : kc + slot * kw + h * hd;
-    const int64_t half = n_rot / 2;
-    for (int64_t i = threadIdx.x; i < half; i += blockDim.x) { /* pair (i0, i1): one rotation for both */
-        const int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
-        float         c, s;
-        gpu_rope_cos_sin(p, i, freqs, pos_scale, mscale, &c, &s);
-        const float x0 = row[i0], x1 = row[i1];
-        dst[i0]        = x0 * c - x1 * s;
-        dst[i1]        = x0 * s + x1 * c;
-    }
+    gpu_head_rotate(row, dst, p, n_rot, neox, freqs, pos_scale, mscale);
     for (int64_t j = n_rot + threadIdx.x; j < hd; j += blockDim.x) dst[j] = row[j]; /* past the rotated ones */
     if (!is_q)
         for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) vc[slot * kw + h * hd + j] = v[t * kw + h * hd + j];
