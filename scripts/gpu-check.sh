@@ -4,7 +4,8 @@
 #   build    configure and build the CUDA backend (build-cuda/), sm_90 unless CELER_CUDA_ARCHS says
 #   test     tests/test_ports, tests/test_batcher (its engines on the GPU: continuous batches of
 #            mixed prefill and decode), tests/gpu/test_gpu_ops (also with CELER_GPU_MMQ_FROM=0, and
-#            with CELER_GPU_BLAS_FROM=0: long products off cuBLAS, and with the BLAS in one f16 pass)
+#            with CELER_GPU_BLAS_FROM=0: long products off cuBLAS, with decode attention in splits of
+#            32 positions, and with the BLAS in one f16 pass)
 #            and test_gpu_moe, each again under compute-sanitizer --tool memcheck
 #   verify   celer verify --backend cuda --against cpu: the tiny MLX models of tests/data/mlx_dirs
 #            and synthetic GGUF models of every weight type (small shapes)
@@ -95,6 +96,9 @@ step_test() {
     # no product on cuBLAS (F32 weights' long products take it by default): the tiled f32 kernel
     CELER_GPU_BLAS_FROM=0 "$B/test_gpu_ops" >"$OUT/logs/test_gpu_ops-noblas.log" 2>&1
     result "test_gpu_ops, CELER_GPU_BLAS_FROM=0" "$([ $? = 0 ] && echo passed || echo FAILED)"
+    # decode attention in splits of 32 positions (many splits a step, merged)
+    CELER_GPU_ATT_CHUNK=32 "$B/test_gpu_ops" >"$OUT/logs/test_gpu_ops-chunk32.log" 2>&1
+    result "test_gpu_ops, CELER_GPU_ATT_CHUNK=32" "$([ $? = 0 ] && echo passed || echo FAILED)"
     # the BLAS path's one-pass variant (CELER_GPU_BLAS_PASSES=1: its looser bound)
     CELER_GPU_BLAS_PASSES=1 "$B/test_gpu_ops" >"$OUT/logs/test_gpu_ops-blas1.log" 2>&1
     result "test_gpu_ops, BLAS in one f16 pass" "$([ $? = 0 ] && echo passed || echo FAILED)"

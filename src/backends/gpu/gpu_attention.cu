@@ -5,7 +5,8 @@
  * and the warps' partial results are merged at the end; no score buffer grows with the context,
  * and tokens of different sequences and lengths share one launch (a continuous batch).
  *
- * Steps of few tokens (decode) split the keys in ATT_CHUNK-position splits over more blocks: one
+ * Steps of few tokens (decode) split the keys in g->att_chunk-position splits (GPU_ATT_CHUNK;
+ * CELER_GPU_ATT_CHUNK=N for comparisons) over more blocks: one
  * block walking 4,000 keys four warps at a time waits on memory at every key. Each split writes
  * its max, sum and unnormalized output, and a second kernel merges the splits of each (token,
  * head) in split order. The split count is the next power of two that covers the step's furthest
@@ -18,7 +19,7 @@
 
 #include <math.h>
 
-enum { ATT_THREADS = 128, HD_MAX = 512, ATT_CHUNK = 256, ATT_SPLIT_BELOW = 1024 };
+enum { ATT_THREADS = 128, HD_MAX = 512, ATT_SPLIT_BELOW = 1024 };
 
 /* Value i of an output row (its first value is value base of the step's output), and with xq
  * its quantization for the o-projection (the X32 format, gpu_matvec.h): a warp's 32 lanes hold
@@ -193,7 +194,7 @@ static celer_status attend(gpu_backend *g, const float *q, const celer_kv_cache 
     int32_t splits = 1, far = 0;
     if (b->n_tokens * a->n_heads < ATT_SPLIT_BELOW) {
         for (int64_t i = 0; i < b->n_tokens; i++) far = b->pos[i] > far ? b->pos[i] : far;
-        while ((int64_t)splits * ATT_CHUNK <= far && splits < (int32_t)GPU_MAX_GRID_YZ / 2) splits *= 2;
+        while ((int64_t)splits * g->att_chunk <= far && splits < (int32_t)GPU_MAX_GRID_YZ / 2) splits *= 2;
     }
     const dim3    grid((unsigned)b->n_tokens, (unsigned)a->n_heads, (unsigned)splits);
     const int64_t rows = b->n_tokens * a->n_heads;
@@ -214,7 +215,7 @@ static celer_status attend(gpu_backend *g, const float *q, const celer_kv_cache 
         float *part = (float *)g->d_attn.p;
         if (GPU_LAUNCH(g, err, "attention", fn, grid, ATT_THREADS, 0, q, kv->k[layer], kv->v[layer], pos, seq,
                        tables, kv->max_blocks, kv->block_size, a->n_heads, a->n_kv_heads, a->head_dim, a->scale,
-                       a->window, (int32_t)ATT_CHUNK, part, out, (int8_t *)NULL, (float2 *)NULL, *nw) ||
+                       a->window, g->att_chunk, part, out, (int8_t *)NULL, (float2 *)NULL, *nw) ||
             GPU_LAUNCH(g, err, "attention merge", k_attention_merge, (unsigned)rows, ATT_THREADS, 0,
                        (const float *)part, splits, a->head_dim, out, xq, xd))
             return err->code;

@@ -56,6 +56,7 @@ typedef struct {
     struct gpu_blas *blas; /* its handle and scratch (gpu_blas.cu), made by the first product that takes it */
     bool     flash_off;   /* CELER_GPU_FLASH=0: prefill attention without the matrix units */
     bool     att_step;    /* CELER_GPU_ATT_STEP=1: decode attention makes its inputs ready (celer_gpu_attn_step) */
+    int32_t  att_chunk;   /* positions a split of decode attention (gpu_attention.cu; CELER_GPU_ATT_CHUNK) */
     bool     early;       /* kernels launched while the one before runs (gpu_dep_enter; CELER_GPU_EARLY=0: off) */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */
     int64_t  h_pos_n, h_seq_n, h_tables_n;
@@ -263,7 +264,8 @@ celer_status gpu_kv_write(celer_backend *be, celer_kv_cache *kv, int32_t layer, 
  * (base^(-2i / n_rot), divided by the model's factors where it has them), kept for the backend's
  * life. */
 celer_status gpu_rope_freqs(gpu_backend *g, const celer_rope *r, const double **dev, celer_error *err);
-/* gpu_attention.cu */
+/* gpu_attention.cu; GPU_ATT_CHUNK: positions a split of decode attention by default */
+enum { GPU_ATT_CHUNK = 256 };
 celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cache *kv, int32_t layer,
                            const celer_batch *b, const celer_attn *a, float *out, celer_error *err);
 /* A decode step's new keys and values, made ready by the attention kernel itself
