@@ -3,10 +3,12 @@
 # its numbers were taken). Steps, any of them in order (default: build test verify):
 #   build    configure and build the CUDA backend (build-cuda/), sm_90 unless CELER_CUDA_ARCHS says
 #   test     tests/test_ports, tests/test_batcher (its engines on the GPU: continuous batches of
-#            mixed prefill and decode), tests/gpu/test_gpu_ops (also with CELER_GPU_MMQ_FROM=0, and
-#            with CELER_GPU_BLAS_FROM=0: long products off cuBLAS, with decode attention in splits of
-#            32 positions, and with the BLAS in one f16 pass)
-#            and test_gpu_moe, each again under compute-sanitizer --tool memcheck
+#            mixed prefill and decode), tests/gpu/test_gpu_ops, test_gpu_ports and test_gpu_moe, each
+#            again under compute-sanitizer --tool memcheck; test_gpu_ops and test_gpu_ports also with
+#            CELER_GPU_MMQ_FROM=0 (every Q4_0 / Q8_0 product on the integer matrix units, one-token
+#            steps too), CELER_GPU_BLAS_FROM=0 (long products off cuBLAS: the tiled f32 kernel),
+#            CELER_GPU_ATT_CHUNK=32 (decode attention in many splits, merged) and
+#            CELER_GPU_BLAS_PASSES=1 (the BLAS path in one f16 pass: its looser bound)
 #   verify   celer verify --backend cuda --against cpu: the tiny MLX models of tests/data/mlx_dirs
 #            and synthetic GGUF models of every weight type (small shapes)
 #   big      synthetic Llama-3.1-8B and Qwen3-30B-A3B Q4_0 (celer synth): celer verify, and
@@ -64,7 +66,7 @@ step_build() {
     local t0=$SECONDS
     cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCELER_CUDA=ON \
         -DCELER_CUDA_ARCHS="${CELER_CUDA_ARCHS:-90}" "${DEPS[@]}" >"$OUT/logs/configure.log" 2>&1 &&
-        cmake --build "$B" -j"$(nproc)" --target celer test_gpu_ops test_gpu_moe test_ports test_batcher >"$OUT/logs/build.log" 2>&1
+        cmake --build "$B" -j"$(nproc)" --target celer test_gpu_ops test_gpu_ports test_gpu_moe test_ports test_batcher >"$OUT/logs/build.log" 2>&1
     local rc=$?
     result "build (celer and the GPU tests)" "$([ $rc = 0 ] && echo ok || echo FAILED) in $((SECONDS - t0)) s"
     [ $rc = 0 ] || { tail -30 "$OUT/logs/build.log"; return 1; }
@@ -78,7 +80,7 @@ step_test() {
         result "$t" "$([ $? = 0 ] && echo passed || echo FAILED)"
     done
     local t rc
-    for t in test_gpu_ops test_gpu_moe; do
+    for t in test_gpu_ops test_gpu_ports test_gpu_moe; do
         "$B/$t" >"$OUT/logs/$t.log" 2>&1
         result "$t" "$([ $? = 0 ] && echo passed || echo FAILED) ($(grep -c '' "$OUT/logs/$t.log") lines)"
         tail -5 "$OUT/logs/$t.log"
@@ -90,18 +92,14 @@ step_test() {
             result "memcheck $t" "compute-sanitizer not found"
         fi
     done
-    # every Q4_0 / Q8_0 product on the integer matrix units, decode steps of one token too
-    CELER_GPU_MMQ_FROM=0 "$B/test_gpu_ops" >"$OUT/logs/test_gpu_ops-mmq.log" 2>&1
-    result "test_gpu_ops, CELER_GPU_MMQ_FROM=0" "$([ $? = 0 ] && echo passed || echo FAILED)"
-    # no product on cuBLAS (F32 weights' long products take it by default): the tiled f32 kernel
-    CELER_GPU_BLAS_FROM=0 "$B/test_gpu_ops" >"$OUT/logs/test_gpu_ops-noblas.log" 2>&1
-    result "test_gpu_ops, CELER_GPU_BLAS_FROM=0" "$([ $? = 0 ] && echo passed || echo FAILED)"
-    # decode attention in splits of 32 positions (many splits a step, merged)
-    CELER_GPU_ATT_CHUNK=32 "$B/test_gpu_ops" >"$OUT/logs/test_gpu_ops-chunk32.log" 2>&1
-    result "test_gpu_ops, CELER_GPU_ATT_CHUNK=32" "$([ $? = 0 ] && echo passed || echo FAILED)"
-    # the BLAS path's one-pass variant (CELER_GPU_BLAS_PASSES=1: its looser bound)
-    CELER_GPU_BLAS_PASSES=1 "$B/test_gpu_ops" >"$OUT/logs/test_gpu_ops-blas1.log" 2>&1
-    result "test_gpu_ops, BLAS in one f16 pass" "$([ $? = 0 ] && echo passed || echo FAILED)"
+    # the ops and the ports again under settings that move them to other kernels
+    local v
+    for v in "CELER_GPU_MMQ_FROM=0" "CELER_GPU_BLAS_FROM=0" "CELER_GPU_ATT_CHUNK=32" "CELER_GPU_BLAS_PASSES=1"; do
+        for t in test_gpu_ops test_gpu_ports; do
+            env "$v" "$B/$t" >"$OUT/logs/$t-${v#CELER_GPU_}.log" 2>&1
+            result "$t, $v" "$([ $? = 0 ] && echo passed || echo FAILED)"
+        done
+    done
 }
 
 # One verify run: its total line into the table, the whole report into $OUT/logs/.

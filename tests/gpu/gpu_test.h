@@ -71,6 +71,19 @@ static inline void random_fill(float *x, int64_t n, float s)
     for (int64_t i = 0; i < n; i++) x[i] = uni() * s;
 }
 
+/* Whether the GPU's product of T tokens by a weight of type t may run on the BLAS path
+ * (gpu_blas.h): on the CUDA backend unless CELER_GPU_BLAS_FROM=0, past 32 tokens (Q4_0 and Q8_0
+ * only from N, the variable or gpu_blas.h's GPU_BLAS_FROM, 64, where the device has integer matrix
+ * units: either path's bound is taken for them). */
+static inline bool blas_may(celer_ggml_type t, int64_t T)
+{
+    const char *from = getenv("CELER_GPU_BLAS_FROM");
+    const int   n    = from && *from ? atoi(from) : 64;
+    if (gpu->ops->kind != CELER_BACKEND_CUDA || n <= 0) return false;
+    bool mmq = t == CELER_GGML_Q4_0 || t == CELER_GGML_Q8_0;
+    return T > 32 || (mmq && T >= n);
+}
+
 /* Seeds the generator (CELER_TEST_SEED repeats a run) and opens both backends; nonzero when no
  * GPU answers (on a GPU machine a missing device is a failure, not a skip). */
 static inline int gpu_test_open(const char *name)

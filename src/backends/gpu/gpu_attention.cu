@@ -169,10 +169,10 @@ typedef void (*att_fn)(const float *, const float *, const float *, const int32_
                        int32_t, int32_t, int64_t, int64_t, int64_t, float, int32_t, int32_t, float *, float *, int8_t *,
                        float2 *, gpu_att_new);
 
-/* gpu_attention's kernels, with nw the step's inputs made ready in them (nw->k NULL: in the cache). */
-static celer_status attend(gpu_backend *g, const float *q, const celer_kv_cache *kv, int32_t layer,
-                           const celer_batch *b, const celer_attn *a, const gpu_att_new *nw, float *out,
-                           celer_error *err)
+/* nw->k NULL: gpu_attention, the step's inputs already in the cache. */
+celer_status gpu_attention_new(gpu_backend *g, const float *q, const celer_kv_cache *kv, int32_t layer,
+                               const celer_batch *b, const celer_attn *a, const gpu_att_new *nw, float *out,
+                               celer_error *err)
 {
     if (gpu_alive(g, err)) return err->code;
     if (a->n_kv_heads <= 0 || a->n_heads % a->n_kv_heads || a->head_dim != kv->head_dim_k ||
@@ -228,12 +228,5 @@ celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cac
                            const celer_batch *b, const celer_attn *a, float *out, celer_error *err)
 {
     const gpu_att_new none = {};
-    return attend(gpu_of(be), q, kv, layer, b, a, &none, out, err);
-}
-
-celer_status gpu_attention_new(gpu_backend *g, const float *q, const celer_kv_cache *kv, int32_t layer,
-                               const celer_batch *b, const celer_attn *a, const gpu_att_new *nw, float *out,
-                               celer_error *err)
-{
-    return attend(g, q, kv, layer, b, a, nw, out, err);
+    return gpu_attention_new(gpu_of(be), q, kv, layer, b, a, &none, out, err);
 }

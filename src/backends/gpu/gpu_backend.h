@@ -280,8 +280,8 @@ typedef struct {
     int64_t       n_rot;
     int32_t       neox;
 } gpu_att_new;
-/* gpu_attention with its inputs made ready in the kernel (nw): every token of b is its
- * sequence's only one, and not a batch gpu_flash_takes. */
+/* gpu_attention with its inputs made ready in the kernel (nw; nw->k NULL: gpu_attention itself):
+ * every token of b is its sequence's only one, and not a batch gpu_flash_takes. */
 celer_status gpu_attention_new(gpu_backend *g, const float *q, const celer_kv_cache *kv, int32_t layer,
                                const celer_batch *b, const celer_attn *a, const gpu_att_new *nw, float *out,
                                celer_error *err);

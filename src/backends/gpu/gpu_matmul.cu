@@ -219,20 +219,27 @@ static bool blas_takes(const gpu_backend *g, int f, int64_t T)
     return g->blas_from > 0 && (gpu_mmq_has(g, f) ? T >= g->blas_from : T > MV_SLICED);
 }
 
-celer_status gpu_matmul(celer_backend *be, const celer_weight *w, const float *x, int64_t T, float *y,
-                        celer_error *err)
+/* y = x · wᵀ, or with add y += x · wᵀ: the integer kernels add as they write; the others write
+ * tmp (T, w.rows), then an add. */
+static celer_status product(celer_backend *be, const celer_weight *w, const float *x, int64_t T, float *y, bool add,
+                            float *tmp, celer_error *err)
 {
     gpu_backend *g = gpu_of(be);
     gpu_wdesc    d;
     int          f;
     if (gpu_alive(g, err) || gpu_weight_desc(w, &d, &f, err)) return err->code;
     if (T <= 0) return CELER_OK;
-    if (blas_takes(g, f, T)) return gpu_blas_matmul(g, &d, f, x, T, y, err);
-    if (T > g->mmq_from && gpu_mmq_has(g, f)) return gpu_mmq(g, &d, f, x, T, y, false, err); /* the integer matrix units */
-    if (T <= MV_SLICED && gpu_matvec_q8_has(f)) { /* small steps: integer dot products, 8 tokens a pass */
+    const bool blas = blas_takes(g, f, T), mmq = !blas && T > g->mmq_from && gpu_mmq_has(g, f);
+    const bool mvq  = !blas && !mmq && T <= MV_SLICED && gpu_matvec_q8_has(f);
+    if (add && !mmq && !mvq)
+        return product(be, w, x, T, tmp, false, NULL, err) || gpu_add(be, y, tmp, T * w->rows, err) ? err->code
+                                                                                                      : CELER_OK;
+    if (blas) return gpu_blas_matmul(g, &d, f, x, T, y, err);
+    if (mmq) return gpu_mmq(g, &d, f, x, T, y, add, err); /* the integer matrix units */
+    if (mvq) { /* small steps: integer dot products, 8 tokens a pass */
         gpu_xq xq;
         if (gpu_quant_x(g, x, T, w->cols, &xq, err)) return err->code;
-        return gpu_matvec_q8(g, &d, 1, f, &xq, T, &y, false, err);
+        return gpu_matvec_q8(g, &d, 1, f, &xq, T, &y, add, err);
     }
     if (T <= MV_SLICED && gpu_matvec_plain_takes(&d, f, x)) return gpu_matvec_plain(g, &d, f, x, T, y, err);
     if (T <= MV_SLICED) { /* small steps (a batch of decodes): the decode kernel, 8 tokens a pass */
@@ -255,6 +262,12 @@ celer_status gpu_matmul(celer_backend *be, const celer_weight *w, const float *x
     unsigned br;
     if (gpu_grid(g, w->rows, TILE_R, &br, "gemm", err)) return err->code;
     return GPU_LAUNCH_KEEPING_XQ(g, err, "gemm", GEMM[f], dim3(br, (unsigned)bt), GEMM_THREADS, 0, d, x, T, y);
+}
+
+celer_status gpu_matmul(celer_backend *be, const celer_weight *w, const float *x, int64_t T, float *y,
+                        celer_error *err)
+{
+    return product(be, w, x, T, y, false, NULL, err);
 }
 
 /* The port celer_port_matmuls: decode-sized steps quantize x once and run the weights of one
@@ -297,24 +310,11 @@ extern "C" celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight 
     return CELER_OK;
 }
 
-/* The port celer_port_matmul_add: the integer kernels (decode and matrix-unit) add their sums
- * to y as they write them; the other products (the vendor BLAS among them) go through tmp and
- * an add. */
+/* The port celer_port_matmul_add (product above). */
 extern "C" celer_status celer_gpu_matmul_add(celer_backend *be, const celer_weight *w, const float *x, int64_t T,
                                              float *y, float *tmp, celer_error *err)
 {
-    gpu_backend *g = gpu_of(be);
-    gpu_wdesc    d;
-    int          f;
-    if (gpu_alive(g, err) || gpu_weight_desc(w, &d, &f, err)) return err->code;
-    if (T <= 0) return CELER_OK;
-    const bool blas = blas_takes(g, f, T), mmq = !blas && T > g->mmq_from && gpu_mmq_has(g, f); /* gpu_matmul's */
-    if (mmq) return gpu_mmq(g, &d, f, x, T, y, true, err);
-    if (blas || T > MV_SLICED || !gpu_matvec_q8_has(f))
-        return gpu_matmul(be, w, x, T, tmp, err) || gpu_add(be, y, tmp, T * w->rows, err) ? err->code : CELER_OK;
-    gpu_xq xq;
-    if (gpu_quant_x(g, x, T, w->cols, &xq, err)) return err->code;
-    return gpu_matvec_q8(g, &d, 1, f, &xq, T, &y, true, err);
+    return product(be, w, x, T, y, true, tmp, err);
 }
 
 /* MLX rows come from the host arrays, as mx.dequantize gives them (quant/mlx_quant.c). */

@@ -454,67 +454,58 @@ static const struct {
     {GPU_AFFINE8, MVQ_ROW(GPU_AFFINE8)},
 };
 
-static int mvq_index(int fmt)
+static const mmvq_fn *mvq_of(int fmt)
 {
-    for (int i = 0; i < (int)(sizeof MVQ / sizeof MVQ[0]); i++)
-        if (MVQ[i].fmt == fmt) return i;
-    return -1;
+    for (size_t i = 0; i < sizeof MVQ / sizeof MVQ[0]; i++)
+        if (MVQ[i].fmt == fmt) return MVQ[i].fn;
+    return NULL;
 }
 
-bool gpu_matvec_q8_has(int fmt) { return mvq_index(fmt) >= 0; }
+bool gpu_matvec_q8_has(int fmt) { return mvq_of(fmt) != NULL; }
 
-/* The launch's weights (n of them) and their blocks; whether a one-token pass takes column slices. */
-static celer_status mvq_set(gpu_backend *g, const gpu_wdesc *w, int n, float *const *y, bool add, int64_t n_sel,
-                            mv_set *set, bool *sliced, celer_error *err)
+/* gpu_matvec_q8 and gpu_matvec_q8_sel, the products written (add false) or added to y. */
+static celer_status mvq_launch(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
+                               const gpu_mv_sel *sel, int64_t n_sel, float *const *y, bool add, celer_error *err)
 {
+    const mmvq_fn *fn = mvq_of(fmt);
+    mv_set         set;
+    if (!fn)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no integer decode kernel for format %d", CELER_GPU_NAME, fmt);
     if (n < 1 || n > GPU_MVQ_SET)
         return celer_fail(err, CELER_ERR_INVALID, "%s: %d weights in one decode product", CELER_GPU_NAME, n);
-    memset(set, 0, sizeof *set);
+    if (sel && (n_sel < 1 || n_sel > GPU_MAX_GRID_YZ))
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: %lld expert selections in one product", CELER_GPU_NAME,
+                          (long long)n_sel);
+    memset(&set, 0, sizeof set);
     int64_t total = 0;
     for (int i = 0; i < GPU_MVQ_SET; i++) {
         unsigned blocks = 0;
         if (i < n && gpu_grid(g, w[i].rows, MVQ_ROWS * (MVQ_THREADS / g->prop.warpSize), &blocks, "matvec_q8", err))
             return err->code;
-        set->b0[i] = (unsigned)total;
-        if (i < n) set->w[i] = w[i], set->y[i] = y[i];
+        set.b0[i] = (unsigned)total;
+        if (i < n) set.w[i] = w[i], set.y[i] = y[i];
         total += blocks;
     }
-    set->b0[GPU_MVQ_SET] = (unsigned)total;
-    set->add             = add;
+    set.b0[GPU_MVQ_SET] = (unsigned)total;
+    set.add             = add;
     if (total > GPU_MAX_GRID_X)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: a decode product past the grid's limit", CELER_GPU_NAME);
+    for (int i = n; i < GPU_MVQ_SET; i++) set.b0[i] = (unsigned)total; /* no blocks for the unused slots */
     /* one-token passes over a grid short of MVQ_KS_BELOW blocks an SM: column slices */
-    *sliced = total * n_sel < (int64_t)MVQ_KS_BELOW * g->prop.multiProcessorCount;
-    return CELER_OK;
-}
-
-static celer_status mvq_run(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
-                            const gpu_mv_sel *sel, int64_t n_sel, float *const *y, bool add, celer_error *err)
-{
-    const int ix = mvq_index(fmt);
-    mv_set    set    = {};
-    bool      sliced = false;
-    if (ix < 0)
-        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no integer decode kernel for format %d", CELER_GPU_NAME, fmt);
-    if (sel && (n_sel < 1 || n_sel > GPU_MAX_GRID_YZ))
-        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: %lld expert selections in one product", CELER_GPU_NAME,
-                          (long long)n_sel);
-    if (mvq_set(g, w, n, y, add, sel ? n_sel : 1, &set, &sliced, err)) return err->code;
-    const mmvq_fn *fn = MVQ[ix].fn;
-    const unsigned total = set.b0[GPU_MVQ_SET];
-    const int      t1 = sliced ? 4 : 0, t1_threads = sliced ? MVQ_THREADS * MVQ_KS : MVQ_THREADS;
+    const bool sliced = total * (sel ? n_sel : 1) < (int64_t)MVQ_KS_BELOW * g->prop.multiProcessorCount;
+    const int  t1 = sliced ? 4 : 0, t1_threads = sliced ? MVQ_THREADS * MVQ_KS : MVQ_THREADS;
     if (sel) /* one token each: a selection per grid row */
-        return GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[t1], dim3(total, (unsigned)n_sel), t1_threads, 0, set,
-                                     *xq, 1, (int64_t)0, *sel);
+        return GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[t1], dim3((unsigned)total, (unsigned)n_sel), t1_threads, 0,
+                                     set, *xq, 1, (int64_t)0, *sel);
     const gpu_mv_sel none = {NULL, 1, 0};
     for (int64_t t0 = 0; t0 < T; t0 += GPU_MVQ_TOKENS) {
         const int nt = (int)(T - t0 < (int64_t)GPU_MVQ_TOKENS ? T - t0 : (int64_t)GPU_MVQ_TOKENS);
-        const int k  = nt == 1 ? t1 : nt == 2 ? 1 : nt <= 4 ? 2 : 3;
+        const int ix = nt == 1 ? t1 : nt == 2 ? 1 : nt <= 4 ? 2 : 3;
         gpu_xq    x  = *xq;
         x.q += t0 * x.nb * XQ_BLOCK;
         x.d += t0 * x.nb;
-        if (GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[k], total, nt == 1 ? t1_threads : MVQ_THREADS, 0, set, x, nt,
-                                  t0, none))
+        if (GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[ix], (unsigned)total, nt == 1 ? t1_threads : MVQ_THREADS, 0,
+                                  set, x, nt, t0, none))
             return err->code;
     }
     return CELER_OK;
@@ -523,11 +514,11 @@ static celer_status mvq_run(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, 
 celer_status gpu_matvec_q8_sel(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
                                const gpu_mv_sel *sel, int64_t n_sel, float *const *y, celer_error *err)
 {
-    return mvq_run(g, w, n, fmt, xq, T, sel, n_sel, y, false, err);
+    return mvq_launch(g, w, n, fmt, xq, T, sel, n_sel, y, false, err);
 }
 
 celer_status gpu_matvec_q8(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
                            float *const *y, bool add, celer_error *err)
 {
-    return mvq_run(g, w, n, fmt, xq, T, NULL, 0, y, add, err);
+    return mvq_launch(g, w, n, fmt, xq, T, NULL, 0, y, add, err);
 }

@@ -1,0 +1,249 @@
+/* The port tables' fused kernels (backends/ports.h) on the GPU against their fallbacks, on
+ * fresh random inputs (the seed is printed; CELER_TEST_SEED repeats a run). Bounds (relative L2
+ * error, ‖gpu − ref‖ / ‖ref‖):
+ *   - add_rmsnorm and attn_inputs against their fallbacks run on the CPU backend: 1e-5 (the
+ *     cache contents compared directly);
+ *   - attn_step (CELER_GPU_ATT_STEP=1, set below unless given) against attn_inputs and attention
+ *     on the GPU: 1e-5 (keys in the cache 1e-6, values equal);
+ *   - matmuls against the CPU's matmul per weight: 1e-3 (1e-2 where the BLAS path may take it);
+ *   - matmul_add against the product and an add: equal bit for bit.
+ * Every other op: test_gpu_ops.c. Run on a machine with a GPU (scripts/gpu-check.sh); built only
+ * with CELER_CUDA or CELER_HIP. */
+#include "backends/ports.h"
+#include "runtime/kv_cache.h"
+
+#include "gpu/gpu_test.h"
+
+/* add_rmsnorm and attn_inputs against their fallbacks on the CPU. */
+static void test_fused(void)
+{
+    enum { R = 7, D = 640 };
+    static float x[R * D], o[R * D], wv[D], cx[R * D], ch[R * D], gx[R * D], gh[R * D];
+    random_fill(x, R * D, 2.0f), random_fill(o, R * D, 2.0f), random_fill(wv, D, 1.0f);
+    celer_weight norm = {.type = CELER_GGML_F32, .rows = 1, .cols = D, .data = wv}, ng = norm;
+    CHECK(gpu->ops->weight_load(gpu, &ng, &err) == CELER_OK);
+    celer_port_fn fn;
+    CHECK(celer_port_select(&celer_port_add_rmsnorm, gpu->ops->kind, &fn, &err) == CELER_OK);
+    float *dx = dev_copy(x, sizeof x), *dob = dev_copy(o, sizeof o), *dh = dev_zeros(R * D);
+    CHECK(((celer_add_rmsnorm_fn)fn)(gpu, dx, dob, &ng, R, D, 1e-6f, dh, &err) == CELER_OK);
+    memcpy(cx, x, sizeof x);
+    CHECK(cpu->ops->add(cpu, cx, o, R * D, &err) == CELER_OK);
+    CHECK(cpu->ops->rmsnorm(cpu, cx, &norm, R, D, 1e-6f, ch, &err) == CELER_OK);
+    to_host(dx, gx, sizeof gx), to_host(dh, gh, sizeof gh);
+    CHECK(rel_l2f(gx, cx, R * D) < 1e-6 && rel_l2f(gh, ch, R * D) < 1e-5);
+    gpu->ops->release(gpu, dx), gpu->ops->release(gpu, dob), gpu->ops->release(gpu, dh);
+
+    /* attn_inputs: norm and neox, partial rotation, frequency divisors, two sequences, with and
+     * without per-head norms; q in place, the cache's keys and values */
+    enum { T = 9, NH = 4, KV = 2, HD = 128 };
+    static float q[T * NH * HD], qr[T * NH * HD], qg[T * NH * HD], k[T * KV * HD], v[T * KV * HD], kr[T * KV * HD];
+    static float factors[32], qnv[HD], knv[HD];
+    int32_t      pos[T] = {0, 1, 2, 3, 4, 40, 41, 42, 3000}, seq[T] = {0, 0, 0, 0, 0, 1, 1, 1, 1};
+    celer_batch  b = {T, pos, seq};
+    for (int i = 0; i < 32; i++) factors[i] = 1.0f + (float)i;
+    random_fill(qnv, HD, 1.0f), random_fill(knv, HD, 1.0f);
+    celer_weight qnc = {.type = CELER_GGML_F32, .rows = 1, .cols = HD, .data = qnv}, qng = qnc;
+    celer_weight knc = {.type = CELER_GGML_F32, .rows = 1, .cols = HD, .data = knv}, kng = knc;
+    CHECK(cpu->ops->weight_load(cpu, &qnc, &err) == CELER_OK && cpu->ops->weight_load(cpu, &knc, &err) == CELER_OK);
+    CHECK(gpu->ops->weight_load(gpu, &qng, &err) == CELER_OK && gpu->ops->weight_load(gpu, &kng, &err) == CELER_OK);
+    CHECK(celer_port_select(&celer_port_attn_inputs, gpu->ops->kind, &fn, &err) == CELER_OK);
+    for (int c = 0; c < 4; c++) {
+        const int  mode = c % 2;
+        const bool nrm  = c >= 2;
+        celer_rope r = {.mode = mode ? CELER_ROPE_NEOX : CELER_ROPE_NORM, .n_rot = mode ? 64 : HD, .base = 500000.0f,
+                        .pos_scale = 1.0f, .freq_factors = mode ? factors : NULL, .mscale = 1.0f};
+        celer_kv_cache kc, kg;
+        CHECK(celer_kv_cache_init(&kc, cpu, 1, KV, HD, HD, 2, 4096, 256, &err) == CELER_OK);
+        CHECK(celer_kv_cache_init(&kg, gpu, 1, KV, HD, HD, 2, 4096, 256, &err) == CELER_OK);
+        for (int s = 0; s < 2; s++) {
+            CHECK(celer_kv_cache_reserve(&kc, s, s ? 3001 : 5, &err) == CELER_OK);
+            CHECK(celer_kv_cache_reserve(&kg, s, s ? 3001 : 5, &err) == CELER_OK);
+        }
+        random_fill(q, T * NH * HD, 2.0f), random_fill(k, T * KV * HD, 2.0f), random_fill(v, T * KV * HD, 2.0f);
+        memcpy(qr, q, sizeof q), memcpy(kr, k, sizeof k);
+        float *dq = dev_copy(q, sizeof q), *dk = dev_copy(k, sizeof k), *dv = dev_copy(v, sizeof v);
+        CHECK(((celer_attn_inputs_fn)fn)(gpu, &kg, 0, dq, NH, dk, dv, nrm ? &qng : NULL, nrm ? &kng : NULL, 1e-6f, &b,
+                                         HD, &r, &err) == CELER_OK);
+        if (nrm) { /* the fallback, on the CPU */
+            CHECK(cpu->ops->rmsnorm(cpu, qr, &qnc, T * NH, HD, 1e-6f, qr, &err) == CELER_OK);
+            CHECK(cpu->ops->rmsnorm(cpu, kr, &knc, T * KV, HD, 1e-6f, kr, &err) == CELER_OK);
+        }
+        CHECK(cpu->ops->rope(cpu, qr, &b, NH, HD, &r, &err) == CELER_OK);
+        CHECK(cpu->ops->rope(cpu, kr, &b, KV, HD, &r, &err) == CELER_OK);
+        CHECK(cpu->ops->kv_write(cpu, &kc, 0, kr, v, &b, &err) == CELER_OK);
+        size_t bytes = (size_t)kc.n_blocks * kc.block_size * KV * HD * sizeof(float);
+        float *hk = malloc(bytes), *hv = malloc(bytes);
+        to_host(kg.k[0], hk, bytes), to_host(kg.v[0], hv, bytes), to_host(dq, qg, sizeof qg);
+        int64_t n = (int64_t)(bytes / sizeof(float));
+        double  eq = rel_l2f(qg, qr, T * NH * HD), ek = rel_l2f(hk, kc.k[0], n), ev = rel_l2f(hv, kc.v[0], n);
+        if (!(eq < 1e-5 && ek < 1e-5 && ev == 0))
+            fprintf(stderr, "  attn_inputs mode %d norms %d: queries %.2e keys %.2e values %.2e\n", mode, nrm, eq, ek, ev);
+        CHECK(eq < 1e-5 && ek < 1e-5 && ev == 0);
+        free(hk), free(hv);
+        gpu->ops->release(gpu, dq), gpu->ops->release(gpu, dk), gpu->ops->release(gpu, dv);
+        celer_kv_cache_free(&kc, cpu);
+        celer_kv_cache_free(&kg, gpu);
+    }
+}
+
+/* The port attn_step (main sets CELER_GPU_ATT_STEP=1: the attention kernel makes its inputs
+ * ready) against attn_inputs then attention on the same device: a decode step of three
+ * sequences (positions 1, 40 and 700: one split, one, four), grouped-query heads, normal and
+ * NeoX rotation, with and without per-head norms, a sliding window: outputs 1e-5, the caches
+ * (the new keys: the norm's sum in another order) 1e-6, the values equal. */
+static void test_attn_step(void)
+{
+    enum { NH = 8, KV = 2, HD = 128, CTX = 1024, T = 3 };
+    celer_port_fn step_fn, in_fn;
+    CHECK(celer_port_select(&celer_port_attn_step, gpu->ops->kind, &step_fn, &err) == CELER_OK);
+    CHECK(celer_port_select(&celer_port_attn_inputs, gpu->ops->kind, &in_fn, &err) == CELER_OK);
+    static const int32_t lens[T] = {1, 40, 700};
+    celer_kv_cache       k1, k2;
+    CHECK(celer_kv_cache_init(&k1, gpu, 1, KV, HD, HD, T, CTX, T * CTX / 16, &err) == CELER_OK);
+    CHECK(celer_kv_cache_init(&k2, gpu, 1, KV, HD, HD, T, CTX, T * CTX / 16, &err) == CELER_OK);
+    int32_t *pos = malloc(741 * sizeof *pos), *seq = malloc(741 * sizeof *seq), n = 0;
+    for (int s = 0; s < T; s++) {
+        CHECK(celer_kv_cache_reserve(&k1, s, lens[s] + 1, &err) == CELER_OK);
+        CHECK(celer_kv_cache_reserve(&k2, s, lens[s] + 1, &err) == CELER_OK);
+        for (int32_t i = 0; i < lens[s]; i++) pos[n] = i, seq[n++] = s;
+    }
+    float *pk = malloc((size_t)n * KV * HD * sizeof *pk), *pv = malloc((size_t)n * KV * HD * sizeof *pv);
+    random_fill(pk, (int64_t)n * KV * HD, 2.0f), random_fill(pv, (int64_t)n * KV * HD, 1.0f);
+    float      *dpk = dev_copy(pk, (size_t)n * KV * HD * 4), *dpv = dev_copy(pv, (size_t)n * KV * HD * 4);
+    celer_batch pre = {n, pos, seq};
+    CHECK(gpu->ops->kv_write(gpu, &k1, 0, dpk, dpv, &pre, &err) == CELER_OK);
+    CHECK(gpu->ops->kv_write(gpu, &k2, 0, dpk, dpv, &pre, &err) == CELER_OK);
+    int32_t     dpos[T] = {lens[0], lens[1], lens[2]}, dseq[T] = {0, 1, 2};
+    celer_batch b = {T, dpos, dseq};
+    static float q[T * NH * HD], k[T * KV * HD], v[T * KV * HD], o1[T * NH * HD], o2[T * NH * HD], nv[2][HD];
+    static float factors[HD / 2];
+    for (int i = 0; i < HD / 2; i++) factors[i] = 1.0f + 0.25f * (float)i;
+    random_fill(nv[0], HD, 1.0f), random_fill(nv[1], HD, 1.0f);
+    celer_weight qn = {.type = CELER_GGML_F32, .rows = 1, .cols = HD, .data = nv[0]};
+    celer_weight kn = {.type = CELER_GGML_F32, .rows = 1, .cols = HD, .data = nv[1]};
+    CHECK(gpu->ops->weight_load(gpu, &qn, &err) == CELER_OK && gpu->ops->weight_load(gpu, &kn, &err) == CELER_OK);
+    const size_t cache = (size_t)k1.n_blocks * k1.block_size * KV * HD * sizeof(float);
+    float       *c1 = malloc(cache), *c2 = malloc(cache);
+    for (int c = 0; c < 6; c++) {
+        const bool  neox = c % 2, norms = c / 2 == 1;
+        const int   window = c >= 4 ? 8 : 0;
+        celer_rope  r = {.mode = neox ? CELER_ROPE_NEOX : CELER_ROPE_NORM, .n_rot = neox ? 64 : HD, .base = 500000.0f,
+                         .pos_scale = 1.0f, .freq_factors = neox ? factors : NULL, .mscale = 1.0f};
+        celer_attn  a = {NH, KV, HD, 1.0f / sqrtf((float)HD), window};
+        random_fill(q, T * NH * HD, 2.0f), random_fill(k, T * KV * HD, 2.0f), random_fill(v, T * KV * HD, 1.0f);
+        float *dq1 = dev_copy(q, sizeof q), *dq2 = dev_copy(q, sizeof q), *dk = dev_copy(k, sizeof k);
+        float *dv = dev_copy(v, sizeof v), *do1 = dev_zeros(T * NH * HD), *do2 = dev_zeros(T * NH * HD);
+        CHECK(((celer_attn_step_fn)step_fn)(gpu, &k1, 0, dq1, dk, dv, norms ? &qn : NULL, norms ? &kn : NULL, 1e-6f, &b,
+                                            &r, &a, do1, &err) == CELER_OK);
+        CHECK(((celer_attn_inputs_fn)in_fn)(gpu, &k2, 0, dq2, NH, dk, dv, norms ? &qn : NULL, norms ? &kn : NULL, 1e-6f,
+                                            &b, HD, &r, &err) == CELER_OK);
+        CHECK(gpu->ops->attention(gpu, dq2, &k2, 0, &b, &a, do2, &err) == CELER_OK);
+        to_host(do1, o1, sizeof o1), to_host(do2, o2, sizeof o2);
+        const double eo = rel_l2f(o1, o2, T * NH * HD);
+        to_host(k1.k[0], c1, cache), to_host(k2.k[0], c2, cache);
+        const double ek = rel_l2f(c1, c2, (int64_t)(cache / sizeof(float)));
+        to_host(k1.v[0], c1, cache), to_host(k2.v[0], c2, cache);
+        const bool ev = !memcmp(c1, c2, cache);
+        if (!(eo < 1e-5 && ek < 1e-6 && ev))
+            fprintf(stderr, "  attn_step neox %d norms %d window %d: output %.2e, keys %.2e, values %s\n", neox, norms,
+                    window, eo, ek, ev ? "equal" : "differ");
+        CHECK(eo < 1e-5 && ek < 1e-6 && ev);
+        gpu->ops->release(gpu, dq1), gpu->ops->release(gpu, dq2), gpu->ops->release(gpu, dk);
+        gpu->ops->release(gpu, dv), gpu->ops->release(gpu, do1), gpu->ops->release(gpu, do2);
+    }
+    gpu->ops->release(gpu, dpk), gpu->ops->release(gpu, dpv);
+    celer_kv_cache_free(&k1, gpu), celer_kv_cache_free(&k2, gpu);
+    free(pos), free(seq), free(pk), free(pv), free(c1), free(c2);
+}
+
+/* matmuls: three weights of one input, two formats among them, against the CPU's matmul per
+ * weight at decode, batched-decode (16: Q4_0 on the matrix units, Q6_K in the decode kernel, on
+ * one quantization) and prefill sizes (1e-3: the CPU quantizes a K-quant's activations per 256
+ * values, the GPU per 32 or not at all; each format's own matmul is checked exactly above; 1e-2
+ * where the BLAS path may take it, as above). */
+static void test_matmuls(void)
+{
+    enum { K = 512, N = 3 };
+    static const celer_ggml_type types[N] = {CELER_GGML_Q4_0, CELER_GGML_Q6_K, CELER_GGML_Q4_0};
+    static const int64_t         rows[N]  = {96, 33, 65};
+    static const int64_t         Ts[]     = {1, 5, 16, 33};
+    celer_weight                 wc[N], wg[N];
+    const celer_weight          *pg[N];
+    void                        *raw[N];
+    for (int i = 0; i < N; i++) {
+        raw[i] = random_weights(types[i], rows[i], K, 0.1f);
+        wc[i] = wg[i] = (celer_weight){.type = types[i], .rows = rows[i], .cols = K, .data = raw[i]};
+        CHECK(cpu->ops->weight_load(cpu, &wc[i], &err) == CELER_OK);
+        CHECK(gpu->ops->weight_load(gpu, &wg[i], &err) == CELER_OK);
+        pg[i] = &wg[i];
+    }
+    celer_port_fn fn;
+    CHECK(celer_port_select(&celer_port_matmuls, gpu->ops->kind, &fn, &err) == CELER_OK);
+    for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+        int64_t T = Ts[ti];
+        float  *x = malloc((size_t)(T * K) * sizeof *x), *dy[N];
+        random_acts(x, T, K);
+        float *dx = dev_copy(x, (size_t)(T * K) * sizeof *x);
+        for (int i = 0; i < N; i++) dy[i] = dev_zeros((size_t)(T * rows[i]));
+        CHECK(((celer_matmuls_fn)fn)(gpu, pg, N, dx, T, dy, &err) == CELER_OK);
+        for (int i = 0; i < N; i++) {
+            float *yc = malloc((size_t)(T * rows[i]) * sizeof *yc), *yg = malloc((size_t)(T * rows[i]) * sizeof *yg);
+            CHECK(cpu->ops->matmul(cpu, &wc[i], x, T, yc, &err) == CELER_OK);
+            to_host(dy[i], yg, (size_t)(T * rows[i]) * sizeof *yg);
+            double e = rel_l2f(yg, yc, T * rows[i]), bound = blas_may(types[i], T) ? 1e-2 : 1e-3;
+            if (!(e < bound)) fprintf(stderr, "  matmuls T=%lld weight %d: %.2e\n", (long long)T, i, e);
+            CHECK(e < bound);
+            gpu->ops->release(gpu, dy[i]);
+            free(yc), free(yg);
+        }
+        gpu->ops->release(gpu, dx);
+        free(x);
+    }
+    for (int i = 0; i < N; i++) free(raw[i]);
+}
+
+/* The port matmul_add: y + the product, as matmul then a host add gives it, bit for bit: the
+ * decode kernel's sums (1 and 5 tokens), the matrix-unit kernels' (16: streamed, 40: tiled, on
+ * a device with them), the vendor BLAS's and F32's through tmp (70 tokens; F32 at any). */
+static void test_matmul_add(void)
+{
+    enum { K = 512, R = 80 };
+    celer_port_fn fn;
+    CHECK(celer_port_select(&celer_port_matmul_add, gpu->ops->kind, &fn, &err) == CELER_OK);
+    static const celer_ggml_type types[] = {CELER_GGML_Q4_0, CELER_GGML_Q4_K, CELER_GGML_F32};
+    static const int64_t         Ts[]    = {1, 5, 16, 40, 70};
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        void        *raw = random_weights(types[k], R, K, 0.1f);
+        celer_weight w   = {.type = types[k], .rows = R, .cols = K, .data = raw};
+        CHECK(gpu->ops->weight_load(gpu, &w, &err) == CELER_OK);
+        for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+            const int64_t T = Ts[ti];
+            float        *x = malloc((size_t)(T * K) * sizeof *x), *y0 = malloc((size_t)(T * R) * sizeof *y0);
+            float        *p = malloc((size_t)(T * R) * sizeof *p), *y = malloc((size_t)(T * R) * sizeof *y);
+            random_acts(x, T, K), random_fill(y0, T * R, 3.0f);
+            float *dx = dev_copy(x, (size_t)(T * K) * sizeof *x), *dy = dev_copy(y0, (size_t)(T * R) * sizeof *y0);
+            float *dp = dev_zeros((size_t)(T * R)), *dt = dev_zeros((size_t)(T * R));
+            CHECK(gpu->ops->matmul(gpu, &w, dx, T, dp, &err) == CELER_OK);
+            CHECK(((celer_matmul_add_fn)fn)(gpu, &w, dx, T, dy, dt, &err) == CELER_OK);
+            to_host(dp, p, (size_t)(T * R) * sizeof *p), to_host(dy, y, (size_t)(T * R) * sizeof *y);
+            int bad = 0;
+            for (int64_t i = 0; i < T * R; i++) bad += y[i] != y0[i] + p[i];
+            if (bad) fprintf(stderr, "  matmul_add type %d T=%lld: %d sums differ\n", (int)types[k], (long long)T, bad);
+            CHECK(bad == 0);
+            gpu->ops->release(gpu, dx), gpu->ops->release(gpu, dy), gpu->ops->release(gpu, dp), gpu->ops->release(gpu, dt);
+            free(x), free(y0), free(p), free(y);
+        }
+        free(raw);
+    }
+}
+
+int main(void)
+{
+    setenv("CELER_GPU_ATT_STEP", "1", 0); /* attn_step's own kernel (test_attn_step) */
+    if (gpu_test_open("test_gpu_ports")) return 1;
+    test_fused();
+    test_attn_step();
+    test_matmuls();
+    test_matmul_add();
+    return gpu_test_close("test_gpu_ports");
+}
