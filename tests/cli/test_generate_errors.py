@@ -386,6 +386,9 @@ BENCH_OPTIONS = [
     (["-P", "257"], r"--parallel wants .*'257'"),
     (["-P", "4", "-p", "0"], r"--parallel .* wants -p of 1 or more"),
     (["-P", "4", "-n", "1"], r"--parallel .* -n of 2 or more"),
+    (["-d", "-1"], r"-d wants .*'-1'"),
+    (["--depth", "x"], r"-d wants .*'x'"),
+    (["-d", "8", "-P", "2"], r"--depth is for one sequence"),
 ]
 
 
@@ -402,3 +405,17 @@ def test_bench_parallel_runs(models: Path) -> None:
     o = json.loads(r.out)
     assert o["parallel"] == 3 and o["reps"] == 2 and o["pp"]["tokens"] == 8 and o["tg"]["tokens"] == 4, o
     assert o["pp"]["median"] > 0 and o["tg"]["median"] > 0, o
+
+
+def test_bench_depth_runs(models: Path) -> None:
+    """--depth D measures pp and tg after D tokens of context: named in the table (pp8 @d40) and in
+    the JSON object; the context's prefill is reused by pp (else bench fails, exit 3)."""
+    import json
+    r = celer("bench", "-m", models / "tiny.gguf", "-p", "8", "-n", "4", "-d", "40", "-r", "2", "--json")
+    assert r.returncode == 0, r.err
+    o = json.loads(r.out)
+    assert o["depth"] == 40 and o["pp"]["tokens"] == 8 and o["tg"]["tokens"] == 4, o
+    assert o["pp"]["median"] > 0 and o["tg"]["median"] > 0, o
+    r = celer("bench", "-m", models / "tiny.gguf", "-p", "8", "-n", "4", "-d", "40", "-r", "1")
+    assert r.returncode == 0, r.err
+    assert "pp8 @d40" in r.out and "tg4 @d40" in r.out, r.out

@@ -1,6 +1,6 @@
 /* celer bench: prefill and decode speed, the way llama-bench measures them — pp: one forward
  * over P prompt tokens from an empty cache; tg: N tokens decoded one at a time from an empty
- * cache. Each is repeated R times after an untimed warm-up; the median and the spread are
+ * cache (with --depth D, both after D tokens already in the cache, as llama-bench's -d). Each is repeated R times after an untimed warm-up; the median and the spread are
  * reported. With --parallel S, the way llama-batched-bench does: S sequences of P prompt tokens
  * prefilled together, then decoded together for N tokens, through the batcher (the server's
  * path); aggregate tok/s. */
@@ -13,9 +13,10 @@
 
 static void bench_usage(FILE *out)
 {
-    fprintf(out, "usage: celer bench [-m MODEL] [-p P] [-n N] [-r R] [-P S] [--backend B] [--threads N] [--json]\n\n"
+    fprintf(out, "usage: celer bench [-m MODEL] [-p P] [-n N] [-d D] [-r R] [-P S] [--backend B] [--threads N] [--json]\n\n"
                  "Measures prefill (pp: P prompt tokens at once) and decode (tg: N tokens one by one) speed,\n"
-                 "each from an empty context, repeated R times after one untimed warm-up. Decode is then set\n"
+                 "each from an empty context (or after D tokens: --depth), repeated R times after one untimed\n"
+                 "warm-up. Decode is then set\n"
                  "against the memory bound: the weight bytes one step reads, times tok/s, as a share of the\n"
                  "backend's copy bandwidth (read + write, buffers of twice the last-level cache) measured\n"
                  "right after, with the same threads. With --parallel S: S sequences of P prompt tokens at\n"
@@ -26,6 +27,8 @@ static void bench_usage(FILE *out)
                  "  -m, --model MODEL  a .gguf file (default: the default model)\n"
                  "  -p, --prompt P     prompt tokens for pp (default 512; 0 skips pp)\n"
                  "  -n, --gen N        generated tokens for tg (default 128; 0 skips tg)\n"
+                 "  -d, --depth D      tokens already in the context when pp and tg start (default 0; their\n"
+                 "                     prefill is not timed; not with --parallel)\n"
                  "  -r, --reps R       repetitions (default 5)\n"
                  "  -P, --parallel S   S sequences together (1 to 256; default: one sequence, no batcher)\n"
                  "  -b, --backend B    auto, cpu, cuda or rocm (default auto: the best this build has)\n"
@@ -124,17 +127,17 @@ int cmd_bench(int argc, char **argv)
         {"gen", required_argument, NULL, 'n'},   {"reps", required_argument, NULL, 'r'},
         {"threads", required_argument, NULL, 't'}, {"json", no_argument, NULL, 'j'},
         {"backend", required_argument, NULL, 'b'}, {"help", no_argument, NULL, 'h'},
-        {"parallel", required_argument, NULL, 'P'},
+        {"parallel", required_argument, NULL, 'P'}, {"depth", required_argument, NULL, 'd'},
         {0},
     };
     const char         *model = NULL;
-    long                P = 512, N = 128, R = 5, S = 0, v;
+    long                P = 512, N = 128, R = 5, S = 0, D = 0, v;
     bool                json = false;
     celer_engine_config cfg  = {0};
     int                 c;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":m:p:n:r:t:b:P:jh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:p:n:d:r:t:b:P:jh", opts, NULL)) != -1) {
         switch (c) {
         case 'm': model = optarg; break;
         case 'p':
@@ -142,6 +145,9 @@ int cmd_bench(int argc, char **argv)
             break;
         case 'n':
             if (!cli_parse_long(optarg, 0, 1 << 20, &N)) return cli_usage_error("bench", "-n wants 0 to 1048576, got '%s'", optarg);
+            break;
+        case 'd':
+            if (!cli_parse_long(optarg, 0, 1 << 20, &D)) return cli_usage_error("bench", "-d wants 0 to 1048576, got '%s'", optarg);
             break;
         case 'r':
             if (!cli_parse_long(optarg, 1, 1000, &R)) return cli_usage_error("bench", "-r wants 1 to 1000, got '%s'", optarg);
@@ -168,8 +174,9 @@ int cmd_bench(int argc, char **argv)
     if (S && (!P || N < 2))
         return cli_usage_error("bench", "--parallel measures prompts and decoding: it wants -p of 1 or more and -n of 2 "
                                "or more");
+    if (S && D) return cli_usage_error("bench", "--depth is for one sequence: leave it out with --parallel");
     if (!model && !(model = cli_default_model())) return EXIT_BAD_INPUT;
-    cfg.n_ctx = S ? P + N + 16 : (P > N ? P : N) + 16;
+    cfg.n_ctx = S ? P + N + 16 : D + (P > N ? P : N) + 16;
 
     celer_error   err = {0};
     celer_engine *e   = NULL;
@@ -177,14 +184,15 @@ int cmd_bench(int argc, char **argv)
     cli_print_load_note(e);
     const celer_tokenizer *tok     = celer_engine_tokenizer(e);
     int32_t                n_vocab = celer_tokenizer_n_vocab(tok);
-    int32_t               *prompt  = malloc((size_t)(P > 1 ? P : 1) * sizeof *prompt);
-    double                *pp = calloc((size_t)R, sizeof *pp), *tg = calloc((size_t)R, sizeof *tg);
-    int                    rc = EXIT_OK;
-    if (!prompt || !pp || !tg) rc = EXIT_RUNTIME;
+    /* ids: the D tokens of the context (--depth), then the P of the prompt */
+    int32_t *ids = malloc((size_t)(D + P > 1 ? D + P : 1) * sizeof *ids), *prompt = ids + D;
+    double  *pp = calloc((size_t)R, sizeof *pp), *tg = calloc((size_t)R, sizeof *tg);
+    int      rc = EXIT_OK;
+    if (!ids || !pp || !tg) rc = EXIT_RUNTIME;
     uint64_t x = 12345;
-    for (long i = 0; i < P && rc == EXIT_OK; i++) { /* arbitrary tokens: speed does not depend on them */
-        x         = x * 6364136223846793005ull + 1442695040888963407ull;
-        prompt[i] = (int32_t)((x >> 33) % (uint64_t)n_vocab);
+    for (long i = 0; i < D + P && rc == EXIT_OK; i++) { /* arbitrary tokens: speed does not depend on them */
+        x      = x * 6364136223846793005ull + 1442695040888963407ull;
+        ids[i] = (int32_t)((x >> 33) % (uint64_t)n_vocab);
     }
     celer_gen_params gp = {.sampling = celer_sampling_default(), .ignore_eos = true};
     /* r = -1: an untimed warm-up, as llama-bench's (one-time costs: the GPU's libraries load
@@ -195,17 +203,24 @@ int cmd_bench(int argc, char **argv)
         if (S) {
             if (run_batched(e, prompt, P, N, S, &t_pp, &t_tg, &err)) rc = cli_report(&err);
         } else {
-            if (P) {
+            if (P) { /* the context first (untimed, reused by the second call), then the prompt */
                 celer_engine_reset(e);
                 gp.max_tokens = 1;
-                if (celer_engine_generate(e, prompt, (size_t)P, &gp, NULL, NULL, &st, &err)) rc = cli_report(&err);
-                else t_pp = (double)P / st.t_prompt;
+                if ((D && celer_engine_generate(e, ids, (size_t)D, &gp, NULL, NULL, &st, &err)) ||
+                    celer_engine_generate(e, ids, (size_t)(D + P), &gp, NULL, NULL, &st, &err))
+                    rc = cli_report(&err);
+                else if (st.n_prompt - st.n_reused != P) { /* the engine's reuse, not the user's input */
+                    fprintf(stderr, "celer bench: pp reused %lld of the %ld context tokens (all were expected)\n",
+                            (long long)st.n_reused, D);
+                    rc = EXIT_RUNTIME;
+                } else t_pp = (double)P / st.t_prompt;
             }
-            if (N && rc == EXIT_OK) {
+            if (N && rc == EXIT_OK) { /* from the context, or from one token */
                 celer_engine_reset(e);
-                int32_t first  = celer_tokenizer_bos(tok) >= 0 ? celer_tokenizer_bos(tok) : prompt[0];
-                gp.max_tokens  = (int32_t)N + 1;
-                if (celer_engine_generate(e, &first, 1, &gp, NULL, NULL, &st, &err)) rc = cli_report(&err);
+                int32_t first = celer_tokenizer_bos(tok) >= 0 ? celer_tokenizer_bos(tok) : ids[0];
+                gp.max_tokens = (int32_t)N + 1;
+                if (celer_engine_generate(e, D ? ids : &first, D ? (size_t)D : 1, &gp, NULL, NULL, &st, &err))
+                    rc = cli_report(&err);
                 else t_tg = (double)(st.n_gen - 1) / st.t_gen;
             }
         }
@@ -222,21 +237,24 @@ int cmd_bench(int argc, char **argv)
             printf("{\"model\": ");
             cli_json_string_print(stdout, model, strlen(model));
             printf(", \"arch\": \"%s\", \"backend\": \"%s\", \"threads\": %d, \"reps\": %ld, \"parallel\": %ld, "
-                   "\"pp\": {\"tokens\": %ld, \"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, "
+                   "\"depth\": %ld, \"pp\": {\"tokens\": %ld, \"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, "
                    "\"tg\": {\"tokens\": %ld, \"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, "
                    "\"weight_bytes_per_token\": %llu, \"copy_bytes_per_s\": %.0f, \"tg_bandwidth_share\": %.4f}\n",
-                   hp->arch, celer_engine_backend_name(e), celer_engine_threads(e), R, S, P, sp.median, sp.min,
+                   hp->arch, celer_engine_backend_name(e), celer_engine_threads(e), R, S, D, P, sp.median, sp.min,
                    sp.max, N, sg.median, sg.min, sg.max, (unsigned long long)wb, bw, share);
         } else {
-            char tp[32] = "", tn[32] = "";
-            if (S) snprintf(tp, sizeof tp, " x%ld", S), snprintf(tn, sizeof tn, " x%ld", S);
-            printf("%-40s %-8s %7s %9s %12s %20s\n", "model", "backend", "threads", "test", "tok/s", "min .. max");
+            char tp[48], tn[48], at[24] = ""; /* the test's name: pp512, tg128 x32, tg128 @d4096 */
+            if (D) snprintf(at, sizeof at, " @d%ld", D);
+            snprintf(tp, sizeof tp, "pp%ld%s%s", P, S ? " x" : "", at);
+            snprintf(tn, sizeof tn, "tg%ld%s%s", N, S ? " x" : "", at);
+            if (S) snprintf(tp + strlen(tp), sizeof tp - strlen(tp), "%ld", S), snprintf(tn + strlen(tn), sizeof tn - strlen(tn), "%ld", S);
+            printf("%-40s %-8s %7s %-9s %12s %20s\n", "model", "backend", "threads", "test", "tok/s", "min .. max");
             if (P)
-                printf("%-40.40s %-8s %7d pp%-3ld%-4s %12.2f %9.2f .. %-9.2f\n", model, celer_engine_backend_name(e),
-                       celer_engine_threads(e), P, tp, sp.median, sp.min, sp.max);
+                printf("%-40.40s %-8s %7d %-9s %12.2f %9.2f .. %-9.2f\n", model, celer_engine_backend_name(e),
+                       celer_engine_threads(e), tp, sp.median, sp.min, sp.max);
             if (N) {
-                printf("%-40.40s %-8s %7d tg%-3ld%-4s %12.2f %9.2f .. %-9.2f\n", model, celer_engine_backend_name(e),
-                       celer_engine_threads(e), N, tn, sg.median, sg.min, sg.max);
+                printf("%-40.40s %-8s %7d %-9s %12.2f %9.2f .. %-9.2f\n", model, celer_engine_backend_name(e),
+                       celer_engine_threads(e), tn, sg.median, sg.min, sg.max);
                 if (S) printf("tg: %ld sequences decoding together, tok/s of all of them\n", S);
                 else printf("tg: %.1f MB of weights per token x %.2f tok/s = %.2f GB/s, %.0f%% of the copy bandwidth "
                        "%.2f GB/s (read + write)\n",
@@ -244,7 +262,7 @@ int cmd_bench(int argc, char **argv)
             }
         }
     }
-    free(prompt);
+    free(ids);
     free(pp);
     free(tg);
     celer_engine_free(e);
