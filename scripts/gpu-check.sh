@@ -12,8 +12,7 @@
 #   verify   celer verify --backend cuda --against cpu: the tiny MLX models of tests/data/mlx_dirs
 #            and synthetic GGUF models of every weight type (small shapes)
 #   big      synthetic Llama-3.1-8B and Qwen3-30B-A3B Q4_0 (celer synth): celer verify, and
-#            verify --decode (32 decode steps a prompt against the same backend's prefill; again
-#            with CELER_GPU_ATT_STEP=1, the attention kernel making its inputs ready)
+#            verify --decode (32 decode steps a prompt against the same backend's prefill)
 #   watchdog the 8B with a 1 us deadline: the first step past it fails the device (exit 3)
 #   bench    the same files: celer bench (pp512, tg128, with CELER_GPU_STATS's step times; on the
 #            8B also 32 sequences of 128 + 128 through the batcher), and llama.cpp's llama-bench
@@ -40,7 +39,8 @@
 #            file (applied with git apply to a copy of this tree, built apart) or ENV=VALUE (set
 #            for its runs); e.g. AB="base ks:ks.diff pf8:pf.diff,CELER_GPU_PREFETCH=8". tg128 of the
 #            8B and the 30B-A3B (AB_MODELS), AB_ROUNDS rounds (default 2) taking the variants in
-#            turn; AB_PP=1 adds pp512. base is the build step's own build: run build first
+#            turn; AB_PP=1 adds pp512; AB_DEPTH=D measures after D tokens of context (bench -d). base
+#            is the build step's own build: run build first
 # Logs go to $OUT/logs.tar.gz ($OUT defaults to ./gpu-out); the last lines printed are a short
 # table of results.
 # Dependencies the machine lacks (cJSON, libmicrohttpd) are taken from .carry/deb when there: the
@@ -154,7 +154,6 @@ step_big() {
         synth_big $shape
         verify "$shape Q4_0" "$f" -n 8
         verify_decode "$shape Q4_0" "$f" -n 32
-        CELER_GPU_ATT_STEP=1 verify_decode "$shape Q4_0, CELER_GPU_ATT_STEP=1" "$f" -n 32
     done
 }
 
@@ -340,14 +339,14 @@ step_ab() {
             for i in "${!names[@]}"; do
                 local log="$OUT/logs/ab-${names[$i]}-$shape-$round.txt"
                 env ${envsets[$i]} "${dirs[$i]}/celer" bench -m "$f" --backend cuda -p "$([ "${AB_PP:-0}" = 1 ] && echo 512 || echo 0)" \
-                    -n 128 -r 3 >"$log" 2>&1
+                    -n 128 -d "${AB_DEPTH:-0}" -r 3 >"$log" 2>&1
                 tg[$i,$shape]+="$(grep -E 'pp512|tg128' "$log" | awk '{printf "%s ", $(NF-3)}')/ "
             done
         done
     done
     for i in "${!names[@]}"; do
         for shape in ${AB_MODELS:-llama-3.1-8b qwen3-30b-a3b}; do
-            result "ab ${names[$i]} $shape ($([ "${AB_PP:-0}" = 1 ] && echo 'pp512 tg128' || echo tg128))" "${tg[$i,$shape]}"
+            result "ab ${names[$i]} $shape ($([ "${AB_PP:-0}" = 1 ] && echo 'pp512 tg128' || echo tg128) @d${AB_DEPTH:-0})" "${tg[$i,$shape]}"
         done
     done
 }

@@ -3,8 +3,6 @@
  * error, ‖gpu − ref‖ / ‖ref‖):
  *   - add_rmsnorm and attn_inputs against their fallbacks run on the CPU backend: 1e-5 (the
  *     cache contents compared directly);
- *   - attn_step (CELER_GPU_ATT_STEP=1, set below unless given) against attn_inputs and attention
- *     on the GPU: 1e-5 (keys in the cache 1e-6, values equal);
  *   - matmuls against the CPU's matmul per weight: 1e-3 (1e-2 where the BLAS path may take it);
  *   - matmul_add against the product and an add: equal bit for bit.
  * Every other op: test_gpu_ops.c. Run on a machine with a GPU (scripts/gpu-check.sh); built only
@@ -84,76 +82,6 @@ static void test_fused(void)
         celer_kv_cache_free(&kc, cpu);
         celer_kv_cache_free(&kg, gpu);
     }
-}
-
-/* The port attn_step (main sets CELER_GPU_ATT_STEP=1: the attention kernel makes its inputs
- * ready) against attn_inputs then attention on the same device: a decode step of three
- * sequences (positions 1, 40 and 700: one split, one, four), grouped-query heads, normal and
- * NeoX rotation, with and without per-head norms, a sliding window: outputs 1e-5, the caches
- * (the new keys: the norm's sum in another order) 1e-6, the values equal. */
-static void test_attn_step(void)
-{
-    enum { NH = 8, KV = 2, HD = 128, CTX = 1024, T = 3 };
-    celer_port_fn step_fn, in_fn;
-    CHECK(celer_port_select(&celer_port_attn_step, gpu->ops->kind, &step_fn, &err) == CELER_OK);
-    CHECK(celer_port_select(&celer_port_attn_inputs, gpu->ops->kind, &in_fn, &err) == CELER_OK);
-    static const int32_t lens[T] = {1, 40, 700};
-    celer_kv_cache       k1, k2;
-    CHECK(celer_kv_cache_init(&k1, gpu, 1, KV, HD, HD, T, CTX, T * CTX / 16, &err) == CELER_OK);
-    CHECK(celer_kv_cache_init(&k2, gpu, 1, KV, HD, HD, T, CTX, T * CTX / 16, &err) == CELER_OK);
-    int32_t *pos = malloc(741 * sizeof *pos), *seq = malloc(741 * sizeof *seq), n = 0;
-    for (int s = 0; s < T; s++) {
-        CHECK(celer_kv_cache_reserve(&k1, s, lens[s] + 1, &err) == CELER_OK);
-        CHECK(celer_kv_cache_reserve(&k2, s, lens[s] + 1, &err) == CELER_OK);
-        for (int32_t i = 0; i < lens[s]; i++) pos[n] = i, seq[n++] = s;
-    }
-    float *pk = malloc((size_t)n * KV * HD * sizeof *pk), *pv = malloc((size_t)n * KV * HD * sizeof *pv);
-    random_fill(pk, (int64_t)n * KV * HD, 2.0f), random_fill(pv, (int64_t)n * KV * HD, 1.0f);
-    float      *dpk = dev_copy(pk, (size_t)n * KV * HD * 4), *dpv = dev_copy(pv, (size_t)n * KV * HD * 4);
-    celer_batch pre = {n, pos, seq};
-    CHECK(gpu->ops->kv_write(gpu, &k1, 0, dpk, dpv, &pre, &err) == CELER_OK);
-    CHECK(gpu->ops->kv_write(gpu, &k2, 0, dpk, dpv, &pre, &err) == CELER_OK);
-    int32_t     dpos[T] = {lens[0], lens[1], lens[2]}, dseq[T] = {0, 1, 2};
-    celer_batch b = {T, dpos, dseq};
-    static float q[T * NH * HD], k[T * KV * HD], v[T * KV * HD], o1[T * NH * HD], o2[T * NH * HD], nv[2][HD];
-    static float factors[HD / 2];
-    for (int i = 0; i < HD / 2; i++) factors[i] = 1.0f + 0.25f * (float)i;
-    random_fill(nv[0], HD, 1.0f), random_fill(nv[1], HD, 1.0f);
-    celer_weight qn = {.type = CELER_GGML_F32, .rows = 1, .cols = HD, .data = nv[0]};
-    celer_weight kn = {.type = CELER_GGML_F32, .rows = 1, .cols = HD, .data = nv[1]};
-    CHECK(gpu->ops->weight_load(gpu, &qn, &err) == CELER_OK && gpu->ops->weight_load(gpu, &kn, &err) == CELER_OK);
-    const size_t cache = (size_t)k1.n_blocks * k1.block_size * KV * HD * sizeof(float);
-    float       *c1 = malloc(cache), *c2 = malloc(cache);
-    for (int c = 0; c < 6; c++) {
-        const bool  neox = c % 2, norms = c / 2 == 1;
-        const int   window = c >= 4 ? 8 : 0;
-        celer_rope  r = {.mode = neox ? CELER_ROPE_NEOX : CELER_ROPE_NORM, .n_rot = neox ? 64 : HD, .base = 500000.0f,
-                         .pos_scale = 1.0f, .freq_factors = neox ? factors : NULL, .mscale = 1.0f};
-        celer_attn  a = {NH, KV, HD, 1.0f / sqrtf((float)HD), window};
-        random_fill(q, T * NH * HD, 2.0f), random_fill(k, T * KV * HD, 2.0f), random_fill(v, T * KV * HD, 1.0f);
-        float *dq1 = dev_copy(q, sizeof q), *dq2 = dev_copy(q, sizeof q), *dk = dev_copy(k, sizeof k);
-        float *dv = dev_copy(v, sizeof v), *do1 = dev_zeros(T * NH * HD), *do2 = dev_zeros(T * NH * HD);
-        CHECK(((celer_attn_step_fn)step_fn)(gpu, &k1, 0, dq1, dk, dv, norms ? &qn : NULL, norms ? &kn : NULL, 1e-6f, &b,
-                                            &r, &a, do1, &err) == CELER_OK);
-        CHECK(((celer_attn_inputs_fn)in_fn)(gpu, &k2, 0, dq2, NH, dk, dv, norms ? &qn : NULL, norms ? &kn : NULL, 1e-6f,
-                                            &b, HD, &r, &err) == CELER_OK);
-        CHECK(gpu->ops->attention(gpu, dq2, &k2, 0, &b, &a, do2, &err) == CELER_OK);
-        to_host(do1, o1, sizeof o1), to_host(do2, o2, sizeof o2);
-        const double eo = rel_l2f(o1, o2, T * NH * HD);
-        to_host(k1.k[0], c1, cache), to_host(k2.k[0], c2, cache);
-        const double ek = rel_l2f(c1, c2, (int64_t)(cache / sizeof(float)));
-        to_host(k1.v[0], c1, cache), to_host(k2.v[0], c2, cache);
-        const bool ev = !memcmp(c1, c2, cache);
-        if (!(eo < 1e-5 && ek < 1e-6 && ev))
-            fprintf(stderr, "  attn_step neox %d norms %d window %d: output %.2e, keys %.2e, values %s\n", neox, norms,
-                    window, eo, ek, ev ? "equal" : "differ");
-        CHECK(eo < 1e-5 && ek < 1e-6 && ev);
-        gpu->ops->release(gpu, dq1), gpu->ops->release(gpu, dq2), gpu->ops->release(gpu, dk);
-        gpu->ops->release(gpu, dv), gpu->ops->release(gpu, do1), gpu->ops->release(gpu, do2);
-    }
-    gpu->ops->release(gpu, dpk), gpu->ops->release(gpu, dpv);
-    celer_kv_cache_free(&k1, gpu), celer_kv_cache_free(&k2, gpu);
-    free(pos), free(seq), free(pk), free(pv), free(c1), free(c2);
 }
 
 /* matmuls: three weights of one input, two formats among them, against the CPU's matmul per
@@ -239,10 +167,8 @@ static void test_matmul_add(void)
 
 int main(void)
 {
-    setenv("CELER_GPU_ATT_STEP", "1", 0); /* attn_step's own kernel (test_attn_step) */
     if (gpu_test_open("test_gpu_ports")) return 1;
     test_fused();
-    test_attn_step();
     test_matmuls();
     test_matmul_add();
     return gpu_test_close("test_gpu_ports");

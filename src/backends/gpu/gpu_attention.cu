@@ -5,21 +5,21 @@
  * and the warps' partial results are merged at the end; no score buffer grows with the context,
  * and tokens of different sequences and lengths share one launch (a continuous batch).
  *
- * Steps of few tokens (decode) split the keys in g->att_chunk-position splits (GPU_ATT_CHUNK;
- * CELER_GPU_ATT_CHUNK=N for comparisons) over more blocks: one
+ * Steps of few tokens (decode) split the keys over more blocks (att_split.h says how many): one
  * block walking 4,000 keys four warps at a time waits on memory at every key. Each split writes
  * its max, sum and unnormalized output, and a second kernel merges the splits of each (token,
- * head) in split order. The split count is the next power of two that covers the step's furthest
- * position (so a recorded step's grid changes only as the context doubles).
+ * head) in split order.
  *
  * Head sizes that are a multiple of 32 also leave the output quantized for the o-projection's
  * integer kernels (held quantization, gpu_matvec.h): that product then skips its quantizer. */
 #include "backends/gpu/gpu_matvec.h"
-#include "backends/gpu/gpu_rope.cuh"
+extern "C" {
+#include "backends/gpu/att_split.h"
+}
 
 #include <math.h>
 
-enum { ATT_THREADS = 128, HD_MAX = 512, ATT_SPLIT_BELOW = 1024 };
+enum { ATT_THREADS = 128, HD_MAX = 512 };
 
 /* Value i of an output row (its first value is value base of the step's output), and with xq
  * its quantization for the o-projection (the X32 format, gpu_matvec.h): a warp's 32 lanes hold
@@ -33,70 +33,35 @@ static __device__ __forceinline__ void put_out(float *o, int64_t i, float r, int
     xq_put<1>(v, (int)(i % 32), (base + i) / 32, true, xq, xd);
 }
 
-static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_att_new &n)
-{
-    return gpu_sig_args(h, n.k, n.v, n.qn, n.kn, n.kc, n.vc, n.eps, n.pos_scale, n.mscale, n.freqs, n.n_rot, n.neox);
-}
-
-/* A head's row of src into dst (shared), normalized by nw and rotated at position p as
- * k_attn_inputs makes it (gpu_rope.cuh). */
-static __device__ __forceinline__ void stage_head(const float *src, const float *nw, const gpu_att_new &n, int32_t p,
-                                                  int64_t hd, float *dst, float *red)
-{
-    gpu_head_stage(src, nw, hd, n.eps, dst, red);
-    gpu_head_rotate(dst, dst, p, n.n_rot, n.neox, n.freqs, n.pos_scale, n.mscale);
-    __syncthreads();
-}
-
 /* Split blockIdx.z of gridDim.z: keys [z · chunk, (z + 1) · chunk) of those visible (chunk 0: all,
  * one split). With part (splits), out is not written: part holds per (token, head, split) the
- * max, the sum and the hd unnormalized outputs. With NEW, the step's queries, keys and values
- * are made ready here (gpu_att_new): the key and value of the token's own position come from
- * shared memory, never from the cache, which another block is writing. */
-template <bool NEW>
+ * max, the sum and the hd unnormalized outputs. */
 __global__ void k_attention(const float *__restrict__ q, const float *__restrict__ kc, const float *__restrict__ vc,
                             const int32_t *__restrict__ pos, const int32_t *__restrict__ seq,
                             const int32_t *__restrict__ tables, int32_t max_blocks, int32_t block_size,
                             int64_t n_heads, int64_t n_kv_heads, int64_t hd, float scale, int32_t window,
-                            int32_t chunk, float *__restrict__ part, float *__restrict__ out, int8_t *xq, float2 *xd,
-                            gpu_att_new nwk)
+                            int32_t chunk, float *__restrict__ part, float *__restrict__ out, int8_t *xq, float2 *xd)
 {
     gpu_dep_enter();
     enum { PER = HD_MAX / CELER_WARP, MAX_WARPS = ATT_THREADS / 32 };
     __shared__ float s_m[MAX_WARPS], s_l[MAX_WARPS], s_acc[MAX_WARPS][HD_MAX];
-    __shared__ float s_q[HD_MAX], s_k[HD_MAX], s_v[HD_MAX], s_red[32];
     const int64_t t = blockIdx.x, h = blockIdx.y, kvh = h / (n_heads / n_kv_heads), kw = n_kv_heads * hd;
     const int     lane = threadIdx.x % CELER_WARP, wid = threadIdx.x / CELER_WARP, nw = blockDim.x / CELER_WARP;
     const float  *qr = q + (t * n_heads + h) * hd;
-    const int32_t  p = pos[t];
-    const int32_t *table = tables + (int64_t)seq[t] * max_blocks;
-    if (NEW) {
-        const int64_t row = t * kw + kvh * hd;
-        stage_head(qr, nwk.qn, nwk, p, hd, s_q, s_red);
-        stage_head(nwk.k + row, nwk.kn, nwk, p, hd, s_k, s_red);
-        for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) s_v[i] = nwk.v[row + i];
-        __syncthreads();
-        if (h % (n_heads / n_kv_heads) == 0 && (int32_t)blockIdx.z == (chunk ? p / chunk : 0)) { /* the key head's writer */
-            const int64_t slot = (int64_t)table[p / block_size] * block_size + p % block_size;
-            for (int64_t i = threadIdx.x; i < hd; i += blockDim.x)
-                nwk.kc[slot * kw + kvh * hd + i] = s_k[i], nwk.vc[slot * kw + kvh * hd + i] = s_v[i];
-        }
-        qr = s_q;
-    }
-    float qv[PER], acc[PER];
+    float         qv[PER], acc[PER];
 #pragma unroll
     for (int k = 0; k < PER; k++) {
         const int64_t i = lane + (int64_t)k * CELER_WARP;
         qv[k] = i < hd ? qr[i] : 0.0f, acc[k] = 0.0f;
     }
-    const int32_t lo0 = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
-    const int32_t z = blockIdx.z, lo = chunk && z * chunk > lo0 ? z * chunk : lo0;
-    const int32_t hi = chunk && (z + 1) * chunk - 1 < p ? (z + 1) * chunk - 1 : p; /* this split's last key */
-    float         m = -INFINITY, l = 0.0f;
+    const int32_t  p = pos[t], lo0 = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+    const int32_t  z = blockIdx.z, lo = chunk && z * chunk > lo0 ? z * chunk : lo0;
+    const int32_t  hi = chunk && (z + 1) * chunk - 1 < p ? (z + 1) * chunk - 1 : p; /* this split's last key */
+    const int32_t *table = tables + (int64_t)seq[t] * max_blocks;
+    float          m = -INFINITY, l = 0.0f;
     for (int32_t j = lo + wid; j <= hi; j += nw) {
         const int64_t slot = (int64_t)table[j / block_size] * block_size + j % block_size;
-        const bool    own  = NEW && j == p;
-        const float  *kr = own ? s_k : kc + slot * kw + kvh * hd, *vr = own ? s_v : vc + slot * kw + kvh * hd;
+        const float  *kr = kc + slot * kw + kvh * hd, *vr = vc + slot * kw + kvh * hd;
         float         d  = 0.0f;
 #pragma unroll
         for (int k = 0; k < PER; k++) {
@@ -165,15 +130,10 @@ __global__ void k_attention_merge(const float *__restrict__ part, int32_t splits
     }
 }
 
-typedef void (*att_fn)(const float *, const float *, const float *, const int32_t *, const int32_t *, const int32_t *,
-                       int32_t, int32_t, int64_t, int64_t, int64_t, float, int32_t, int32_t, float *, float *, int8_t *,
-                       float2 *, gpu_att_new);
-
-/* nw->k NULL: gpu_attention, the step's inputs already in the cache. */
-celer_status gpu_attention_new(gpu_backend *g, const float *q, const celer_kv_cache *kv, int32_t layer,
-                               const celer_batch *b, const celer_attn *a, const gpu_att_new *nw, float *out,
-                               celer_error *err)
+celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cache *kv, int32_t layer,
+                           const celer_batch *b, const celer_attn *a, float *out, celer_error *err)
 {
+    gpu_backend *g = gpu_of(be);
     if (gpu_alive(g, err)) return err->code;
     if (a->n_kv_heads <= 0 || a->n_heads % a->n_kv_heads || a->head_dim != kv->head_dim_k ||
         kv->head_dim_v != kv->head_dim_k || a->head_dim > HD_MAX || a->n_heads > GPU_MAX_GRID_YZ)
@@ -187,46 +147,35 @@ celer_status gpu_attention_new(gpu_backend *g, const float *q, const celer_kv_ca
                           (long long)b->n_tokens);
     const int32_t *pos, *seq, *tables;
     if (gpu_batch_upload(g, b, kv, &pos, &seq, &tables, err)) return err->code;
-    if (!nw->k && gpu_flash_takes(g, b, a))
-        return gpu_flash_attention(g, q, kv, layer, pos, seq, tables, b, a, out, err);
-    /* few (token, head) blocks: split the keys, as many splits as the furthest position wants,
-     * rounded up to a power of two */
-    int32_t splits = 1, far = 0;
-    if (b->n_tokens * a->n_heads < ATT_SPLIT_BELOW) {
-        for (int64_t i = 0; i < b->n_tokens; i++) far = b->pos[i] > far ? b->pos[i] : far;
-        while ((int64_t)splits * g->att_chunk <= far && splits < (int32_t)GPU_MAX_GRID_YZ / 2) splits *= 2;
-    }
-    const dim3    grid((unsigned)b->n_tokens, (unsigned)a->n_heads, (unsigned)splits);
+    if (gpu_flash_takes(g, b, a)) return gpu_flash_attention(g, q, kv, layer, pos, seq, tables, b, a, out, err);
+    /* few (token, head) blocks: split the keys by the furthest position */
+    int32_t       far  = 0;
     const int64_t rows = b->n_tokens * a->n_heads;
+    for (int64_t i = 0; i < b->n_tokens; i++) far = b->pos[i] > far ? b->pos[i] : far;
+    const celer_att_split sp     = celer_att_split_for(far, rows, g->att_chunk, (int32_t)GPU_MAX_GRID_YZ / 2);
+    const int32_t         splits = sp.splits;
+    const dim3            grid((unsigned)b->n_tokens, (unsigned)a->n_heads, (unsigned)splits);
     /* the output quantized on the way out for the o-projection that reads it next */
     int8_t    *xq = NULL;
     float2    *xd = NULL;
     const bool qz = a->head_dim % 32 == 0;
     if (qz && gpu_xq_buffer(g, rows * a->head_dim, &xq, &xd, err)) return err->code;
-    const att_fn fn = nw->k ? k_attention<true> : k_attention<false>;
     if (splits == 1) {
-        if (GPU_LAUNCH(g, err, "attention", fn, grid, ATT_THREADS, 0, q, kv->k[layer], kv->v[layer], pos, seq,
+        if (GPU_LAUNCH(g, err, "attention", k_attention, grid, ATT_THREADS, 0, q, kv->k[layer], kv->v[layer], pos, seq,
                        tables, kv->max_blocks, kv->block_size, a->n_heads, a->n_kv_heads, a->head_dim, a->scale,
-                       a->window, (int32_t)0, (float *)NULL, out, xq, xd, *nw))
+                       a->window, (int32_t)0, (float *)NULL, out, xq, xd))
             return err->code;
     } else {
         if (gpu_buf_reserve(g, &g->d_attn, (size_t)(rows * splits * (a->head_dim + 2)) * sizeof(float), err))
             return err->code;
         float *part = (float *)g->d_attn.p;
-        if (GPU_LAUNCH(g, err, "attention", fn, grid, ATT_THREADS, 0, q, kv->k[layer], kv->v[layer], pos, seq,
+        if (GPU_LAUNCH(g, err, "attention", k_attention, grid, ATT_THREADS, 0, q, kv->k[layer], kv->v[layer], pos, seq,
                        tables, kv->max_blocks, kv->block_size, a->n_heads, a->n_kv_heads, a->head_dim, a->scale,
-                       a->window, g->att_chunk, part, out, (int8_t *)NULL, (float2 *)NULL, *nw) ||
+                       a->window, sp.chunk, part, out, (int8_t *)NULL, (float2 *)NULL) ||
             GPU_LAUNCH(g, err, "attention merge", k_attention_merge, (unsigned)rows, ATT_THREADS, 0,
                        (const float *)part, splits, a->head_dim, out, xq, xd))
             return err->code;
     }
     if (qz) g->xq_src = out, g->xq_n = rows * a->head_dim;
     return CELER_OK;
-}
-
-celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cache *kv, int32_t layer,
-                           const celer_batch *b, const celer_attn *a, float *out, celer_error *err)
-{
-    const gpu_att_new none = {};
-    return gpu_attention_new(gpu_of(be), q, kv, layer, b, a, &none, out, err);
 }

@@ -358,10 +358,8 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->blas_chunk   = (size_t)(mb * 1048576.0);
     const char *fl  = getenv("CELER_GPU_FLASH"); /* 0: prefill attention off the matrix units */
     g->flash_off    = fl && !strcmp(fl, "0");
-    const char *ac  = getenv("CELER_GPU_ATT_CHUNK"); /* positions, 16 .. 65536 (for comparisons) */
-    g->att_chunk    = ac && atoi(ac) >= 16 && atoi(ac) <= 65536 ? atoi(ac) : GPU_ATT_CHUNK;
-    const char *as  = getenv("CELER_GPU_ATT_STEP"); /* 1: an experiment, off until measured (gpu_fused.cu) */
-    g->att_step     = as && !strcmp(as, "1");
+    const char *ac  = getenv("CELER_GPU_ATT_CHUNK"); /* positions, 16 .. 65536 (for comparisons; att_split.h) */
+    g->att_chunk    = ac && atoi(ac) >= 16 && atoi(ac) <= 65536 ? atoi(ac) : 0;
     const char *st  = getenv("CELER_GPU_STATS"); /* 1: step and wait times on stderr at the end */
     g->stats        = st && !strcmp(st, "1");
     snprintf(g->device_name, sizeof g->device_name, "%s", f.name);

@@ -55,8 +55,7 @@ typedef struct {
     int      blas_passes; /* 1 .. 3: the BLAS path's f16 products a product (gpu_blas.h) */
     struct gpu_blas *blas; /* its handle and scratch (gpu_blas.cu), made by the first product that takes it */
     bool     flash_off;   /* CELER_GPU_FLASH=0: prefill attention without the matrix units */
-    bool     att_step;    /* CELER_GPU_ATT_STEP=1: decode attention makes its inputs ready (celer_gpu_attn_step) */
-    int32_t  att_chunk;   /* positions a split of decode attention (gpu_attention.cu; CELER_GPU_ATT_CHUNK) */
+    int32_t  att_chunk;   /* CELER_GPU_ATT_CHUNK: decode attention's keys a split (0: by the context, att_split.h) */
     bool     early;       /* kernels launched while the one before runs (gpu_dep_enter; CELER_GPU_EARLY=0: off) */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */
     int64_t  h_pos_n, h_seq_n, h_tables_n;
@@ -264,27 +263,9 @@ celer_status gpu_kv_write(celer_backend *be, celer_kv_cache *kv, int32_t layer, 
  * (base^(-2i / n_rot), divided by the model's factors where it has them), kept for the backend's
  * life. */
 celer_status gpu_rope_freqs(gpu_backend *g, const celer_rope *r, const double **dev, celer_error *err);
-/* gpu_attention.cu; GPU_ATT_CHUNK: positions a split of decode attention by default */
-enum { GPU_ATT_CHUNK = 256 };
+/* gpu_attention.cu */
 celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cache *kv, int32_t layer,
                            const celer_batch *b, const celer_attn *a, float *out, celer_error *err);
-/* A decode step's new keys and values, made ready by the attention kernel itself
- * (celer_gpu_attn_step): each block normalizes (qn, kn: NULL none) and rotates its query row and
- * its key head's new key row of k, uses them and v's row for the token's own position, and one
- * block a (token, key head) appends that key and value to the cache. */
-typedef struct {
-    const float  *k, *v, *qn, *kn;
-    float        *kc, *vc; /* the layer's cache, written */
-    float         eps, pos_scale, mscale;
-    const double *freqs; /* gpu_rope_freqs */
-    int64_t       n_rot;
-    int32_t       neox;
-} gpu_att_new;
-/* gpu_attention with its inputs made ready in the kernel (nw; nw->k NULL: gpu_attention itself):
- * every token of b is its sequence's only one, and not a batch gpu_flash_takes. */
-celer_status gpu_attention_new(gpu_backend *g, const float *q, const celer_kv_cache *kv, int32_t layer,
-                               const celer_batch *b, const celer_attn *a, const gpu_att_new *nw, float *out,
-                               celer_error *err);
 /* gpu_flash.cu: prefill attention on the matrix units, for the batches gpu_flash_takes (head
  * sizes 64 and 128, runs of at least 16 tokens of a sequence on average); pos, seq and tables
  * are gpu_batch_upload's. */

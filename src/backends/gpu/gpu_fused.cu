@@ -1,7 +1,7 @@
 /* The GPU's fused kernels, reached through the port tables (backends/ports.h): each does in one
  * pass what its fallback does in several ops, with the same arithmetic but for the order of a
- * norm's sum (add_rmsnorm is with the other norms in gpu_norm.cu, the matmuls and matmul_add
- * ports in gpu_matmul.cu, attn_step's kernel in gpu_attention.cu). */
+ * norm's sum (add_rmsnorm is with the other norms in gpu_norm.cu, the matmuls port in
+ * gpu_matmul.cu). */
 #include "backends/gpu/gpu_backend.h"
 #include "backends/gpu/gpu_rope.cuh"
 
@@ -9,8 +9,7 @@ extern "C" {
 #include "backends/gpu/gpu_ports.h"
 }
 
-/* ATT_STEP_MAX: the most tokens of a step whose attention makes its own inputs ready */
-enum { AI_THREADS = 64, AI_HD_MAX = 512, ATT_STEP_MAX = 64 };
+enum { AI_THREADS = 64, AI_HD_MAX = 512 };
 
 /* A block per (token, head) of q's n_head and k's n_kv heads (blockIdx.y: q's first): the head's
  * row staged in shared memory, normalized by nw (rmsnorm: 1 / sqrt(mean of squares + eps), as
@@ -29,12 +28,30 @@ __global__ void __launch_bounds__(AI_THREADS)
     const bool       is_q = hh < n_head;
     const int64_t    h = is_q ? hh : hh - n_head;
     const float     *src = is_q ? q + (t * n_head + h) * hd : k + t * kw + h * hd, *nw = is_q ? qn : kn;
-    gpu_head_stage(src, nw, hd, eps, row, part);
+    float            ss = 0.0f;
+    for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) {
+        const float x = src[j];
+        row[j]        = x;
+        ss += x * x;
+    }
+    if (nw) { /* gpu_block_sum's barriers also make row whole */
+        const float inv = 1.0f / sqrtf(gpu_block_sum(ss, part) / (float)hd + eps);
+        for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) row[j] = row[j] * inv * nw[j];
+    }
+    __syncthreads();
     const int32_t p    = pos[t];
     const int64_t slot = is_q ? 0 : (int64_t)tables[(int64_t)seq[t] * max_blocks + p / block_size] * block_size +
                                         p % block_size;
     float        *dst  = is_q ? q + (t * n_head + h) * hd : kc + slot * kw + h * hd;
-    gpu_head_rotate(row, dst, p, n_rot, neox, freqs, pos_scale, mscale);
+    const int64_t half = n_rot / 2;
+    for (int64_t i = threadIdx.x; i < half; i += blockDim.x) { /* pair (i0, i1): one rotation for both */
+        const int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
+        float         c, s;
+        gpu_rope_cos_sin(p, i, freqs, pos_scale, mscale, &c, &s);
+        const float x0 = row[i0], x1 = row[i1];
+        dst[i0]        = x0 * c - x1 * s;
+        dst[i1]        = x0 * s + x1 * c;
+    }
     for (int64_t j = n_rot + threadIdx.x; j < hd; j += blockDim.x) dst[j] = row[j]; /* past the rotated ones */
     if (!is_q)
         for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) vc[slot * kw + h * hd + j] = v[t * kw + h * hd + j];
@@ -52,12 +69,14 @@ static celer_status head_norm(const celer_weight *w, int64_t hd, const float **o
     return CELER_OK;
 }
 
-/* What the attention inputs' kernels take (both ports): the rotation within the head, a cache of
- * the head's size, both norms or none; *qn and *kn the norms' values. */
-static celer_status inputs_check(const celer_kv_cache *kv, int64_t n_head, int64_t head_dim, const celer_rope *r,
-                                 const celer_weight *q_norm, const celer_weight *k_norm, const float **qn,
-                                 const float **kn, celer_error *err)
+extern "C" celer_status celer_gpu_attn_inputs(celer_backend *be, celer_kv_cache *kv, int32_t layer, float *q,
+                                              int64_t n_head, const float *k, const float *v,
+                                              const celer_weight *q_norm, const celer_weight *k_norm, float eps,
+                                              const celer_batch *b, int64_t head_dim, const celer_rope *r,
+                                              celer_error *err)
 {
+    gpu_backend *g = gpu_of(be);
+    if (gpu_alive(g, err)) return err->code;
     if (r->n_rot > head_dim || r->n_rot % 2 || head_dim != kv->head_dim_k || kv->head_dim_v != kv->head_dim_k ||
         head_dim > AI_HD_MAX || n_head + kv->n_kv_heads > GPU_MAX_GRID_YZ || (!q_norm) != (!k_norm))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: attn_inputs over %lld of %lld dimensions (cache %lld/%lld; "
@@ -65,20 +84,9 @@ static celer_status inputs_check(const celer_kv_cache *kv, int64_t n_head, int64
                           (long long)head_dim, (long long)kv->head_dim_k, (long long)kv->head_dim_v, AI_HD_MAX,
                           (long long)n_head, (long long)kv->n_kv_heads,
                           (!q_norm) != (!k_norm) ? "one norm of two" : "norms as given");
-    return head_norm(q_norm, head_dim, qn, err) || head_norm(k_norm, head_dim, kn, err) ? err->code : CELER_OK;
-}
-
-extern "C" celer_status celer_gpu_attn_inputs(celer_backend *be, celer_kv_cache *kv, int32_t layer, float *q,
-                                              int64_t n_head, const float *k, const float *v,
-                                              const celer_weight *q_norm, const celer_weight *k_norm, float eps,
-                                              const celer_batch *b, int64_t head_dim, const celer_rope *r,
-                                              celer_error *err)
-{
-    gpu_backend *g  = gpu_of(be);
-    const float *qn = NULL, *kn = NULL;
-    if (gpu_alive(g, err) || inputs_check(kv, n_head, head_dim, r, q_norm, k_norm, &qn, &kn, err) ||
-        gpu_kv_check(kv, b, false, err))
-        return err->code;
+    const float *qn, *kn;
+    if (head_norm(q_norm, head_dim, &qn, err) || head_norm(k_norm, head_dim, &kn, err)) return err->code;
+    if (gpu_kv_check(kv, b, false, err)) return err->code;
     if (b->n_tokens <= 0) return CELER_OK;
     if (b->n_tokens > GPU_MAX_GRID_X)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: attn_inputs of %lld tokens", CELER_GPU_NAME,
@@ -90,40 +98,4 @@ extern "C" celer_status celer_gpu_attn_inputs(celer_backend *be, celer_kv_cache 
     return GPU_LAUNCH(g, err, "attn_inputs", k_attn_inputs, grid, AI_THREADS, 0, q, k, v, kv->k[layer], kv->v[layer],
                       qn, kn, eps, pos, seq, tables, kv->max_blocks, kv->block_size, n_head, kv->n_kv_heads, head_dim,
                       r->n_rot, r->mode == CELER_ROPE_NEOX, fq, r->pos_scale, r->mscale);
-}
-
-/* Whether every token of b is its sequence's only one (at most ATT_STEP_MAX tokens looked at):
- * a decode step, where no token attends to a key of the same step but its own. */
-static bool one_token_each(const celer_batch *b)
-{
-    if (b->n_tokens > ATT_STEP_MAX) return false;
-    for (int64_t i = 0; i < b->n_tokens; i++)
-        for (int64_t j = 0; j < i; j++)
-            if (b->seq[i] == b->seq[j]) return false;
-    return true;
-}
-
-/* The port celer_port_attn_step: where CELER_GPU_ATT_STEP=1 (an experiment until measured
- * against the two kernels) and the step is a decode step the split-key kernel takes, the
- * attention kernel makes its inputs ready itself (gpu_att_new); otherwise attn_inputs, then
- * attention. */
-extern "C" celer_status celer_gpu_attn_step(celer_backend *be, celer_kv_cache *kv, int32_t layer, float *q,
-                                            const float *k, const float *v, const celer_weight *q_norm,
-                                            const celer_weight *k_norm, float eps, const celer_batch *b,
-                                            const celer_rope *r, const celer_attn *a, float *out, celer_error *err)
-{
-    gpu_backend *g = gpu_of(be);
-    if (!g->att_step || !one_token_each(b) || gpu_flash_takes(g, b, a))
-        return celer_gpu_attn_inputs(be, kv, layer, q, a->n_heads, k, v, q_norm, k_norm, eps, b, a->head_dim, r, err) ||
-                       gpu_attention(be, q, kv, layer, b, a, out, err)
-                   ? err->code
-                   : CELER_OK;
-    const float  *qn = NULL, *kn = NULL;
-    const double *fq = NULL;
-    if (gpu_alive(g, err) || inputs_check(kv, a->n_heads, a->head_dim, r, q_norm, k_norm, &qn, &kn, err) ||
-        gpu_rope_freqs(g, r, &fq, err))
-        return err->code;
-    const gpu_att_new nw = {k, v, qn, kn, kv->k[layer], kv->v[layer], eps, r->pos_scale, r->mscale, fq, r->n_rot,
-                            r->mode == CELER_ROPE_NEOX};
-    return gpu_attention_new(g, q, kv, layer, b, a, &nw, out, err);
 }

@@ -1,0 +1,31 @@
+/* How decode attention splits a step's keys over blocks (gpu_attention.cu): one block per
+ * (token, query head, split), split z taking keys [z · chunk, (z + 1) · chunk). Plain C, no GPU
+ * headers: tested on any host (tests/test_att_split.c).
+ *
+ * A block's warps walk their split's keys one after another, so a short context in one split
+ * leaves most of the GPU idle and every key a wait, and many short splits pay for their blocks
+ * and the merge. Measured on the H200 (8B, 32 query heads, tg128; docs/benchmarks/gpu-h200.md,
+ * seventh pass): from an empty context 16-key splits were fastest (447 tok/s against 391 with 256),
+ * after 4,096 tokens 256-key splits (214 against 115 with 16). The rule below aims at about
+ * ATT_SPLIT_BLOCKS blocks, in power-of-two chunks of 16 to 256 keys. */
+#ifndef CELER_BACKENDS_GPU_ATT_SPLIT_H
+#define CELER_BACKENDS_GPU_ATT_SPLIT_H
+
+#include <stdint.h>
+
+/* ATT_SPLIT_BELOW: steps of this many (token, head) rows or more fill the GPU unsplit */
+enum { ATT_SPLIT_BELOW = 1024, ATT_SPLIT_BLOCKS = 512, ATT_CHUNK_MIN = 16, ATT_CHUNK_MAX = 256 };
+
+typedef struct {
+    int32_t chunk;  /* keys a split (0: one split, all of them) */
+    int32_t splits; /* 1 or a power of two; splits · chunk > far */
+} celer_att_split;
+
+/* The split of a step whose furthest position is far (its keys 0 .. far) over rows (tokens ×
+ * query heads) rows, at most max_splits splits. fixed_chunk > 0 (CELER_GPU_ATT_CHUNK, for
+ * comparisons) keeps that chunk and takes as many splits as it needs. Otherwise the chunk and
+ * the split count depend on far only through the power of two above it, so a recorded decode
+ * step's grid and arguments change only as the context doubles. */
+celer_att_split celer_att_split_for(int32_t far, int64_t rows, int32_t fixed_chunk, int32_t max_splits);
+
+#endif

@@ -1,0 +1,70 @@
+/* Decode attention's split of the keys (backends/gpu/att_split.h) without a GPU: every key in
+ * one split, the chunks the H200 measurements chose at the contexts measured, a split that
+ * changes only as the context doubles (recorded decode steps stay replayable), the fixed
+ * chunk of CELER_GPU_ATT_CHUNK, and the cap on the grid. */
+#include "backends/gpu/att_split.h"
+
+#include "check.h"
+
+enum { CAP = 32767 };
+
+static int pow2(int32_t v) { return v > 0 && !(v & (v - 1)); }
+
+/* splits · chunk covers keys 0 .. far; one split means chunk 0 */
+static int covers(celer_att_split s, int32_t far)
+{
+    CHECK(s.splits >= 1 && s.splits <= CAP && pow2(s.splits));
+    CHECK(s.splits == 1 ? s.chunk == 0 : (int64_t)s.splits * s.chunk > far);
+    /* no more splits than needed: the first half of them all have keys */
+    CHECK(s.splits == 1 || (int64_t)(s.splits / 2) * s.chunk <= far);
+    return 0;
+}
+
+static int by_context(void)
+{
+    /* the measured cases (32 query heads, one token): tg128 from empty, tg128 after 4,096 */
+    celer_att_split s = celer_att_split_for(127, 32, 0, CAP);
+    CHECK(s.chunk == 16 && s.splits == 8);
+    s = celer_att_split_for(4100, 32, 0, CAP);
+    CHECK(s.chunk == 256 && s.splits == 32);
+    /* short contexts and full steps are not split */
+    CHECK(celer_att_split_for(0, 32, 0, CAP).splits == 1 && celer_att_split_for(15, 32, 0, CAP).splits == 1);
+    CHECK(celer_att_split_for(5000, 1024, 0, CAP).splits == 1 && celer_att_split_for(5000, 32 * 40, 0, CAP).splits == 1);
+    for (int64_t rows = 1; rows < 1100; rows += rows < 64 ? 7 : 97) {
+        celer_att_split prev = {0, 0};
+        int64_t         prev_span = 0;
+        for (int32_t far = 0; far < 1 << 22; far = far < 4096 ? far + 1 : far * 5 / 4) {
+            const celer_att_split s2 = celer_att_split_for(far, rows, 0, CAP);
+            if (covers(s2, far)) return 1;
+            CHECK(s2.splits == 1 || (pow2(s2.chunk) && s2.chunk >= ATT_CHUNK_MIN));
+            CHECK(s2.splits == 1 || s2.chunk <= ATT_CHUNK_MAX || (int64_t)s2.splits * ATT_CHUNK_MAX > CAP);
+            /* the same split for every far under the same power of two (span) */
+            int64_t span = 1;
+            while (span <= far) span *= 2;
+            CHECK(span != prev_span || (s2.chunk == prev.chunk && s2.splits == prev.splits));
+            prev = s2, prev_span = span;
+        }
+    }
+    return 0;
+}
+
+static int fixed(void)
+{
+    celer_att_split s = celer_att_split_for(127, 32, 64, CAP);
+    CHECK(s.chunk == 64 && s.splits == 2);
+    s = celer_att_split_for(63, 32, 64, CAP);
+    CHECK(s.splits == 1);
+    for (int32_t far = 1; far < 1 << 24; far = far * 3 + 1) {
+        if (covers(celer_att_split_for(far, 32, 16, CAP), far)) return 1;
+        if (covers(celer_att_split_for(far, 32, 16, 8), far)) return 1; /* the cap: longer splits */
+        if (covers(celer_att_split_for(far, 32, 0, 8), far)) return 1;
+    }
+    return 0;
+}
+
+int main(void)
+{
+    if (by_context() || fixed()) return 1;
+    printf("test_att_split: passed\n");
+    return 0;
+}
