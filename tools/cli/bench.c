@@ -1,7 +1,7 @@
 /* celer bench: prefill and decode speed, the way llama-bench measures them — pp: one forward
  * over P prompt tokens from an empty cache; tg: N tokens decoded one at a time from an empty
- * cache (with --depth D, both after D tokens already in the cache, as llama-bench's -d). Each is repeated R times after an untimed warm-up; the median and the spread are
- * reported. With --parallel S, the way llama-batched-bench does: S sequences of P prompt tokens
+ * cache (with --depth D, both after D tokens already in the cache, as llama-bench's -d). Each
+ * is repeated R times after an untimed warm-up; the median and the spread are reported. With --parallel S, the way llama-batched-bench does: S sequences of P prompt tokens
  * prefilled together, then decoded together for N tokens, through the batcher (the server's
  * path); aggregate tok/s. */
 #include "cli.h"
@@ -16,13 +16,12 @@ static void bench_usage(FILE *out)
     fprintf(out, "usage: celer bench [-m MODEL] [-p P] [-n N] [-d D] [-r R] [-P S] [--backend B] [--threads N] [--json]\n\n"
                  "Measures prefill (pp: P prompt tokens at once) and decode (tg: N tokens one by one) speed,\n"
                  "each from an empty context (or after D tokens: --depth), repeated R times after one untimed\n"
-                 "warm-up. Decode is then set\n"
-                 "against the memory bound: the weight bytes one step reads, times tok/s, as a share of the\n"
-                 "backend's copy bandwidth (read + write, buffers of twice the last-level cache) measured\n"
-                 "right after, with the same threads. With --parallel S: S sequences of P prompt tokens at\n"
-                 "once (pp: all the prompts in one step), then N tokens each decoded together (tg: S tokens a\n"
-                 "step), through the batcher the server uses; tok/s counts every sequence's tokens (as\n"
-                 "llama-batched-bench's S_PP and S_TG).\n\n"
+                 "warm-up. Decode is then set against the memory bound: the weight bytes one step reads,\n"
+                 "times tok/s, as a share of the backend's copy bandwidth (read + write, buffers of twice the\n"
+                 "last-level cache) measured right after, with the same threads. With --parallel S: S\n"
+                 "sequences of P prompt tokens at once (pp: all the prompts in one step), then N tokens each\n"
+                 "decoded together (tg: S tokens a step), through the batcher the server uses; tok/s counts\n"
+                 "every sequence's tokens (as llama-batched-bench's S_PP and S_TG).\n\n"
                  "options:\n"
                  "  -m, --model MODEL  a .gguf file (default: the default model)\n"
                  "  -p, --prompt P     prompt tokens for pp (default 512; 0 skips pp)\n"
@@ -243,11 +242,11 @@ int cmd_bench(int argc, char **argv)
                    hp->arch, celer_engine_backend_name(e), celer_engine_threads(e), R, S, D, P, sp.median, sp.min,
                    sp.max, N, sg.median, sg.min, sg.max, (unsigned long long)wb, bw, share);
         } else {
-            char tp[48], tn[48], at[24] = ""; /* the test's name: pp512, tg128 x32, tg128 @d4096 */
-            if (D) snprintf(at, sizeof at, " @d%ld", D);
-            snprintf(tp, sizeof tp, "pp%ld%s%s", P, S ? " x" : "", at);
-            snprintf(tn, sizeof tn, "tg%ld%s%s", N, S ? " x" : "", at);
-            if (S) snprintf(tp + strlen(tp), sizeof tp - strlen(tp), "%ld", S), snprintf(tn + strlen(tn), sizeof tn - strlen(tn), "%ld", S);
+            char sfx[24] = "", tp[48], tn[48]; /* the test's name: pp512, tg128 x32, tg128 @d4096 */
+            if (S) snprintf(sfx, sizeof sfx, " x%ld", S);
+            else if (D) snprintf(sfx, sizeof sfx, " @d%ld", D);
+            snprintf(tp, sizeof tp, "pp%ld%s", P, sfx);
+            snprintf(tn, sizeof tn, "tg%ld%s", N, sfx);
             printf("%-40s %-8s %7s %-9s %12s %20s\n", "model", "backend", "threads", "test", "tok/s", "min .. max");
             if (P)
                 printf("%-40.40s %-8s %7d %-9s %12.2f %9.2f .. %-9.2f\n", model, celer_engine_backend_name(e),
