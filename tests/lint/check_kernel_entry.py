@@ -5,7 +5,8 @@ safe only if its first statement waits for its predecessor, so a new kernel that
 call could read its inputs before they are written, on one GPU generation and not another.
 
 Every `__global__` function of src/backends/gpu/*.cu is checked: the first statement of its
-body must be `gpu_dep_enter();`.
+body must be `gpu_dep_enter();`, or `gpu_dep_deferred();` (the kernel loads weights before it
+waits) with `gpu_dep_enter();` later in the body.
 
 Usage: check_kernel_entry.py [ROOT] [--self-test]"""
 import re
@@ -33,8 +34,20 @@ def kernels(text):
                 break
         body = text.index("{", i) + 1
         first = text[body:].lstrip().split(";", 1)[0] + ";"
+        if first == "gpu_dep_deferred();" and "gpu_dep_enter();" in text[body:body_end(text, body)]:
+            first = "gpu_dep_enter();"  # deferred, and entered later in the body
         out.append((name.group(1), first.strip()))
     return out
+
+
+def body_end(text, body):
+    """The index of the '}' closing the body that starts at body (just past its '{')."""
+    depth = 1
+    i = body
+    while depth:
+        depth += (text[i] == "{") - (text[i] == "}")
+        i += 1
+    return i - 1
 
 
 def check(root):
@@ -54,6 +67,10 @@ def self_test():
     assert [f for _, f in kernels(good)] == ["gpu_dep_enter();"]
     assert [n for n, f in kernels(tmpl) if f == "gpu_dep_enter();"] == ["k_b"]
     assert [f for _, f in kernels(late)] == ["x[0] = 1;"]
+    deferred = "__global__ void k_d(float *x)\n{\n    gpu_dep_deferred();\n    if (x) { w = 1; }\n    gpu_dep_enter();\n}\n"
+    never = "__global__ void k_e(float *x)\n{\n    gpu_dep_deferred();\n    x[0] = 1;\n}\n__global__ void k_f(float *x)\n{\n    gpu_dep_enter();\n}\n"
+    assert [f for _, f in kernels(deferred)] == ["gpu_dep_enter();"]
+    assert [f for _, f in kernels(never)] == ["gpu_dep_deferred();", "gpu_dep_enter();"]
     print("check_kernel_entry: self-test passed")
 
 
@@ -69,4 +86,4 @@ if __name__ == "__main__":
     if problems:
         print(f"check_kernel_entry: {len(problems)} of {n} kernels", file=sys.stderr)
         sys.exit(1)
-    print(f"check_kernel_entry: {n} kernels begin with gpu_dep_enter()")
+    print(f"check_kernel_entry: {n} kernels begin with gpu_dep_enter() or defer it")

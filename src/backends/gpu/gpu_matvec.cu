@@ -339,6 +339,18 @@ static __device__ __forceinline__ void units_dot(const gpu_wdesc &w, const raw_u
     }
 }
 
+/* The units u, u + SW, .. (U of them, those below nu) of each of a warp's rows into ru. */
+template <int F, int U>
+static __device__ __forceinline__ void units_load(const gpu_wdesc &w, const uint8_t *const (&rows)[MVQ_ROWS],
+                                                  int64_t u, int64_t nu, int SW, raw_unit (&ru)[U][MVQ_ROWS])
+{
+#pragma unroll
+    for (int j = 0; j < U; j++)
+#pragma unroll
+        for (int i = 0; i < MVQ_ROWS; i++)
+            if (u + j * SW < nu) ru[j][i] = unit_load<F>(w, rows[i], u + j * SW);
+}
+
 /* Up to three weights of one format and one input: the blocks of a launch cover their rows in
  * turn (weight i has blocks b0[i] .. b0[i + 1]); with add, the products are added to y. */
 typedef struct {
@@ -365,7 +377,8 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const mv_set &s)
 template <int F, int NT, int KS>
 __global__ void __launch_bounds__(MVQ_THREADS * KS) k_mmvq(mv_set set, gpu_xq x, int nt, int64_t t0, gpu_mv_sel sel)
 {
-    gpu_dep_enter();
+    gpu_dep_deferred(); /* a lane's first units are loaded before the wait: no kernel writes weights */
+    if (sel.ids) gpu_dep_enter(); /* the kernel before wrote the selections */
     constexpr int GROUPS = MVQ_THREADS / 32; /* row groups a block (wave64: half of them hold rows) */
     __shared__ float part[KS > 1 ? KS - 1 : 1][GROUPS][MVQ_ROWS][NT];
     int k = 0;
@@ -399,13 +412,13 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS) k_mmvq(mv_set set, gpu_xq x,
      * decode step's SMs with half of what the memory's latency wants) */
     constexpr int U  = F == GPU_Q5_K ? 1 : MVQ_UNROLL;
     const int     SW = KS * CELER_WARP; /* units between a lane's consecutive ones */
-    for (int64_t u = ks * CELER_WARP + lane; u < nu; u += U * SW) {
-        raw_unit ru[U][MVQ_ROWS];
-#pragma unroll
-        for (int j = 0; j < U; j++)
-#pragma unroll
-            for (int i = 0; i < MVQ_ROWS; i++)
-                if (u + j * SW < nu) ru[j][i] = unit_load<F>(w, rows[i], u + j * SW);
+    const int64_t u0 = ks * CELER_WARP + lane;
+    raw_unit      ru[U][MVQ_ROWS];
+    units_load<F, U>(w, rows, u0, nu, SW, ru);
+    /* early (gpu_vendor.h): those loads overlap the kernel before, which wrote x and, with add, y */
+    gpu_dep_enter();
+    for (int64_t u = u0; u < nu; u += U * SW) {
+        if (u != u0) units_load<F, U>(w, rows, u, nu, SW, ru);
 #pragma unroll
         for (int j = 0; j < U; j++) /* the same units in the same order as one at a time */
             if (u + j * SW < nu) units_dot<F, NT>(w, ru[j], u + j * SW, x, nt, acc);

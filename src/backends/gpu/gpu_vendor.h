@@ -106,6 +106,7 @@ static __device__ __forceinline__ void gpu_hmma_16x8x16(float c[4], const uint32
 static __device__ __forceinline__ uint32_t gpu_half2_bits(float lo, float hi) { return (void)lo, (void)hi, 0u; }
 /* Programmatic dependent launch: not in HIP; kernels run one after the other (see the CUDA half). */
 static __device__ __forceinline__ void gpu_dep_enter(void) {}
+static __device__ __forceinline__ void gpu_dep_deferred(void) {}
 template <typename... E, typename... A>
 static inline gpuError_t gpu_launch_kernel(void (*kernel)(E...), dim3 grid, dim3 block, size_t smem, gpuStream_t s,
                                            bool early, A &&...args)
@@ -256,7 +257,12 @@ static __device__ __forceinline__ void gpu_hmma_16x8x16(float c[4], const uint32
  * the other's last blocks. Every kernel begins with gpu_dep_enter: it waits until the kernel
  * before has finished and its writes are visible (griddepcontrol.wait), then lets the kernel
  * after it be launched (at most two kernels of a stream are thus in flight). A kernel that
- * skipped it could read its inputs before they are written. */
+ * skipped it could read its inputs before they are written.
+ * Or a kernel begins with gpu_dep_deferred (nothing: a promise to tests/lint/check_kernel_entry.py)
+ * and calls gpu_dep_enter later, on every path: before that it writes nothing and reads only what
+ * the kernel before it cannot have written — weights, which no kernel writes — so that those
+ * loads overlap the kernel before. (Everything older is finished: that kernel passed its own
+ * wait before this one was launched.) */
 static __device__ __forceinline__ void gpu_dep_enter(void)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -264,6 +270,7 @@ static __device__ __forceinline__ void gpu_dep_enter(void)
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
+static __device__ __forceinline__ void gpu_dep_deferred(void) {}
 /* kernel<<<grid, block, smem, s>>>(args), early (above) when asked. */
 template <typename... E, typename... A>
 static inline gpuError_t gpu_launch_kernel(void (*kernel)(E...), dim3 grid, dim3 block, size_t smem, gpuStream_t s,
