@@ -1,7 +1,7 @@
 /* Decode attention's split of the keys (backends/gpu/att_split.h) without a GPU: every key in
  * one split, the chunks the H200 measurements chose at the contexts measured, a split that
  * changes only as the context doubles (recorded decode steps stay replayable), the fixed
- * chunk of CELER_GPU_ATT_CHUNK, and the cap on the grid. */
+ * chunk of CELER_GPU_ATT_CHUNK, the cap on the grid, and the query heads a block serves. */
 #include "backends/gpu/att_split.h"
 
 #include "check.h"
@@ -62,9 +62,38 @@ static int fixed(void)
     return 0;
 }
 
+/* heads a block: all of a group after a long context, one from an empty one, in between as the
+ * blocks allow; never more than the group or the kernel's bound; the same within a power of two
+ * of the context, and never fewer as it grows */
+static int heads(void)
+{
+    CHECK(celer_att_heads_for(127, 1, 8, 4, 8) == 1);  /* the 8B's tg128 from empty */
+    CHECK(celer_att_heads_for(4100, 1, 8, 4, 8) == 4); /* ... after 4,096 tokens */
+    CHECK(celer_att_heads_for(511, 1, 8, 4, 8) == 2);  /* 8 × 2 blocks × 32 splits of 16 */
+    CHECK(celer_att_heads_for(600, 512, 8, 4, 8) == 4); /* a prefill */
+    CHECK(celer_att_heads_for(100000, 1, 4, 16, 8) == 8 && celer_att_heads_for(100000, 1, 1, 2, 2) == 2);
+    CHECK(celer_att_heads_for(100000, 1, 8, 1, 8) == 1 && celer_att_heads_for(0, 1, 8, 4, 8) == 1);
+    static const int64_t groups[] = {1, 2, 3, 4, 5, 6, 7, 8, 12, 16};
+    for (size_t gi = 0; gi < sizeof groups / sizeof groups[0]; gi++)
+        for (int32_t gmax = 2; gmax <= 8; gmax *= 2)
+            for (int64_t tokens = 1; tokens <= 64; tokens *= 4) {
+                int32_t prev = 0;
+                int64_t prev_span = 0;
+                for (int32_t far = 0; far < 1 << 20; far = far < 2048 ? far + 1 : far * 3 / 2) {
+                    const int32_t h = celer_att_heads_for(far, tokens, 8, groups[gi], gmax);
+                    CHECK(h >= 1 && h <= gmax && h <= groups[gi] && h >= prev);
+                    int64_t span = 1;
+                    while (span <= far) span *= 2;
+                    CHECK(span != prev_span || h == prev);
+                    prev = h, prev_span = span;
+                }
+            }
+    return 0;
+}
+
 int main(void)
 {
-    if (by_context() || fixed()) return 1;
+    if (by_context() || fixed() || heads()) return 1;
     printf("test_att_split: passed\n");
     return 0;
 }

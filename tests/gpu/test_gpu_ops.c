@@ -453,6 +453,11 @@ static void test_attention(void)
     attention_case(4, 4, 256, 0);
     attention_case(6, 1, 128, 8);
     attention_case(2, 2, 80, 0); /* a head size that is not a multiple of the warp */
+    /* more query heads a key head than one block takes (8, 4 and 2 for heads up to 128, 256, 512) */
+    attention_case(16, 1, 128, 0);
+    attention_case(12, 2, 256, 0);
+    attention_case(4, 1, 512, 0);
+    attention_long(10, 2, 128, 0);
     attention_long(8, 2, 64, 0);
     attention_long(4, 1, 128, 600);
     attention_chunks(8, 2, 64, 0);

@@ -21,3 +21,13 @@ celer_att_split celer_att_split_for(int32_t far, int64_t rows, int32_t fixed_chu
     if (splits == 1) return one;
     return (celer_att_split){(int32_t)chunk, (int32_t)splits};
 }
+
+int32_t celer_att_heads_for(int32_t far, int64_t tokens, int64_t kv_heads, int64_t group, int32_t gmax)
+{
+    int64_t span = 1;
+    while (span <= far) span *= 2;
+    const int64_t splits = span > ATT_CHUNK_MIN ? span / ATT_CHUNK_MIN : 1;
+    int64_t       h      = group < gmax ? group : gmax;
+    while (h > 1 && tokens * kv_heads * ((group + h - 1) / h) * splits < ATT_SPLIT_BLOCKS) h = (h + 1) / 2;
+    return h > 1 ? (int32_t)h : 1;
+}

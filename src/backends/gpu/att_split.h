@@ -1,8 +1,8 @@
 /* How decode attention splits a step's keys over blocks (gpu_attention.cu): one block per
- * (token, query head, split), split z taking keys [z · chunk, (z + 1) · chunk). Plain C, no GPU
- * headers: tested on any host (tests/test_att_split.c).
+ * (token, query heads of one key head, split), split z taking keys [z · chunk, (z + 1) · chunk).
+ * Plain C, no GPU headers: tested on any host (tests/test_att_split.c).
  *
- * A block's warps walk their split's keys one after another, so a short context in one split
+ * A block's warps walk their split's keys a few at a time, so a short context in one split
  * leaves most of the GPU idle and every key a wait, and many short splits pay for their blocks
  * and the merge. Measured on the H200 (8B, 32 query heads, tg128; docs/benchmarks/gpu-h200.md,
  * seventh pass): from an empty context 16-key splits were fastest (447 tok/s against 391 with 256),
@@ -21,11 +21,21 @@ typedef struct {
     int32_t splits; /* 1 or a power of two; splits · chunk > far */
 } celer_att_split;
 
-/* The split of a step whose furthest position is far (its keys 0 .. far) over rows (tokens ×
- * query heads) rows, at most max_splits splits. fixed_chunk > 0 (CELER_GPU_ATT_CHUNK, for
+/* The split of a step whose furthest position is far (its keys 0 .. far) over rows rows (tokens
+ * × blocks of heads, celer_att_heads_for), at most max_splits splits. fixed_chunk > 0 (CELER_GPU_ATT_CHUNK, for
  * comparisons) keeps that chunk and takes as many splits as it needs. Otherwise the chunk and
  * the split count depend on far only through the power of two above it, so a recorded decode
  * step's grid and arguments change only as the context doubles. */
 celer_att_split celer_att_split_for(int32_t far, int64_t rows, int32_t fixed_chunk, int32_t max_splits);
+
+/* How many of a key head's group query heads one block serves (1 .. min(gmax, group)), for a
+ * step of tokens tokens over kv_heads key heads whose furthest position is far. A block that
+ * serves several reads each key once for all of them (the memory a long context asks for), one
+ * that serves one makes more blocks (the latency a short context is bound by): the most heads
+ * that still leave ATT_SPLIT_BLOCKS blocks in splits of ATT_CHUNK_MIN keys. Measured on the H200
+ * (8B, 8 key heads of 4 query heads, tg128): all four in a block ran 36% faster than one after
+ * 4,096 tokens, 3% slower from an empty context. Like the split, it depends on far only through
+ * the power of two above it. */
+int32_t celer_att_heads_for(int32_t far, int64_t tokens, int64_t kv_heads, int64_t group, int32_t gmax);
 
 #endif

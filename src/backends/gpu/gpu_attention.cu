@@ -1,9 +1,11 @@
 /* Attention over the paged KV cache on the GPU, for decode, and for prefill where the matrix
- * units cannot take it (gpu_flash.cu; gpu_flash_takes says when): one block per
- * (token, query head, split). The block's warps take the visible keys of its split in turn, each
- * keeping an online softmax (running max and sum) and its share of the output row in registers,
- * and the warps' partial results are merged at the end; no score buffer grows with the context,
- * and tokens of different sequences and lengths share one launch (a continuous batch).
+ * units cannot take it (gpu_flash.cu; gpu_flash_takes says when): one block per (token, key
+ * head, split), serving the key head's query heads (up to a bound; more take more blocks) from
+ * each key and value it loads — one block a query head read each key four times for Llama 3's
+ * grouping. The block's warps take the visible keys of its split in turn, each keeping per head
+ * an online softmax (running max and sum) and its share of the output row in registers, and the
+ * warps' partial results are merged at the end; no score buffer grows with the context, and
+ * tokens of different sequences and lengths share one launch (a continuous batch).
  *
  * Steps of few tokens (decode) split the keys over more blocks (att_split.h says how many): one
  * block walking 4,000 keys four warps at a time waits on memory at every key. Each split writes
@@ -19,7 +21,7 @@ extern "C" {
 
 #include <math.h>
 
-enum { ATT_THREADS = 128, HD_MAX = 512 };
+enum { ATT_THREADS = 128, HD_MAX = 512, ATT_SPLITS_MAX = 1024 };
 
 /* Value i of an output row (its first value is value base of the step's output), and with xq
  * its quantization for the o-projection (the X32 format, gpu_matvec.h): a warp's 32 lanes hold
@@ -33,102 +35,189 @@ static __device__ __forceinline__ void put_out(float *o, int64_t i, float r, int
     xq_put<1>(v, (int)(i % 32), (base + i) / 32, true, xq, xd);
 }
 
+/* A warp's N partial sums (N a power of two up to the warp) summed over its lanes, every sum
+ * left on every lane: N - 1 shuffles fold them so that lane l holds sum l % N, a few more add
+ * the groups of N lanes, N broadcast them (where summing each alone takes 5 N). */
+template <int N> static __device__ __forceinline__ void warp_sums(float (&v)[N], int lane)
+{
+#pragma unroll
+    for (int r = N / 2; r >= 1; r /= 2) {
+        const bool up = lane & r;
+#pragma unroll
+        for (int i = 0; i < r; i++) {
+            const float send = up ? v[i] : v[i + r], keep = up ? v[i + r] : v[i];
+            v[i]             = keep + gpu_shfl_xor(send, r);
+        }
+    }
+    float s = v[0];
+#pragma unroll
+    for (int r = N; r < CELER_WARP; r *= 2) s += gpu_shfl_xor(s, r);
+#pragma unroll
+    for (int i = 0; i < N; i++) v[i] = gpu_shfl(s, i);
+}
+
+/* HDC: the head-size class (128, 256 or 512; heads up to it, a multiple of 4). A lane holds NV
+ * of a row's values, VW consecutive ones at VW lane + VW · warp · c (each load instruction of a
+ * warp reads a contiguous run of the row); a block takes up to GMAX of one key head's query
+ * heads, so that each key and value it loads serves all of them, GMAX · NV accumulators a lane. */
+static constexpr __host__ __device__ int att_gmax(int hdc) { return 1024 / hdc; }
+
 /* Split blockIdx.z of gridDim.z: keys [z · chunk, (z + 1) · chunk) of those visible (chunk 0: all,
- * one split). With part (splits), out is not written: part holds per (token, head, split) the
- * max, the sum and the hd unnormalized outputs. */
-__global__ void k_attention(const float *__restrict__ q, const float *__restrict__ kc, const float *__restrict__ vc,
-                            const int32_t *__restrict__ pos, const int32_t *__restrict__ seq,
-                            const int32_t *__restrict__ tables, int32_t max_blocks, int32_t block_size,
-                            int64_t n_heads, int64_t n_kv_heads, int64_t hd, float scale, int32_t window,
-                            int32_t chunk, float *__restrict__ part, float *__restrict__ out, int8_t *xq, float2 *xd)
+ * one split), for the query heads g0 .. g0 + ng of key head kvh, hpb a block (blockIdx.y = kvh ·
+ * hg + g0 / hpb; att_split.h chooses hpb, at most GMAX). Each warp takes KPW keys at a time
+ * (loaded before any is used), keeping per head an online softmax (running max and sum) and its
+ * share of the output row; the warps' results are merged at the end. With part (splits), out is
+ * not written: part holds per (token, head, split) the max, the sum and the hd unnormalized
+ * outputs. */
+template <int HDC>
+__global__ void __launch_bounds__(ATT_THREADS) k_attention(
+    const float *__restrict__ q, const float *__restrict__ kc, const float *__restrict__ vc,
+    const int32_t *__restrict__ pos, const int32_t *__restrict__ seq, const int32_t *__restrict__ tables,
+    int32_t max_blocks, int32_t block_size, int64_t n_heads, int64_t n_kv_heads, int64_t hd, float scale,
+    int32_t window, int32_t hpb, int32_t chunk, float *__restrict__ part, float *__restrict__ out, int8_t *xq,
+    float2 *xd)
 {
     gpu_dep_enter();
-    enum { PER = HD_MAX / CELER_WARP, MAX_WARPS = ATT_THREADS / 32 };
-    __shared__ float s_m[MAX_WARPS], s_l[MAX_WARPS], s_acc[MAX_WARPS][HD_MAX];
-    const int64_t t = blockIdx.x, h = blockIdx.y, kvh = h / (n_heads / n_kv_heads), kw = n_kv_heads * hd;
-    const int     lane = threadIdx.x % CELER_WARP, wid = threadIdx.x / CELER_WARP, nw = blockDim.x / CELER_WARP;
-    const float  *qr = q + (t * n_heads + h) * hd;
-    float         qv[PER], acc[PER];
+    constexpr int GMAX = att_gmax(HDC), NV = HDC / CELER_WARP, VW = NV < 4 ? NV : 4, NC = NV / VW;
+    constexpr int KPW = 32 / NV, MAX_WARPS = ATT_THREADS / 32;
+    __shared__ float s_m[MAX_WARPS][GMAX], s_l[MAX_WARPS][GMAX], s_acc[MAX_WARPS][GMAX][HDC];
+    const int64_t    G = n_heads / n_kv_heads, hg = (G + hpb - 1) / hpb, kw = n_kv_heads * hd;
+    const int64_t    t = blockIdx.x, kvh = blockIdx.y / hg, g0 = blockIdx.y % hg * hpb;
+    const int        ng = (int)(G - g0 < hpb ? G - g0 : hpb); /* hpb <= GMAX */
+    const int        lane = threadIdx.x % CELER_WARP, wid = threadIdx.x / CELER_WARP, nw = blockDim.x / CELER_WARP;
+    const int64_t    h0 = kvh * G + g0; /* the block's first query head */
+    float            qv[GMAX][NV], acc[GMAX][NV], m[GMAX], l[GMAX];
 #pragma unroll
-    for (int k = 0; k < PER; k++) {
-        const int64_t i = lane + (int64_t)k * CELER_WARP;
-        qv[k] = i < hd ? qr[i] : 0.0f, acc[k] = 0.0f;
+    for (int g = 0; g < GMAX; g++) {
+        const float *qr = q + (t * n_heads + h0 + (g < ng ? g : 0)) * hd;
+        m[g] = -INFINITY, l[g] = 0.0f;
+#pragma unroll
+        for (int c = 0; c < NC; c++)
+#pragma unroll
+            for (int e = 0; e < VW; e++) {
+                const int64_t i = VW * lane + VW * CELER_WARP * c + e;
+                qv[g][VW * c + e] = i < hd ? qr[i] : 0.0f, acc[g][VW * c + e] = 0.0f;
+            }
     }
     const int32_t  p = pos[t], lo0 = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
     const int32_t  z = blockIdx.z, lo = chunk && z * chunk > lo0 ? z * chunk : lo0;
     const int32_t  hi = chunk && (z + 1) * chunk - 1 < p ? (z + 1) * chunk - 1 : p; /* this split's last key */
     const int32_t *table = tables + (int64_t)seq[t] * max_blocks;
-    float          m = -INFINITY, l = 0.0f;
-    for (int32_t j = lo + wid; j <= hi; j += nw) {
-        const int64_t slot = (int64_t)table[j / block_size] * block_size + j % block_size;
-        const float  *kr = kc + slot * kw + kvh * hd, *vr = vc + slot * kw + kvh * hd;
-        float         d  = 0.0f;
+    for (int32_t j0 = lo + wid * KPW; j0 <= hi; j0 += nw * KPW) {
+        float kr[KPW][NV], vr[KPW][NV];
 #pragma unroll
-        for (int k = 0; k < PER; k++) {
-            const int64_t i = lane + (int64_t)k * CELER_WARP;
-            if (i < hd) d += qv[k] * kr[i];
-        }
-        d                = gpu_warp_sum(d) * scale;
-        const float mn   = fmaxf(m, d);
-        const float corr = expf(m - mn), e = expf(d - mn);
-        l                = l * corr + e;
+        for (int j = 0; j < KPW; j++) {
+            const int32_t jj   = j0 + j <= hi ? j0 + j : j0; /* past the split: key j0 again, masked below */
+            const int64_t slot = (int64_t)table[jj / block_size] * block_size + jj % block_size;
+            const float  *kp = kc + slot * kw + kvh * hd, *vp = vc + slot * kw + kvh * hd;
 #pragma unroll
-        for (int k = 0; k < PER; k++) {
-            const int64_t i = lane + (int64_t)k * CELER_WARP;
-            if (i < hd) acc[k] = acc[k] * corr + e * vr[i];
+            for (int c = 0; c < NC; c++) {
+                const int64_t i = VW * lane + VW * CELER_WARP * c;
+                if (i < hd && VW == 4) {
+                    const float4 a = *(const float4 *)(kp + i), b = *(const float4 *)(vp + i);
+                    kr[j][4 * c] = a.x, kr[j][4 * c + 1] = a.y, kr[j][4 * c + 2] = a.z, kr[j][4 * c + 3] = a.w;
+                    vr[j][4 * c] = b.x, vr[j][4 * c + 1] = b.y, vr[j][4 * c + 2] = b.z, vr[j][4 * c + 3] = b.w;
+                } else if (i < hd) { /* VW 2 (wave64, heads up to 128) */
+                    const float2 a = *(const float2 *)(kp + i), b = *(const float2 *)(vp + i);
+                    kr[j][VW * c] = a.x, kr[j][VW * c + 1] = a.y, vr[j][VW * c] = b.x, vr[j][VW * c + 1] = b.y;
+                } else
+#pragma unroll
+                    for (int e = 0; e < VW; e++) kr[j][VW * c + e] = 0.0f, vr[j][VW * c + e] = 0.0f;
+            }
         }
-        m = mn;
+#pragma unroll
+        for (int g = 0; g < GMAX; g++) {
+            if (g >= ng) continue;
+            float d[KPW];
+#pragma unroll
+            for (int j = 0; j < KPW; j++) {
+                d[j] = 0.0f;
+#pragma unroll
+                for (int k = 0; k < NV; k++) d[j] += qv[g][k] * kr[j][k];
+            }
+            warp_sums<KPW>(d, lane);
+            float mx = m[g];
+#pragma unroll
+            for (int j = 0; j < KPW; j++) d[j] = j0 + j <= hi ? d[j] * scale : -INFINITY, mx = fmaxf(mx, d[j]);
+            const float corr = expf(m[g] - mx); /* key j0 is live: mx is finite */
+            l[g] *= corr;
+#pragma unroll
+            for (int k = 0; k < NV; k++) acc[g][k] *= corr;
+#pragma unroll
+            for (int j = 0; j < KPW; j++) {
+                const float e = expf(d[j] - mx);
+                l[g] += e;
+#pragma unroll
+                for (int k = 0; k < NV; k++) acc[g][k] += e * vr[j][k];
+            }
+            m[g] = mx;
+        }
     }
-    if (lane == 0) s_m[wid] = m, s_l[wid] = l;
 #pragma unroll
-    for (int k = 0; k < PER; k++) {
-        const int64_t i = lane + (int64_t)k * CELER_WARP;
-        if (i < hd) s_acc[wid][i] = acc[k];
+    for (int g = 0; g < GMAX; g++) {
+        if (lane == 0) s_m[wid][g] = m[g], s_l[wid][g] = l[g];
+#pragma unroll
+        for (int c = 0; c < NC; c++)
+#pragma unroll
+            for (int e = 0; e < VW; e++) {
+                const int64_t i = VW * lane + VW * CELER_WARP * c + e;
+                if (i < hd) s_acc[wid][g][i] = acc[g][VW * c + e];
+            }
     }
     __syncthreads();
-    float M = -INFINITY, L = 0.0f;
-    for (int w = 0; w < nw; w++) M = fmaxf(M, s_m[w]);
-    for (int w = 0; w < nw; w++) L += M == -INFINITY ? 0.0f : s_l[w] * expf(s_m[w] - M);
-    if (part) { /* this split's max, sum and unnormalized output (max -inf: no key here) */
-        float *pr = part + ((t * n_heads + h) * gridDim.z + z) * (hd + 2);
-        if (threadIdx.x == 0) pr[0] = M, pr[1] = L;
-        for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) {
-            float v = 0.0f;
-            for (int w = 0; w < nw; w++) v += M == -INFINITY ? 0.0f : s_acc[w][i] * expf(s_m[w] - M);
-            pr[2 + i] = v;
+    for (int64_t r = threadIdx.x; r < ng * hd; r += blockDim.x) { /* consecutive threads, consecutive values */
+        const int     g = (int)(r / hd);
+        const int64_t i = r % hd, h = h0 + g;
+        float         M = -INFINITY, L = 0.0f, v = 0.0f;
+        for (int w = 0; w < nw; w++) M = fmaxf(M, s_m[w][g]);
+        for (int w = 0; w < nw; w++) {
+            const float f = M == -INFINITY ? 0.0f : expf(s_m[w][g] - M); /* max -inf: no key here */
+            L += s_l[w][g] * f, v += s_acc[w][g][i] * f;
         }
-        return;
-    }
-    float *o = out + (t * n_heads + h) * hd;
-    for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) {
-        float v = 0.0f;
-        for (int w = 0; w < nw; w++) v += s_acc[w][i] * expf(s_m[w] - M);
-        put_out(o, i, L > 0.0f ? v / L : 0.0f, (t * n_heads + h) * hd, xq, xd);
+        if (part) { /* this split's max, sum and unnormalized output */
+            float *pr = part + ((t * n_heads + h) * gridDim.z + z) * (hd + 2);
+            if (i == 0) pr[0] = M, pr[1] = L;
+            pr[2 + i] = v;
+        } else
+            put_out(out + (t * n_heads + h) * hd, i, L > 0.0f ? v / L : 0.0f, (t * n_heads + h) * hd, xq, xd);
     }
 }
 
-/* out (token, head) = the merge of its splits, in split order: one block a (token, head). */
+/* out (token, head) = the merge of its splits (at most ATT_SPLITS_MAX): one block a (token,
+ * head). The first warp takes the splits' maxima and sums (loads of many splits in flight, not
+ * one after another) and leaves each split's weight in shared memory; then each thread sums its
+ * values over the splits. */
 __global__ void k_attention_merge(const float *__restrict__ part, int32_t splits, int64_t hd, float *__restrict__ out,
                                   int8_t *xq, float2 *xd)
 {
     gpu_dep_enter();
-    const float *pr = part + (int64_t)blockIdx.x * splits * (hd + 2);
-    float        M  = -INFINITY, L = 0.0f;
-    for (int32_t z = 0; z < splits; z++) M = fmaxf(M, pr[z * (hd + 2)]);
-    for (int32_t z = 0; z < splits; z++) {
-        const float mz = pr[z * (hd + 2)];
-        if (mz != -INFINITY) L += pr[z * (hd + 2) + 1] * expf(mz - M);
+    __shared__ float s_w[ATT_SPLITS_MAX], s_ml[2];
+    const float     *pr = part + (int64_t)blockIdx.x * splits * (hd + 2);
+    if (threadIdx.x < CELER_WARP) {
+        float M = -INFINITY, L = 0.0f;
+        for (int32_t z = threadIdx.x; z < splits; z += CELER_WARP) M = fmaxf(M, pr[z * (hd + 2)]);
+        M = gpu_warp_max(M);
+        for (int32_t z = threadIdx.x; z < splits; z += CELER_WARP) {
+            const float mz = pr[z * (hd + 2)], w = mz == -INFINITY ? 0.0f : expf(mz - M); /* -inf: no key there */
+            s_w[z] = w, L += pr[z * (hd + 2) + 1] * w;
+        }
+        L = gpu_warp_sum(L);
+        if (threadIdx.x == 0) s_ml[0] = M, s_ml[1] = L;
     }
-    float *o = out + (int64_t)blockIdx.x * hd;
+    __syncthreads();
+    const float L = s_ml[1];
+    float      *o = out + (int64_t)blockIdx.x * hd;
     for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) {
         float v = 0.0f;
-        for (int32_t z = 0; z < splits; z++) {
-            const float mz = pr[z * (hd + 2)];
-            if (mz != -INFINITY) v += pr[z * (hd + 2) + 2 + i] * expf(mz - M);
-        }
+#pragma unroll 8
+        for (int32_t z = 0; z < splits; z++) v += pr[z * (hd + 2) + 2 + i] * s_w[z];
         put_out(o, i, L > 0.0f ? v / L : 0.0f, (int64_t)blockIdx.x * hd, xq, xd);
     }
 }
+
+typedef void (*att_fn)(const float *, const float *, const float *, const int32_t *, const int32_t *, const int32_t *,
+                       int32_t, int32_t, int64_t, int64_t, int64_t, float, int32_t, int32_t, int32_t, float *, float *,
+                       int8_t *, float2 *);
 
 celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cache *kv, int32_t layer,
                            const celer_batch *b, const celer_attn *a, float *out, celer_error *err)
@@ -136,9 +225,9 @@ celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cac
     gpu_backend *g = gpu_of(be);
     if (gpu_alive(g, err)) return err->code;
     if (a->n_kv_heads <= 0 || a->n_heads % a->n_kv_heads || a->head_dim != kv->head_dim_k ||
-        kv->head_dim_v != kv->head_dim_k || a->head_dim > HD_MAX || a->n_heads > GPU_MAX_GRID_YZ)
+        kv->head_dim_v != kv->head_dim_k || a->head_dim > HD_MAX || a->head_dim % 4 || a->n_heads > GPU_MAX_GRID_YZ)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: attention with %lld heads over %lld kv heads of %lld/%lld "
-                          "(the kernel takes head sizes up to %d)", CELER_GPU_NAME, (long long)a->n_heads,
+                          "(the kernel takes head sizes of 4s up to %d)", CELER_GPU_NAME, (long long)a->n_heads,
                           (long long)a->n_kv_heads, (long long)kv->head_dim_k, (long long)kv->head_dim_v, HD_MAX);
     if (gpu_kv_check(kv, b, true, err)) return err->code;
     if (b->n_tokens <= 0) return CELER_OK;
@@ -148,30 +237,35 @@ celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cac
     const int32_t *pos, *seq, *tables;
     if (gpu_batch_upload(g, b, kv, &pos, &seq, &tables, err)) return err->code;
     if (gpu_flash_takes(g, b, a)) return gpu_flash_attention(g, q, kv, layer, pos, seq, tables, b, a, out, err);
-    /* few (token, head) blocks: split the keys by the furthest position */
+    /* blocks of up to GMAX query heads of one key head; few of them: split the keys by the
+     * furthest position */
+    const int     hdc  = a->head_dim <= 128 ? 128 : a->head_dim <= 256 ? 256 : 512;
+    const int64_t G    = a->n_heads / a->n_kv_heads, rows = b->n_tokens * a->n_heads;
     int32_t       far  = 0;
-    const int64_t rows = b->n_tokens * a->n_heads;
     for (int64_t i = 0; i < b->n_tokens; i++) far = b->pos[i] > far ? b->pos[i] : far;
-    const celer_att_split sp     = celer_att_split_for(far, rows, g->att_chunk, (int32_t)GPU_MAX_GRID_YZ / 2);
+    const int32_t         hpb = celer_att_heads_for(far, b->n_tokens, a->n_kv_heads, G, att_gmax(hdc));
+    const int64_t         hy  = a->n_kv_heads * ((G + hpb - 1) / hpb);
+    const celer_att_split sp  = celer_att_split_for(far, b->n_tokens * hy, g->att_chunk, ATT_SPLITS_MAX);
     const int32_t         splits = sp.splits;
-    const dim3            grid((unsigned)b->n_tokens, (unsigned)a->n_heads, (unsigned)splits);
+    const dim3            grid((unsigned)b->n_tokens, (unsigned)hy, (unsigned)splits);
+    const att_fn          fn = hdc == 128 ? k_attention<128> : hdc == 256 ? k_attention<256> : k_attention<512>;
     /* the output quantized on the way out for the o-projection that reads it next */
     int8_t    *xq = NULL;
     float2    *xd = NULL;
     const bool qz = a->head_dim % 32 == 0;
     if (qz && gpu_xq_buffer(g, rows * a->head_dim, &xq, &xd, err)) return err->code;
     if (splits == 1) {
-        if (GPU_LAUNCH(g, err, "attention", k_attention, grid, ATT_THREADS, 0, q, kv->k[layer], kv->v[layer], pos, seq,
+        if (GPU_LAUNCH(g, err, "attention", fn, grid, ATT_THREADS, 0, q, kv->k[layer], kv->v[layer], pos, seq,
                        tables, kv->max_blocks, kv->block_size, a->n_heads, a->n_kv_heads, a->head_dim, a->scale,
-                       a->window, (int32_t)0, (float *)NULL, out, xq, xd))
+                       a->window, hpb, (int32_t)0, (float *)NULL, out, xq, xd))
             return err->code;
     } else {
         if (gpu_buf_reserve(g, &g->d_attn, (size_t)(rows * splits * (a->head_dim + 2)) * sizeof(float), err))
             return err->code;
         float *part = (float *)g->d_attn.p;
-        if (GPU_LAUNCH(g, err, "attention", k_attention, grid, ATT_THREADS, 0, q, kv->k[layer], kv->v[layer], pos, seq,
+        if (GPU_LAUNCH(g, err, "attention", fn, grid, ATT_THREADS, 0, q, kv->k[layer], kv->v[layer], pos, seq,
                        tables, kv->max_blocks, kv->block_size, a->n_heads, a->n_kv_heads, a->head_dim, a->scale,
-                       a->window, sp.chunk, part, out, (int8_t *)NULL, (float2 *)NULL) ||
+                       a->window, hpb, sp.chunk, part, out, (int8_t *)NULL, (float2 *)NULL) ||
             GPU_LAUNCH(g, err, "attention merge", k_attention_merge, (unsigned)rows, ATT_THREADS, 0,
                        (const float *)part, splits, a->head_dim, out, xq, xd))
             return err->code;
