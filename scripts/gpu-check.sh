@@ -17,7 +17,8 @@
 #   bench    the same files: celer bench (pp512, tg128, with CELER_GPU_STATS's step times; on the
 #            8B also 32 sequences of 128 + 128 through the batcher), and llama.cpp's llama-bench
 #            (LLAMA_BENCH) and llama-batched-bench (LLAMA_BATCHED_BENCH) on them in the same run
-#            when those name their binaries
+#            when those name their binaries; BENCH_DEPTH=D adds tg128 after D tokens of context
+#            (celer bench -d, llama-bench -d), BENCH_MODELS picks the shapes
 #   acceptance  issue 10's table: the 8B in Q4_0, Q4_K_M, Q8_0 and MLX affine4 g64, the 30B-A3B
 #            and Qwen3-0.6B in Q4_0 (celer bench, llama-bench beside it with LLAMA_BENCH), the 8B's
 #            batch of 32 (llama-batched-bench with LLAMA_BATCHED_BENCH); ~8 minutes with the files
@@ -179,6 +180,14 @@ bench_model() {
         "$LLAMA_BENCH" -m "$model" -p 512 -n 128 -r 3 -ngl 99 -fa 1 >"${log%.txt}-llama.txt" 2>&1
         result "llama-bench $name" "$(grep -E 'pp512|tg128' "${log%.txt}-llama.txt" | awk -F'|' '{print $(NF-2), $(NF-1)}' | tr -s ' ' | tr '\n' ' ')"
     fi
+    [ -n "${BENCH_DEPTH:-}" ] || return 0
+    local d=$BENCH_DEPTH
+    "$B/celer" bench -m "$model" --backend cuda -p 0 -n 128 -d "$d" -r 3 >"${log%.txt}-d$d.txt" 2>&1
+    result "celer bench $name @d$d" "$(grep -E 'tg128' "${log%.txt}-d$d.txt" | awk '{print $(NF-3), $(NF-2)}')"
+    if [ -n "${LLAMA_BENCH:-}" ] && [ -f "$model" ]; then
+        "$LLAMA_BENCH" -m "$model" -p 0 -n 128 -d "$d" -r 3 -ngl 99 -fa 1 >"${log%.txt}-d$d-llama.txt" 2>&1
+        result "llama-bench $name @d$d" "$(grep -E 'tg128' "${log%.txt}-d$d-llama.txt" | awk -F'|' '{print $(NF-2), $(NF-1)}' | tr -s ' ')"
+    fi
 }
 
 # 32 sequences of 128 + 128 tokens through the batcher, and llama-batched-bench beside it.
@@ -194,7 +203,7 @@ bench_batched() {
 }
 
 step_bench() {
-    for shape in llama-3.1-8b qwen3-30b-a3b; do
+    for shape in ${BENCH_MODELS:-llama-3.1-8b qwen3-30b-a3b}; do
         synth_big $shape
         bench_model "$shape Q4_0" "$f"
         [ "$shape" = llama-3.1-8b ] && bench_batched "$shape Q4_0" "$f"
