@@ -254,14 +254,21 @@ celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cac
     float2    *xd = NULL;
     const bool qz = a->head_dim % 32 == 0;
     if (qz && gpu_xq_buffer(g, rows * a->head_dim, &xq, &xd, err)) return err->code;
+    /* the splits' buffer, sized for the furthest position the cache holds: a longer context
+     * (more splits) must not move it, and with it every recorded step, in the middle of a decode */
+    const int32_t         far_max = kv->max_blocks * kv->block_size - 1;
+    const int32_t         hpb_max = celer_att_heads_for(far_max, b->n_tokens, a->n_kv_heads, G, att_gmax(hdc));
+    const int64_t         hy_max  = a->n_kv_heads * ((G + hpb_max - 1) / hpb_max);
+    const celer_att_split sp_max  = celer_att_split_for(far_max, b->n_tokens * hy_max, g->att_chunk, ATT_SPLITS_MAX);
+    const int64_t         most    = sp_max.splits > splits ? sp_max.splits : splits;
+    if (most > 1 && gpu_buf_reserve(g, &g->d_attn, (size_t)(rows * most * (a->head_dim + 2)) * sizeof(float), err))
+        return err->code;
     if (splits == 1) {
         if (GPU_LAUNCH(g, err, "attention", fn, grid, ATT_THREADS, 0, q, kv->k[layer], kv->v[layer], pos, seq,
                        tables, kv->max_blocks, kv->block_size, a->n_heads, a->n_kv_heads, a->head_dim, a->scale,
                        a->window, hpb, (int32_t)0, (float *)NULL, out, xq, xd))
             return err->code;
     } else {
-        if (gpu_buf_reserve(g, &g->d_attn, (size_t)(rows * splits * (a->head_dim + 2)) * sizeof(float), err))
-            return err->code;
         float *part = (float *)g->d_attn.p;
         if (GPU_LAUNCH(g, err, "attention", fn, grid, ATT_THREADS, 0, q, kv->k[layer], kv->v[layer], pos, seq,
                        tables, kv->max_blocks, kv->block_size, a->n_heads, a->n_kv_heads, a->head_dim, a->scale,
