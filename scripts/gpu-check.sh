@@ -22,8 +22,9 @@
 #   acceptance  issue 10's table: the 8B in Q4_0, Q4_K_M, Q8_0 and MLX affine4 g64, the 30B-A3B
 #            and Qwen3-0.6B in Q4_0 (celer bench, llama-bench beside it with LLAMA_BENCH), the 8B's
 #            batch of 32 (llama-batched-bench with LLAMA_BATCHED_BENCH); ~8 minutes with the files
-#   kernels  dev/kernels/gpu_matmul.c: each format's matmul time and weight bandwidth (its table is
-#            printed whole)
+#   kernels  dev/kernels/gpu_matmul.c (each format's matmul time and weight bandwidth) and
+#            gpu_attention.c (decode attention's time and cache bandwidth by context), tables printed
+#            whole; KERNELS picks them
 #   blas     the cuBLAS path (on by default from 64 tokens, three f16 passes) in one and in two
 #            passes (BLAS_PASSES): the verify step's models; and pp512 of the 8B and the 30B-A3B
 #            with it off and with 3, 2 and 1 passes
@@ -230,11 +231,14 @@ step_acceptance() {
 step_kernels() {
     local libs=(-L/usr/local/cuda/lib64 -lcudart -lcublas -lstdc++ -lcjson -lm -lpthread -Wl,-rpath,/usr/local/cuda/lib64)
     [ -d "$DEB" ] && libs=(-I"$DEB/usr/include" -L"$DEB/usr/lib/x86_64-linux-gnu" "${libs[@]}")
-    cc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -Isrc -Itests dev/kernels/gpu_matmul.c -Wl,--start-group \
-        "$B/libceler_core.a" "$B/libceler_gpu.a" -Wl,--end-group "${libs[@]}" -o "$B/kernel_gpu_matmul" \
-        >"$OUT/logs/kernels-build.log" 2>&1 || { result "kernels (build)" FAILED; return 0; }
-    "$B/kernel_gpu_matmul" "${KERNEL_REPS:-30}" 2>&1 | tee "$OUT/logs/kernels.txt"
-    result "kernels" "$(grep -c 'FAILED' "$OUT/logs/kernels.txt") failed checks"
+    local k
+    for k in ${KERNELS:-gpu_matmul gpu_attention}; do
+        cc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -Isrc -Itests "dev/kernels/$k.c" -Wl,--start-group \
+            "$B/libceler_core.a" "$B/libceler_gpu.a" -Wl,--end-group "${libs[@]}" -o "$B/kernel_$k" \
+            >"$OUT/logs/kernels-build-$k.log" 2>&1 || { result "kernels $k (build)" FAILED; continue; }
+        "$B/kernel_$k" "${KERNEL_REPS:-30}" 2>&1 | tee "$OUT/logs/kernels-$k.txt"
+        result "kernels $k" "$(grep -c 'FAILED' "$OUT/logs/kernels-$k.txt") failed checks"
+    done
 }
 
 step_blas() {
