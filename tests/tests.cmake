@@ -77,7 +77,18 @@ set_tests_properties(smoke PROPERTIES FIXTURES_REQUIRED models TIMEOUT 300)
 add_test(NAME lint_backend_branches
          COMMAND ${CELER_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/tests/lint/check_backend_branches.py ${PROJECT_SOURCE_DIR})
 
-# Every GPU kernel begins by waiting for the kernel before it (gpu_vendor.h: early launches).
+# dev/kernels' harnesses are built by hand (their README), not by CMake: compiled here, warnings as
+# errors, so that a change of an op's signature or a header cannot leave them broken unnoticed.
+file(GLOB CELER_DEV_KERNELS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/dev/kernels/*.c)
+foreach(src ${CELER_DEV_KERNELS})
+  get_filename_component(name ${src} NAME_WE)
+  add_test(NAME dev_kernels_${name}
+           COMMAND ${CMAKE_C_COMPILER} -std=c11 -fsyntax-only -D_GNU_SOURCE -Wall -Wextra -Werror
+                   -I${PROJECT_SOURCE_DIR}/include -I${PROJECT_SOURCE_DIR}/src -I${PROJECT_SOURCE_DIR}/tests ${src})
+endforeach()
+
+# Every GPU kernel begins by waiting for the kernel before it, or loads only weights before it
+# waits (gpu_vendor.h: early launches).
 add_test(NAME lint_kernel_entry
          COMMAND ${CELER_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/tests/lint/check_kernel_entry.py ${PROJECT_SOURCE_DIR} --self-test)
 
