@@ -7,8 +7,9 @@
 #            again under compute-sanitizer --tool memcheck; test_gpu_ops and test_gpu_ports also with
 #            CELER_GPU_MMQ_FROM=0 (every Q4_0 / Q8_0 product on the integer matrix units, one-token
 #            steps too), CELER_GPU_BLAS_FROM=0 (long products off cuBLAS: the tiled f32 kernel),
-#            CELER_GPU_ATT_CHUNK=32 (decode attention in many splits, merged) and
-#            CELER_GPU_BLAS_PASSES=1 (the BLAS path in one f16 pass: its looser bound)
+#            CELER_GPU_ATT_CHUNK=32 (decode attention in many splits, merged),
+#            CELER_GPU_BLAS_PASSES=1 (the BLAS path in one f16 pass: its looser bound) and
+#            CELER_GPU_KV_F16=1 (the KV cache in f16)
 #   verify   celer verify --backend cuda --against cpu: the tiny MLX models of tests/data/mlx_dirs
 #            and synthetic GGUF models of every weight type (small shapes)
 #   big      synthetic Llama-3.1-8B and Qwen3-30B-A3B Q4_0 (celer synth): celer verify, and
@@ -96,7 +97,8 @@ step_test() {
     done
     # the ops and the ports again under settings that move them to other kernels
     local v
-    for v in "CELER_GPU_MMQ_FROM=0" "CELER_GPU_BLAS_FROM=0" "CELER_GPU_ATT_CHUNK=32" "CELER_GPU_BLAS_PASSES=1"; do
+    for v in "CELER_GPU_MMQ_FROM=0" "CELER_GPU_BLAS_FROM=0" "CELER_GPU_ATT_CHUNK=32" "CELER_GPU_BLAS_PASSES=1" \
+        "CELER_GPU_KV_F16=1"; do
         for t in test_gpu_ops test_gpu_ports; do
             env "$v" "$B/$t" >"$OUT/logs/$t-${v#CELER_GPU_}.log" 2>&1
             result "$t, $v" "$([ $? = 0 ] && echo passed || echo FAILED)"

@@ -62,14 +62,16 @@ typedef struct {
 } celer_batch;
 
 /* Paged KV cache: fixed-size blocks of block_size positions; each sequence has a table of the
- * blocks holding its positions in order. Keys and values are f32 rows of
- * (n_kv_heads × head_dim) in backend memory, one pool per layer. */
+ * blocks holding its positions in order. Keys and values are rows of (n_kv_heads × head_dim)
+ * in backend memory, one pool per layer: f32 values, or f16 where the backend keeps them so
+ * (ops->kv_elem_bytes: 2; a GPU backend with CELER_GPU_KV_F16=1). */
 typedef struct {
     int32_t   n_layers;
     int64_t   n_kv_heads, head_dim_k, head_dim_v;
     int32_t   block_size;
     int32_t   n_blocks;
-    float   **k, **v;        /* (n_layers) pools of (n_blocks, block_size, n_kv_heads, head_dim) */
+    int32_t   elem_bytes;    /* of a stored value: 4 (f32) or 2 (f16) */
+    void    **k, **v;        /* (n_layers) pools of (n_blocks, block_size, n_kv_heads, head_dim) */
     int32_t   n_seqs;
     int32_t   max_blocks;    /* per sequence */
     int32_t  *tables;        /* (n_seqs, max_blocks) block ids; -1 unused */
@@ -140,6 +142,8 @@ typedef struct {
     /* x (T, n_heads, head_dim) rotated in place at the batch's positions */
     celer_status (*rope)(celer_backend *be, float *x, const celer_batch *b, int64_t n_heads, int64_t head_dim,
                          const celer_rope *r, celer_error *err);
+    /* bytes of a value in the KV cache's pools: 4 (f32) or 2 (f16); NULL: 4 */
+    int (*kv_elem_bytes)(celer_backend *be);
     /* writes k (T, n_kv_heads, head_dim_k) and v into the cache at the batch's (seq, pos) */
     celer_status (*kv_write)(celer_backend *be, celer_kv_cache *kv, int32_t layer, const float *k, const float *v,
                              const celer_batch *b, celer_error *err);

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* f32 values: the planner estimates before a backend exists, and a backend that keeps f16 then
+ * needs half of it. */
 uint64_t celer_kv_cache_bytes(int32_t n_layers, int64_t n_kv_heads, int64_t head_dim_k, int64_t head_dim_v,
                               int32_t n_blocks)
 {
@@ -35,10 +37,11 @@ celer_status celer_kv_cache_init(celer_kv_cache *kv, celer_backend *be, int32_t 
     memset(kv->tables, 0xff, (size_t)n_seqs * (size_t)kv->max_blocks * sizeof *kv->tables);
     for (int32_t i = 0; i < n_blocks; i++) kv->free_blocks[i] = n_blocks - 1 - i;
     kv->n_free = n_blocks;
-    size_t kb = (size_t)n_blocks * CELER_KV_BLOCK * (size_t)(n_kv_heads * head_dim_k) * sizeof(float);
-    size_t vb = (size_t)n_blocks * CELER_KV_BLOCK * (size_t)(n_kv_heads * head_dim_v) * sizeof(float);
+    kv->elem_bytes = be->ops->kv_elem_bytes ? be->ops->kv_elem_bytes(be) : (int32_t)sizeof(float);
+    size_t kb = (size_t)n_blocks * CELER_KV_BLOCK * (size_t)(n_kv_heads * head_dim_k) * (size_t)kv->elem_bytes;
+    size_t vb = (size_t)n_blocks * CELER_KV_BLOCK * (size_t)(n_kv_heads * head_dim_v) * (size_t)kv->elem_bytes;
     for (int32_t l = 0; l < n_layers; l++)
-        if (be->ops->alloc(be, kb, (void **)&kv->k[l], err) || be->ops->alloc(be, vb, (void **)&kv->v[l], err)) {
+        if (be->ops->alloc(be, kb, &kv->k[l], err) || be->ops->alloc(be, vb, &kv->v[l], err)) {
             celer_kv_cache_free(kv, be);
             return err->code;
         }

@@ -6,6 +6,7 @@
 
 #include "backends/backend.h"
 #include "core/error.h"
+#include "quant/half.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -46,6 +47,27 @@ static inline float *dev_zeros(size_t n)
 }
 
 static inline void to_host(const void *d, void *h, size_t bytes) { CHECK(gpu->ops->read(gpu, d, h, bytes, &err) == CELER_OK); }
+
+/* x rounded to the nearest f16 values (what an f16 KV cache holds of them). */
+static inline void round_f16(float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) x[i] = celer_half_to_f32(celer_f32_to_half(x[i]));
+}
+
+/* n values of a KV cache pool on the GPU, as f32 (an f16 pool converted). */
+static inline void pool_to_host(const celer_kv_cache *kv, const void *pool, float *out, int64_t n)
+{
+    if (kv->elem_bytes != 2) {
+        to_host(pool, out, (size_t)n * sizeof *out);
+        return;
+    }
+    uint16_t *h = malloc((size_t)n * sizeof *h);
+    CHECK(h != NULL);
+    if (!h) return;
+    to_host(pool, h, (size_t)n * sizeof *h);
+    for (int64_t i = 0; i < n; i++) out[i] = celer_half_to_f32(h[i]);
+    free(h);
+}
 
 static inline double rel_l2(const float *a, const double *ref, int64_t n)
 {

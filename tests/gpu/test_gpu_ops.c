@@ -393,6 +393,7 @@ static void attention_run(int64_t n_heads, int64_t n_kv, int64_t hd, int32_t win
         float *v = malloc((size_t)(T * kw) * sizeof *v), *oc = malloc((size_t)(T * qw) * sizeof *oc);
         float *og = malloc((size_t)(T * qw) * sizeof *og);
         random_fill(q, T * qw, 2.0f), random_fill(k, T * kw, 2.0f), random_fill(v, T * kw, 1.0f);
+        if (kg.elem_bytes == 2) round_f16(k, T * kw), round_f16(v, T * kw); /* an f16 cache: the same keys */
         float *dq = dev_copy(q, (size_t)(T * qw) * 4), *dk = dev_copy(k, (size_t)(T * kw) * 4);
         float *dv = dev_copy(v, (size_t)(T * kw) * 4), *dout = dev_zeros((size_t)(T * qw));
         CHECK(cpu->ops->kv_write(cpu, &kc, 0, k, v, &b, &err) == CELER_OK);

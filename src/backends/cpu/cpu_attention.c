@@ -75,8 +75,8 @@ INLINE void attend_group(const attn_job *j, int64_t t, int64_t h0, int64_t ng, i
         for (int i = 0; i < n; i++) {
             int32_t pos  = p0 + i;
             int64_t slot = (int64_t)table[pos / kv->block_size] * kv->block_size + pos % kv->block_size;
-            kr[i]        = kv->k[j->layer] + slot * kw + kvh * kv->head_dim_k;
-            vr[i]        = kv->v[j->layer] + slot * vw + kvh * kv->head_dim_v;
+            kr[i]        = (const float *)kv->k[j->layer] + slot * kw + kvh * kv->head_dim_k;
+            vr[i]        = (const float *)kv->v[j->layer] + slot * vw + kvh * kv->head_dim_v;
         }
         for (int64_t g = 0; g < ng; g++) {
             const float *q  = j->q + (t * a->n_heads + h0 + g) * hd;

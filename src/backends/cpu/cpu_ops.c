@@ -188,8 +188,8 @@ celer_status cpu_kv_write(celer_backend *be, celer_kv_cache *kv, int32_t layer, 
         if (blk < 0)
             return celer_fail(err, CELER_ERR_INVALID, "cpu: no KV block for sequence %d position %d", s, p);
         int64_t slot = (int64_t)blk * kv->block_size + p % kv->block_size;
-        memcpy(kv->k[layer] + slot * kw, k + t * kw, (size_t)kw * sizeof(float));
-        memcpy(kv->v[layer] + slot * vw, v + t * vw, (size_t)vw * sizeof(float));
+        memcpy((float *)kv->k[layer] + slot * kw, k + t * kw, (size_t)kw * sizeof(float));
+        memcpy((float *)kv->v[layer] + slot * vw, v + t * vw, (size_t)vw * sizeof(float));
     }
     return CELER_OK;
 }

@@ -14,6 +14,7 @@
  *
  * Head sizes that are a multiple of 32 also leave the output quantized for the o-projection's
  * integer kernels (held quantization, gpu_matvec.h): that product then skips its quantizer. */
+#include "backends/gpu/gpu_kv.cuh"
 #include "backends/gpu/gpu_matvec.h"
 extern "C" {
 #include "backends/gpu/att_split.h"
@@ -69,9 +70,9 @@ static constexpr __host__ __device__ int att_gmax(int hdc) { return 1024 / hdc; 
  * share of the output row; the warps' results are merged at the end. With part (splits), out is
  * not written: part holds per (token, head, split) the max, the sum and the hd unnormalized
  * outputs. */
-template <int HDC>
+template <int HDC, typename KT>
 __global__ void __launch_bounds__(ATT_THREADS) k_attention(
-    const float *__restrict__ q, const float *__restrict__ kc, const float *__restrict__ vc,
+    const float *__restrict__ q, const KT *__restrict__ kc, const KT *__restrict__ vc,
     const int32_t *__restrict__ pos, const int32_t *__restrict__ seq, const int32_t *__restrict__ tables,
     int32_t max_blocks, int32_t block_size, int64_t n_heads, int64_t n_kv_heads, int64_t hd, float scale,
     int32_t window, int32_t hpb, int32_t chunk, float *__restrict__ part, float *__restrict__ out, int8_t *xq,
@@ -109,18 +110,12 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attention(
         for (int j = 0; j < KPW; j++) {
             const int32_t jj   = j0 + j <= hi ? j0 + j : j0; /* past the split: key j0 again, masked below */
             const int64_t slot = (int64_t)table[jj / block_size] * block_size + jj % block_size;
-            const float  *kp = kc + slot * kw + kvh * hd, *vp = vc + slot * kw + kvh * hd;
+            const KT     *kp = kc + slot * kw + kvh * hd, *vp = vc + slot * kw + kvh * hd;
 #pragma unroll
             for (int c = 0; c < NC; c++) {
-                const int64_t i = VW * lane + VW * CELER_WARP * c;
-                if (i < hd && VW == 4) {
-                    const float4 a = *(const float4 *)(kp + i), b = *(const float4 *)(vp + i);
-                    kr[j][4 * c] = a.x, kr[j][4 * c + 1] = a.y, kr[j][4 * c + 2] = a.z, kr[j][4 * c + 3] = a.w;
-                    vr[j][4 * c] = b.x, vr[j][4 * c + 1] = b.y, vr[j][4 * c + 2] = b.z, vr[j][4 * c + 3] = b.w;
-                } else if (i < hd) { /* VW 2 (wave64, heads up to 128) */
-                    const float2 a = *(const float2 *)(kp + i), b = *(const float2 *)(vp + i);
-                    kr[j][VW * c] = a.x, kr[j][VW * c + 1] = a.y, vr[j][VW * c] = b.x, vr[j][VW * c + 1] = b.y;
-                } else
+                const int64_t i = VW * lane + VW * CELER_WARP * c; /* VW 2: wave64, heads up to 128 */
+                if (i < hd) kv_get_n<VW>(kp + i, &kr[j][VW * c]), kv_get_n<VW>(vp + i, &vr[j][VW * c]);
+                else
 #pragma unroll
                     for (int e = 0; e < VW; e++) kr[j][VW * c + e] = 0.0f, vr[j][VW * c + e] = 0.0f;
             }
@@ -215,9 +210,22 @@ __global__ void k_attention_merge(const float *__restrict__ part, int32_t splits
     }
 }
 
-typedef void (*att_fn)(const float *, const float *, const float *, const int32_t *, const int32_t *, const int32_t *,
-                       int32_t, int32_t, int64_t, int64_t, int64_t, float, int32_t, int32_t, int32_t, float *, float *,
-                       int8_t *, float2 *);
+/* One launch of k_attention for the head-size class hdc over the cache's pools of values KT: with
+ * part (chunk > 0) its splits' partial results, else out and its quantization. */
+template <typename KT>
+static celer_status att_launch(gpu_backend *g, int hdc, dim3 grid, const float *q, const celer_kv_cache *kv,
+                               int32_t layer, const int32_t *pos, const int32_t *seq, const int32_t *tables,
+                               const celer_attn *a, int32_t hpb, int32_t chunk, float *part, float *out, int8_t *xq,
+                               float2 *xd, celer_error *err)
+{
+    typedef void (*fn_t)(const float *, const KT *, const KT *, const int32_t *, const int32_t *, const int32_t *,
+                         int32_t, int32_t, int64_t, int64_t, int64_t, float, int32_t, int32_t, int32_t, float *,
+                         float *, int8_t *, float2 *);
+    const fn_t fn = hdc == 128 ? k_attention<128, KT> : hdc == 256 ? k_attention<256, KT> : k_attention<512, KT>;
+    return GPU_LAUNCH(g, err, "attention", fn, grid, ATT_THREADS, 0, q, (const KT *)kv->k[layer],
+                      (const KT *)kv->v[layer], pos, seq, tables, kv->max_blocks, kv->block_size, a->n_heads,
+                      a->n_kv_heads, a->head_dim, a->scale, a->window, hpb, chunk, part, out, xq, xd);
+}
 
 celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cache *kv, int32_t layer,
                            const celer_batch *b, const celer_attn *a, float *out, celer_error *err)
@@ -248,7 +256,6 @@ celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cac
     const celer_att_split sp  = celer_att_split_for(far, b->n_tokens * hy, g->att_chunk, ATT_SPLITS_MAX);
     const int32_t         splits = sp.splits;
     const dim3            grid((unsigned)b->n_tokens, (unsigned)hy, (unsigned)splits);
-    const att_fn          fn = hdc == 128 ? k_attention<128> : hdc == 256 ? k_attention<256> : k_attention<512>;
     /* the output quantized on the way out for the o-projection that reads it next */
     int8_t    *xq = NULL;
     float2    *xd = NULL;
@@ -263,20 +270,19 @@ celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cac
     const int64_t         most    = sp_max.splits > splits ? sp_max.splits : splits;
     if (most > 1 && gpu_buf_reserve(g, &g->d_attn, (size_t)(rows * most * (a->head_dim + 2)) * sizeof(float), err))
         return err->code;
-    if (splits == 1) {
-        if (GPU_LAUNCH(g, err, "attention", fn, grid, ATT_THREADS, 0, q, kv->k[layer], kv->v[layer], pos, seq,
-                       tables, kv->max_blocks, kv->block_size, a->n_heads, a->n_kv_heads, a->head_dim, a->scale,
-                       a->window, hpb, (int32_t)0, (float *)NULL, out, xq, xd))
-            return err->code;
-    } else {
-        float *part = (float *)g->d_attn.p;
-        if (GPU_LAUNCH(g, err, "attention", fn, grid, ATT_THREADS, 0, q, kv->k[layer], kv->v[layer], pos, seq,
-                       tables, kv->max_blocks, kv->block_size, a->n_heads, a->n_kv_heads, a->head_dim, a->scale,
-                       a->window, hpb, sp.chunk, part, out, (int8_t *)NULL, (float2 *)NULL) ||
-            GPU_LAUNCH(g, err, "attention merge", k_attention_merge, (unsigned)rows, ATT_THREADS, 0,
-                       (const float *)part, splits, a->head_dim, out, xq, xd))
-            return err->code;
-    }
+    /* with splits the kernel leaves partial results and the merge writes the output */
+    float        *part = splits > 1 ? (float *)g->d_attn.p : NULL;
+    int8_t       *kxq  = splits > 1 ? NULL : xq;
+    float2       *kxd  = splits > 1 ? NULL : xd;
+    const int32_t ch   = splits > 1 ? sp.chunk : 0;
+    if (kv->elem_bytes == 2 ? att_launch<uint16_t>(g, hdc, grid, q, kv, layer, pos, seq, tables, a, hpb, ch, part, out,
+                                                   kxq, kxd, err)
+                            : att_launch<float>(g, hdc, grid, q, kv, layer, pos, seq, tables, a, hpb, ch, part, out,
+                                                kxq, kxd, err))
+        return err->code;
+    if (splits > 1 && GPU_LAUNCH(g, err, "attention merge", k_attention_merge, (unsigned)rows, ATT_THREADS, 0,
+                                 (const float *)part, splits, a->head_dim, out, xq, xd))
+        return err->code;
     if (qz) g->xq_src = out, g->xq_n = rows * a->head_dim;
     return CELER_OK;
 }

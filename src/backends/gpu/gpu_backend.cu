@@ -140,6 +140,8 @@ static celer_status gpu_alloc(celer_backend *be, size_t bytes, void **out, celer
     return CELER_OK;
 }
 
+static int gpu_kv_elem_bytes(celer_backend *be) { return gpu_of(be)->kv_f16 ? 2 : (int)sizeof(float); }
+
 static void gpu_release(celer_backend *be, void *p)
 {
     (void)be;
@@ -293,34 +295,35 @@ static void gpu_free(celer_backend *be)
 }
 
 static const celer_backend_ops gpu_ops = {
-    .name        = CELER_GPU_NAME,
-    .kind        = CELER_GPU_KIND,
-    .free        = gpu_free,
-    .n_threads   = gpu_n_threads,
-    .alloc       = gpu_alloc,
-    .release     = gpu_release,
-    .weight_load = gpu_weight_load,
-    .weight_view = gpu_weight_view,
-    .argmax      = gpu_argmax,
-    .read        = gpu_read,
-    .write       = gpu_write,
-    .copy        = gpu_copy,
-    .memory      = gpu_memory,
-    .get_rows    = gpu_get_rows,
-    .rmsnorm     = gpu_rmsnorm,
-    .matmul      = gpu_matmul,
-    .add_bias    = gpu_add_bias,
-    .rope        = gpu_rope,
-    .kv_write    = gpu_kv_write,
-    .attention   = gpu_attention,
-    .add         = gpu_add,
-    .glu         = gpu_glu,
-    .scale       = gpu_scale,
-    .mul_sigmoid = gpu_mul_sigmoid,
-    .step_begin  = gpu_step_begin,
-    .step_end    = gpu_step_end,
-    .moe_route   = gpu_moe_route,
-    .moe_ffn     = gpu_moe_ffn,
+    .name          = CELER_GPU_NAME,
+    .kind          = CELER_GPU_KIND,
+    .free          = gpu_free,
+    .n_threads     = gpu_n_threads,
+    .alloc         = gpu_alloc,
+    .release       = gpu_release,
+    .weight_load   = gpu_weight_load,
+    .weight_view   = gpu_weight_view,
+    .argmax        = gpu_argmax,
+    .read          = gpu_read,
+    .write         = gpu_write,
+    .copy          = gpu_copy,
+    .memory        = gpu_memory,
+    .get_rows      = gpu_get_rows,
+    .rmsnorm       = gpu_rmsnorm,
+    .matmul        = gpu_matmul,
+    .add_bias      = gpu_add_bias,
+    .rope          = gpu_rope,
+    .kv_elem_bytes = gpu_kv_elem_bytes,
+    .kv_write      = gpu_kv_write,
+    .attention     = gpu_attention,
+    .add           = gpu_add,
+    .glu           = gpu_glu,
+    .scale         = gpu_scale,
+    .mul_sigmoid   = gpu_mul_sigmoid,
+    .step_begin    = gpu_step_begin,
+    .step_end      = gpu_step_end,
+    .moe_route     = gpu_moe_route,
+    .moe_ffn       = gpu_moe_ffn,
 };
 
 extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const celer_backend_config *cfg,
@@ -360,6 +363,8 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->flash_off    = fl && !strcmp(fl, "0");
     const char *ac  = getenv("CELER_GPU_ATT_CHUNK"); /* positions, 16 .. 65536 (for comparisons; att_split.h) */
     g->att_chunk    = ac && atoi(ac) >= 16 && atoi(ac) <= 65536 ? atoi(ac) : 0;
+    const char *kf  = getenv("CELER_GPU_KV_F16"); /* 1: f16 keys and values (not yet the default: unmeasured) */
+    g->kv_f16       = kf && !strcmp(kf, "1");
     const char *st  = getenv("CELER_GPU_STATS"); /* 1: step and wait times on stderr at the end */
     g->stats        = st && !strcmp(st, "1");
     snprintf(g->device_name, sizeof g->device_name, "%s", f.name);

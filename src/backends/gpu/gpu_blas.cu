@@ -109,9 +109,9 @@ __global__ void k_half_of(const float *__restrict__ x, int64_t n, float *__restr
         parts[n_parts] = s, parts[n_parts + 1] = 0.0f, parts[n_parts + 2] = s / LO_SCALE, parts[n_parts + 3] = 1.0f;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         const float    v = x[i] * inv;
-        const uint16_t h = gpu_half_bits(v);
+        const uint16_t h = gpu_f16_bits(v);
         hi[i]            = h;
-        if (lo) lo[i] = gpu_half_bits((v - gpu_f16_val(h)) * LO_SCALE);
+        if (lo) lo[i] = gpu_f16_bits((v - gpu_f16_val(h)) * LO_SCALE);
     }
 }
 

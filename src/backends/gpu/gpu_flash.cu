@@ -26,9 +26,20 @@
 
 enum { FL_ROWS = 64, FL_KEYS = 64, FL_THREADS = 128, FL_PAD = 8, FL_MIN_RUN = 16 };
 
-template <int HD>
+#if CELER_GPU_IMMA_HERE
+/* Four consecutive cache values at p as two f16 pairs (the lower index in the low half): f32
+ * values rounded to the nearest, f16 ones as they are (gpu_kv.cuh). */
+static __device__ __forceinline__ uint2 f16x4(const float *p)
+{
+    const float4 a = *(const float4 *)p;
+    return make_uint2(gpu_half2_bits(a.x, a.y), gpu_half2_bits(a.z, a.w));
+}
+static __device__ __forceinline__ uint2 f16x4(const uint16_t *p) { return *(const uint2 *)p; }
+#endif
+
+template <int HD, typename KT>
 __global__ void __launch_bounds__(FL_THREADS)
-    k_flash(const float *__restrict__ q, const float *__restrict__ kc, const float *__restrict__ vc,
+    k_flash(const float *__restrict__ q, const KT *__restrict__ kc, const KT *__restrict__ vc,
             const int32_t *__restrict__ pos, const int32_t *__restrict__ seq, const int32_t *__restrict__ tables,
             int32_t max_blocks, int32_t block_size, int64_t T, int64_t n_heads, int64_t n_kv_heads, float scale_log2,
             int32_t window, float *__restrict__ out)
@@ -88,16 +99,15 @@ __global__ void __launch_bounds__(FL_THREADS)
             for (int e = threadIdx.x; e < FL_KEYS * HD / 4; e += FL_THREADS) {
                 const int     kj = e / (HD / 4), d = e % (HD / 4) * 4;
                 const int32_t j  = j0 + kj;
-                float4        k4 = make_float4(0, 0, 0, 0), v4 = k4;
+                uint2         k4 = make_uint2(0, 0), v4 = k4; /* f16 pairs: zeros */
                 if (j <= khi) {
                     const int64_t slot = (int64_t)table[j / block_size] * block_size + j % block_size;
-                    k4 = *(const float4 *)(kc + slot * kw + kvh * HD + d);
-                    v4 = *(const float4 *)(vc + slot * kw + kvh * HD + d);
+                    k4 = f16x4(kc + slot * kw + kvh * HD + d);
+                    v4 = f16x4(vc + slot * kw + kvh * HD + d);
                 }
-                *(uint2 *)&ks[kj][d] = make_uint2(gpu_half2_bits(k4.x, k4.y), gpu_half2_bits(k4.z, k4.w));
-                const uint32_t v01 = gpu_half2_bits(v4.x, v4.y), v23 = gpu_half2_bits(v4.z, v4.w);
-                vt[d][kj] = (uint16_t)v01, vt[d + 1][kj] = (uint16_t)(v01 >> 16);
-                vt[d + 2][kj] = (uint16_t)v23, vt[d + 3][kj] = (uint16_t)(v23 >> 16);
+                *(uint2 *)&ks[kj][d] = k4;
+                vt[d][kj] = (uint16_t)v4.x, vt[d + 1][kj] = (uint16_t)(v4.x >> 16);
+                vt[d + 2][kj] = (uint16_t)v4.y, vt[d + 3][kj] = (uint16_t)(v4.y >> 16);
             }
             __syncthreads();
             const int32_t j1   = j0 + FL_KEYS - 1;
@@ -177,17 +187,24 @@ bool gpu_flash_takes(const gpu_backend *g, const celer_batch *b, const celer_att
     return b->n_tokens >= FL_MIN_RUN * runs;
 }
 
-celer_status gpu_flash_attention(gpu_backend *g, const float *q, const celer_kv_cache *kv, int32_t layer,
+/* The launch over the cache's pools of values KT (gpu_kv.cuh). */
+template <typename KT>
+static celer_status flash_launch(gpu_backend *g, const float *q, const celer_kv_cache *kv, int32_t layer,
                                  const int32_t *pos, const int32_t *seq, const int32_t *tables, const celer_batch *b,
                                  const celer_attn *a, float *out, celer_error *err)
 {
     const dim3  grid((unsigned)((b->n_tokens + FL_ROWS - 1) / FL_ROWS), (unsigned)a->n_heads);
     const float sl2 = a->scale * 1.4426950408889634f; /* scores in base 2: exp2f */
-    if (a->head_dim == 64)
-        return GPU_LAUNCH(g, err, "flash attention", k_flash<64>, grid, FL_THREADS, 0, q, kv->k[layer], kv->v[layer],
-                          pos, seq, tables, kv->max_blocks, kv->block_size, (int64_t)b->n_tokens, a->n_heads,
-                          a->n_kv_heads, sl2, a->window, out);
-    return GPU_LAUNCH(g, err, "flash attention", k_flash<128>, grid, FL_THREADS, 0, q, kv->k[layer], kv->v[layer], pos,
-                      seq, tables, kv->max_blocks, kv->block_size, (int64_t)b->n_tokens, a->n_heads, a->n_kv_heads,
-                      sl2, a->window, out);
+    const KT   *kc = (const KT *)kv->k[layer], *vc = (const KT *)kv->v[layer];
+    const auto  fn = a->head_dim == 64 ? k_flash<64, KT> : k_flash<128, KT>;
+    return GPU_LAUNCH(g, err, "flash attention", fn, grid, FL_THREADS, 0, q, kc, vc, pos, seq, tables, kv->max_blocks,
+                      kv->block_size, (int64_t)b->n_tokens, a->n_heads, a->n_kv_heads, sl2, a->window, out);
+}
+
+celer_status gpu_flash_attention(gpu_backend *g, const float *q, const celer_kv_cache *kv, int32_t layer,
+                                 const int32_t *pos, const int32_t *seq, const int32_t *tables, const celer_batch *b,
+                                 const celer_attn *a, float *out, celer_error *err)
+{
+    return kv->elem_bytes == 2 ? flash_launch<uint16_t>(g, q, kv, layer, pos, seq, tables, b, a, out, err)
+                               : flash_launch<float>(g, q, kv, layer, pos, seq, tables, b, a, out, err);
 }

@@ -3,6 +3,7 @@
  * norm's sum (add_rmsnorm is with the other norms in gpu_norm.cu, the matmuls port in
  * gpu_matmul.cu). */
 #include "backends/gpu/gpu_backend.h"
+#include "backends/gpu/gpu_kv.cuh"
 #include "backends/gpu/gpu_rope.cuh"
 
 extern "C" {
@@ -15,8 +16,9 @@ enum { AI_THREADS = 64, AI_HD_MAX = 512 };
  * row staged in shared memory, normalized by nw (rmsnorm: 1 / sqrt(mean of squares + eps), as
  * gpu_norm.cu), rotated pair by pair as k_rope does, and written to q in place or to the key
  * cache, with the value row beside it. */
+template <typename KT>
 __global__ void __launch_bounds__(AI_THREADS)
-    k_attn_inputs(float *q, const float *__restrict__ k, const float *__restrict__ v, float *kc, float *vc,
+    k_attn_inputs(float *q, const float *__restrict__ k, const float *__restrict__ v, KT *kc, KT *vc,
                   const float *__restrict__ qn, const float *__restrict__ kn, float eps, const int32_t *__restrict__ pos,
                   const int32_t *__restrict__ seq, const int32_t *__restrict__ tables, int32_t max_blocks,
                   int32_t block_size, int64_t n_head, int64_t n_kv, int64_t hd, int64_t n_rot, int neox,
@@ -42,19 +44,24 @@ __global__ void __launch_bounds__(AI_THREADS)
     const int32_t p    = pos[t];
     const int64_t slot = is_q ? 0 : (int64_t)tables[(int64_t)seq[t] * max_blocks + p / block_size] * block_size +
                                         p % block_size;
-    float        *dst  = is_q ? q + (t * n_head + h) * hd : kc + slot * kw + h * hd;
+    float        *qd   = is_q ? q + (t * n_head + h) * hd : NULL; /* q in place, or the key into the cache */
+    KT           *kd   = is_q ? NULL : kc + slot * kw + h * hd;
     const int64_t half = n_rot / 2;
     for (int64_t i = threadIdx.x; i < half; i += blockDim.x) { /* pair (i0, i1): one rotation for both */
         const int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
         float         c, s;
         gpu_rope_cos_sin(p, i, freqs, pos_scale, mscale, &c, &s);
-        const float x0 = row[i0], x1 = row[i1];
-        dst[i0]        = x0 * c - x1 * s;
-        dst[i1]        = x0 * s + x1 * c;
+        const float x0 = row[i0], x1 = row[i1], y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
+        if (is_q) qd[i0] = y0, qd[i1] = y1;
+        else kv_put(&kd[i0], y0), kv_put(&kd[i1], y1);
     }
-    for (int64_t j = n_rot + threadIdx.x; j < hd; j += blockDim.x) dst[j] = row[j]; /* past the rotated ones */
+    for (int64_t j = n_rot + threadIdx.x; j < hd; j += blockDim.x) { /* past the rotated ones */
+        if (is_q) qd[j] = row[j];
+        else kv_put(&kd[j], row[j]);
+    }
     if (!is_q)
-        for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) vc[slot * kw + h * hd + j] = v[t * kw + h * hd + j];
+        for (int64_t j = threadIdx.x; j < hd; j += blockDim.x)
+            kv_put(&vc[slot * kw + h * hd + j], v[t * kw + h * hd + j]);
 }
 
 /* A per-head norm's weight: f32, one value per element of a head. */
@@ -95,7 +102,12 @@ extern "C" celer_status celer_gpu_attn_inputs(celer_backend *be, celer_kv_cache 
     const double  *fq;
     if (gpu_batch_upload(g, b, kv, &pos, &seq, &tables, err) || gpu_rope_freqs(g, r, &fq, err)) return err->code;
     const dim3 grid((unsigned)b->n_tokens, (unsigned)(n_head + kv->n_kv_heads));
-    return GPU_LAUNCH(g, err, "attn_inputs", k_attn_inputs, grid, AI_THREADS, 0, q, k, v, kv->k[layer], kv->v[layer],
-                      qn, kn, eps, pos, seq, tables, kv->max_blocks, kv->block_size, n_head, kv->n_kv_heads, head_dim,
-                      r->n_rot, r->mode == CELER_ROPE_NEOX, fq, r->pos_scale, r->mscale);
+    if (kv->elem_bytes == 2)
+        return GPU_LAUNCH(g, err, "attn_inputs", k_attn_inputs<uint16_t>, grid, AI_THREADS, 0, q, k, v,
+                          (uint16_t *)kv->k[layer], (uint16_t *)kv->v[layer], qn, kn, eps, pos, seq, tables,
+                          kv->max_blocks, kv->block_size, n_head, kv->n_kv_heads, head_dim, r->n_rot,
+                          r->mode == CELER_ROPE_NEOX, fq, r->pos_scale, r->mscale);
+    return GPU_LAUNCH(g, err, "attn_inputs", k_attn_inputs<float>, grid, AI_THREADS, 0, q, k, v, (float *)kv->k[layer],
+                      (float *)kv->v[layer], qn, kn, eps, pos, seq, tables, kv->max_blocks, kv->block_size, n_head,
+                      kv->n_kv_heads, head_dim, r->n_rot, r->mode == CELER_ROPE_NEOX, fq, r->pos_scale, r->mscale);
 }

@@ -1,6 +1,7 @@
 /* Element-wise and row-wise ops on the GPU: greedy argmax, biases, adds, activations, RoPE and
  * the KV cache writes (RMSNorm is gpu_norm.cu). Element-wise kernels are grid-stride loops over
  * 64-bit indices, so any size is covered by a bounded grid. */
+#include "backends/gpu/gpu_kv.cuh"
 #include "backends/gpu/gpu_matvec.h"
 #include "backends/gpu/gpu_rope.cuh"
 
@@ -253,7 +254,8 @@ celer_status gpu_rope(celer_backend *be, float *x, const celer_batch *b, int64_t
 
 /* ---- KV cache writes: one thread per value ----------------------------------------- */
 
-__global__ void k_kv_write(float *cache, const float *__restrict__ src, const int32_t *__restrict__ pos,
+template <typename KT>
+__global__ void k_kv_write(KT *cache, const float *__restrict__ src, const int32_t *__restrict__ pos,
                            const int32_t *__restrict__ seq, const int32_t *__restrict__ tables, int32_t max_blocks,
                            int32_t block_size, int64_t width, int64_t T)
 {
@@ -263,8 +265,18 @@ __global__ void k_kv_write(float *cache, const float *__restrict__ src, const in
         const int64_t t = k / width, i = k % width;
         const int32_t p = pos[t];
         const int64_t slot = (int64_t)tables[(int64_t)seq[t] * max_blocks + p / block_size] * block_size + p % block_size;
-        cache[slot * width + i] = src[k];
+        kv_put(&cache[slot * width + i], src[k]);
     }
+}
+
+/* One of the cache's pools (k or v of a layer) into the cache at the batch's slots. */
+template <typename KT>
+static celer_status kv_write_pool(gpu_backend *g, void *pool, const float *src, const int32_t *pos, const int32_t *seq,
+                                  const int32_t *tables, const celer_kv_cache *kv, int64_t width, int64_t T,
+                                  celer_error *err)
+{
+    return GPU_LAUNCH(g, err, "kv_write", k_kv_write<KT>, gpu_blocks(T * width, THREADS), THREADS, 0, (KT *)pool, src,
+                      pos, seq, tables, kv->max_blocks, kv->block_size, width, T);
 }
 
 celer_status gpu_kv_write(celer_backend *be, celer_kv_cache *kv, int32_t layer, const float *k, const float *v,
@@ -276,10 +288,14 @@ celer_status gpu_kv_write(celer_backend *be, celer_kv_cache *kv, int32_t layer, 
     if (b->n_tokens <= 0) return CELER_OK;
     const int32_t *pos, *seq, *tables;
     if (gpu_batch_upload(g, b, kv, &pos, &seq, &tables, err)) return err->code;
-    int64_t kw = kv->n_kv_heads * kv->head_dim_k, vw = kv->n_kv_heads * kv->head_dim_v;
-    if (GPU_LAUNCH(g, err, "kv_write", k_kv_write, gpu_blocks(b->n_tokens * kw, THREADS), THREADS, 0, kv->k[layer],
-                   k, pos, seq, tables, kv->max_blocks, kv->block_size, kw, b->n_tokens))
-        return err->code;
-    return GPU_LAUNCH(g, err, "kv_write", k_kv_write, gpu_blocks(b->n_tokens * vw, THREADS), THREADS, 0,
-                      kv->v[layer], v, pos, seq, tables, kv->max_blocks, kv->block_size, vw, b->n_tokens);
+    const int64_t kw = kv->n_kv_heads * kv->head_dim_k, vw = kv->n_kv_heads * kv->head_dim_v, T = b->n_tokens;
+    if (kv->elem_bytes == 2)
+        return kv_write_pool<uint16_t>(g, kv->k[layer], k, pos, seq, tables, kv, kw, T, err) ||
+                       kv_write_pool<uint16_t>(g, kv->v[layer], v, pos, seq, tables, kv, vw, T, err)
+                   ? err->code
+                   : CELER_OK;
+    return kv_write_pool<float>(g, kv->k[layer], k, pos, seq, tables, kv, kw, T, err) ||
+                   kv_write_pool<float>(g, kv->v[layer], v, pos, seq, tables, kv, vw, T, err)
+               ? err->code
+               : CELER_OK;
 }

@@ -89,6 +89,12 @@ static __device__ __forceinline__ float gpu_f16_val(uint32_t h)
     r.x = (unsigned short)h;
     return __half2float(__half(r));
 }
+/* The bits of the f16 nearest v (ties to even). */
+static __device__ __forceinline__ uint16_t gpu_f16_bits(float v)
+{
+    const __half_raw r = __float2half_rn(v);
+    return r.x;
+}
 
 /* Integer matrix units from this source: not yet on AMD (MFMA / WMMA builtins are to come); the
  * f32 tiled kernel runs prefill there. */
@@ -211,6 +217,8 @@ typedef cudaGraphExec_t gpuGraphExec_t;
 #define gpu_shfl(v, l)     __shfl_sync(0xffffffffu, (v), (l), CELER_WARP)
 /* The f16 whose bits are the low 16 of h, as an f32 (exact). */
 static __device__ __forceinline__ float gpu_f16_val(uint32_t h) { return __half2float(__ushort_as_half((unsigned short)h)); }
+/* The bits of the f16 nearest v (ties to even). */
+static __device__ __forceinline__ uint16_t gpu_f16_bits(float v) { return __half_as_ushort(__float2half_rn(v)); }
 
 /* Integer matrix units from this source: mma.sync m16n8k32 on signed bytes, sm_80 and later. The
  * host checks the device's compute capability (gpu_imma_ok); device code for an older target
@@ -329,10 +337,9 @@ template <int N> static __device__ __forceinline__ void gpu_cp_wait(void)
 
 /* The vendor BLAS (gpu_blas.cu): cuBLAS, called in its own spelling as kernels are written in
  * CUDA's (a HIP build with hipBLAS would map these names here). Its f16 operands are made by
- * gpu_half_bits (gpu_half2_bits above: the nearest f16, ties to even). */
+ * gpu_f16_bits (the nearest f16, ties to even). */
 #include <cublas_v2.h>
 #define CELER_GPU_BLAS 1
-static __device__ __forceinline__ uint16_t gpu_half_bits(float v) { return __half_as_ushort(__float2half_rn(v)); }
 
 /* NVIDIA: the runtime says it all; the driver runs PTX of an older target on newer devices. */
 static inline void gpu_vendor_facts(const gpuDeviceProp *p, celer_device_facts *f)
