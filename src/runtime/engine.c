@@ -110,6 +110,11 @@ celer_status celer_engine_create(celer_engine **out, const char *model_path, con
         bc.upload_total = mem.weights; /* the GPU's upload progress line */
         st              = celer_backend_create(&e->be, cfg ? cfg->backend : NULL, &bc, err);
     }
+    if (!st && e->be->ops->kv_elem_bytes) { /* the estimate counts f32 keys and values; a backend may keep f16 */
+        const uint64_t kv = mem.kv_cache / sizeof(float) * (uint64_t)e->be->ops->kv_elem_bytes(e->be);
+        mem.total         = mem.total - mem.kv_cache + kv;
+        mem.kv_cache      = kv;
+    }
     if (!st) st = check_memory(e, &mem, n_ctx, err);
     if (!st) st = celer_model_load(&e->model, e->mf, e->be, err);
     if (!st && celer_tokenizer_n_vocab(e->tok) > e->model.hp.n_vocab) /* ids past the table: refuse now */
