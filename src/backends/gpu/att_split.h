@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-/* ATT_SPLIT_BELOW: steps of this many (token, head) rows or more fill the GPU unsplit */
+/* ATT_SPLIT_BELOW: steps of this many rows (tokens × blocks of heads) or more fill the GPU unsplit */
 enum { ATT_SPLIT_BELOW = 1024, ATT_SPLIT_BLOCKS = 512, ATT_CHUNK_MIN = 16, ATT_CHUNK_MAX = 256 };
 
 typedef struct {
