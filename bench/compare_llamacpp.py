@@ -7,7 +7,7 @@
 For every model and thread count it runs both tools (interleaved, celer first), each with the
 same prompt/generation lengths and repetitions, and prints a Markdown table of median tok/s
 with the celer / llama.cpp ratio and each decode rate as a share of the memory bound (the
-weight bytes a decode step reads x tok/s / the copy bandwidth, read + write, that celer bench
+weight, key and value bytes a decode step reads x tok/s / the copy bandwidth, read + write, that celer bench
 measures right after its runs with the same threads), followed by the machine, date and commit, ready to paste into
 docs/benchmarks/. Machines here are noisy: the medians of R repetitions and the ratios are what
 to quote. Standard library only; llama-bench is the user's own build of llama.cpp.
@@ -31,7 +31,9 @@ def run_json(cmd):
 def celer(binary, model, p, n, reps, threads):
     out = json.loads(run_json([binary, "bench", "-m", model, "-p", str(p), "-n", str(n), "-r", str(reps),
                                "-t", str(threads), "--json"]))
-    return out["pp"]["median"], out["tg"]["median"], out["weight_bytes_per_token"], out["copy_bytes_per_s"]
+    # the bytes a decode step reads: weights, and keys and values at the timed steps' mean context
+    return (out["pp"]["median"], out["tg"]["median"], out["weight_bytes_per_token"] + out["kv_bytes_per_token"],
+            out["copy_bytes_per_s"])
 
 
 def llama(binary, model, p, n, reps, threads):

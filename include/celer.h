@@ -267,6 +267,10 @@ const char             *celer_engine_load_note(const celer_engine *e);
  * table when a separate output matrix exists (a step then reads one row of the table), and of a
  * mixture of experts' expert tensors only the share a token uses (n_expert_used / n_expert). */
 uint64_t     celer_engine_weight_bytes_per_token(const celer_engine *e);
+/* Bytes of keys and values a decode step at context ctx (positions 0 .. ctx - 1 visible) reads:
+ * each layer's visible positions (a sliding window's at most) × key heads × (key + value head
+ * sizes) × the cache's value size (4 for f32, 2 for f16). */
+uint64_t     celer_engine_kv_bytes_per_token(const celer_engine *e, int64_t ctx);
 /* Measures the backend's copy bandwidth now: buffers of `bytes` copied on the backend (with the
  * engine's threads), best of reps; *bytes_per_s counts the bytes read plus those written. */
 celer_status celer_engine_copy_bandwidth(celer_engine *e, size_t bytes, int reps, double *bytes_per_s,

@@ -181,6 +181,18 @@ uint64_t celer_engine_weight_bytes_per_token(const celer_engine *e)
     return (uint64_t)(output ? total - embd : total);
 }
 
+uint64_t celer_engine_kv_bytes_per_token(const celer_engine *e, int64_t ctx)
+{
+    const celer_kv_cache *kv  = &e->kv;
+    const double          row = (double)kv->n_kv_heads * (double)(kv->head_dim_k + kv->head_dim_v) * kv->elem_bytes;
+    double                total = 0;
+    for (int32_t il = 0; il < e->model.n_layers; il++) {
+        const int64_t w = e->model.layers[il].attn.window;
+        total += (double)(w > 0 && w < ctx ? w : ctx) * row;
+    }
+    return (uint64_t)total;
+}
+
 celer_status celer_engine_copy_bandwidth(celer_engine *e, size_t bytes, int reps, double *bytes_per_s,
                                          celer_error *err)
 {

@@ -419,3 +419,31 @@ def test_bench_depth_runs(models: Path) -> None:
     r = celer("bench", "-m", models / "tiny.gguf", "-p", "8", "-n", "4", "-d", "40", "-r", "1")
     assert r.returncode == 0, r.err
     assert "pp8 @d40" in r.out and "tg4 @d40" in r.out, r.out
+
+
+def test_bench_counts_kv_bytes(models: Path) -> None:
+    """The bandwidth line counts the keys and values a decode step reads at the timed steps' mean
+    context (the D tokens of --depth, then half of the N generated): layers × positions × key
+    heads × (key + value head sizes) × 4 bytes (an f32 cache), each number from the file as
+    gguf-py reads it."""
+    import json
+    import gguf
+    reader = gguf.GGUFReader(models / "tiny.gguf")
+
+    def value(key: str) -> int:
+        f = reader.get_field(key)
+        assert f is not None, key
+        return int(f.contents())
+
+    layers, heads, kv_heads = (value(f"llama.{k}") for k in ("block_count", "attention.head_count",
+                                                              "attention.head_count_kv"))
+    head_dim = value("llama.embedding_length") // heads
+    if reader.get_field("llama.attention.key_length") is not None:
+        head_dim = value("llama.attention.key_length")
+    r = celer("bench", "-m", models / "tiny.gguf", "-p", "0", "-n", "6", "-d", "20", "-r", "1", "--json")
+    assert r.returncode == 0, r.err
+    o = json.loads(r.out)
+    assert o["kv_bytes_per_token"] == layers * (20 + (6 + 1) // 2) * kv_heads * 2 * head_dim * 4, o
+    r = celer("bench", "-m", models / "tiny.gguf", "-p", "0", "-n", "6", "-d", "20", "-r", "1")
+    assert r.returncode == 0, r.err
+    assert f"+ {o['kv_bytes_per_token'] / 1e6:.1f} MB of keys and values per token" in r.out, r.out

@@ -230,7 +230,10 @@ int cmd_bench(int argc, char **argv)
     if (rc == EXIT_OK) {
         spread   sp = summarize(pp, (int)R), sg = summarize(tg, (int)R);
         uint64_t wb = celer_engine_weight_bytes_per_token(e);
-        double   share = bw > 0 && !S ? (double)wb * sg.median / bw : 0; /* batched: S tokens a weight read */
+        /* and the keys and values a decode step reads, at the mean context of the timed steps (the
+         * D tokens of --depth, or the first token, then half of the N generated) */
+        uint64_t kb    = S ? 0 : celer_engine_kv_bytes_per_token(e, (D ? D : 1) + (N + 1) / 2);
+        double   share = bw > 0 && !S ? (double)(wb + kb) * sg.median / bw : 0; /* batched: S tokens a weight read */
         const celer_hparams *hp = celer_model_file_hparams(celer_engine_model_file(e));
         if (json) {
             printf("{\"model\": ");
@@ -238,9 +241,10 @@ int cmd_bench(int argc, char **argv)
             printf(", \"arch\": \"%s\", \"backend\": \"%s\", \"threads\": %d, \"reps\": %ld, \"parallel\": %ld, "
                    "\"depth\": %ld, \"pp\": {\"tokens\": %ld, \"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, "
                    "\"tg\": {\"tokens\": %ld, \"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, "
-                   "\"weight_bytes_per_token\": %llu, \"copy_bytes_per_s\": %.0f, \"tg_bandwidth_share\": %.4f}\n",
+                   "\"weight_bytes_per_token\": %llu, \"kv_bytes_per_token\": %llu, \"copy_bytes_per_s\": %.0f, "
+                   "\"tg_bandwidth_share\": %.4f}\n",
                    hp->arch, celer_engine_backend_name(e), celer_engine_threads(e), R, S, D, P, sp.median, sp.min,
-                   sp.max, N, sg.median, sg.min, sg.max, (unsigned long long)wb, bw, share);
+                   sp.max, N, sg.median, sg.min, sg.max, (unsigned long long)wb, (unsigned long long)kb, bw, share);
         } else {
             char sfx[24] = "", tp[48], tn[48]; /* the test's name: pp512, tg128 x32, tg128 @d4096 */
             if (S) snprintf(sfx, sizeof sfx, " x%ld", S);
@@ -255,9 +259,10 @@ int cmd_bench(int argc, char **argv)
                 printf("%-40.40s %-8s %7d %-9s %12.2f %9.2f .. %-9.2f\n", model, celer_engine_backend_name(e),
                        celer_engine_threads(e), tn, sg.median, sg.min, sg.max);
                 if (S) printf("tg: %ld sequences decoding together, tok/s of all of them\n", S);
-                else printf("tg: %.1f MB of weights per token x %.2f tok/s = %.2f GB/s, %.0f%% of the copy bandwidth "
-                       "%.2f GB/s (read + write)\n",
-                       (double)wb / 1e6, sg.median, (double)wb * sg.median / 1e9, 100 * share, bw / 1e9);
+                else printf("tg: %.1f MB of weights + %.1f MB of keys and values per token x %.2f tok/s = %.2f GB/s, "
+                            "%.0f%% of the copy bandwidth %.2f GB/s (read + write)\n",
+                            (double)wb / 1e6, (double)kb / 1e6, sg.median, (double)(wb + kb) * sg.median / 1e9,
+                            100 * share, bw / 1e9);
             }
         }
     }
