@@ -10,63 +10,13 @@
  * Build against a GPU build (see README.md; `scripts/gpu-check.sh kernels` does it) and run:
  * kernel_gpu_attention [REPS [SHAPE]] (SHAPE: only the shapes whose name starts with it).
  * CELER_GPU_ATT_CHUNK=N fixes the keys a split, as for the whole engine. */
-#include "backends/backend.h"
-#include "core/error.h"
+#define HARNESS_NAME "kernel_gpu_attention"
+#include "gpu_harness.h"
 #include "runtime/kv_cache.h"
 
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "rng.h"
-
-static celer_backend *gpu, *cpu;
-static celer_error    err;
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void die(const char *what)
-{
-    fprintf(stderr, "kernel_gpu_attention: %s: %s\n", what, err.msg);
-    exit(1);
-}
-
-static void sync_dev(const float *p)
-{
-    float probe;
-    if (gpu->ops->read(gpu, p, &probe, sizeof probe, &err)) die("read");
-}
-
-static double copy_bandwidth(void)
-{
-    size_t bytes = (size_t)1 << 30;
-    void  *a, *b;
-    if (gpu->ops->alloc(gpu, bytes, &a, &err) || gpu->ops->alloc(gpu, bytes, &b, &err)) die("alloc");
-    double best = 0;
-    for (int r = 0; r < 6; r++) {
-        double t0 = now();
-        if (gpu->ops->copy(gpu, r % 2 ? a : b, r % 2 ? b : a, bytes, &err)) die("copy");
-        sync_dev(a);
-        double bw = 2.0 * (double)bytes / (now() - t0);
-        best      = bw > best ? bw : best;
-    }
-    gpu->ops->release(gpu, a), gpu->ops->release(gpu, b);
-    return best;
-}
-
-static double rel_l2(const float *a, const float *b, int64_t n)
-{
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) num += (a[i] - b[i]) * (a[i] - b[i]), den += (double)b[i] * b[i];
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
 
 typedef struct {
     const char *name;
@@ -150,10 +100,7 @@ int main(int argc, char **argv)
     int         reps = argc > 1 ? atoi(argv[1]) : 20;
     const char *only = argc > 2 ? argv[2] : "";
     setvbuf(stdout, NULL, _IOLBF, 0);
-    celer_backend_config cfg = {0};
-    if (celer_backend_create(&cpu, "cpu", &cfg, &err)) die("cpu");
-    if (celer_backend_create(&gpu, getenv("CELER_TEST_BACKEND") ? getenv("CELER_TEST_BACKEND") : "cuda", &cfg, &err))
-        die("gpu");
+    harness_open();
     const double bw = copy_bandwidth();
     printf("device copy bandwidth (read + write): %.0f GB/s; %d repeats, cache cold\n", bw / 1e9, reps < 1 ? 1 : reps);
     static const shape shapes[] = {

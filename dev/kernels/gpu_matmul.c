@@ -12,70 +12,19 @@
  * the integer matrix units (0: all of them), to compare the kernels at the same sizes; on CUDA,
  * CELER_GPU_BLAS_FROM=N (N > 0) runs Q4_0 and Q8_0 products of N tokens and more, and every
  * other format's past 32, on cuBLAS (gpu_blas.cu; off by default). */
-#include "backends/backend.h"
-#include "core/error.h"
+#define HARNESS_NAME "kernel_gpu_matmul"
+#include "gpu_harness.h"
 #include "quant/mlx_quantize.h"
 
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "random_weights.h"
-
-static celer_backend *gpu, *cpu;
-static celer_error    err;
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void die(const char *what)
-{
-    fprintf(stderr, "kernel_gpu_matmul: %s: %s\n", what, err.msg);
-    exit(1);
-}
-
-/* Waits for the device: a read synchronizes. */
-static void sync_dev(const float *p)
-{
-    float probe;
-    if (gpu->ops->read(gpu, p, &probe, sizeof probe, &err)) die("read");
-}
-
-static double copy_bandwidth(void)
-{
-    size_t bytes = (size_t)1 << 30;
-    void  *a, *b;
-    if (gpu->ops->alloc(gpu, bytes, &a, &err) || gpu->ops->alloc(gpu, bytes, &b, &err)) die("alloc");
-    double best = 0;
-    for (int r = 0; r < 6; r++) {
-        double t0 = now();
-        if (gpu->ops->copy(gpu, r % 2 ? a : b, r % 2 ? b : a, bytes, &err)) die("copy");
-        sync_dev(a);
-        double bw = 2.0 * (double)bytes / (now() - t0);
-        best      = bw > best ? bw : best;
-    }
-    gpu->ops->release(gpu, a), gpu->ops->release(gpu, b);
-    return best;
-}
 
 typedef struct {
     const char  *name;
     celer_weight w;      /* host description */
     size_t       bytes;  /* of the weights */
 } fmt;
-
-static double rel_l2(const float *a, const float *b, int64_t n)
-{
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) num += (a[i] - b[i]) * (a[i] - b[i]), den += (double)b[i] * b[i];
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
 
 /* The time of one T = 1 product inside a step graph (backend step_begin / step_end): the step
  * multiplies by every copy in turn; it is run op by op, then recorded, then replayed, and the
@@ -174,10 +123,7 @@ int main(int argc, char **argv)
     const char          *only = argc > 2 ? argv[2] : "";
     int64_t              only_rows = argc > 3 ? atoll(argv[3]) : 0;
     setvbuf(stdout, NULL, _IOLBF, 0); /* a line at a time, even into a pipe */
-    celer_backend_config cfg  = {0};
-    if (celer_backend_create(&cpu, "cpu", &cfg, &err)) die("cpu");
-    if (celer_backend_create(&gpu, getenv("CELER_TEST_BACKEND") ? getenv("CELER_TEST_BACKEND") : "cuda", &cfg, &err))
-        die("gpu");
+    harness_open();
     double bw = copy_bandwidth();
     printf("device copy bandwidth (read + write): %.0f GB/s; %d repeats, weights cold\n", bw / 1e9, reps);
     static const celer_ggml_type types[] = {CELER_GGML_Q4_0, CELER_GGML_Q4_1, CELER_GGML_Q5_0, CELER_GGML_Q5_1,

@@ -1,0 +1,73 @@
+/* What the GPU kernel harnesses share (gpu_matmul.c, gpu_attention.c): the two backends, the
+ * error they report, a clock, the device's copy bandwidth and a relative error. Define
+ * HARNESS_NAME (the binary's name, for messages) before including. */
+#ifndef CELER_DEV_KERNELS_GPU_HARNESS_H
+#define CELER_DEV_KERNELS_GPU_HARNESS_H
+
+#include "backends/backend.h"
+#include "core/error.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static celer_backend *gpu, *cpu;
+static celer_error    err;
+
+static inline double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static inline void die(const char *what)
+{
+    fprintf(stderr, HARNESS_NAME ": %s: %s\n", what, err.msg);
+    exit(1);
+}
+
+/* The CPU backend and the GPU one (CELER_TEST_BACKEND names another: cpu checks the harness). */
+static inline void harness_open(void)
+{
+    celer_backend_config cfg = {0};
+    if (celer_backend_create(&cpu, "cpu", &cfg, &err)) die("cpu");
+    if (celer_backend_create(&gpu, getenv("CELER_TEST_BACKEND") ? getenv("CELER_TEST_BACKEND") : "cuda", &cfg, &err))
+        die("gpu");
+}
+
+/* Waits for the device: a read synchronizes. */
+static inline void sync_dev(const void *p)
+{
+    float probe;
+    if (gpu->ops->read(gpu, p, &probe, sizeof probe, &err)) die("read");
+}
+
+/* The device's copy bandwidth, bytes read + written per second: best of 6 copies of 1 GiB. */
+static inline double copy_bandwidth(void)
+{
+    size_t bytes = (size_t)1 << 30;
+    void  *a, *b;
+    if (gpu->ops->alloc(gpu, bytes, &a, &err) || gpu->ops->alloc(gpu, bytes, &b, &err)) die("alloc");
+    double best = 0;
+    for (int r = 0; r < 6; r++) {
+        double t0 = now();
+        if (gpu->ops->copy(gpu, r % 2 ? a : b, r % 2 ? b : a, bytes, &err)) die("copy");
+        sync_dev(a);
+        double bw = 2.0 * (double)bytes / (now() - t0);
+        best      = bw > best ? bw : best;
+    }
+    gpu->ops->release(gpu, a), gpu->ops->release(gpu, b);
+    return best;
+}
+
+/* |a - b| / |b| over n values (|a - b| where b is all zeros). */
+static inline double rel_l2(const float *a, const float *b, int64_t n)
+{
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) num += (a[i] - b[i]) * (a[i] - b[i]), den += (double)b[i] * b[i];
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+#endif
