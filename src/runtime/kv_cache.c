@@ -5,15 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* f32 values: the planner estimates before a backend exists, and a backend that keeps f16 then
- * needs half of it. */
-uint64_t celer_kv_cache_bytes(int32_t n_layers, int64_t n_kv_heads, int64_t head_dim_k, int64_t head_dim_v,
-                              int32_t n_blocks)
-{
-    return (uint64_t)n_layers * (uint64_t)n_blocks * CELER_KV_BLOCK * (uint64_t)n_kv_heads *
-           (uint64_t)(head_dim_k + head_dim_v) * sizeof(float);
-}
-
 celer_status celer_kv_cache_init(celer_kv_cache *kv, celer_backend *be, int32_t n_layers, int64_t n_kv_heads,
                                  int64_t head_dim_k, int64_t head_dim_v, int32_t n_seqs, int64_t n_ctx,
                                  int32_t n_blocks, celer_error *err)

@@ -12,9 +12,6 @@ celer_status celer_kv_cache_init(celer_kv_cache *kv, celer_backend *be, int32_t 
                                  int64_t head_dim_k, int64_t head_dim_v, int32_t n_seqs, int64_t n_ctx,
                                  int32_t n_blocks, celer_error *err);
 void         celer_kv_cache_free(celer_kv_cache *kv, celer_backend *be);
-/* Bytes of the pools for n_blocks blocks, for the memory planner. */
-uint64_t     celer_kv_cache_bytes(int32_t n_layers, int64_t n_kv_heads, int64_t head_dim_k, int64_t head_dim_v,
-                                  int32_t n_blocks);
 
 /* Gives seq the blocks for positions up to end (exclusive). CELER_ERR_OOM naming the numbers
  * when the pool is exhausted; CELER_ERR_INVALID past the context. */

@@ -1,9 +1,10 @@
 /* celer bench: prefill and decode speed, the way llama-bench measures them — pp: one forward
  * over P prompt tokens from an empty cache; tg: N tokens decoded one at a time from an empty
  * cache (with --depth D, both after D tokens already in the cache, as llama-bench's -d). Each
- * is repeated R times after an untimed warm-up; the median and the spread are reported. With --parallel S, the way llama-batched-bench does: S sequences of P prompt tokens
- * prefilled together, then decoded together for N tokens, through the batcher (the server's
- * path); aggregate tok/s. */
+ * is repeated R times after an untimed warm-up; the median and the spread are reported. With
+ * --parallel S, the way llama-batched-bench does: S sequences of P prompt tokens prefilled
+ * together, then decoded together for N tokens, through the batcher (the server's path);
+ * aggregate tok/s. */
 #include "cli.h"
 
 #include <getopt.h>
@@ -16,12 +17,13 @@ static void bench_usage(FILE *out)
     fprintf(out, "usage: celer bench [-m MODEL] [-p P] [-n N] [-d D] [-r R] [-P S] [--backend B] [--threads N] [--json]\n\n"
                  "Measures prefill (pp: P prompt tokens at once) and decode (tg: N tokens one by one) speed,\n"
                  "each from an empty context (or after D tokens: --depth), repeated R times after one untimed\n"
-                 "warm-up. Decode is then set against the memory bound: the weight bytes one step reads,\n"
-                 "times tok/s, as a share of the backend's copy bandwidth (read + write, buffers of twice the\n"
-                 "last-level cache) measured right after, with the same threads. With --parallel S: S\n"
-                 "sequences of P prompt tokens at once (pp: all the prompts in one step), then N tokens each\n"
-                 "decoded together (tg: S tokens a step), through the batcher the server uses; tok/s counts\n"
-                 "every sequence's tokens (as llama-batched-bench's S_PP and S_TG).\n\n"
+                 "warm-up. Decode is then set against the memory bound: the bytes one step reads (weights, and\n"
+                 "keys and values at the steps' mean context), times tok/s, as a share of the backend's copy\n"
+                 "bandwidth (read + write, buffers of twice the last-level cache) measured right after, with\n"
+                 "the same threads. With --parallel S: S sequences of P prompt tokens at once (pp: all the\n"
+                 "prompts in one step), then N tokens each decoded together (tg: S tokens a step), through the\n"
+                 "batcher the server uses; tok/s counts every sequence's tokens (as llama-batched-bench's S_PP\n"
+                 "and S_TG).\n\n"
                  "options:\n"
                  "  -m, --model MODEL  a .gguf file (default: the default model)\n"
                  "  -p, --prompt P     prompt tokens for pp (default 512; 0 skips pp)\n"

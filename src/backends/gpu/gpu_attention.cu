@@ -8,7 +8,7 @@
  * tokens of different sequences and lengths share one launch (a continuous batch).
  *
  * Steps of few tokens (decode) split the keys over more blocks (att_split.h says how many): one
- * block walking 4,000 keys four warps at a time waits on memory at every key. Each split writes
+ * block walking 4,000 keys waits on memory at every few of them. Each split writes
  * its max, sum and unnormalized output, and a second kernel merges the splits of each (token,
  * head) in split order.
  *
