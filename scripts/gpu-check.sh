@@ -8,7 +8,7 @@
 #            CELER_GPU_MMQ_FROM=0 (every Q4_0 / Q8_0 product on the integer matrix units, one-token
 #            steps too), CELER_GPU_BLAS_FROM=0 (long products off cuBLAS: the tiled f32 kernel),
 #            CELER_GPU_ATT_CHUNK=32 (decode attention in many splits, merged),
-#            CELER_GPU_BLAS_PASSES=1 (the BLAS path in one f16 pass: its looser bound) and
+#            CELER_GPU_BLAS_PASSES=1 and =3 (the BLAS path in one and in three f16 passes) and
 #            CELER_GPU_KV_F16=1 (the KV cache in f16)
 #   verify   celer verify --backend cuda --against cpu: the tiny MLX models of tests/data/mlx_dirs
 #            and synthetic GGUF models of every weight type (small shapes)
@@ -26,7 +26,7 @@
 #   kernels  dev/kernels/gpu_matmul.c (each format's matmul time and weight bandwidth) and
 #            gpu_attention.c (decode attention's time and cache bandwidth by context), tables printed
 #            whole; KERNELS picks them
-#   blas     the cuBLAS path (on by default from 64 tokens, three f16 passes) in one and in two
+#   blas     the cuBLAS path (on by default from 64 tokens, two f16 passes) in one and in three
 #            passes (BLAS_PASSES): the verify step's models; and pp512 of the 8B and the 30B-A3B
 #            with it off and with 3, 2 and 1 passes
 #   early    decode with and without early launches (CELER_GPU_EARLY=0): tg128 of the 8B and the
@@ -98,7 +98,7 @@ step_test() {
     # the ops and the ports again under settings that move them to other kernels
     local v
     for v in "CELER_GPU_MMQ_FROM=0" "CELER_GPU_BLAS_FROM=0" "CELER_GPU_ATT_CHUNK=32" "CELER_GPU_BLAS_PASSES=1" \
-        "CELER_GPU_KV_F16=1"; do
+        "CELER_GPU_BLAS_PASSES=3" "CELER_GPU_KV_F16=1"; do
         for t in test_gpu_ops test_gpu_ports; do
             env "$v" "$B/$t" >"$OUT/logs/$t-${v#CELER_GPU_}.log" 2>&1
             result "$t, $v" "$([ $? = 0 ] && echo passed || echo FAILED)"
@@ -245,7 +245,7 @@ step_kernels() {
 
 step_blas() {
     local p shape
-    for p in ${BLAS_PASSES:-1 2}; do # three passes: the verify step's own runs
+    for p in ${BLAS_PASSES:-1 3}; do # two passes: the verify step's own runs
         CELER_GPU_BLAS_PASSES=$p step_verify_as blas$p
     done
     for shape in llama-3.1-8b qwen3-30b-a3b; do

@@ -12,11 +12,14 @@
  *     g->blas_chunk bytes together; F16 weights are multiplied where they lie (exact already);
  *   - each chunk's rows of y are w_hi·x_hi, + w_hi·x_lo, + w_lo·x_hi (g->blas_passes of these
  *     products, f32 accumulation): one pass leaves ~3e-4 relative error a product (2^-11 a
- *     operand), three leave ~2^-22 an operand, below the integer kernels' (~15-bit activations);
+ *     operand); two (the default) keep the activations to ~22 bits and round the weights to 11,
+ *     and dequantize no lo half; three leave ~2^-22 an operand, below the integer kernels'
+ *     (~15-bit activations);
  *   - F32 weights in f32 with the pedantic compute type (f32 arithmetic as prescribed: no TF32
  *     tensor cores): an MoE router's choice of experts depends on its logits' low bits.
  * With one pass `celer verify --against cpu` disagreed at a decided position of a small MoE
- * model (an expert choice flipped); bf16 (2^-8 an operand), tried first, at seven models.
+ * model (an expert choice flipped); bf16 (2^-8 an operand), tried first, at seven models; with
+ * two or three, at none.
  *
  * cuBLAS runs on the backend's stream with a workspace of its own, allocated once, so that a step
  * graph can record it (a capture must allocate nothing). Like a kernel launch, its call is

@@ -15,12 +15,13 @@
  *
  * Its precision: each operand is split in two f16 halves, hi = f16(v) and lo = f16(v - hi)
  * (stored times 2^11, gpu_blas.cu), and the product is hi·hi (1 pass: ~3e-4 relative), + hi·lo
- * of the activations (2), + lo·hi of the weights (3: both operands to ~22 bits, as exact as the
- * integer kernels); passes cost a product each. CELER_GPU_BLAS_PASSES=N picks. On the H200 one
- * pass turned a greedy token of an MoE model at a decided position in `celer verify --against
- * cpu` (a routing choice flipped); three passes gave 0 mismatches on every verify model, the
- * 8B Q4_0's pp512 as fast as the integer matrix units and the 30B-A3B's 1.5x faster. */
-enum { GPU_BLAS_FROM = 64, GPU_BLAS_CHUNK_MB = 128, GPU_BLAS_PASSES = 3 };
+ * of the activations (2: the activations to ~22 bits, the weights rounded to f16's 11), + lo·hi
+ * of the weights (3: both operands to ~22 bits, as exact as the integer kernels); passes cost a
+ * product each. CELER_GPU_BLAS_PASSES=N picks. On the H200 one pass turned a greedy token of an
+ * MoE model at a decided position in `celer verify --against cpu` (a routing choice flipped);
+ * two and three passes gave 0 mismatches on every verify model, and two ran the 8B Q4_0's pp512
+ * at 8,778 tok/s where three ran 5,535 (the 30B-A3B's 7,800 against 7,176). */
+enum { GPU_BLAS_FROM = 64, GPU_BLAS_CHUNK_MB = 128, GPU_BLAS_PASSES = 2 };
 
 /* y (T, w.rows) = x (T, w.cols) · wᵀ on the vendor BLAS; fmt: w's enum gpu_fmt. */
 celer_status gpu_blas_matmul(gpu_backend *g, const gpu_wdesc *w, int fmt, const float *x, int64_t T, float *y,
