@@ -333,7 +333,7 @@ typedef struct {
     int     n_parallel;  /* sequences run together (slots); 0: 4 */
     int64_t n_ctx;       /* positions one sequence may hold; 0: the engine's context */
     int64_t kv_tokens;   /* positions in the shared KV pool; 0: n_parallel × n_ctx */
-    int     step_tokens; /* tokens one forward step runs at most (decode tokens + prompt chunks); 0: 256 */
+    int     step_tokens; /* tokens one forward step runs at most (decode tokens + prompt chunks); 0: 512 */
 } celer_batcher_config;
 
 /* Called once when a request ends, on the thread running celer_batcher_step: its statistics

@@ -5,7 +5,9 @@
 #include "models/forward.h"
 #include "models/model_file.h"
 
-enum { PREFILL_CHUNK = 256 };
+/* Tokens a prefill step takes at most: the planner's activations (model_file.c) allow 512, and on a GPU
+ * a step's long products dequantize each weight once for all of its tokens (gpu_blas.cu). */
+enum { PREFILL_CHUNK = 512 };
 
 struct celer_engine {
     celer_model_file *mf;
