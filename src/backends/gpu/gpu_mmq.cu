@@ -248,41 +248,92 @@ template <int F, int NT> struct sq_shape {
     static constexpr int HALVES = NT >= 16 ? 2 : 1;         /* token parts: a warp each for a row tile */
     static constexpr int THREADS = SQ_THREADS * HALVES;
     static constexpr int NI     = NT / 8 / HALVES;          /* a warp's 8-token tiles */
+    /* blocks an SM as the stages' shared memory allows on sm_90 (227 KB, 1 KB a block reserved): the
+     * registers a thread may take, so that they do not allow fewer */
+    static constexpr int BLOCKS = 227 * 1024 / (SQ_STAGES * STAGE + 1024) > 1 ? 227 * 1024 / (SQ_STAGES * STAGE + 1024) : 1;
 };
 
-/* Stage st: columns blocks k0 .. k0 + SQ_BQ (zeros past kend, past the rows, past the tokens). */
-template <int F, int NT>
-static __device__ __forceinline__ void sq_issue(int8_t *st, const gpu_wdesc &w, const gpu_xq &x, int64_t T,
-                                                int64_t r0, int64_t k0, int64_t kend, int tid)
-{
+/* A thread's share of every stage's copies, the same at each stage but for the stage's first
+ * column block k0. Its pieces of a kind are THREADS apart in the kind's order, so they differ
+ * by a fixed number of rows or tokens: a piece's source is the kind's base (piece 0 at k0 = 0)
+ * plus a stride the whole block shares, its place in a stage a constant, and whether its row or
+ * token exists a bit of `ok` (a piece without one copies zeros from the matrix's first byte, as
+ * before). Worked out once a block: the copies' index arithmetic at every
+ * stage, in loops the compiler could not unroll, was as many instructions as the products (ncu
+ * on the 8B's batch of 32: 32 instructions an mma). */
+template <int F, int NT> struct sq_copies {
     typedef sq_shape<F, NT> S;
-    constexpr int CPR = SQ_BQ * S::WB / 16; /* 16-byte pieces of a row's codes a stage */
-    for (int c = tid; c < SQ_ROWS * CPR; c += S::THREADS) {
-        const int      rr = c / CPR, j = c % CPR;
-        const int64_t  r = r0 + rr, b = k0 + j * 16 / S::WB;
-        const bool     ok  = r < w.rows && b < kend;
-        const uint8_t *src = ok ? w.data + r * w.row_bytes + k0 * S::WB + 16 * j : w.data;
-        gpu_cp_async16(st + rr * S::WLD + 16 * j, src, ok);
+    static constexpr int CPR = SQ_BQ * S::WB / 16;                            /* 16-byte pieces of a row's codes */
+    static constexpr int NW  = (SQ_ROWS * CPR + S::THREADS - 1) / S::THREADS; /* a thread's pieces of each kind */
+    static constexpr int NX  = (NT * SQ_BQ * 4 + S::THREADS - 1) / S::THREADS;
+    static constexpr int NS  = (NT * SQ_BQ + S::THREADS - 1) / S::THREADS;
+    static constexpr int RW = S::THREADS / CPR, TX = S::THREADS / (4 * SQ_BQ), TS = S::THREADS / SQ_BQ; /* rows, tokens apart */
+    static_assert(S::THREADS % (4 * SQ_BQ) == 0 && S::THREADS % CPR == 0, "pieces of a kind a whole number of rows apart");
+    static_assert(NW <= 8 && NX <= 8 && NS <= 8, "ok's bytes");
+    const uint8_t *w, *ws; /* piece 0's codes; the row's scales (threads below SQ_ROWS) */
+    const int8_t  *x;
+    const float2  *s;
+    uint32_t       ok; /* bit j: weight piece j's row exists, 8 + j: token piece j's, 16 + j: scale piece j's, 24: ws's */
+};
+
+template <int F, int NT>
+static __device__ __forceinline__ void sq_plan(sq_copies<F, NT> &c, const gpu_wdesc &w, const gpu_xq &x, int64_t T,
+                                               int64_t r0, int tid)
+{
+    typedef sq_copies<F, NT> C;
+    const int64_t rw = r0 + tid / C::CPR, tx = tid / (4 * SQ_BQ), ts = tid / SQ_BQ;
+    c.ok             = r0 + tid < w.rows && tid < SQ_ROWS ? 1u << 24 : 0u;
+#pragma unroll
+    for (int j = 0; j < C::NW; j++) c.ok |= (uint32_t)(rw + C::RW * j < w.rows) << j;
+#pragma unroll
+    for (int j = 0; j < C::NX; j++) c.ok |= (uint32_t)(tx + C::TX * j < T) << (8 + j);
+#pragma unroll
+    for (int j = 0; j < C::NS; j++) c.ok |= (uint32_t)(ts + C::TS * j < T) << (16 + j);
+    c.w  = w.data + rw * w.row_bytes + 16 * (tid % C::CPR);
+    c.ws = w.data + (c.ok >> 24 ? r0 + tid : 0) * w.row_bytes + w.scales_off;
+    c.x  = x.q + (tx * x.nb + tid / 4 % SQ_BQ) * XQ_BLOCK + 16 * (tid % 4);
+    c.s  = x.d + ts * x.nb + tid % SQ_BQ;
+}
+
+/* Stage st: columns blocks k0 .. k0 + SQ_BQ (zeros past kend, past the rows, past the tokens);
+ * a piece whose row or token does not exist reads nothing. */
+template <int F, int NT>
+static __device__ __forceinline__ void sq_issue(int8_t *st, const sq_copies<F, NT> &c, const gpu_wdesc &w,
+                                                const gpu_xq &x, int64_t k0, int64_t kend, int tid)
+{
+    typedef sq_shape<F, NT>   S;
+    typedef sq_copies<F, NT> C;
+    const bool whole = k0 + SQ_BQ <= kend; /* every stage but perhaps a part's last */
+#pragma unroll
+    for (int j = 0; j < C::NW; j++) {
+        const int  i = tid + S::THREADS * j, k = i % C::CPR;
+        const bool ok = (c.ok >> j & 1) && (whole || k0 + k * 16 / S::WB < kend);
+        if (i < SQ_ROWS * C::CPR)
+            gpu_cp_async16(st + i / C::CPR * S::WLD + 16 * k,
+                           ok ? c.w + (int64_t)(C::RW * j) * w.row_bytes + k0 * S::WB : w.data, ok);
     }
-    for (int rr = tid; rr < SQ_ROWS; rr += S::THREADS) { /* a row's SQ_BQ scales: 16 bytes */
-        const int64_t  r   = r0 + rr;
-        uint16_t      *dst = (uint16_t *)(st + S::WS_OFF + 2 * SQ_BQ * rr);
-        const uint8_t *hs  = w.data + (r < w.rows ? r : 0) * w.row_bytes + w.scales_off + 2 * k0;
-        if (k0 + SQ_BQ <= kend) gpu_cp_async16(dst, hs, r < w.rows);
+    if (tid < SQ_ROWS) { /* a row's SQ_BQ scales: 16 bytes */
+        uint16_t      *dst = (uint16_t *)(st + S::WS_OFF + 2 * SQ_BQ * tid);
+        const uint8_t *hs  = c.ws + 2 * k0;
+        const bool     ok  = c.ok >> 24 & 1;
+        if (whole) gpu_cp_async16(dst, hs, ok);
         else /* the last, short stage: no read past the row's scales */
-            for (int i = 0; i < SQ_BQ; i++) dst[i] = r < w.rows && k0 + i < kend ? *(const uint16_t *)(hs + 2 * i) : 0;
+            for (int i = 0; i < SQ_BQ; i++) dst[i] = ok && k0 + i < kend ? *(const uint16_t *)(hs + 2 * i) : 0;
     }
-    for (int c = tid; c < NT * SQ_BQ * 4; c += S::THREADS) { /* a token block's 64 bytes: hi, hi, lo, lo */
-        const int     tt = c / (4 * SQ_BQ), qb = c / 4 % SQ_BQ, piece = c % 4;
-        const int64_t t = tt, b = k0 + qb;
-        const bool    ok  = t < T && b < kend;
-        const int8_t *src = ok ? x.q + (t * x.nb + b) * XQ_BLOCK + 16 * piece : x.q;
-        gpu_cp_async16(st + S::X_OFF + tt * S::XLD + (piece / 2) * 32 * SQ_BQ + 32 * qb + 16 * (piece % 2), src, ok);
+#pragma unroll
+    for (int j = 0; j < C::NX; j++) { /* a token block's 64 bytes: hi, hi, lo, lo */
+        const int  i = tid + S::THREADS * j, tt = i / (4 * SQ_BQ), qb = i / 4 % SQ_BQ, piece = i % 4;
+        const bool ok = (c.ok >> (8 + j) & 1) && (whole || k0 + qb < kend);
+        if (i < NT * SQ_BQ * 4)
+            gpu_cp_async16(st + S::X_OFF + tt * S::XLD + (piece / 2) * 32 * SQ_BQ + 32 * qb + 16 * (piece % 2),
+                           ok ? c.x + ((int64_t)(C::TX * j) * x.nb + k0) * XQ_BLOCK : x.q, ok);
     }
-    for (int c = tid; c < NT * SQ_BQ; c += S::THREADS) {
-        const int64_t t = c / SQ_BQ, b = k0 + c % SQ_BQ;
-        const bool    ok = t < T && b < kend;
-        gpu_cp_async8(st + S::XS_OFF + 8 * c, ok ? (const void *)(x.d + t * x.nb + b) : (const void *)x.d, ok);
+#pragma unroll
+    for (int j = 0; j < C::NS; j++) {
+        const int  i = tid + S::THREADS * j;
+        const bool ok = (c.ok >> (16 + j) & 1) && (whole || k0 + i % SQ_BQ < kend);
+        if (i < NT * SQ_BQ)
+            gpu_cp_async8(st + S::XS_OFF + 8 * i, ok ? (const void *)(c.s + (int64_t)(C::TS * j) * x.nb + k0) : x.d, ok);
     }
     gpu_cp_commit();
 }
@@ -330,7 +381,7 @@ static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int 
 
 /* Columns blocks kz0 .. kz0 + kper of part blockIdx.z, into y + blockIdx.z · T · rows. */
 template <int F, int NT>
-__global__ void __launch_bounds__((sq_shape<F, NT>::THREADS)) /* parenthesized: HIP's macro splits at commas */
+__global__ void __launch_bounds__((sq_shape<F, NT>::THREADS), (sq_shape<F, NT>::BLOCKS)) /* parenthesized: HIP's macro splits at commas */
     k_mmq_s(gpu_wdesc w, gpu_xq x, int64_t T, int64_t kper, float *__restrict__ y, int add)
 {
     gpu_dep_enter();
@@ -347,15 +398,17 @@ __global__ void __launch_bounds__((sq_shape<F, NT>::THREADS)) /* parenthesized: 
     for (int ni = 0; ni < S::NI; ni++)
 #pragma unroll
         for (int e = 0; e < 4; e++) acc[ni][e] = 0.0f;
+    sq_copies<F, NT> cp;
+    sq_plan<F, NT>(cp, w, x, T, r0, tid);
     for (int s = 0; s < SQ_STAGES - 1; s++) { /* a group per stage, empty past the end: the waits count groups */
-        if (s < nst) sq_issue<F, NT>(sq_smem + s * S::STAGE, w, x, T, r0, kz0 + s * SQ_BQ, kend, tid);
+        if (s < nst) sq_issue<F, NT>(sq_smem + s * S::STAGE, cp, w, x, kz0 + s * SQ_BQ, kend, tid);
         else gpu_cp_commit();
     }
     for (int64_t it = 0; it < nst; it++) {
         gpu_cp_wait<SQ_STAGES - 2>(); /* stage it has landed (this thread's copies) */
         __syncthreads();              /* everyone's; and stage it - 1 is no longer read */
         const int64_t nx = it + SQ_STAGES - 1;
-        if (nx < nst) sq_issue<F, NT>(sq_smem + (nx % SQ_STAGES) * S::STAGE, w, x, T, r0, kz0 + nx * SQ_BQ, kend, tid);
+        if (nx < nst) sq_issue<F, NT>(sq_smem + (nx % SQ_STAGES) * S::STAGE, cp, w, x, kz0 + nx * SQ_BQ, kend, tid);
         else gpu_cp_commit();
         sq_compute<F, NT>(sq_smem + (it % SQ_STAGES) * S::STAGE, rt, th, g, q, acc);
     }
