@@ -93,13 +93,15 @@ static void test_fused(void)
  * weight at decode, batched-decode (16: Q4_0 on the matrix units, Q6_K in the decode kernel, on
  * one quantization) and prefill sizes (1e-3: the CPU quantizes a K-quant's activations per 256
  * values, the GPU per 32 or not at all; each format's own matmul is checked exactly above; 1e-2
- * where the BLAS path may take it, as above). */
+ * where the BLAS path may take it, as above: at 70 tokens all three weights, the second and
+ * third on the f16 halves the first made). Each size twice, new values written into the same
+ * input between: no product may reuse a quantization or halves of the old ones. */
 static void test_matmuls(void)
 {
     enum { K = 512, N = 3 };
     static const celer_ggml_type types[N] = {CELER_GGML_Q4_0, CELER_GGML_Q6_K, CELER_GGML_Q4_0};
     static const int64_t         rows[N]  = {96, 33, 65};
-    static const int64_t         Ts[]     = {1, 5, 16, 33};
+    static const int64_t         Ts[]     = {1, 5, 16, 33, 70};
     celer_weight                 wc[N], wg[N];
     const celer_weight          *pg[N];
     void                        *raw[N];
@@ -118,17 +120,25 @@ static void test_matmuls(void)
         random_acts(x, T, K);
         float *dx = dev_copy(x, (size_t)(T * K) * sizeof *x);
         for (int i = 0; i < N; i++) dy[i] = dev_zeros((size_t)(T * rows[i]));
-        CHECK(((celer_matmuls_fn)fn)(gpu, pg, N, dx, T, dy, &err) == CELER_OK);
-        for (int i = 0; i < N; i++) {
-            float *yc = malloc((size_t)(T * rows[i]) * sizeof *yc), *yg = malloc((size_t)(T * rows[i]) * sizeof *yg);
-            CHECK(cpu->ops->matmul(cpu, &wc[i], x, T, yc, &err) == CELER_OK);
-            to_host(dy[i], yg, (size_t)(T * rows[i]) * sizeof *yg);
-            double e = rel_l2f(yg, yc, T * rows[i]), bound = blas_may(types[i], T) ? 1e-2 : 1e-3;
-            if (!(e < bound)) fprintf(stderr, "  matmuls T=%lld weight %d: %.2e\n", (long long)T, i, e);
-            CHECK(e < bound);
-            gpu->ops->release(gpu, dy[i]);
-            free(yc), free(yg);
+        for (int round = 0; round < 2; round++) {
+            if (round) { /* new values, the same buffer */
+                random_acts(x, T, K);
+                CHECK(gpu->ops->write(gpu, dx, x, (size_t)(T * K) * sizeof *x, &err) == CELER_OK);
+            }
+            CHECK(((celer_matmuls_fn)fn)(gpu, pg, N, dx, T, dy, &err) == CELER_OK);
+            for (int i = 0; i < N; i++) {
+                float *yc = malloc((size_t)(T * rows[i]) * sizeof *yc);
+                float *yg = malloc((size_t)(T * rows[i]) * sizeof *yg);
+                CHECK(cpu->ops->matmul(cpu, &wc[i], x, T, yc, &err) == CELER_OK);
+                to_host(dy[i], yg, (size_t)(T * rows[i]) * sizeof *yg);
+                double e = rel_l2f(yg, yc, T * rows[i]), bound = blas_may(types[i], T) ? 1e-2 : 1e-3;
+                if (!(e < bound))
+                    fprintf(stderr, "  matmuls T=%lld weight %d round %d: %.2e\n", (long long)T, i, round, e);
+                CHECK(e < bound);
+                free(yc), free(yg);
+            }
         }
+        for (int i = 0; i < N; i++) gpu->ops->release(gpu, dy[i]);
         gpu->ops->release(gpu, dx);
         free(x);
     }

@@ -135,7 +135,7 @@ static celer_status gpu_alloc(celer_backend *be, size_t bytes, void **out, celer
                           (double)total_b / 1048576.0);
     }
     /* fresh memory is zeroed, as the CPU's calloc: a KV block never holds another run's values */
-    g->xq_src = NULL; /* it may be where the quantized activations' source was */
+    gpu_forget_acts(g); /* it may be where the quantized activations' source was */
     GPU_TRY(g, err, gpuMemsetAsync(*out, 0, bytes, g->stream), "memset");
     return CELER_OK;
 }
@@ -182,7 +182,7 @@ celer_status gpu_host_stage(gpu_backend *g, size_t bytes, void **out, celer_erro
 celer_status gpu_upload(gpu_backend *g, void *dst, const void *src, size_t n, celer_error *err)
 {
     if (!n) return CELER_OK;
-    g->xq_src = NULL; /* it may land on the quantized activations' source */
+    gpu_forget_acts(g); /* it may land on the quantized activations' source */
     if (g->rec == GPU_REC_CAPTURE) {
         GPU_TRY(g, err, gpuMemcpyAsync(dst, src, n, gpuMemcpyHostToDevice, g->side), "host-to-device copy");
         GPU_TRY(g, err, gpuStreamSynchronize(g->side), "host-to-device copy");
@@ -219,7 +219,7 @@ static celer_status gpu_copy(celer_backend *be, void *dst, const void *src, size
 {
     gpu_backend *g = gpu_of(be);
     if (gpu_signing(g)) gpu_sign(g, NULL, dim3(1), dim3(1), n, gpu_sig_args(0, dst, src));
-    g->xq_src = NULL; /* the copy may land on the quantized activations' source */
+    gpu_forget_acts(g); /* the copy may land on the quantized activations' source */
     if (gpu_alive(g, err) || gpu_skip(g)) return g->failed ? err->code : CELER_OK;
     GPU_TRY(g, err, gpuMemcpyAsync(dst, src, n, gpuMemcpyDeviceToDevice, g->stream), "device-to-device copy");
     return CELER_OK;

@@ -44,6 +44,9 @@ typedef struct {
     gpu_buf      d_xq;   /* activations quantized for the integer kernels (gpu_matvec.h) */
     const float *xq_src; /* whose n values d_xq holds, or NULL (gpu_quant_x) */
     int64_t      xq_n;
+    const float *x16_src; /* whose n values the BLAS path's f16 halves hold, or NULL (gpu_blas.cu) */
+    int64_t      x16_n;
+    bool         x16_lo;  /* with their lo halves */
     gpu_buf  d_part; /* partial products of a product split over its columns (gpu_mmq.cu) */
     gpu_buf  d_route; /* the fused MoE router's count of blocks done (gpu_matvec_plain.cu) */
     gpu_buf  d_attn; /* decode attention's splits (gpu_attention.cu) */
@@ -195,7 +198,8 @@ static inline void gpu_sign(gpu_backend *g, const void *what, dim3 grid, dim3 bl
 /* Launches kernel<<<grid, block, smem>>>(args) on the backend's stream unless gpu_skip (early
  * where g->early: gpu_vendor.h's gpu_dep_enter), and checks the launch. kernel must be one
  * token (a name or a function pointer). GPU_LAUNCH also
- * forgets whose values the quantized activations hold (the kernel may write them);
+ * forgets whose values the quantized activations and their f16 halves hold (the kernel may write
+ * them);
  * GPU_LAUNCH_KEEPING_XQ is for kernels that write only their outputs, never quantized ones (the
  * products, float or integer; MoE routing), so that an MoE layer's router product and routing
  * leave the experts' input quantized as the norm before them left it. */
@@ -208,7 +212,11 @@ static inline void gpu_sign(gpu_backend *g, const void *what, dim3 grid, dim3 bl
                                    gpu_launch_kernel((kernel), dim3(grid), dim3(block), (size_t)(smem), (g)->stream, \
                                                      (g)->early, __VA_ARGS__)))
 #define GPU_LAUNCH(g, err, name, kernel, grid, block, smem, ...)                                                    \
-    ((g)->xq_src = NULL, GPU_LAUNCH_KEEPING_XQ(g, err, name, kernel, grid, block, smem, __VA_ARGS__))
+    (gpu_forget_acts(g), GPU_LAUNCH_KEEPING_XQ(g, err, name, kernel, grid, block, smem, __VA_ARGS__))
+
+/* Forgets whose values the activations' quantized and f16 copies hold (a kernel, copy, upload or
+ * fresh allocation may land on their sources). */
+static inline void gpu_forget_acts(gpu_backend *g) { g->xq_src = NULL, g->x16_src = NULL; }
 
 /* ---- weights on the device (gpu_weights.cu) ---- */
 /* How a weight's rows lie on the device:

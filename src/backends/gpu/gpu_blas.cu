@@ -242,9 +242,14 @@ celer_status gpu_blas_matmul(gpu_backend *g, const gpu_wdesc *w, int fmt, const 
         return err->code;
     float    *amax = (float *)b->amax.p;
     uint16_t *xh = (uint16_t *)b->x16.p, *xl = x_lo ? xh + nx : NULL;
-    if (GPU_LAUNCH(g, err, "amax", k_amax_parts, parts, THREADS, 0, x, nx, amax) ||
-        GPU_LAUNCH(g, err, "half_of", k_half_of, gpu_blocks(nx, THREADS), THREADS, 0, x, nx, amax, (int)parts, xh, xl))
+    /* the halves and their scale as the product before made them: q, k and v (or gate and up)
+     * multiply the same activations, and nothing launched since wrote any */
+    const bool held = g->x16_src == x && g->x16_n == nx && g->x16_lo == x_lo;
+    if (!held && (GPU_LAUNCH(g, err, "amax", k_amax_parts, parts, THREADS, 0, x, nx, amax) ||
+                  GPU_LAUNCH(g, err, "half_of", k_half_of, gpu_blocks(nx, THREADS), THREADS, 0, x, nx, amax, (int)parts,
+                             xh, xl)))
         return err->code;
+    g->x16_src = x, g->x16_n = nx, g->x16_lo = x_lo;
     const float *set = amax + parts, *add = set + 2; /* (alpha, beta): (s, 0), (s / LO_SCALE, 1) */
     for (int64_t r0 = 0; r0 < rows; r0 += per) {
         const int64_t m = rows - r0 < per ? rows - r0 : per;
@@ -258,7 +263,7 @@ celer_status gpu_blas_matmul(gpu_backend *g, const gpu_wdesc *w, int fmt, const 
             uint4   *hi = (uint4 *)b->w16.p, *lo = w_lo ? hi + m * k / 8 : NULL;
             unsigned blocks;
             if (gpu_grid(g, m * (k / 32), THREADS, &blocks, "dequant_f16", err) ||
-                GPU_LAUNCH(g, err, "dequant_f16", DEQUANT[fmt], blocks, THREADS, 0, *w, r0, m, hi, lo))
+                GPU_LAUNCH_KEEPING_XQ(g, err, "dequant_f16", DEQUANT[fmt], blocks, THREADS, 0, *w, r0, m, hi, lo))
                 return err->code;
             wh = hi, wl = lo, ld = k;
         }
@@ -267,6 +272,7 @@ celer_status gpu_blas_matmul(gpu_backend *g, const gpu_wdesc *w, int fmt, const 
             (wl && gemm(g, (int)m, n, k, wl, ld, xh, k, CUDA_R_16F, y + r0, rows, CUBLAS_COMPUTE_32F, add, err)))
             return err->code;
     }
+    if (y < x + nx && x < y + T * rows) g->x16_src = NULL; /* y written over x: the halves are stale */
     return CELER_OK;
 }
 
