@@ -9,7 +9,8 @@
 #            steps too), CELER_GPU_BLAS_FROM=0 (long products off cuBLAS: the tiled f32 kernel),
 #            CELER_GPU_ATT_CHUNK=32 (decode attention in many splits, merged),
 #            CELER_GPU_BLAS_PASSES=1 and =3 (the BLAS path in one and in three f16 passes) and
-#            CELER_GPU_KV_F16=1 (the KV cache in f16)
+#            CELER_GPU_KV_F16=1 (the KV cache in f16); test_gpu_moe with CELER_GPU_MOE_STREAM=0 and
+#            =100000 (every expert group on the tiled, then on the streaming matrix-unit kernel)
 #   verify   celer verify --backend cuda --against cpu: the tiny MLX models of tests/data/mlx_dirs
 #            and synthetic GGUF models of every weight type (small shapes)
 #   big      synthetic Llama-3.1-8B and Qwen3-30B-A3B Q4_0 (celer synth): celer verify, and
@@ -103,6 +104,11 @@ step_test() {
             env "$v" "$B/$t" >"$OUT/logs/$t-${v#CELER_GPU_}.log" 2>&1
             result "$t, $v" "$([ $? = 0 ] && echo passed || echo FAILED)"
         done
+    done
+    # the experts' grouped products all on the tiled kernel, then all on the streaming one
+    for v in "CELER_GPU_MOE_STREAM=0" "CELER_GPU_MOE_STREAM=100000"; do
+        env "$v" "$B/test_gpu_moe" >"$OUT/logs/test_gpu_moe-${v#CELER_GPU_}.log" 2>&1
+        result "test_gpu_moe, $v" "$([ $? = 0 ] && echo passed || echo FAILED)"
     done
 }
 

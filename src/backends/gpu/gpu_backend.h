@@ -52,6 +52,7 @@ typedef struct {
     gpu_buf  d_attn; /* decode attention's splits (gpu_attention.cu) */
     unsigned sq_smem_set; /* gpu_mmq.cu's streaming kernels allowed their shared memory (a bit each) */
     int      mmq_from;    /* steps of more tokens take the integer matrix units (gpu_mmq.h) */
+    int      moe_stream;  /* expert groups of at most this many tokens take the streaming kernel (gpu_mmq.h) */
     int      blas_from;   /* Q4_0/Q8_0 steps of this many tokens take the vendor BLAS; 0: none does (gpu_blas.h) */
     bool     blas_f32;    /* F32 weights' long steps take it (unless CELER_GPU_BLAS_FROM=0) */
     size_t   blas_chunk;  /* bytes of f16 weight rows the BLAS path dequantizes at a time */
