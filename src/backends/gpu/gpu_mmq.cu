@@ -244,7 +244,7 @@ template <int F, int NT> struct sq_shape {
     static constexpr int XLD    = 2 * SQ_BQ * 32 + 16;      /* a token's: hi codes, then lo codes */
     static constexpr int WS_OFF = SQ_ROWS * WLD;            /* the rows' f16 scales, SQ_BQ a row */
     static constexpr int X_OFF  = WS_OFF + SQ_ROWS * 2 * SQ_BQ;
-    static constexpr int XS_OFF = X_OFF + NT * XLD;         /* the tokens' (d, d · S), SQ_BQ a token */
+    static constexpr int XS_OFF = X_OFF + NT * XLD;         /* the tokens' (d, d · S), NT a column block */
     static constexpr int STAGE  = XS_OFF + NT * SQ_BQ * 8;
     static constexpr int HALVES = NT >= 16 ? 2 : 1;         /* token parts: a warp each for a row tile */
     static constexpr int THREADS = SQ_THREADS * HALVES;
@@ -333,8 +333,9 @@ static __device__ __forceinline__ void sq_issue(int8_t *st, const sq_copies<F, N
     for (int j = 0; j < C::NS; j++) {
         const int  i = tid + S::THREADS * j;
         const bool ok = (c.ok >> (16 + j) & 1) && (whole || k0 + i % SQ_BQ < kend);
-        if (i < NT * SQ_BQ)
-            gpu_cp_async8(st + S::XS_OFF + 8 * i, ok ? (const void *)(c.s + (int64_t)(C::TS * j) * x.nb + k0) : x.d, ok);
+        if (i < NT * SQ_BQ) /* by column block, then token: a lane's two tokens in one load */
+            gpu_cp_async8(st + S::XS_OFF + 8 * (i % SQ_BQ * NT + i / SQ_BQ),
+                          ok ? (const void *)(c.s + (int64_t)(C::TS * j) * x.nb + k0) : x.d, ok);
     }
     gpu_cp_commit();
 }
@@ -350,6 +351,10 @@ static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int 
     const int8_t   *w0 = st + r * S::WLD, *w8 = w0 + 8 * S::WLD;
     const uint16_t *ws = (const uint16_t *)(st + S::WS_OFF);
     const float2   *xs = (const float2 *)(st + S::XS_OFF);
+    const int       lane = 4 * g + q;
+    /* the row this lane gives ldmatrix for its 8-token tile: token lane % 8 of the tile, the hi
+     * codes' first or second 16 bytes (lanes 0 .. 15), then the lo codes' (16 .. 31) */
+    const int8_t *xr = st + S::X_OFF + (lane % 8) * S::XLD + (lane / 16) * 32 * SQ_BQ + 16 * (lane / 8 % 2);
 #pragma unroll
     for (int qb = 0; qb < SQ_BQ; qb++) {
         int a[4];
@@ -364,15 +369,14 @@ static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int 
         const float sw[2] = {dec_f16(ws[SQ_BQ * r + qb]), dec_f16(ws[SQ_BQ * (r + 8) + qb])};
 #pragma unroll
         for (int ni = 0; ni < S::NI; ni++) {
-            const int     tile = th * S::NI + ni;
-            const int     n = 8 * tile + g, c = 8 * tile + 2 * q; /* c, c + 1: this lane's tokens */
-            const int8_t *xh = st + S::X_OFF + n * S::XLD + 32 * qb, *xl = xh + 32 * SQ_BQ;
-            const int     h0 = *(const int *)(xh + 4 * q), h1 = *(const int *)(xh + 16 + 4 * q);
-            const int     l0 = *(const int *)(xl + 4 * q), l1 = *(const int *)(xl + 16 + 4 * q);
-            const float   sx[2] = {xs[SQ_BQ * c + qb].x, xs[SQ_BQ * (c + 1) + qb].x};
-            int           sh[4] = {0, 0, 0, 0}, sl[4] = {0, 0, 0, 0};
-            gpu_imma_16x8x32(sh, a, h0, h1);
-            gpu_imma_16x8x32(sl, a, l0, l1);
+            const int tile = th * S::NI + ni, c = 8 * tile + 2 * q; /* c, c + 1: this lane's tokens */
+            uint32_t  b[4]; /* hi bytes 4q .., 16 + 4q .. of token 8 tile + g; lo the same */
+            gpu_ldsm_x4(b, xr + 8 * tile * S::XLD + 32 * qb);
+            const float4 s4    = *(const float4 *)(xs + NT * qb + c); /* (d, d · S) of tokens c, c + 1 */
+            const float  sx[2] = {s4.x, s4.z};
+            int          sh[4] = {0, 0, 0, 0}, sl[4] = {0, 0, 0, 0};
+            gpu_imma_16x8x32(sh, a, (int)b[0], (int)b[1]);
+            gpu_imma_16x8x32(sl, a, (int)b[2], (int)b[3]);
 #pragma unroll
             for (int e = 0; e < 4; e++) /* element e: row r (+ 8 from e = 2), token c + e % 2 */
                 acc[ni][e] += sw[e / 2] * sx[e % 2] * (float)(256 * sh[e] + sl[e]);

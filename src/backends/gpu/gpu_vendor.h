@@ -105,6 +105,10 @@ static __device__ __forceinline__ void gpu_imma_16x8x32(int c[4], const int a[4]
 {
     (void)c, (void)a, (void)b0, (void)b1;
 }
+static __device__ __forceinline__ void gpu_ldsm_x4(uint32_t r[4], const void *row)
+{
+    (void)row, r[0] = r[1] = r[2] = r[3] = 0;
+}
 static __device__ __forceinline__ void gpu_hmma_16x8x16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
 {
     (void)c, (void)a, (void)b0, (void)b1;
@@ -230,6 +234,21 @@ static __device__ __forceinline__ uint16_t gpu_f16_bits(float v) { return __half
 #define CELER_GPU_IMMA_HERE 0
 #endif
 static inline bool gpu_imma_ok(const gpuDeviceProp *p) { return p->major >= 8; }
+
+/* Four 8 x 16-byte matrices from shared memory, one warp (ldmatrix .x4): lanes 8i .. 8i + 7 give
+ * the rows of matrix i (16-byte aligned), and lane 4g + q gets word q of row g of matrix i in
+ * r[i] — the operand layout of mma (below). sm_80 and later here (with the integer products). */
+static __device__ __forceinline__ void gpu_ldsm_x4(uint32_t r[4], const void *row)
+{
+#if CELER_GPU_IMMA_HERE
+    const unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+#else
+    (void)row, r[0] = r[1] = r[2] = r[3] = 0;
+#endif
+}
 
 /* c (16x8 int32) += a (16x32 signed bytes) · b (32x8 signed bytes), one warp; the registers hold
  * a warp's share as the PTX ISA lays out mma.m16n8k32 (gpu_mmq.cu says which elements). */
