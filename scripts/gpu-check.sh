@@ -9,7 +9,8 @@
 #            steps too), CELER_GPU_BLAS_FROM=0 (long products off cuBLAS: the tiled f32 kernel),
 #            CELER_GPU_ATT_CHUNK=32 (decode attention in many splits, merged),
 #            CELER_GPU_BLAS_PASSES=1 and =3 (the BLAS path in one and in three f16 passes) and
-#            CELER_GPU_KV_F16=1 (the KV cache in f16); test_gpu_moe with CELER_GPU_MOE_STREAM=0 and
+#            CELER_GPU_KV_F16=1 (the KV cache in f16) and CELER_GPU_MVQ_STAGED=1 (one-token Q4_0
+#            products through shared memory); test_gpu_moe with CELER_GPU_MOE_STREAM=0 and
 #            =100000 (every expert group on the tiled, then on the streaming matrix-unit kernel)
 #   verify   celer verify --backend cuda --against cpu: the tiny MLX models of tests/data/mlx_dirs
 #            and synthetic GGUF models of every weight type (small shapes)
@@ -99,7 +100,7 @@ step_test() {
     # the ops and the ports again under settings that move them to other kernels
     local v
     for v in "CELER_GPU_MMQ_FROM=0" "CELER_GPU_BLAS_FROM=0" "CELER_GPU_ATT_CHUNK=32" "CELER_GPU_BLAS_PASSES=1" \
-        "CELER_GPU_BLAS_PASSES=3" "CELER_GPU_KV_F16=1"; do
+        "CELER_GPU_BLAS_PASSES=3" "CELER_GPU_KV_F16=1" "CELER_GPU_MVQ_STAGED=1"; do
         for t in test_gpu_ops test_gpu_ports; do
             env "$v" "$B/$t" >"$OUT/logs/$t-${v#CELER_GPU_}.log" 2>&1
             result "$t, $v" "$([ $? = 0 ] && echo passed || echo FAILED)"

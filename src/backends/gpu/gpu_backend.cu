@@ -363,6 +363,8 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->blas_chunk   = (size_t)(mb * 1048576.0);
     const char *fl  = getenv("CELER_GPU_FLASH"); /* 0: prefill attention off the matrix units */
     g->flash_off    = fl && !strcmp(fl, "0");
+    const char *mv  = getenv("CELER_GPU_MVQ_STAGED"); /* 1: an experiment (gpu_matvec.cu) */
+    g->mvq_staged   = mv && !strcmp(mv, "1");
     const char *ac  = getenv("CELER_GPU_ATT_CHUNK"); /* positions, 16 .. 65536 (for comparisons; att_split.h) */
     g->att_chunk    = ac && atoi(ac) >= 16 && atoi(ac) <= 65536 ? atoi(ac) : 0;
     const char *kf  = getenv("CELER_GPU_KV_F16"); /* 1: f16 keys and values (not yet the default: unmeasured) */

@@ -60,6 +60,7 @@ typedef struct {
     struct gpu_blas *blas; /* its handle and scratch (gpu_blas.cu), made by the first product that takes it */
     bool     flash_off;   /* CELER_GPU_FLASH=0: prefill attention without the matrix units */
     int32_t  att_chunk;   /* CELER_GPU_ATT_CHUNK: decode attention's keys a split (0: by the context, att_split.h) */
+    bool     mvq_staged;  /* CELER_GPU_MVQ_STAGED=1: one-token Q4_0 products through shared memory (gpu_matvec.cu) */
     bool     kv_f16;      /* CELER_GPU_KV_F16=1: the KV cache holds f16 values (gpu_kv.cuh) */
     bool     early;       /* kernels launched while the one before runs (gpu_dep_enter; CELER_GPU_EARLY=0: off) */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */

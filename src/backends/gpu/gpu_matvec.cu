@@ -451,6 +451,98 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS) k_mmvq(mv_set set, gpu_xq x,
             }
 }
 
+/* ---- one-token Q4_0 products through shared memory (CELER_GPU_MVQ_STAGED=1) ---------------- */
+
+/* An experiment beside k_mmvq, which holds a lane's units in registers: there the bytes in flight
+ * are bounded by the registers (101 a thread, 16 warps an SM) and each warp waits on its loads,
+ * then computes with none in flight. Here a block of 4 warps (MS_ROWS rows, MVQ_ROWS a warp)
+ * streams its rows through MS_STAGES shared-memory stages of MS_UNITS units a row by
+ * asynchronous copies, MS_STAGES - 1 stages ahead (the first ones before the wait for the kernel
+ * before: no kernel writes weights), and computes from them: a lane takes the same units, in the
+ * same order, through the same units_dot as k_mmvq's one-token pass, so the sums are the same. For
+ * rows whose units are a whole number of 8 (16-byte pieces of scales) on a warp of 32. */
+enum { MS_ROWS = MVQ_ROWS * 4, MS_UNITS = 32, MS_STAGES = 4 };
+enum { MS_CODES = MS_ROWS * MS_UNITS * 16, MS_STAGE = MS_CODES + MS_ROWS * MS_UNITS * 2 };
+
+/* Stage s of rows r0 .. r0 + MS_ROWS into st: codes row by row, then the rows' f16 scales. */
+static __device__ __forceinline__ void ms_issue(uint8_t *st, const gpu_wdesc &w, int64_t r0, int64_t nu, int64_t s,
+                                                int tid)
+{
+#pragma unroll
+    for (int j = 0; j < MS_ROWS * MS_UNITS / MVQ_THREADS; j++) { /* a unit's 16 code bytes a piece */
+        const int     i = tid + MVQ_THREADS * j, rr = i / MS_UNITS, p = i % MS_UNITS;
+        const int64_t r = r0 + rr, u = s * MS_UNITS + p;
+        const bool    ok = r < w.rows && u < nu;
+        gpu_cp_async16(st + 16 * i, ok ? w.data + r * w.row_bytes + 16 * u : w.data, ok);
+    }
+    if (tid < MS_ROWS * MS_UNITS / 8) { /* 8 units' scales a piece */
+        const int     rr = tid / (MS_UNITS / 8), p = tid % (MS_UNITS / 8);
+        const int64_t r = r0 + rr, u = s * MS_UNITS + 8 * p;
+        const bool    ok = r < w.rows && u < nu;
+        gpu_cp_async16(st + MS_CODES + 16 * tid, ok ? w.data + r * w.row_bytes + w.scales_off + 2 * u : w.data, ok);
+    }
+    gpu_cp_commit();
+}
+
+__global__ void __launch_bounds__(MVQ_THREADS) k_mvq_staged(mv_set set, gpu_xq x)
+{
+    gpu_dep_deferred(); /* the first stages' copies are issued before the wait */
+    extern __shared__ __align__(16) uint8_t ms_smem[];
+    int k = 0;
+#pragma unroll
+    for (int i = 1; i < GPU_MVQ_SET; i++) k += blockIdx.x >= set.b0[i];
+    const gpu_wdesc &w    = set.w[k];
+    const int        tid = threadIdx.x, lane = tid % 32, grp = tid / 32;
+    const int64_t    r0 = (int64_t)(blockIdx.x - set.b0[k]) * MS_ROWS, nu = w.cols / 32;
+    const int64_t    nst = (nu + MS_UNITS - 1) / MS_UNITS;
+    float            acc[MVQ_ROWS][1];
+#pragma unroll
+    for (int i = 0; i < MVQ_ROWS; i++) acc[i][0] = 0.0f;
+    for (int s = 0; s < MS_STAGES - 1; s++) { /* a group per stage, empty past the end: the waits count groups */
+        if (s < nst) ms_issue(ms_smem + s * MS_STAGE, w, r0, nu, s, tid);
+        else gpu_cp_commit();
+    }
+    gpu_dep_enter(); /* the kernel before wrote x and, with add, y */
+    for (int64_t it = 0; it < nst; it++) {
+        gpu_cp_wait<MS_STAGES - 2>(); /* stage it has landed (this thread's copies) */
+        __syncthreads();              /* everyone's; and stage it - 1 is no longer read */
+        const int64_t nx = it + MS_STAGES - 1;
+        if (nx < nst) ms_issue(ms_smem + (nx % MS_STAGES) * MS_STAGE, w, r0, nu, nx, tid);
+        else gpu_cp_commit();
+        const uint8_t *st = ms_smem + (it % MS_STAGES) * MS_STAGE;
+        const int64_t  u  = it * MS_UNITS + lane;
+        if (u >= nu) continue; /* a short last stage */
+        raw_unit ru[MVQ_ROWS];
+#pragma unroll
+        for (int i = 0; i < MVQ_ROWS; i++) {
+            const int rr = MVQ_ROWS * grp + i;
+            ru[i].v[0]   = *(const uint4 *)(st + 16 * (rr * MS_UNITS + lane));
+            ru[i].h[0]   = *(const uint16_t *)(st + MS_CODES + 2 * (rr * MS_UNITS + lane));
+            ru[i].h[1]   = 0;
+        }
+        units_dot<GPU_Q4_0, 1>(w, ru, u, x, 1, acc);
+    }
+#pragma unroll
+    for (int i = 0; i < MVQ_ROWS; i++) {
+        const float   v = gpu_warp_sum(acc[i][0]);
+        const int64_t r = r0 + MVQ_ROWS * grp + i;
+        if (lane == 0 && r < w.rows) {
+            float *o = &set.y[k][r];
+            *o       = set.add ? __fadd_rn(*o, v) : v;
+        }
+    }
+}
+
+/* Whether the staged kernel takes a one-token product of these weights (Q4_0, rows of a whole
+ * number of 8 units, a warp of 32). */
+static bool ms_takes(const gpu_backend *g, const gpu_wdesc *w, int n, int fmt)
+{
+    if (!g->mvq_staged || fmt != GPU_Q4_0 || g->prop.warpSize != 32) return false;
+    for (int i = 0; i < n; i++)
+        if (w[i].cols % 256) return false;
+    return true;
+}
+
 /* ---- dispatch ------------------------------------------------------------------------------- */
 
 typedef void (*mmvq_fn)(mv_set, gpu_xq, int, int64_t, gpu_mv_sel);
@@ -511,6 +603,9 @@ static celer_status mvq_launch(gpu_backend *g, const gpu_wdesc *w, int n, int fm
         return GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[t1], dim3((unsigned)total, (unsigned)n_sel), t1_threads, 0,
                                      set, *xq, 1, (int64_t)0, *sel);
     const gpu_mv_sel none = {NULL, 1, 0};
+    if (T == 1 && ms_takes(g, w, n, fmt)) /* blocks of MS_ROWS rows: as the grid above counts them */
+        return GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_staged", k_mvq_staged, (unsigned)total, MVQ_THREADS,
+                                     (size_t)MS_STAGES * MS_STAGE, set, *xq);
     for (int64_t t0 = 0; t0 < T; t0 += GPU_MVQ_TOKENS) {
         const int nt = (int)(T - t0 < (int64_t)GPU_MVQ_TOKENS ? T - t0 : (int64_t)GPU_MVQ_TOKENS);
         const int ix = nt == 1 ? t1 : nt == 2 ? 1 : nt <= 4 ? 2 : 3;
