@@ -258,10 +258,10 @@ template <int F, int NT> struct sq_shape {
  * column block k0. Its pieces of a kind are THREADS apart in the kind's order, so they differ
  * by a fixed number of rows or tokens: a piece's source is the kind's base (piece 0 at k0 = 0)
  * plus a stride the whole block shares, its place in a stage a constant, and whether its row or
- * token exists a bit of `ok` (a piece without one copies zeros from the matrix's first byte, as
- * before). Worked out once a block: the copies' index arithmetic at every
- * stage, in loops the compiler could not unroll, was as many instructions as the products (ncu
- * on the 8B's batch of 32: 32 instructions an mma). */
+ * token exists a bit of `ok` (a piece without one copies zeros, reading nothing). Worked out
+ * once a block: the copies' index arithmetic at every stage, in loops the compiler could not
+ * unroll, was as many instructions as the products (ncu on the 8B's batch of 32: 32
+ * instructions an mma). */
 template <int F, int NT> struct sq_copies {
     typedef sq_shape<F, NT> S;
     static constexpr int CPR = SQ_BQ * S::WB / 16;                            /* 16-byte pieces of a row's codes */
