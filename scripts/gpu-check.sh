@@ -9,9 +9,10 @@
 #            steps too), CELER_GPU_BLAS_FROM=0 (long products off cuBLAS: the tiled f32 kernel),
 #            CELER_GPU_ATT_CHUNK=32 (decode attention in many splits, merged),
 #            CELER_GPU_BLAS_PASSES=1 and =3 (the BLAS path in one and in three f16 passes) and
-#            CELER_GPU_KV_F16=1 (the KV cache in f16) and CELER_GPU_MVQ_STAGED=1 (one-token Q4_0
+#            CELER_GPU_KV_F16=1 (the KV cache in f16), CELER_GPU_MVQ_STAGED=1 (one-token Q4_0
 #            products through shared memory); test_gpu_moe with CELER_GPU_MOE_STREAM=0 and
-#            =100000 (every expert group on the tiled, then on the streaming matrix-unit kernel)
+#            =100000 (every expert group on the tiled, then on the streaming matrix-unit kernel).
+#            TEST_JOBS (default 6) of these run at once
 #   verify   celer verify --backend cuda --against cpu: the tiny MLX models of tests/data/mlx_dirs
 #            and synthetic GGUF models of every weight type (small shapes)
 #   big      synthetic Llama-3.1-8B and Qwen3-30B-A3B Q4_0 (celer synth): celer verify, and
@@ -79,37 +80,58 @@ step_build() {
     sed -n '1,40p' "$OUT/logs/info.txt"
 }
 
+# A test program in the background (at most TEST_JOBS at once, default 6: the GPU and the cores
+# have room, and the test step's two dozen runs took ~2 minutes one after another), its output
+# into the log and its exit status into log.rc.
+bg_test() {
+    local log=$1
+    shift
+    while [ "$(jobs -rp | wc -l)" -ge "${TEST_JOBS:-6}" ]; do wait -n; done
+    ( "$@" >"$log" 2>&1; echo $? >"$log.rc" ) &
+}
+bg_rc() { cat "$1.rc" 2>/dev/null || echo 255; }
+
 step_test() {
+    local t v have_cs=0
+    command -v compute-sanitizer >/dev/null && have_cs=1
     for t in test_ports test_batcher; do # the batcher's engine takes the GPU (auto): mixed batches there
-        "$B/$t" >"$OUT/logs/$t.log" 2>&1
-        result "$t" "$([ $? = 0 ] && echo passed || echo FAILED)"
+        bg_test "$OUT/logs/$t.log" "$B/$t"
     done
-    local t rc
     for t in test_gpu_ops test_gpu_ports test_gpu_moe; do
-        "$B/$t" >"$OUT/logs/$t.log" 2>&1
-        result "$t" "$([ $? = 0 ] && echo passed || echo FAILED) ($(grep -c '' "$OUT/logs/$t.log") lines)"
+        bg_test "$OUT/logs/$t.log" "$B/$t"
+        [ $have_cs = 1 ] && bg_test "$OUT/logs/memcheck-$t.log" compute-sanitizer --tool memcheck --error-exitcode 9 "$B/$t"
+    done
+    # the ops and the ports again under settings that move them to other kernels
+    local variants=("CELER_GPU_MMQ_FROM=0" "CELER_GPU_BLAS_FROM=0" "CELER_GPU_ATT_CHUNK=32" "CELER_GPU_BLAS_PASSES=1"
+        "CELER_GPU_BLAS_PASSES=3" "CELER_GPU_KV_F16=1" "CELER_GPU_MVQ_STAGED=1")
+    for v in "${variants[@]}"; do
+        for t in test_gpu_ops test_gpu_ports; do bg_test "$OUT/logs/$t-${v#CELER_GPU_}.log" env "$v" "$B/$t"; done
+    done
+    # the experts' grouped products all on the tiled kernel, then all on the streaming one
+    local moe=("CELER_GPU_MOE_STREAM=0" "CELER_GPU_MOE_STREAM=100000")
+    for v in "${moe[@]}"; do bg_test "$OUT/logs/test_gpu_moe-${v#CELER_GPU_}.log" env "$v" "$B/test_gpu_moe"; done
+    wait
+    for t in test_ports test_batcher; do
+        result "$t" "$([ "$(bg_rc "$OUT/logs/$t.log")" = 0 ] && echo passed || echo FAILED)"
+    done
+    for t in test_gpu_ops test_gpu_ports test_gpu_moe; do
+        result "$t" "$([ "$(bg_rc "$OUT/logs/$t.log")" = 0 ] && echo passed || echo FAILED) ($(grep -c '' "$OUT/logs/$t.log") lines)"
         tail -5 "$OUT/logs/$t.log"
-        if command -v compute-sanitizer >/dev/null; then
-            compute-sanitizer --tool memcheck --error-exitcode 9 "$B/$t" >"$OUT/logs/memcheck-$t.log" 2>&1
-            rc=$?
-            result "memcheck $t" "$([ $rc = 0 ] && echo clean || echo "FAILED rc=$rc") ($(grep -m1 'ERROR SUMMARY' "$OUT/logs/memcheck-$t.log"))"
+        if [ $have_cs = 1 ]; then
+            local rc
+            rc=$(bg_rc "$OUT/logs/memcheck-$t.log")
+            result "memcheck $t" "$([ "$rc" = 0 ] && echo clean || echo "FAILED rc=$rc") ($(grep -m1 'ERROR SUMMARY' "$OUT/logs/memcheck-$t.log"))"
         else
             result "memcheck $t" "compute-sanitizer not found"
         fi
     done
-    # the ops and the ports again under settings that move them to other kernels
-    local v
-    for v in "CELER_GPU_MMQ_FROM=0" "CELER_GPU_BLAS_FROM=0" "CELER_GPU_ATT_CHUNK=32" "CELER_GPU_BLAS_PASSES=1" \
-        "CELER_GPU_BLAS_PASSES=3" "CELER_GPU_KV_F16=1" "CELER_GPU_MVQ_STAGED=1"; do
+    for v in "${variants[@]}"; do
         for t in test_gpu_ops test_gpu_ports; do
-            env "$v" "$B/$t" >"$OUT/logs/$t-${v#CELER_GPU_}.log" 2>&1
-            result "$t, $v" "$([ $? = 0 ] && echo passed || echo FAILED)"
+            result "$t, $v" "$([ "$(bg_rc "$OUT/logs/$t-${v#CELER_GPU_}.log")" = 0 ] && echo passed || echo FAILED)"
         done
     done
-    # the experts' grouped products all on the tiled kernel, then all on the streaming one
-    for v in "CELER_GPU_MOE_STREAM=0" "CELER_GPU_MOE_STREAM=100000"; do
-        env "$v" "$B/test_gpu_moe" >"$OUT/logs/test_gpu_moe-${v#CELER_GPU_}.log" 2>&1
-        result "test_gpu_moe, $v" "$([ $? = 0 ] && echo passed || echo FAILED)"
+    for v in "${moe[@]}"; do
+        result "test_gpu_moe, $v" "$([ "$(bg_rc "$OUT/logs/test_gpu_moe-${v#CELER_GPU_}.log")" = 0 ] && echo passed || echo FAILED)"
     done
 }
 
