@@ -7,7 +7,8 @@
  * three weights of one input share a launch (celer_port_matmuls).
  *
  * Formats without a kernel here (F32, F16, BF16, MLX affine 2/3/5/6, mxfp4, mxfp8, nvfp4) take
- * the float decode kernel of gpu_matmul.cu. */
+ * the float decode kernel of gpu_matmul.cu. An experiment, off by default: one-token Q4_0 passes
+ * through shared memory instead of registers (k_mvq_staged, CELER_GPU_MVQ_STAGED=1). */
 #include "backends/gpu/gpu_matvec.h"
 
 #include <string.h>
