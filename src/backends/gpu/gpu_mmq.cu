@@ -251,7 +251,8 @@ template <int F, int NT> struct sq_shape {
     static constexpr int NI     = NT / 8 / HALVES;          /* a warp's 8-token tiles */
     /* blocks an SM as the stages' shared memory allows on sm_90 (227 KB, 1 KB a block reserved): the
      * registers a thread may take, so that they do not allow fewer */
-    static constexpr int BLOCKS = 227 * 1024 / (SQ_STAGES * STAGE + 1024) > 1 ? 227 * 1024 / (SQ_STAGES * STAGE + 1024) : 1;
+    static constexpr int FIT    = 227 * 1024 / (SQ_STAGES * STAGE + 1024);
+    static constexpr int BLOCKS = FIT > 1 ? FIT : 1;
 };
 
 /* A thread's share of every stage's copies, the same at each stage but for the stage's first
@@ -268,13 +269,15 @@ template <int F, int NT> struct sq_copies {
     static constexpr int NW  = (SQ_ROWS * CPR + S::THREADS - 1) / S::THREADS; /* a thread's pieces of each kind */
     static constexpr int NX  = (NT * SQ_BQ * 4 + S::THREADS - 1) / S::THREADS;
     static constexpr int NS  = (NT * SQ_BQ + S::THREADS - 1) / S::THREADS;
-    static constexpr int RW = S::THREADS / CPR, TX = S::THREADS / (4 * SQ_BQ), TS = S::THREADS / SQ_BQ; /* rows, tokens apart */
-    static_assert(S::THREADS % (4 * SQ_BQ) == 0 && S::THREADS % CPR == 0, "pieces of a kind a whole number of rows apart");
+    /* rows, tokens apart */
+    static constexpr int RW = S::THREADS / CPR, TX = S::THREADS / (4 * SQ_BQ), TS = S::THREADS / SQ_BQ;
+    static_assert(S::THREADS % (4 * SQ_BQ) == 0 && S::THREADS % CPR == 0, "pieces a whole number of rows apart");
     static_assert(NW <= 8 && NX <= 8 && NS <= 8, "ok's bytes");
     const uint8_t *w, *ws; /* piece 0's codes; the row's scales (threads below SQ_ROWS) */
     const int8_t  *x;
     const float2  *s;
-    uint32_t       ok; /* bit j: weight piece j's row exists, 8 + j: token piece j's, 16 + j: scale piece j's, 24: ws's */
+    uint32_t       ok; /* bit j: weight piece j's row exists; 8 + j: token piece j's; 16 + j: scale piece j's;
+                        * 24: ws's */
 };
 
 template <int F, int NT>
@@ -387,8 +390,8 @@ static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int 
 /* Rows blockIdx.x · SQ_ROWS .. of w by the T (at most NT) tokens of x, column blocks kz0 ..
  * kend, into y (with add: added to it). */
 template <int F, int NT>
-static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq &x, int64_t T, int64_t kz0, int64_t kend,
-                                               float *__restrict__ y, int add)
+static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq &x, int64_t T, int64_t kz0,
+                                               int64_t kend, float *__restrict__ y, int add)
 {
     extern __shared__ __align__(16) int8_t sq_smem[];
     typedef sq_shape<F, NT> S;
@@ -425,7 +428,8 @@ static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq 
 
 /* Columns blocks kz0 .. kz0 + kper of part blockIdx.z, into y + blockIdx.z · T · rows. */
 template <int F, int NT>
-__global__ void __launch_bounds__((sq_shape<F, NT>::THREADS), (sq_shape<F, NT>::BLOCKS)) /* parenthesized: HIP's macro splits at commas */
+/* (launch bounds parenthesized: HIP's macro splits at commas) */
+__global__ void __launch_bounds__((sq_shape<F, NT>::THREADS), (sq_shape<F, NT>::BLOCKS))
     k_mmq_s(gpu_wdesc w, gpu_xq x, int64_t T, int64_t kper, float *__restrict__ y, int add)
 {
     gpu_dep_enter();
