@@ -9,8 +9,8 @@
 #            steps too), CELER_GPU_BLAS_FROM=0 (long products off cuBLAS: the tiled f32 kernel),
 #            CELER_GPU_ATT_CHUNK=32 (decode attention in many splits, merged),
 #            CELER_GPU_BLAS_PASSES=1 and =3 (the BLAS path in one and in three f16 passes) and
-#            CELER_GPU_KV_F16=1 (the KV cache in f16), CELER_GPU_MVQ_STAGED=1 (one-token Q4_0
-#            products through shared memory); test_gpu_moe with CELER_GPU_MOE_STREAM=0 and
+#            CELER_GPU_KV_F16=1 (the KV cache in f16), CELER_GPU_MVQ_STAGED=1 (one-token products
+#            of the SPLIT formats through shared memory); test_gpu_moe with CELER_GPU_MOE_STREAM=0 and
 #            =100000 (every expert group on the tiled, then on the streaming matrix-unit kernel).
 #            TEST_JOBS (default 6) of these run at once
 #   verify   celer verify --backend cuda --against cpu: the tiny MLX models of tests/data/mlx_dirs

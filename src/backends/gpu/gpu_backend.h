@@ -51,6 +51,7 @@ typedef struct {
     gpu_buf  d_route; /* the fused MoE router's count of blocks done (gpu_matvec_plain.cu) */
     gpu_buf  d_attn; /* decode attention's splits (gpu_attention.cu) */
     unsigned sq_smem_set; /* gpu_mmq.cu's streaming kernels allowed their shared memory (a bit each) */
+    unsigned ms_smem_set; /* gpu_matvec.cu's staged kernels allowed theirs */
     int      mmq_from;    /* steps of more tokens take the integer matrix units (gpu_mmq.h) */
     int      moe_stream;  /* expert groups of at most this many tokens take the streaming kernel (gpu_mmq.h) */
     int      blas_from;   /* Q4_0/Q8_0 steps of this many tokens take the vendor BLAS; 0: none does (gpu_blas.h) */
@@ -60,7 +61,7 @@ typedef struct {
     struct gpu_blas *blas; /* its handle and scratch (gpu_blas.cu), made by the first product that takes it */
     bool     flash_off;   /* CELER_GPU_FLASH=0: prefill attention without the matrix units */
     int32_t  att_chunk;   /* CELER_GPU_ATT_CHUNK: decode attention's keys a split (0: by the context, att_split.h) */
-    bool     mvq_staged;  /* CELER_GPU_MVQ_STAGED=1: one-token Q4_0 products through shared memory (gpu_matvec.cu) */
+    bool     mvq_staged;  /* CELER_GPU_MVQ_STAGED=1: one-token products through shared memory (gpu_matvec.cu) */
     bool     kv_f16;      /* CELER_GPU_KV_F16=1: the KV cache holds f16 values (gpu_kv.cuh) */
     bool     early;       /* kernels launched while the one before runs (gpu_dep_enter; CELER_GPU_EARLY=0: off) */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */

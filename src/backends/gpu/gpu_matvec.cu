@@ -7,8 +7,9 @@
  * three weights of one input share a launch (celer_port_matmuls).
  *
  * Formats without a kernel here (F32, F16, BF16, MLX affine 2/3/5/6, mxfp4, mxfp8, nvfp4) take
- * the float decode kernel of gpu_matmul.cu. An experiment, off by default: one-token Q4_0 passes
- * through shared memory instead of registers (k_mvq_staged, CELER_GPU_MVQ_STAGED=1). */
+ * the float decode kernel of gpu_matmul.cu. An experiment, off by default: one-token passes of
+ * the SPLIT formats through shared memory instead of registers (k_mvq_staged,
+ * CELER_GPU_MVQ_STAGED=1). */
 #include "backends/gpu/gpu_matvec.h"
 
 #include <string.h>
@@ -452,7 +453,7 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS) k_mmvq(mv_set set, gpu_xq x,
             }
 }
 
-/* ---- one-token Q4_0 products through shared memory (CELER_GPU_MVQ_STAGED=1) ---------------- */
+/* ---- one-token products through shared memory (CELER_GPU_MVQ_STAGED=1) --------------------- */
 
 /* An experiment beside k_mmvq, which holds a lane's units in registers: there the bytes in flight
  * are bounded by the registers (101 a thread, 16 warps an SM) and each warp waits on its loads,
@@ -460,35 +461,51 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS) k_mmvq(mv_set set, gpu_xq x,
  * streams its rows through MS_STAGES shared-memory stages of MS_UNITS units a row by
  * asynchronous copies, MS_STAGES - 1 stages ahead (the first ones before the wait for the kernel
  * before: no kernel writes weights), and computes from them: a lane takes the same units, in the
- * same order, through the same units_dot as k_mmvq's one-token pass, so the sums are the same. For
- * rows whose units are a whole number of 8 (16-byte pieces of scales) on a warp of 32. */
+ * same order, through the same unit_load and units_dot as k_mmvq's one-token pass (reading the
+ * stage as if it were the row), so the sums are the same. For the SPLIT formats whose units are
+ * their code bytes and a header each (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0), rows of a whole number of 8
+ * units (every 16-byte piece of a stage then lies within its row), on a warp of 32. */
 enum { MS_ROWS = MVQ_ROWS * 4, MS_UNITS = 32, MS_STAGES = 4 };
-enum { MS_CODES = MS_ROWS * MS_UNITS * 16, MS_STAGE = MS_CODES + MS_ROWS * MS_UNITS * 2 };
 
-/* Stage s of rows r0 .. r0 + MS_ROWS into st: codes row by row, then the rows' f16 scales. */
+template <int F> struct ms_shape {
+    static constexpr int CB    = F == GPU_Q8_0 ? 32 : 16; /* code bytes of a unit */
+    static constexpr int HB    = F == GPU_Q4_0 || F == GPU_Q8_0 ? 2 : F == GPU_Q4_1 ? 4 : F == GPU_Q5_0 ? 6 : 8;
+    static constexpr int CODES = MS_ROWS * MS_UNITS * CB; /* a stage: codes row by row, then headers */
+    static constexpr int STAGE = CODES + MS_ROWS * MS_UNITS * HB;
+    static constexpr int BYTES = MS_STAGES * STAGE;       /* 37 KB (Q4_0) to 68 KB (Q8_0) a block */
+};
+
+/* Stage s of rows r0 .. r0 + MS_ROWS into st. */
+template <int F>
 static __device__ __forceinline__ void ms_issue(uint8_t *st, const gpu_wdesc &w, int64_t r0, int64_t nu, int64_t s,
                                                 int tid)
 {
+    typedef ms_shape<F> S;
+    constexpr int CP = MS_UNITS * S::CB / 16, HP = MS_UNITS * S::HB / 16; /* 16-byte pieces of a row */
 #pragma unroll
-    for (int j = 0; j < MS_ROWS * MS_UNITS / MVQ_THREADS; j++) { /* a unit's 16 code bytes a piece */
-        const int     i = tid + MVQ_THREADS * j, rr = i / MS_UNITS, p = i % MS_UNITS;
-        const int64_t r = r0 + rr, u = s * MS_UNITS + p;
-        const bool    ok = r < w.rows && u < nu;
-        gpu_cp_async16(st + 16 * i, ok ? w.data + r * w.row_bytes + 16 * u : w.data, ok);
+    for (int j = 0; j < (MS_ROWS * CP + MVQ_THREADS - 1) / MVQ_THREADS; j++) {
+        const int     i = tid + MVQ_THREADS * j, rr = i / CP, p = i % CP;
+        const int64_t r = r0 + rr, b = s * MS_UNITS * S::CB + 16 * p; /* the piece's first byte in the row */
+        const bool    ok = i < MS_ROWS * CP && r < w.rows && b < nu * S::CB;
+        if (i < MS_ROWS * CP) gpu_cp_async16(st + 16 * i, ok ? w.data + r * w.row_bytes + b : w.data, ok);
     }
-    if (tid < MS_ROWS * MS_UNITS / 8) { /* 8 units' scales a piece */
-        const int     rr = tid / (MS_UNITS / 8), p = tid % (MS_UNITS / 8);
-        const int64_t r = r0 + rr, u = s * MS_UNITS + 8 * p;
-        const bool    ok = r < w.rows && u < nu;
-        gpu_cp_async16(st + MS_CODES + 16 * tid, ok ? w.data + r * w.row_bytes + w.scales_off + 2 * u : w.data, ok);
+#pragma unroll
+    for (int j = 0; j < (MS_ROWS * HP + MVQ_THREADS - 1) / MVQ_THREADS; j++) {
+        const int     i = tid + MVQ_THREADS * j, rr = i / HP, p = i % HP;
+        const int64_t r = r0 + rr, b = s * MS_UNITS * S::HB + 16 * p;
+        const bool    ok = i < MS_ROWS * HP && r < w.rows && b < nu * S::HB;
+        if (i < MS_ROWS * HP)
+            gpu_cp_async16(st + S::CODES + 16 * i, ok ? w.data + r * w.row_bytes + w.scales_off + b : w.data, ok);
     }
     gpu_cp_commit();
 }
 
+template <int F>
 __global__ void __launch_bounds__(MVQ_THREADS) k_mvq_staged(mv_set set, gpu_xq x)
 {
     gpu_dep_deferred(); /* the first stages' copies are issued before the wait */
     extern __shared__ __align__(16) uint8_t ms_smem[];
+    typedef ms_shape<F> S;
     int k = 0;
 #pragma unroll
     for (int i = 1; i < GPU_MVQ_SET; i++) k += blockIdx.x >= set.b0[i];
@@ -500,7 +517,7 @@ __global__ void __launch_bounds__(MVQ_THREADS) k_mvq_staged(mv_set set, gpu_xq x
 #pragma unroll
     for (int i = 0; i < MVQ_ROWS; i++) acc[i][0] = 0.0f;
     for (int s = 0; s < MS_STAGES - 1; s++) { /* a group per stage, empty past the end: the waits count groups */
-        if (s < nst) ms_issue(ms_smem + s * MS_STAGE, w, r0, nu, s, tid);
+        if (s < nst) ms_issue<F>(ms_smem + s * S::STAGE, w, r0, nu, s, tid);
         else gpu_cp_commit();
     }
     gpu_dep_enter(); /* the kernel before wrote x and, with add, y */
@@ -508,20 +525,21 @@ __global__ void __launch_bounds__(MVQ_THREADS) k_mvq_staged(mv_set set, gpu_xq x
         gpu_cp_wait<MS_STAGES - 2>(); /* stage it has landed (this thread's copies) */
         __syncthreads();              /* everyone's; and stage it - 1 is no longer read */
         const int64_t nx = it + MS_STAGES - 1;
-        if (nx < nst) ms_issue(ms_smem + (nx % MS_STAGES) * MS_STAGE, w, r0, nu, nx, tid);
+        if (nx < nst) ms_issue<F>(ms_smem + (nx % MS_STAGES) * S::STAGE, w, r0, nu, nx, tid);
         else gpu_cp_commit();
-        const uint8_t *st = ms_smem + (it % MS_STAGES) * MS_STAGE;
+        const uint8_t *st = ms_smem + (it % MS_STAGES) * S::STAGE;
         const int64_t  u  = it * MS_UNITS + lane;
         if (u >= nu) continue; /* a short last stage */
-        raw_unit ru[MVQ_ROWS];
+        raw_unit  ru[MVQ_ROWS];
+        gpu_wdesc sw = w; /* the stage read as a row: its unit `lane`, the header at scales_off + HB · lane */
 #pragma unroll
         for (int i = 0; i < MVQ_ROWS; i++) {
-            const int rr = MVQ_ROWS * grp + i;
-            ru[i].v[0]   = *(const uint4 *)(st + 16 * (rr * MS_UNITS + lane));
-            ru[i].h[0]   = *(const uint16_t *)(st + MS_CODES + 2 * (rr * MS_UNITS + lane));
-            ru[i].h[1]   = 0;
+            const int      rr  = MVQ_ROWS * grp + i;
+            const uint8_t *row = st + rr * MS_UNITS * S::CB;
+            sw.scales_off      = S::CODES + rr * MS_UNITS * S::HB - rr * MS_UNITS * S::CB;
+            ru[i]              = unit_load<F>(sw, row, lane);
         }
-        units_dot<GPU_Q4_0, 1>(w, ru, u, x, 1, acc);
+        units_dot<F, 1>(w, ru, u, x, 1, acc);
     }
 #pragma unroll
     for (int i = 0; i < MVQ_ROWS; i++) {
@@ -534,14 +552,37 @@ __global__ void __launch_bounds__(MVQ_THREADS) k_mvq_staged(mv_set set, gpu_xq x
     }
 }
 
-/* Whether the staged kernel takes a one-token product of these weights (Q4_0, rows of a whole
- * number of 8 units, a warp of 32). */
-static bool ms_takes(const gpu_backend *g, const gpu_wdesc *w, int n, int fmt)
+typedef void (*ms_fn)(mv_set, gpu_xq);
+static const struct {
+    int    fmt;
+    ms_fn  fn;
+    size_t bytes;
+} MS[] = {
+    {GPU_Q4_0, k_mvq_staged<GPU_Q4_0>, ms_shape<GPU_Q4_0>::BYTES}, {GPU_Q4_1, k_mvq_staged<GPU_Q4_1>, ms_shape<GPU_Q4_1>::BYTES},
+    {GPU_Q5_0, k_mvq_staged<GPU_Q5_0>, ms_shape<GPU_Q5_0>::BYTES}, {GPU_Q5_1, k_mvq_staged<GPU_Q5_1>, ms_shape<GPU_Q5_1>::BYTES},
+    {GPU_Q8_0, k_mvq_staged<GPU_Q8_0>, ms_shape<GPU_Q8_0>::BYTES},
+};
+
+/* The staged kernel's index in MS for a one-token product of these weights, or -1. */
+static int ms_for(const gpu_backend *g, const gpu_wdesc *w, int n, int fmt)
 {
-    if (!g->mvq_staged || fmt != GPU_Q4_0 || g->prop.warpSize != 32) return false;
+    if (!g->mvq_staged || g->prop.warpSize != 32) return -1;
     for (int i = 0; i < n; i++)
-        if (w[i].cols % 256) return false;
-    return true;
+        if (w[i].cols % 256) return -1;
+    for (int i = 0; i < (int)(sizeof MS / sizeof MS[0]); i++)
+        if (MS[i].fmt == fmt) return i;
+    return -1;
+}
+
+/* The staged kernel for a one-token pass (its shared memory raised past 48 KB once). */
+static celer_status ms_launch(gpu_backend *g, int i, const mv_set &set, const gpu_xq *xq, unsigned blocks,
+                              celer_error *err)
+{
+    if (MS[i].bytes > 48 * 1024 && !(g->ms_smem_set & (1u << i))) {
+        GPU_TRY(g, err, gpuFuncSetMaxDynamicShared(MS[i].fn, (int)MS[i].bytes), "raising a kernel's shared memory");
+        g->ms_smem_set |= 1u << i;
+    }
+    return GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_staged", MS[i].fn, blocks, MVQ_THREADS, MS[i].bytes, set, *xq);
 }
 
 /* ---- dispatch ------------------------------------------------------------------------------- */
@@ -604,9 +645,8 @@ static celer_status mvq_launch(gpu_backend *g, const gpu_wdesc *w, int n, int fm
         return GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[t1], dim3((unsigned)total, (unsigned)n_sel), t1_threads, 0,
                                      set, *xq, 1, (int64_t)0, *sel);
     const gpu_mv_sel none = {NULL, 1, 0};
-    if (T == 1 && ms_takes(g, w, n, fmt)) /* blocks of MS_ROWS rows: as the grid above counts them */
-        return GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_staged", k_mvq_staged, (unsigned)total, MVQ_THREADS,
-                                     (size_t)MS_STAGES * MS_STAGE, set, *xq);
+    const int ms = T == 1 ? ms_for(g, w, n, fmt) : -1;
+    if (ms >= 0) return ms_launch(g, ms, set, xq, (unsigned)total, err); /* MS_ROWS a block: as the grid counts */
     for (int64_t t0 = 0; t0 < T; t0 += GPU_MVQ_TOKENS) {
         const int nt = (int)(T - t0 < (int64_t)GPU_MVQ_TOKENS ? T - t0 : (int64_t)GPU_MVQ_TOKENS);
         const int ix = nt == 1 ? t1 : nt == 2 ? 1 : nt <= 4 ? 2 : 3;
