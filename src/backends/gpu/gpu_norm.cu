@@ -90,18 +90,23 @@ template <bool ADD>
 __global__ void k_norm_vec(float *x, const float *__restrict__ o, const float *__restrict__ w, int64_t d, float eps,
                            float *h, int8_t *q, float2 *dd)
 {
-    gpu_dep_enter();
+    gpu_dep_deferred(); /* the weights are loaded before the wait (no kernel writes them) */
     __shared__ float part[NORM_MAX_THREADS / 32];
     const int64_t    d4 = d / 4, base = (int64_t)blockIdx.x * d4;
     float4          *xr = (float4 *)x + base, *hr = (float4 *)h + base;
-    float4           v[NORM_V], wv[NORM_V]; /* the weights loaded with x: no round trip after the sum */
+    float4           v[NORM_V], wv[NORM_V];
     float            ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NORM_V; k++) {
+        const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
+        if (i < d4) wv[k] = ((const float4 *)w)[i];
+    }
+    gpu_dep_enter(); /* the kernel before wrote x (and o) */
 #pragma unroll
     for (int k = 0; k < NORM_V; k++) {
         const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
         if (i >= d4) break;
         v[k]  = xr[i];
-        wv[k] = ((const float4 *)w)[i];
         if (ADD) {
             v[k]  = add4(v[k], ((const float4 *)o)[base + i]);
             xr[i] = v[k];
@@ -130,13 +135,15 @@ __global__ void k_norm_vec(float *x, const float *__restrict__ o, const float *_
 __global__ void k_norm_slice(const float *__restrict__ x, const float *__restrict__ w, int64_t d, float eps, float *h,
                              int8_t *q, float2 *dd)
 {
-    gpu_dep_enter();
+    gpu_dep_deferred(); /* the slice's weights are loaded before the wait (no kernel writes them) */
     __shared__ float part[NORM_MAX_THREADS / 32];
     const int64_t    base = (int64_t)blockIdx.x * d, d4 = d / 4, i = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
-    const float      inv  = norm_row_inv(x + base, d, eps, part);
     const bool       live = i < d4; /* the same for the 8 lanes of a block of 32 */
+    const float4     wv   = live ? ((const float4 *)w)[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    gpu_dep_enter(); /* the kernel before wrote x */
+    const float      inv  = norm_row_inv(x + base, d, eps, part);
     float4           r    = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (live) ((float4 *)h)[base / 4 + i] = r = norm_scale4(((const float4 *)x)[base / 4 + i], inv, ((const float4 *)w)[i]);
+    if (live) ((float4 *)h)[base / 4 + i] = r = norm_scale4(((const float4 *)x)[base / 4 + i], inv, wv);
     if (q) {
         const float a[4] = {r.x, r.y, r.z, r.w};
         xq_put<4>(a, (int)(threadIdx.x % 8), (base / 4 + i) / 8, live, q, dd);
