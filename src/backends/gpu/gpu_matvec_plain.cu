@@ -33,30 +33,56 @@ template <int F> static __device__ __forceinline__ void plain_unpack(uint4 q, fl
     }
 }
 
+/* Row r0 + i of w for i < R (row r0 past the matrix), as 16-byte loads. */
+template <int R>
+static __device__ __forceinline__ void plain_rows(const gpu_wdesc &w, int64_t r0, const uint4 *(&rows)[R])
+{
+#pragma unroll
+    for (int i = 0; i < R; i++) rows[i] = (const uint4 *)(w.data + (r0 + i < w.rows ? r0 + i : r0) * w.row_bytes);
+}
+
+/* Columns c, c + PV_THREADS, .. (PV_UNROLL of them, those below nc) of the rows into q. */
+template <int R>
+static __device__ __forceinline__ void plain_load(const uint4 *const (&rows)[R], int64_t c, int64_t nc,
+                                                  uint4 (&q)[PV_UNROLL][R])
+{
+#pragma unroll
+    for (int j = 0; j < PV_UNROLL; j++)
+#pragma unroll
+        for (int i = 0; i < R; i++)
+            if (c + j * PV_THREADS < nc) q[j][i] = rows[i][c + j * PV_THREADS];
+}
+
+/* A thread's first loads of rows r0 .. r0 + R, before the kernel waits for the one before it
+ * (gpu_dep_deferred: no kernel writes weights), for plain_sums. */
+template <int F, int R>
+static __device__ __forceinline__ void plain_first(const gpu_wdesc &w, int64_t r0, uint4 (&q)[PV_UNROLL][R])
+{
+    const uint4 *rows[R];
+    plain_rows<R>(w, r0, rows);
+    plain_load<R>(rows, threadIdx.x, w.cols / plain_of<F>::V, q);
+}
+
 /* The block's sums of rows r0 .. r0 + R with NT tokens (nt of them live) of x, each (cols)
  * 16-byte aligned: thread i · NT + t (i < R, t < NT) gets row r0 + i's with token t in *out
- * (and true). part: the block's shared scratch, a sum per warp (wave32: 4 of them, wave64: 2). */
+ * (and true). q: the thread's first loads (plain_first, before the wait); part: the block's
+ * shared scratch, a sum per warp (wave32: 4 of them, wave64: 2). */
 template <int F, int R, int NT>
 static __device__ __forceinline__ bool plain_sums(const gpu_wdesc &w, const float *__restrict__ x, int nt, int64_t r0,
-                                                  float (&part)[PV_THREADS / 32][R][NT], float *out)
+                                                  uint4 (&q)[PV_UNROLL][R], float (&part)[PV_THREADS / 32][R][NT],
+                                                  float *out)
 {
     constexpr int V  = plain_of<F>::V;
     const int64_t nc = w.cols / V;
     const uint4  *rows[R];
-#pragma unroll
-    for (int i = 0; i < R; i++) rows[i] = (const uint4 *)(w.data + (r0 + i < w.rows ? r0 + i : r0) * w.row_bytes);
+    plain_rows<R>(w, r0, rows);
     float acc[R][NT];
 #pragma unroll
     for (int i = 0; i < R; i++)
 #pragma unroll
         for (int t = 0; t < NT; t++) acc[i][t] = 0.0f;
     for (int64_t c = threadIdx.x; c < nc; c += PV_UNROLL * PV_THREADS) {
-        uint4 q[PV_UNROLL][R]; /* every load issued before any is used: bytes in flight */
-#pragma unroll
-        for (int j = 0; j < PV_UNROLL; j++)
-#pragma unroll
-            for (int i = 0; i < R; i++)
-                if (c + j * PV_THREADS < nc) q[j][i] = rows[i][c + j * PV_THREADS];
+        if (c != threadIdx.x) plain_load<R>(rows, c, nc, q); /* every load issued before any is used */
 #pragma unroll
         for (int j = 0; j < PV_UNROLL; j++) {
             const int64_t cj = c + j * PV_THREADS;
@@ -102,11 +128,14 @@ template <int F, int R, int NT>
 __global__ void __launch_bounds__(PV_THREADS) k_matvec_plain(gpu_wdesc w, const float *__restrict__ x, int nt,
                                                              float *__restrict__ y)
 {
-    gpu_dep_enter();
+    gpu_dep_deferred(); /* the first weights are loaded before the wait: no kernel writes them */
     __shared__ float part[PV_THREADS / 32][R][NT];
     const int64_t    r0 = (int64_t)blockIdx.x * R;
-    float            s;
-    if (!plain_sums<F, R, NT>(w, x, nt, r0, part, &s)) return;
+    uint4            q[PV_UNROLL][R];
+    plain_first<F, R>(w, r0, q);
+    gpu_dep_enter(); /* the kernel before wrote x */
+    float s;
+    if (!plain_sums<F, R, NT>(w, x, nt, r0, q, part, &s)) return;
     const int i = threadIdx.x / NT, t = threadIdx.x % NT;
     if (t < nt && r0 + i < w.rows) y[(int64_t)t * w.rows + r0 + i] = s;
 }
@@ -120,11 +149,14 @@ __global__ void __launch_bounds__(PV_THREADS) k_router_route(gpu_wdesc w, const 
                                                              int64_t K, int renorm, int32_t *ids, float *wts,
                                                              unsigned *count)
 {
-    gpu_dep_enter();
+    gpu_dep_deferred(); /* the router's weights are loaded before the wait: no kernel writes them */
     __shared__ float part[PV_THREADS / 32][1][1];
     __shared__ bool  last;
-    float            s;
-    if (plain_sums<F, 1, 1>(w, x, 1, blockIdx.x, part, &s)) { /* thread 0 */
+    uint4            q[PV_UNROLL][1];
+    plain_first<F, 1>(w, blockIdx.x, q);
+    gpu_dep_enter(); /* the kernel before wrote x (and the last router, the count) */
+    float s;
+    if (plain_sums<F, 1, 1>(w, x, 1, blockIdx.x, q, part, &s)) { /* thread 0 */
         logits[blockIdx.x] = s;
         __threadfence();
         last = atomicAdd(count, 1u) == gridDim.x - 1;
