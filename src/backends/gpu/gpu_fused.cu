@@ -24,44 +24,75 @@ __global__ void __launch_bounds__(AI_THREADS)
                   int32_t block_size, int64_t n_head, int64_t n_kv, int64_t hd, int64_t n_rot, int neox,
                   const double *__restrict__ freqs, float pos_scale, float mscale)
 {
-    gpu_dep_enter();
+    gpu_dep_deferred(); /* early (gpu_vendor.h): see below */
+    /* the positions and block tables (uploaded before the step's kernels), the frequency table and
+     * the norm weights are read, and the rotations computed, before the wait for the product that
+     * wrote q, k and v: a chain of dependent loads after it was most of this kernel's time */
+    constexpr int    PER = AI_HD_MAX / AI_THREADS, PAIRS = PER / 2; /* a thread's values, pairs of a head */
     __shared__ float row[AI_HD_MAX], part[32];
     const int64_t    t = blockIdx.x, hh = blockIdx.y, kw = n_kv * hd;
     const bool       is_q = hh < n_head;
     const int64_t    h = is_q ? hh : hh - n_head;
     const float     *src = is_q ? q + (t * n_head + h) * hd : k + t * kw + h * hd, *nw = is_q ? qn : kn;
-    float            ss = 0.0f;
-    for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) {
+    const int32_t    p    = pos[t];
+    const int64_t    slot = is_q ? 0 : (int64_t)tables[(int64_t)seq[t] * max_blocks + p / block_size] * block_size +
+                                        p % block_size;
+    const int64_t    half = n_rot / 2;
+    float            rc[PAIRS], rs[PAIRS], wn[PER], vv[PER];
+#pragma unroll
+    for (int e = 0; e < PAIRS; e++) {
+        const int64_t i = threadIdx.x + (int64_t)AI_THREADS * e;
+        rc[e] = rs[e] = 0.0f;
+        if (i < half) gpu_rope_cos_sin(p, i, freqs, pos_scale, mscale, &rc[e], &rs[e]);
+    }
+#pragma unroll
+    for (int e = 0; e < PER; e++) {
+        const int64_t j = threadIdx.x + (int64_t)AI_THREADS * e;
+        wn[e] = nw && j < hd ? nw[j] : 0.0f;
+    }
+    gpu_dep_enter();
+    float ss = 0.0f;
+#pragma unroll
+    for (int e = 0; e < PER; e++) { /* the row, and for a key head its value row, loaded at once */
+        const int64_t j = threadIdx.x + (int64_t)AI_THREADS * e;
+        vv[e]           = 0.0f;
+        if (j >= hd) continue;
         const float x = src[j];
         row[j]        = x;
         ss += x * x;
+        if (!is_q) vv[e] = v[t * kw + h * hd + j];
     }
     if (nw) { /* gpu_block_sum's barriers also make row whole */
         const float inv = 1.0f / sqrtf(gpu_block_sum(ss, part) / (float)hd + eps);
-        for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) row[j] = row[j] * inv * nw[j];
+#pragma unroll
+        for (int e = 0; e < PER; e++) {
+            const int64_t j = threadIdx.x + (int64_t)AI_THREADS * e;
+            if (j < hd) row[j] = row[j] * inv * wn[e];
+        }
     }
     __syncthreads();
-    const int32_t p    = pos[t];
-    const int64_t slot = is_q ? 0 : (int64_t)tables[(int64_t)seq[t] * max_blocks + p / block_size] * block_size +
-                                        p % block_size;
-    float        *qd   = is_q ? q + (t * n_head + h) * hd : NULL; /* q in place, or the key into the cache */
-    KT           *kd   = is_q ? NULL : kc + slot * kw + h * hd;
-    const int64_t half = n_rot / 2;
-    for (int64_t i = threadIdx.x; i < half; i += blockDim.x) { /* pair (i0, i1): one rotation for both */
+    float *qd = is_q ? q + (t * n_head + h) * hd : NULL; /* q in place, or the key into the cache */
+    KT    *kd = is_q ? NULL : kc + slot * kw + h * hd;
+#pragma unroll
+    for (int e = 0; e < PAIRS; e++) { /* pair (i0, i1): one rotation for both */
+        const int64_t i = threadIdx.x + (int64_t)AI_THREADS * e;
+        if (i >= half) continue;
         const int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
-        float         c, s;
-        gpu_rope_cos_sin(p, i, freqs, pos_scale, mscale, &c, &s);
-        const float x0 = row[i0], x1 = row[i1], y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
+        const float   c = rc[e], s = rs[e];
+        const float   x0 = row[i0], x1 = row[i1], y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
         if (is_q) qd[i0] = y0, qd[i1] = y1;
         else kv_put(&kd[i0], y0), kv_put(&kd[i1], y1);
     }
-    for (int64_t j = n_rot + threadIdx.x; j < hd; j += blockDim.x) { /* past the rotated ones */
+    for (int64_t j = n_rot + threadIdx.x; j < hd; j += AI_THREADS) { /* past the rotated ones */
         if (is_q) qd[j] = row[j];
         else kv_put(&kd[j], row[j]);
     }
     if (!is_q)
-        for (int64_t j = threadIdx.x; j < hd; j += blockDim.x)
-            kv_put(&vc[slot * kw + h * hd + j], v[t * kw + h * hd + j]);
+#pragma unroll
+        for (int e = 0; e < PER; e++) {
+            const int64_t j = threadIdx.x + (int64_t)AI_THREADS * e;
+            if (j < hd) kv_put(&vc[slot * kw + h * hd + j], vv[e]);
+        }
 }
 
 /* A per-head norm's weight: f32, one value per element of a head. */
