@@ -78,7 +78,7 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attention(
     int32_t window, int32_t hpb, int32_t chunk, float *__restrict__ part, float *__restrict__ out, int8_t *xq,
     float2 *xd)
 {
-    gpu_dep_enter();
+    gpu_dep_deferred(); /* the token's position and sequence, uploaded before the step's kernels, are read first */
     constexpr int GMAX = att_gmax(HDC), NV = HDC / CELER_WARP, VW = NV < 4 ? NV : 4, NC = NV / VW;
     constexpr int KPW = 32 / NV, MAX_WARPS = ATT_THREADS / 32;
     __shared__ float s_m[MAX_WARPS][GMAX], s_l[MAX_WARPS][GMAX], s_acc[MAX_WARPS][GMAX][HDC];
@@ -87,7 +87,12 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attention(
     const int        ng = (int)(G - g0 < hpb ? G - g0 : hpb); /* hpb <= GMAX */
     const int        lane = threadIdx.x % CELER_WARP, wid = threadIdx.x / CELER_WARP, nw = blockDim.x / CELER_WARP;
     const int64_t    h0 = kvh * G + g0; /* the block's first query head */
-    float            qv[GMAX][NV], acc[GMAX][NV], m[GMAX], l[GMAX];
+    const int32_t    p = pos[t], lo0 = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+    const int32_t    z = blockIdx.z, lo = chunk && z * chunk > lo0 ? z * chunk : lo0;
+    const int32_t    hi = chunk && (z + 1) * chunk - 1 < p ? (z + 1) * chunk - 1 : p; /* this split's last key */
+    const int32_t   *table = tables + (int64_t)seq[t] * max_blocks;
+    gpu_dep_enter(); /* the kernel before wrote q and this step's keys and values */
+    float qv[GMAX][NV], acc[GMAX][NV], m[GMAX], l[GMAX];
 #pragma unroll
     for (int g = 0; g < GMAX; g++) {
         const float *qr = q + (t * n_heads + h0 + (g < ng ? g : 0)) * hd;
@@ -100,10 +105,6 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attention(
                 qv[g][VW * c + e] = i < hd ? qr[i] : 0.0f, acc[g][VW * c + e] = 0.0f;
             }
     }
-    const int32_t  p = pos[t], lo0 = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
-    const int32_t  z = blockIdx.z, lo = chunk && z * chunk > lo0 ? z * chunk : lo0;
-    const int32_t  hi = chunk && (z + 1) * chunk - 1 < p ? (z + 1) * chunk - 1 : p; /* this split's last key */
-    const int32_t *table = tables + (int64_t)seq[t] * max_blocks;
     for (int32_t j0 = lo + wid * KPW; j0 <= hi; j0 += nw * KPW) {
         float kr[KPW][NV], vr[KPW][NV];
 #pragma unroll
