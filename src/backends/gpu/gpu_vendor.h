@@ -287,7 +287,9 @@ static __device__ __forceinline__ void gpu_hmma_16x8x16(float c[4], const uint32
  * skipped it could read its inputs before they are written.
  * Or a kernel begins with gpu_dep_deferred (nothing: a promise to tests/lint/check_kernel_entry.py)
  * and calls gpu_dep_enter later, on every path: before that it writes nothing and reads only what
- * the kernel before it cannot have written — weights, which no kernel writes — so that those
+ * the kernel before it cannot have written — weights and norm weights, which no kernel writes;
+ * the batch's positions, sequences and block tables, uploaded before the step's kernels (a copy
+ * is never launched early); tables the host made once, as RoPE's frequencies — so that those
  * loads overlap the kernel before. (Everything older is finished: that kernel passed its own
  * wait before this one was launched.) */
 static __device__ __forceinline__ void gpu_dep_enter(void)
