@@ -55,7 +55,15 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
 B=${BUILD_DIR:-build-cuda}
-SYNTH=${SYNTH_DIR:-/tmp/celer-synth}
+# Synthetic models (tens of GB: the 30B-A3B alone is 17) go to memory when /dev/shm has room for
+# them all (the lent machine's disk wrote the 30B-A3B's file at ~250 MB/s: ~70 s of device time
+# each fresh machine), else to /tmp; SYNTH_DIR overrides.
+synth_dir() {
+    local shm_kb
+    shm_kb=$(df -k --output=avail /dev/shm 2>/dev/null | tail -1)
+    if [ "${shm_kb:-0}" -gt $((40 * 1024 * 1024)) ] 2>/dev/null; then echo /dev/shm/celer-synth; else echo /tmp/celer-synth; fi
+}
+SYNTH=${SYNTH_DIR:-$(synth_dir)}
 mkdir -p "$OUT/logs" "$SYNTH"
 RESULTS=()
 result() { RESULTS+=("$(printf '%-44s %s' "$1" "$2")"); }
