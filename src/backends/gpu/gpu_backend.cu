@@ -148,6 +148,16 @@ static void gpu_release(celer_backend *be, void *p)
     if (p) (void)gpuFree(p);
 }
 
+celer_status gpu_allow_smem(gpu_backend *g, const void *fn, size_t bytes, celer_error *err)
+{
+    if (bytes <= 48 * 1024) return CELER_OK;
+    for (int i = 0; i < g->n_smem_fns; i++)
+        if (g->smem_fns[i] == fn) return CELER_OK;
+    GPU_TRY(g, err, gpuFuncSetMaxDynamicShared(fn, (int)bytes), "raising a kernel's shared memory");
+    if (g->n_smem_fns < GPU_SMEM_FNS) g->smem_fns[g->n_smem_fns++] = fn;
+    return CELER_OK;
+}
+
 celer_status gpu_buf_reserve(gpu_backend *g, gpu_buf *b, size_t bytes, celer_error *err)
 {
     if (b->bytes >= bytes) return CELER_OK;

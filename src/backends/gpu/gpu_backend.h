@@ -25,6 +25,8 @@ typedef struct {
     size_t bytes;
 } gpu_buf;
 
+enum { GPU_SMEM_FNS = 16 };
+
 typedef struct {
     celer_backend base;
     int           device;
@@ -50,8 +52,8 @@ typedef struct {
     gpu_buf  d_part; /* partial products of a product split over its columns (gpu_mmq.cu) */
     gpu_buf  d_route; /* the fused MoE router's count of blocks done (gpu_matvec_plain.cu) */
     gpu_buf  d_attn; /* decode attention's splits (gpu_attention.cu) */
-    unsigned sq_smem_set; /* gpu_mmq.cu's streaming kernels allowed their shared memory (a bit each) */
-    unsigned ms_smem_set; /* gpu_matvec.cu's staged kernels allowed theirs */
+    const void *smem_fns[GPU_SMEM_FNS]; /* kernels allowed their shared memory past 48 KB (gpu_allow_smem) */
+    int         n_smem_fns;
     int      mmq_from;    /* steps of more tokens take the integer matrix units (gpu_mmq.h) */
     int      moe_stream;  /* expert groups of at most this many tokens take the streaming kernel (gpu_mmq.h) */
     int      blas_from;   /* Q4_0/Q8_0 steps of this many tokens take the vendor BLAS; 0: none does (gpu_blas.h) */
@@ -123,6 +125,9 @@ celer_status gpu_sync(gpu_backend *g, celer_error *err);
 double       gpu_now_s(void);
 /* b grown to at least bytes (its contents are lost when it grows). */
 celer_status gpu_buf_reserve(gpu_backend *g, gpu_buf *b, size_t bytes, celer_error *err);
+/* Lets kernel fn take `bytes` of dynamic shared memory: past 48 KB a kernel must ask, once (the
+ * backend remembers GPU_SMEM_FNS kernels that did; past them it asks again). */
+celer_status gpu_allow_smem(gpu_backend *g, const void *fn, size_t bytes, celer_error *err);
 /* Host memory for staging, at least bytes, valid until the next call. */
 celer_status gpu_host_stage(gpu_backend *g, size_t bytes, void **out, celer_error *err);
 /* Copies n bytes of host memory to the device (stream-ordered). */

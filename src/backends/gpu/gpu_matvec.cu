@@ -153,12 +153,18 @@ static __device__ __forceinline__ void k_scale_min_w(uint32_t s0, uint32_t s1, u
     }
 }
 
+/* Q4_0 .. Q5_1 and Q8_0 in the SPLIT layout: a unit's code bytes, and its header's (d; m; qh). */
+template <int F> struct split_unit {
+    static constexpr int CB = F == GPU_Q8_0 ? 32 : 16;
+    static constexpr int HB = F == GPU_Q4_0 || F == GPU_Q8_0 ? 2 : F == GPU_Q4_1 ? 4 : F == GPU_Q5_0 ? 6 : 8;
+};
+
 template <int F>
 static __device__ __forceinline__ raw_unit unit_load(const gpu_wdesc &w, const uint8_t *row, int64_t u)
 {
     raw_unit r;
     if (F == GPU_Q4_0 || F == GPU_Q4_1 || F == GPU_Q5_0 || F == GPU_Q5_1) {
-        const int      hb = F == GPU_Q4_0 ? 2 : F == GPU_Q4_1 ? 4 : F == GPU_Q5_0 ? 6 : 8;
+        const int      hb = split_unit<F>::HB;
         const uint8_t *h  = row + w.scales_off + hb * u; /* d, m, then qh */
         r.v[0]            = ld_u4(row + 16 * u);
         r.h[0]            = hb >= 4 ? ld_u32h(h) : ld_h16(h);
@@ -468,8 +474,7 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS) k_mmvq(mv_set set, gpu_xq x,
 enum { MS_ROWS = MVQ_ROWS * 4, MS_UNITS = 32, MS_STAGES = 4 };
 
 template <int F> struct ms_shape {
-    static constexpr int CB    = F == GPU_Q8_0 ? 32 : 16; /* code bytes of a unit */
-    static constexpr int HB    = F == GPU_Q4_0 || F == GPU_Q8_0 ? 2 : F == GPU_Q4_1 ? 4 : F == GPU_Q5_0 ? 6 : 8;
+    static constexpr int CB    = split_unit<F>::CB, HB = split_unit<F>::HB;
     static constexpr int CODES = MS_ROWS * MS_UNITS * CB; /* a stage: codes row by row, then headers */
     static constexpr int STAGE = CODES + MS_ROWS * MS_UNITS * HB;
     static constexpr int BYTES = MS_STAGES * STAGE;       /* 37 KB (Q4_0) to 68 KB (Q8_0) a block */
@@ -558,8 +563,10 @@ static const struct {
     ms_fn  fn;
     size_t bytes;
 } MS[] = {
-    {GPU_Q4_0, k_mvq_staged<GPU_Q4_0>, ms_shape<GPU_Q4_0>::BYTES}, {GPU_Q4_1, k_mvq_staged<GPU_Q4_1>, ms_shape<GPU_Q4_1>::BYTES},
-    {GPU_Q5_0, k_mvq_staged<GPU_Q5_0>, ms_shape<GPU_Q5_0>::BYTES}, {GPU_Q5_1, k_mvq_staged<GPU_Q5_1>, ms_shape<GPU_Q5_1>::BYTES},
+    {GPU_Q4_0, k_mvq_staged<GPU_Q4_0>, ms_shape<GPU_Q4_0>::BYTES},
+    {GPU_Q4_1, k_mvq_staged<GPU_Q4_1>, ms_shape<GPU_Q4_1>::BYTES},
+    {GPU_Q5_0, k_mvq_staged<GPU_Q5_0>, ms_shape<GPU_Q5_0>::BYTES},
+    {GPU_Q5_1, k_mvq_staged<GPU_Q5_1>, ms_shape<GPU_Q5_1>::BYTES},
     {GPU_Q8_0, k_mvq_staged<GPU_Q8_0>, ms_shape<GPU_Q8_0>::BYTES},
 };
 
@@ -574,14 +581,11 @@ static int ms_for(const gpu_backend *g, const gpu_wdesc *w, int n, int fmt)
     return -1;
 }
 
-/* The staged kernel for a one-token pass (its shared memory raised past 48 KB once). */
+/* The staged kernel for a one-token pass. */
 static celer_status ms_launch(gpu_backend *g, int i, const mv_set &set, const gpu_xq *xq, unsigned blocks,
                               celer_error *err)
 {
-    if (MS[i].bytes > 48 * 1024 && !(g->ms_smem_set & (1u << i))) {
-        GPU_TRY(g, err, gpuFuncSetMaxDynamicShared(MS[i].fn, (int)MS[i].bytes), "raising a kernel's shared memory");
-        g->ms_smem_set |= 1u << i;
-    }
+    if (gpu_allow_smem(g, (const void *)MS[i].fn, MS[i].bytes, err)) return err->code;
     return GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_staged", MS[i].fn, blocks, MVQ_THREADS, MS[i].bytes, set, *xq);
 }
 

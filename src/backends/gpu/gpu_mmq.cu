@@ -500,11 +500,8 @@ static celer_status mmq_small(gpu_backend *g, const gpu_wdesc *w, int fmt, const
     const int    f = fmt == GPU_Q8_0, s = T <= 8 ? 0 : T <= 16 ? 1 : 2;
     const mmq_fn fn   = fns[f][s];
     const size_t smem = (size_t)SQ_STAGES * (size_t)stage[f][s];
-    if (!(g->sq_smem_set & (1u << (3 * f + s)))) { /* past 48 KB a kernel asks for its shared memory */
-        GPU_TRY(g, err, gpuFuncSetMaxDynamicShared(fn, (int)smem), "raising a kernel's shared memory");
-        g->sq_smem_set |= 1u << (3 * f + s);
-    }
-    unsigned br;
+    unsigned     br;
+    if (gpu_allow_smem(g, (const void *)fn, smem, err)) return err->code;
     if (gpu_grid(g, w->rows, SQ_ROWS, &br, "mmq", err)) return err->code;
     int64_t       kper;
     const int64_t parts = column_parts(g, br, w->cols / 32, SQ_BQ, &kper);
@@ -550,10 +547,7 @@ celer_status gpu_mmq_experts(gpu_backend *g, const gpu_wdesc *w, int fmt, const 
         const experts_fn fn = f ? k_mmq_s_experts<GPU_Q8_0, 32> : k_mmq_s_experts<GPU_Q4_0, 32>;
         const size_t     smem =
             (size_t)SQ_STAGES * (size_t)(f ? sq_shape<GPU_Q8_0, 32>::STAGE : sq_shape<GPU_Q4_0, 32>::STAGE);
-        if (!(g->sq_smem_set & (1u << (6 + f)))) { /* bits 0 .. 5: mmq_small's kernels */
-            GPU_TRY(g, err, gpuFuncSetMaxDynamicShared(fn, (int)smem), "raising a kernel's shared memory");
-            g->sq_smem_set |= 1u << (6 + f);
-        }
+        if (gpu_allow_smem(g, (const void *)fn, smem, err)) return err->code;
         const int threads = sq_shape<GPU_Q4_0, 32>::THREADS; /* either format */
         return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq experts", fn, grid, threads, smem, *w, *xq, starts,
                                      w->rows * w->row_bytes, y);
