@@ -360,8 +360,6 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     const char *mf  = getenv("CELER_GPU_MMQ_FROM"); /* 0 .. 32: see gpu_mmq.h */
     g->mmq_from     = mf && *mf ? atoi(mf) : GPU_MMQ_FROM;
     if (g->mmq_from < 0 || g->mmq_from > GPU_MMQ_SMALL) g->mmq_from = GPU_MMQ_FROM;
-    const char *ms  = getenv("CELER_GPU_MOE_STREAM"); /* tokens, 0: never (gpu_mmq.h) */
-    g->moe_stream   = ms && *ms && atoi(ms) >= 0 ? atoi(ms) : GPU_MOE_STREAM;
     const char *bf  = getenv("CELER_GPU_BLAS_FROM"); /* tokens, 0: never (gpu_blas.h) */
     g->blas_from    = !CELER_GPU_BLAS ? 0 : bf && *bf ? atoi(bf) : GPU_BLAS_FROM;
     if (g->blas_from < 0) g->blas_from = 0;
@@ -373,8 +371,6 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->blas_chunk   = (size_t)(mb * 1048576.0);
     const char *fl  = getenv("CELER_GPU_FLASH"); /* 0: prefill attention off the matrix units */
     g->flash_off    = fl && !strcmp(fl, "0");
-    const char *mv  = getenv("CELER_GPU_MVQ_STAGED"); /* 1: an experiment (gpu_matvec.cu) */
-    g->mvq_staged   = mv && !strcmp(mv, "1");
     const char *ac  = getenv("CELER_GPU_ATT_CHUNK"); /* positions, 16 .. 65536 (for comparisons; att_split.h) */
     g->att_chunk    = ac && atoi(ac) >= 16 && atoi(ac) <= 65536 ? atoi(ac) : 0;
     const char *kf  = getenv("CELER_GPU_KV_F16"); /* 1: f16 keys and values (not yet the default: unmeasured) */

@@ -55,7 +55,6 @@ typedef struct {
     const void *smem_fns[GPU_SMEM_FNS]; /* kernels allowed their shared memory past 48 KB (gpu_allow_smem) */
     int         n_smem_fns;
     int      mmq_from;    /* steps of more tokens take the integer matrix units (gpu_mmq.h) */
-    int      moe_stream;  /* expert groups of at most this many tokens take the streaming kernel (gpu_mmq.h) */
     int      blas_from;   /* Q4_0/Q8_0 steps of this many tokens take the vendor BLAS; 0: none does (gpu_blas.h) */
     bool     blas_f32;    /* F32 weights' long steps take it (unless CELER_GPU_BLAS_FROM=0) */
     size_t   blas_chunk;  /* bytes of f16 weight rows the BLAS path dequantizes at a time */
@@ -63,7 +62,6 @@ typedef struct {
     struct gpu_blas *blas; /* its handle and scratch (gpu_blas.cu), made by the first product that takes it */
     bool     flash_off;   /* CELER_GPU_FLASH=0: prefill attention without the matrix units */
     int32_t  att_chunk;   /* CELER_GPU_ATT_CHUNK: decode attention's keys a split (0: by the context, att_split.h) */
-    bool     mvq_staged;  /* CELER_GPU_MVQ_STAGED=1: one-token products through shared memory (gpu_matvec.cu) */
     bool     kv_f16;      /* CELER_GPU_KV_F16=1: the KV cache holds f16 values (gpu_kv.cuh) */
     bool     early;       /* kernels launched while the one before runs (gpu_dep_enter; CELER_GPU_EARLY=0: off) */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */

@@ -7,9 +7,7 @@
  * three weights of one input share a launch (celer_port_matmuls).
  *
  * Formats without a kernel here (F32, F16, BF16, MLX affine 2/3/5/6, mxfp4, mxfp8, nvfp4) take
- * the float decode kernel of gpu_matmul.cu. An experiment, off by default: one-token passes of
- * the SPLIT formats through shared memory instead of registers (k_mvq_staged,
- * CELER_GPU_MVQ_STAGED=1). */
+ * the float decode kernel of gpu_matmul.cu. */
 #include "backends/gpu/gpu_matvec.h"
 
 #include <string.h>
@@ -459,136 +457,6 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS) k_mmvq(mv_set set, gpu_xq x,
             }
 }
 
-/* ---- one-token products through shared memory (CELER_GPU_MVQ_STAGED=1) --------------------- */
-
-/* An experiment beside k_mmvq, which holds a lane's units in registers: there the bytes in flight
- * are bounded by the registers (101 a thread, 16 warps an SM) and each warp waits on its loads,
- * then computes with none in flight. Here a block of 4 warps (MS_ROWS rows, MVQ_ROWS a warp)
- * streams its rows through MS_STAGES shared-memory stages of MS_UNITS units a row by
- * asynchronous copies, MS_STAGES - 1 stages ahead (the first ones before the wait for the kernel
- * before: no kernel writes weights), and computes from them: a lane takes the same units, in the
- * same order, through the same unit_load and units_dot as k_mmvq's one-token pass (reading the
- * stage as if it were the row), so the sums are the same. For the SPLIT formats whose units are
- * their code bytes and a header each (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0), rows of a whole number of 8
- * units (every 16-byte piece of a stage then lies within its row), on a warp of 32. */
-enum { MS_ROWS = MVQ_ROWS * 4, MS_UNITS = 32, MS_STAGES = 4 };
-
-template <int F> struct ms_shape {
-    static constexpr int CB    = split_unit<F>::CB, HB = split_unit<F>::HB;
-    static constexpr int CODES = MS_ROWS * MS_UNITS * CB; /* a stage: codes row by row, then headers */
-    static constexpr int STAGE = CODES + MS_ROWS * MS_UNITS * HB;
-    static constexpr int BYTES = MS_STAGES * STAGE;       /* 37 KB (Q4_0) to 68 KB (Q8_0) a block */
-};
-
-/* Stage s of rows r0 .. r0 + MS_ROWS into st. */
-template <int F>
-static __device__ __forceinline__ void ms_issue(uint8_t *st, const gpu_wdesc &w, int64_t r0, int64_t nu, int64_t s,
-                                                int tid)
-{
-    typedef ms_shape<F> S;
-    constexpr int CP = MS_UNITS * S::CB / 16, HP = MS_UNITS * S::HB / 16; /* 16-byte pieces of a row */
-#pragma unroll
-    for (int j = 0; j < (MS_ROWS * CP + MVQ_THREADS - 1) / MVQ_THREADS; j++) {
-        const int     i = tid + MVQ_THREADS * j, rr = i / CP, p = i % CP;
-        const int64_t r = r0 + rr, b = s * MS_UNITS * S::CB + 16 * p; /* the piece's first byte in the row */
-        const bool    ok = i < MS_ROWS * CP && r < w.rows && b < nu * S::CB;
-        if (i < MS_ROWS * CP) gpu_cp_async16(st + 16 * i, ok ? w.data + r * w.row_bytes + b : w.data, ok);
-    }
-#pragma unroll
-    for (int j = 0; j < (MS_ROWS * HP + MVQ_THREADS - 1) / MVQ_THREADS; j++) {
-        const int     i = tid + MVQ_THREADS * j, rr = i / HP, p = i % HP;
-        const int64_t r = r0 + rr, b = s * MS_UNITS * S::HB + 16 * p;
-        const bool    ok = i < MS_ROWS * HP && r < w.rows && b < nu * S::HB;
-        if (i < MS_ROWS * HP)
-            gpu_cp_async16(st + S::CODES + 16 * i, ok ? w.data + r * w.row_bytes + w.scales_off + b : w.data, ok);
-    }
-    gpu_cp_commit();
-}
-
-template <int F>
-__global__ void __launch_bounds__(MVQ_THREADS) k_mvq_staged(mv_set set, gpu_xq x)
-{
-    gpu_dep_deferred(); /* the first stages' copies are issued before the wait */
-    extern __shared__ __align__(16) uint8_t ms_smem[];
-    typedef ms_shape<F> S;
-    int k = 0;
-#pragma unroll
-    for (int i = 1; i < GPU_MVQ_SET; i++) k += blockIdx.x >= set.b0[i];
-    const gpu_wdesc &w    = set.w[k];
-    const int        tid = threadIdx.x, lane = tid % 32, grp = tid / 32;
-    const int64_t    r0 = (int64_t)(blockIdx.x - set.b0[k]) * MS_ROWS, nu = w.cols / 32;
-    const int64_t    nst = (nu + MS_UNITS - 1) / MS_UNITS;
-    float            acc[MVQ_ROWS][1];
-#pragma unroll
-    for (int i = 0; i < MVQ_ROWS; i++) acc[i][0] = 0.0f;
-    for (int s = 0; s < MS_STAGES - 1; s++) { /* a group per stage, empty past the end: the waits count groups */
-        if (s < nst) ms_issue<F>(ms_smem + s * S::STAGE, w, r0, nu, s, tid);
-        else gpu_cp_commit();
-    }
-    gpu_dep_enter(); /* the kernel before wrote x and, with add, y */
-    for (int64_t it = 0; it < nst; it++) {
-        gpu_cp_wait<MS_STAGES - 2>(); /* stage it has landed (this thread's copies) */
-        __syncthreads();              /* everyone's; and stage it - 1 is no longer read */
-        const int64_t nx = it + MS_STAGES - 1;
-        if (nx < nst) ms_issue<F>(ms_smem + (nx % MS_STAGES) * S::STAGE, w, r0, nu, nx, tid);
-        else gpu_cp_commit();
-        const uint8_t *st = ms_smem + (it % MS_STAGES) * S::STAGE;
-        const int64_t  u  = it * MS_UNITS + lane;
-        if (u >= nu) continue; /* a short last stage */
-        raw_unit  ru[MVQ_ROWS];
-        gpu_wdesc sw = w; /* the stage read as a row: its unit `lane`, the header at scales_off + HB · lane */
-#pragma unroll
-        for (int i = 0; i < MVQ_ROWS; i++) {
-            const int      rr  = MVQ_ROWS * grp + i;
-            const uint8_t *row = st + rr * MS_UNITS * S::CB;
-            sw.scales_off      = S::CODES + rr * MS_UNITS * S::HB - rr * MS_UNITS * S::CB;
-            ru[i]              = unit_load<F>(sw, row, lane);
-        }
-        units_dot<F, 1>(w, ru, u, x, 1, acc);
-    }
-#pragma unroll
-    for (int i = 0; i < MVQ_ROWS; i++) {
-        const float   v = gpu_warp_sum(acc[i][0]);
-        const int64_t r = r0 + MVQ_ROWS * grp + i;
-        if (lane == 0 && r < w.rows) {
-            float *o = &set.y[k][r];
-            *o       = set.add ? __fadd_rn(*o, v) : v;
-        }
-    }
-}
-
-typedef void (*ms_fn)(mv_set, gpu_xq);
-static const struct {
-    int    fmt;
-    ms_fn  fn;
-    size_t bytes;
-} MS[] = {
-    {GPU_Q4_0, k_mvq_staged<GPU_Q4_0>, ms_shape<GPU_Q4_0>::BYTES},
-    {GPU_Q4_1, k_mvq_staged<GPU_Q4_1>, ms_shape<GPU_Q4_1>::BYTES},
-    {GPU_Q5_0, k_mvq_staged<GPU_Q5_0>, ms_shape<GPU_Q5_0>::BYTES},
-    {GPU_Q5_1, k_mvq_staged<GPU_Q5_1>, ms_shape<GPU_Q5_1>::BYTES},
-    {GPU_Q8_0, k_mvq_staged<GPU_Q8_0>, ms_shape<GPU_Q8_0>::BYTES},
-};
-
-/* The staged kernel's index in MS for a one-token product of these weights, or -1. */
-static int ms_for(const gpu_backend *g, const gpu_wdesc *w, int n, int fmt)
-{
-    if (!g->mvq_staged || g->prop.warpSize != 32) return -1;
-    for (int i = 0; i < n; i++)
-        if (w[i].cols % 256) return -1;
-    for (int i = 0; i < (int)(sizeof MS / sizeof MS[0]); i++)
-        if (MS[i].fmt == fmt) return i;
-    return -1;
-}
-
-/* The staged kernel for a one-token pass. */
-static celer_status ms_launch(gpu_backend *g, int i, const mv_set &set, const gpu_xq *xq, unsigned blocks,
-                              celer_error *err)
-{
-    if (gpu_allow_smem(g, (const void *)MS[i].fn, MS[i].bytes, err)) return err->code;
-    return GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_staged", MS[i].fn, blocks, MVQ_THREADS, MS[i].bytes, set, *xq);
-}
-
 /* ---- dispatch ------------------------------------------------------------------------------- */
 
 typedef void (*mmvq_fn)(mv_set, gpu_xq, int, int64_t, gpu_mv_sel);
@@ -649,8 +517,6 @@ static celer_status mvq_launch(gpu_backend *g, const gpu_wdesc *w, int n, int fm
         return GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[t1], dim3((unsigned)total, (unsigned)n_sel), t1_threads, 0,
                                      set, *xq, 1, (int64_t)0, *sel);
     const gpu_mv_sel none = {NULL, 1, 0};
-    const int ms = T == 1 ? ms_for(g, w, n, fmt) : -1;
-    if (ms >= 0) return ms_launch(g, ms, set, xq, (unsigned)total, err); /* MS_ROWS a block: as the grid counts */
     for (int64_t t0 = 0; t0 < T; t0 += GPU_MVQ_TOKENS) {
         const int nt = (int)(T - t0 < (int64_t)GPU_MVQ_TOKENS ? T - t0 : (int64_t)GPU_MVQ_TOKENS);
         const int ix = nt == 1 ? t1 : nt == 2 ? 1 : nt <= 4 ? 2 : 3;

@@ -236,7 +236,6 @@ __global__ void k_mmq_sum(const float *__restrict__ part, int parts, int64_t n, 
  * Q4_0 codes are staged as stored (16 bytes a block) and split into the fragments' low and high
  * nibbles when read; the sums are the same as the tiled kernel's. */
 enum { SQ_ROWS = 64, SQ_BQ = 8, SQ_STAGES = 3, SQ_THREADS = 128 /* a block's row tiles, 16 rows a warp */ };
-static_assert((int)SQ_ROWS == (int)MMQ_ROWS, "gpu_mmq_experts sizes either kernel's grid alike");
 
 template <int F, int NT> struct sq_shape {
     static constexpr int WB     = F == GPU_Q4_0 ? 16 : 32;  /* code bytes of a block */
@@ -437,22 +436,6 @@ __global__ void __launch_bounds__((sq_shape<F, NT>::THREADS), (sq_shape<F, NT>::
     sq_tile<F, NT>(w, x, T, kz0, kend, y + (int64_t)blockIdx.z * T * w.rows, add);
 }
 
-/* Expert blockIdx.z of a stacked tensor (w its first, `stride` bytes apart) times its tokens
- * blockIdx.y · NT .. (of rows starts[e] .. starts[e + 1] of x, sorted by expert), into the same
- * rows of y: an expert's group of a prefill step is often a few dozen tokens, which the tiled
- * kernel's 64-token tiles half fill. */
-template <int F, int NT>
-__global__ void __launch_bounds__((sq_shape<F, NT>::THREADS), (sq_shape<F, NT>::BLOCKS))
-    k_mmq_s_experts(gpu_wdesc w, gpu_xq x, const int32_t *__restrict__ starts, int64_t stride, float *__restrict__ y)
-{
-    gpu_dep_enter();
-    const int64_t s0 = starts[blockIdx.z] + (int64_t)blockIdx.y * NT, n = starts[blockIdx.z + 1] - s0;
-    if (n <= 0) return; /* the whole block: a group shorter than the longest */
-    w.data += (int64_t)blockIdx.z * stride;
-    x.q += s0 * x.nb * XQ_BLOCK, x.d += s0 * x.nb;
-    sq_tile<F, NT>(w, x, n < NT ? n : NT, 0, w.cols / 32, y + s0 * w.rows, 0);
-}
-
 typedef void (*mmq_fn)(gpu_wdesc, gpu_xq, int64_t, int64_t, float *, int);
 
 /* Column parts for a grid of `blocks` over nq column blocks taken `step` at a time: the grid
@@ -533,25 +516,14 @@ celer_status gpu_mmq_experts(gpu_backend *g, const gpu_wdesc *w, int fmt, const 
     if (!gpu_mmq_has(g, fmt))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no integer prefill kernel for format %d", CELER_GPU_NAME, fmt);
     if (max_n <= 0) return CELER_OK;
-    const bool    stream = max_n <= g->moe_stream;
-    const int64_t nt = stream ? 32 : 64, bt = (max_n + nt - 1) / nt;
+    const int64_t bt = (max_n + 63) / 64;
     if (bt > GPU_MAX_GRID_YZ || n_expert > GPU_MAX_GRID_YZ)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: %lld experts, %lld tokens for one: past the prefill grid",
                           CELER_GPU_NAME, (long long)n_expert, (long long)max_n);
     unsigned br;
-    if (gpu_grid(g, w->rows, MMQ_ROWS, &br, "mmq experts", err)) return err->code; /* SQ_ROWS: the same 64 */
+    if (gpu_grid(g, w->rows, MMQ_ROWS, &br, "mmq experts", err)) return err->code;
     typedef void (*experts_fn)(gpu_wdesc, gpu_xq, const int32_t *, int64_t, float *);
     const dim3 grid(br, (unsigned)bt, (unsigned)n_expert);
-    if (stream) {
-        const int        f  = fmt == GPU_Q8_0;
-        const experts_fn fn = f ? k_mmq_s_experts<GPU_Q8_0, 32> : k_mmq_s_experts<GPU_Q4_0, 32>;
-        const size_t     smem =
-            (size_t)SQ_STAGES * (size_t)(f ? sq_shape<GPU_Q8_0, 32>::STAGE : sq_shape<GPU_Q4_0, 32>::STAGE);
-        if (gpu_allow_smem(g, (const void *)fn, smem, err)) return err->code;
-        const int threads = sq_shape<GPU_Q4_0, 32>::THREADS; /* either format */
-        return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq experts", fn, grid, threads, smem, *w, *xq, starts,
-                                     w->rows * w->row_bytes, y);
-    }
     const experts_fn fn = fmt == GPU_Q4_0 ? k_mmq_experts<GPU_Q4_0, 64> : k_mmq_experts<GPU_Q8_0, 64>;
     return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq experts", fn, grid, MMQ_THREADS, 0, *w, *xq, starts,
                                  w->rows * w->row_bytes, y);

@@ -10,12 +10,6 @@
  * line, for comparisons); up to GPU_MMQ_SMALL tokens the streaming kernel, past it the tiled one. */
 enum { GPU_MMQ_FROM = 8, GPU_MMQ_SMALL = 32 };
 
-/* Expert groups (gpu_mmq_experts) take the streaming kernel in 32-token tiles when the largest
- * has at most GPU_MOE_STREAM tokens (a prefill step's groups are often a few dozen: the tiled
- * kernel's 64-token tiles half fill), the tiled kernel past it; CELER_GPU_MOE_STREAM=N moves the
- * line, 0 never. */
-enum { GPU_MOE_STREAM = 64 };
-
 /* Whether this device and build run the format (enum gpu_fmt) on the integer matrix units. */
 bool         gpu_mmq_has(const gpu_backend *g, int fmt);
 /* y (T, w.rows) = x̂ · wᵀ (with add: y += x̂ · wᵀ), x quantized here (gpu_quant_x). */
