@@ -42,7 +42,8 @@
 #            file (applied with git apply to a copy of this tree, built apart) or ENV=VALUE (set
 #            for its runs); e.g. AB="base ks:ks.diff pf8:pf.diff,CELER_GPU_PREFETCH=8". tg128 of the
 #            8B and the 30B-A3B (AB_MODELS), AB_ROUNDS rounds (default 2) taking the variants in
-#            turn; AB_PP=1 adds pp512; AB_DEPTH=D measures after D tokens of context (bench -d). base
+#            turn; AB_PP=1 adds pp512; AB_P=N runs N sequences of 128 + 128 at once (bench -P, the
+#            batcher: aggregate tok/s); AB_DEPTH=D measures after D tokens of context (bench -d). base
 #            is the build step's own build: run build first
 # Logs go to $OUT/logs.tar.gz ($OUT defaults to ./gpu-out); the last lines printed are a short
 # table of results.
@@ -379,20 +380,23 @@ step_ab() {
         names+=("$name") dirs+=("$d") envsets+=("$envs")
     done
     declare -A tg
+    local pp=0 what=tg128
+    [ "${AB_PP:-0}" = 1 ] && pp=512 what="pp512 tg128"
+    [ "${AB_P:-1}" != 1 ] && pp=128 what="x${AB_P}: pp128 tg128 aggregate" # a batch: its prefill too
     for round in $(seq 1 "${AB_ROUNDS:-2}"); do
         for shape in ${AB_MODELS:-llama-3.1-8b qwen3-30b-a3b}; do
             synth_big "$shape"
             for i in "${!names[@]}"; do
                 local log="$OUT/logs/ab-${names[$i]}-$shape-$round.txt"
-                env ${envsets[$i]} "${dirs[$i]}/celer" bench -m "$f" --backend cuda -p "$([ "${AB_PP:-0}" = 1 ] && echo 512 || echo 0)" \
-                    -n 128 -d "${AB_DEPTH:-0}" -r 3 >"$log" 2>&1
-                tg[$i,$shape]+="$(grep -E 'pp512|tg128' "$log" | awk '{printf "%s ", $(NF-3)}')/ "
+                env ${envsets[$i]} "${dirs[$i]}/celer" bench -m "$f" --backend cuda -p "$pp" -n 128 -d "${AB_DEPTH:-0}" \
+                    -P "${AB_P:-1}" -r 3 >"$log" 2>&1
+                tg[$i,$shape]+="$(grep -E 'pp[0-9]|tg128' "$log" | awk '{printf "%s ", $(NF-3)}')/ "
             done
         done
     done
     for i in "${!names[@]}"; do
         for shape in ${AB_MODELS:-llama-3.1-8b qwen3-30b-a3b}; do
-            result "ab ${names[$i]} $shape ($([ "${AB_PP:-0}" = 1 ] && echo 'pp512 tg128' || echo tg128) @d${AB_DEPTH:-0})" "${tg[$i,$shape]}"
+            result "ab ${names[$i]} $shape ($what @d${AB_DEPTH:-0})" "${tg[$i,$shape]}"
         done
     done
 }
