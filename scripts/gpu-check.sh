@@ -211,6 +211,7 @@ bench_model() {
     result "celer bench $name" "$(grep -E 'pp512|tg128' "$log" | awk '{print $(NF-3), $(NF-2)}' | tr '\n' ' ')"
     result "  its steps (CELER_GPU_STATS)" "$(grep -m1 -o 'steps:.*' "$log" | cut -c1-100)"
     result "  its device allocations" "$(grep -m1 -o 'allocations:.*' "$log" | cut -c1-100)"
+    result "  its device memory" "$(grep -m1 -o 'memory: peak.*' "$log" | cut -c1-100)"
     if [ -n "${LLAMA_BENCH:-}" ] && [ -f "$model" ]; then
         "$LLAMA_BENCH" -m "$model" -p 512 -n 128 -r 3 -ngl 99 -fa 1 >"${log%.txt}-llama.txt" 2>&1
         result "llama-bench $name" "$(grep -E 'pp512|tg128' "${log%.txt}-llama.txt" | awk -F'|' '{print $(NF-2), $(NF-1)}' | tr -s ' ' | tr '\n' ' ')"

@@ -204,6 +204,9 @@ typedef struct {
     int      device;       /* gpu: the device index */
     double   timeout_s;    /* gpu: the watchdog's deadline for one step; 0 = the default (120 s) */
     uint64_t upload_total; /* gpu: the bytes of weights to upload, for the progress line; 0 = unknown */
+    /* gpu: the planner's estimate of the memory a run takes (celer_memory_estimate's total, and
+     * its KV cache's share counted in f32), set beside the peak in CELER_GPU_STATS's line */
+    uint64_t plan_total, plan_kv;
 } celer_backend_config;
 
 /* Creates the backend called name ("cpu", "cuda", "rocm"), or the best available when name is

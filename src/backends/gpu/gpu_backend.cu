@@ -134,6 +134,7 @@ static celer_status gpu_alloc(celer_backend *be, size_t bytes, void **out, celer
                           CELER_GPU_NAME, (double)bytes / 1048576.0, (double)free_b / 1048576.0,
                           (double)total_b / 1048576.0);
     }
+    gpu_note_memory(g);
     /* fresh memory is zeroed, as the CPU's calloc: a KV block never holds another run's values */
     gpu_forget_acts(g); /* it may be where the quantized activations' source was */
     GPU_TRY(g, err, gpuMemsetAsync(*out, 0, bytes, g->stream), "memset");
@@ -233,6 +234,16 @@ static celer_status gpu_copy(celer_backend *be, void *dst, const void *src, size
     if (gpu_alive(g, err) || gpu_skip(g)) return g->failed ? err->code : CELER_OK;
     GPU_TRY(g, err, gpuMemcpyAsync(dst, src, n, gpuMemcpyDeviceToDevice, g->stream), "device-to-device copy");
     return CELER_OK;
+}
+
+void gpu_note_memory(gpu_backend *g)
+{
+    size_t free_b = 0, total_b = 0;
+    if (gpuMemGetInfo(&free_b, &total_b) != gpuSuccess) {
+        (void)gpuGetLastError();
+        return;
+    }
+    if (free_b < g->free_min) g->free_min = free_b;
 }
 
 static celer_status gpu_memory(celer_backend *be, uint64_t *free_b, uint64_t *total_b, celer_error *err)
@@ -354,6 +365,8 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     const char *wd = getenv("CELER_GPU_WATCHDOG");
     g->timeout_s   = cfg && cfg->timeout_s > 0 ? cfg->timeout_s : wd && atof(wd) > 0 ? atof(wd) : 120.0;
     g->upload_total = cfg ? cfg->upload_total : 0;
+    g->plan_total   = cfg ? cfg->plan_total : 0;
+    g->plan_kv      = cfg ? cfg->plan_kv : 0;
     g->cur          = -1;
     const char *gr  = getenv("CELER_GPU_GRAPHS"); /* 0: every step op by op (for comparisons) */
     g->graphs_off   = gr && !strcmp(gr, "0");
@@ -381,6 +394,9 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     gpuError_t e = gpuSetDevice(device);
     if (e == gpuSuccess) e = gpuGetDeviceProperties(&g->prop, device);
     if (e == gpuSuccess) e = gpuStreamCreateNonBlocking(&g->stream);
+    size_t total_b = 0;
+    if (e == gpuSuccess) e = gpuMemGetInfo(&g->free0, &total_b);
+    g->free_min = g->free0;
     if (e != gpuSuccess) {
         celer_status st = gpu_fail(g, err, e, "opening the device");
         gpu_free(&g->base);

@@ -89,6 +89,11 @@ typedef struct {
     int64_t            waits;
     bool               in_step;               /* between step_begin and step_end */
     int64_t            allocs[3];             /* device allocations: all, inside steps, inside replayed steps */
+    /* the device's free memory when the backend opened and its least since (sampled after each
+     * allocation and at the end: what the vendor BLAS takes for itself counts too); the planner's
+     * estimate, from the config */
+    size_t             free0, free_min;
+    uint64_t           plan_total, plan_kv;
     uint64_t           clock;         /* steps begun, for the least recently used graph */
     bool               graphs_off;    /* CELER_GPU_GRAPHS=0 */
     /* scratch for MoE and staging */
@@ -163,7 +168,9 @@ void gpu_graph_break(gpu_backend *g, bool forever);
 void gpu_graphs_drop(gpu_backend *g);
 void gpu_graphs_free(gpu_backend *g);
 /* The CELER_GPU_STATS line: steps by mode with their mean host time, and the device waits. */
-void gpu_stats_print(const gpu_backend *g);
+void gpu_stats_print(gpu_backend *g);
+/* The device's free memory now, for the peak in CELER_GPU_STATS's line. */
+void gpu_note_memory(gpu_backend *g);
 /* A device allocation, counted for CELER_GPU_STATS (issue 10: none inside replayed decode steps). */
 static inline void gpu_count_alloc(gpu_backend *g)
 {

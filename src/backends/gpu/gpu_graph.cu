@@ -144,7 +144,7 @@ celer_status gpu_step_end(celer_backend *be, bool ok, bool *redo, celer_error *e
     return CELER_OK;
 }
 
-void gpu_stats_print(const gpu_backend *g)
+void gpu_stats_print(gpu_backend *g)
 {
     static const char *mode[4] = {"op by op", "recorded", "replayed", "broken"};
     fprintf(stderr, "celer: %s steps:", CELER_GPU_NAME);
@@ -156,4 +156,12 @@ void gpu_stats_print(const gpu_backend *g)
             g->waits ? 1e6 * g->wait_s / (double)g->waits : 0.0);
     fprintf(stderr, "celer: %s device allocations: %lld (%lld inside steps, %lld inside replayed steps)\n",
             CELER_GPU_NAME, (long long)g->allocs[0], (long long)g->allocs[1], (long long)g->allocs[2]);
+    gpu_note_memory(g);
+    const double   gib  = 1024.0 * 1024.0 * 1024.0, peak = (double)(g->free0 - g->free_min) / gib;
+    const uint64_t plan = g->plan_total - g->plan_kv + g->plan_kv / sizeof(float) * (g->kv_f16 ? 2 : 4);
+    if (g->plan_total)
+        fprintf(stderr, "celer: %s device memory: peak %.2f GiB, planned %.2f GiB (%+.1f%%)\n", CELER_GPU_NAME, peak,
+                (double)plan / gib, 100.0 * (peak * gib / (double)plan - 1.0));
+    else
+        fprintf(stderr, "celer: %s device memory: peak %.2f GiB\n", CELER_GPU_NAME, peak);
 }
