@@ -22,7 +22,8 @@
 #            (celer bench -d, llama-bench -d), BENCH_MODELS picks the shapes
 #   acceptance  issue 10's table: the 8B in Q4_0, Q4_K_M, Q8_0 and MLX affine4 g64, the 30B-A3B
 #            and Qwen3-0.6B in Q4_0 (celer bench, llama-bench beside it with LLAMA_BENCH), the 8B's
-#            batch of 32 (llama-batched-bench with LLAMA_BATCHED_BENCH); ~8 minutes with the files
+#            batch of 32 (llama-batched-bench with LLAMA_BATCHED_BENCH); ~8 minutes with the files.
+#            ACCEPT picks rows: q4_0 q4_k_m q8_0 mlx 30b 0.6b batch (the default: all)
 #   kernels  dev/kernels/gpu_matmul.c (each format's matmul time and weight bandwidth) and
 #            gpu_attention.c (decode attention's time and cache bandwidth by context), tables printed
 #            whole; KERNELS picks them
@@ -249,18 +250,25 @@ step_bench() {
 # Issue 10's table: the 8B in Q4_0, Q4_K_M, Q8_0 and MLX affine 4-bit g64 (celer quantize of the
 # Q8_0 file), the 30B-A3B and Qwen3-0.6B in Q4_0, and the 8B's batch of 32.
 step_acceptance() {
-    local r shape type
-    for r in "llama-3.1-8b Q4_0" "llama-3.1-8b Q4_K_M" "llama-3.1-8b Q8_0" "qwen3-30b-a3b Q4_0" "qwen3-0.6b Q4_0"; do
+    local r shape type row
+    for row in ${ACCEPT:-q4_0 q4_k_m q8_0 mlx 30b 0.6b batch}; do
+        case $row in
+        q4_0) r="llama-3.1-8b Q4_0" ;; q4_k_m) r="llama-3.1-8b Q4_K_M" ;; q8_0 | mlx) r="llama-3.1-8b Q8_0" ;;
+        30b) r="qwen3-30b-a3b Q4_0" ;; 0.6b) r="qwen3-0.6b Q4_0" ;; batch) r="llama-3.1-8b Q4_0" ;;
+        *) result "acceptance $row" "unknown row (q4_0 q4_k_m q8_0 mlx 30b 0.6b batch)"; continue ;;
+        esac
         read -r shape type <<<"$r"
         f=$SYNTH/$shape-$type.gguf
         [ -f "$f" ] || "$B/celer" synth --shape "$shape" --type "$type" -o "$f" >"$OUT/logs/synth-$shape-$type.log" 2>&1
-        bench_model "$shape $type" "$f"
+        case $row in
+        mlx) # the Q8_0 file quantized to MLX affine 4-bit, groups of 64
+            local m=$SYNTH/llama-3.1-8b-mlx-affine4-g64
+            [ -d "$m" ] || "$B/celer" quantize "$f" "$m" --bits 4 --group-size 64 >"$OUT/logs/quantize-mlx.log" 2>&1
+            bench_model "llama-3.1-8b MLX affine4 g64" "$m" ;;
+        batch) bench_batched "$shape $type" "$f" ;;
+        *) bench_model "$shape $type" "$f" ;;
+        esac
     done
-    local m=$SYNTH/llama-3.1-8b-mlx-affine4-g64
-    [ -d "$m" ] || "$B/celer" quantize "$SYNTH/llama-3.1-8b-Q8_0.gguf" "$m" --bits 4 --group-size 64 \
-        >"$OUT/logs/quantize-mlx.log" 2>&1
-    bench_model "llama-3.1-8b MLX affine4 g64" "$m"
-    bench_batched "llama-3.1-8b Q4_0" "$SYNTH/llama-3.1-8b-Q4_0.gguf"
 }
 
 step_kernels() {
