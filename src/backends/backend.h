@@ -144,6 +144,10 @@ typedef struct {
                          const celer_rope *r, celer_error *err);
     /* bytes of a value in the KV cache's pools: 4 (f32) or 2 (f16); NULL: 4 */
     int (*kv_elem_bytes)(celer_backend *be);
+    /* device memory the backend takes for itself past the planner's shared estimate (weights, KV
+     * cache, one chunk's activations) when steps run up to `tokens` tokens through products of up
+     * to `cols` columns; NULL: none */
+    uint64_t (*own_scratch)(celer_backend *be, int64_t tokens, int64_t cols);
     /* writes k (T, n_kv_heads, head_dim_k) and v into the cache at the batch's (seq, pos) */
     celer_status (*kv_write)(celer_backend *be, celer_kv_cache *kv, int32_t layer, const float *k, const float *v,
                              const celer_batch *b, celer_error *err);

@@ -160,12 +160,11 @@ void celer_model_file_estimate_memory(const celer_model_file *mf, int64_t n_ctx,
     double scratch = chunk * (4.0 * (double)hp->n_embd + qkv + 3.0 * ff) * 4.0 + (double)hp->n_vocab * 4.0;
     /* MoE: each token's chosen experts' gate, up and output rows, sorted by expert */
     scratch += chunk * (double)hp->n_expert_used * (2.0 * (double)hp->n_ff_expert + (double)hp->n_embd) * 4.0;
-    /* Not counted: a GPU backend's own scratch, such as the CUDA build's BLAS path (gpu_blas.cu:
-     * up to 128 MiB of weight rows in f16, the chunk's activations in f16, a 32 MiB cuBLAS
-     * workspace; about 220 MiB at most, as its buffers grow by a quarter past a request). The
-     * estimate is made before a backend exists and is the same for all of them (the engine
-     * checks it against the chosen backend's memory); a device short by that much fails the first
-     * long step with an out-of-memory error, not a wrong result. */
+    /* Not counted here: a backend's own scratch, such as the CUDA build's BLAS path (gpu_blas.cu:
+     * f16 weight rows and activations, cuBLAS's workspace and library, ~0.3 GiB). The estimate is
+     * made before a backend exists and is the same for all of them; the engine adds what the
+     * chosen backend says it takes (ops->own_scratch) before it checks the total against that
+     * backend's memory. */
     e->weights  = to_bytes(weights);
     e->kv_cache = to_bytes(kv);
     e->scratch  = to_bytes(scratch);

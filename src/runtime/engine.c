@@ -47,6 +47,13 @@ static void find_eog(celer_engine *e)
 }
 
 
+/* The most columns a weight of the model has: the widest input of a product. */
+static int64_t widest_input(const celer_hparams *hp)
+{
+    int64_t w = hp->n_embd > hp->n_ff ? hp->n_embd : hp->n_ff;
+    return w > hp->n_head * hp->head_dim_v ? w : hp->n_head * hp->head_dim_v;
+}
+
 /* Refuses, with the numbers and the flag to change, a model that does not fit in the memory the
  * backend can allocate now (host MemAvailable on the CPU, where the weights are mapped but every
  * page is read each token; on a GPU the device's allocatable memory). */
@@ -115,6 +122,11 @@ celer_status celer_engine_create(celer_engine **out, const char *model_path, con
         const uint64_t kv = mem.kv_cache / sizeof(float) * (uint64_t)e->be->ops->kv_elem_bytes(e->be);
         mem.total         = mem.total - mem.kv_cache + kv;
         mem.kv_cache      = kv;
+    }
+    if (!st && e->be->ops->own_scratch) { /* the CUDA build's BLAS path: its f16 copies and workspace */
+        const uint64_t own = e->be->ops->own_scratch(e->be, n_ctx < PREFILL_CHUNK ? n_ctx : PREFILL_CHUNK,
+                                                     widest_input(celer_model_file_hparams(e->mf)));
+        mem.scratch += own, mem.total += own;
     }
     if (!st) st = check_memory(e, &mem, n_ctx, err);
     if (!st) st = celer_model_load(&e->model, e->mf, e->be, err);

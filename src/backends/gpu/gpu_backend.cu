@@ -134,7 +134,6 @@ static celer_status gpu_alloc(celer_backend *be, size_t bytes, void **out, celer
                           CELER_GPU_NAME, (double)bytes / 1048576.0, (double)free_b / 1048576.0,
                           (double)total_b / 1048576.0);
     }
-    gpu_note_memory(g);
     /* fresh memory is zeroed, as the CPU's calloc: a KV block never holds another run's values */
     gpu_forget_acts(g); /* it may be where the quantized activations' source was */
     GPU_TRY(g, err, gpuMemsetAsync(*out, 0, bytes, g->stream), "memset");
@@ -142,6 +141,12 @@ static celer_status gpu_alloc(celer_backend *be, size_t bytes, void **out, celer
 }
 
 static int gpu_kv_elem_bytes(celer_backend *be) { return gpu_of(be)->kv_f16 ? 2 : (int)sizeof(float); }
+static uint64_t gpu_own_scratch(celer_backend *be, int64_t tokens, int64_t cols)
+{
+    gpu_backend *g = gpu_of(be);
+    g->plan_own    = gpu_blas_scratch(g, tokens, cols); /* counted in CELER_GPU_STATS's plan too */
+    return g->plan_own;
+}
 
 static void gpu_release(celer_backend *be, void *p)
 {
@@ -335,6 +340,7 @@ static const celer_backend_ops gpu_ops = {
     .add_bias      = gpu_add_bias,
     .rope          = gpu_rope,
     .kv_elem_bytes = gpu_kv_elem_bytes,
+    .own_scratch   = gpu_own_scratch,
     .kv_write      = gpu_kv_write,
     .attention     = gpu_attention,
     .add           = gpu_add,

@@ -89,11 +89,12 @@ typedef struct {
     int64_t            waits;
     bool               in_step;               /* between step_begin and step_end */
     int64_t            allocs[3];             /* device allocations: all, inside steps, inside replayed steps */
-    /* the device's free memory when the backend opened and its least since (sampled after each
-     * allocation and at the end: what the vendor BLAS takes for itself counts too); the planner's
-     * estimate, from the config */
-    size_t             free0, free_min;
-    uint64_t           plan_total, plan_kv;
+    /* with stats: the device's free memory when the backend opened, when the first step began,
+     * and its least at a step's start or end (what the vendor BLAS and the runtime take for
+     * themselves counts; what a caller allocates between steps, as bench's bandwidth probe, does
+     * not); the planner's estimate, from the config */
+    size_t             free0, free_first, free_min;
+    uint64_t           plan_total, plan_kv, plan_own; /* plan_own: ops->own_scratch's answer */
     uint64_t           clock;         /* steps begun, for the least recently used graph */
     bool               graphs_off;    /* CELER_GPU_GRAPHS=0 */
     /* scratch for MoE and staging */

@@ -28,5 +28,8 @@ celer_status gpu_blas_matmul(gpu_backend *g, const gpu_wdesc *w, int fmt, const 
                              celer_error *err);
 /* The handle, its workspace and the scratch released; nothing when no product took the BLAS. */
 void         gpu_blas_free(gpu_backend *g);
+/* The device memory the BLAS path may take beyond the planner's estimate, for steps of up to
+ * `tokens` tokens through weights of up to `cols` columns (0 without a vendor BLAS). */
+uint64_t     gpu_blas_scratch(const gpu_backend *g, int64_t tokens, int64_t cols);
 
 #endif

@@ -83,7 +83,11 @@ celer_status gpu_step_begin(celer_backend *be, uint64_t key, celer_error *err)
 {
     gpu_backend *g = gpu_of(be);
     g->rec = GPU_REC_EAGER, g->cur = -1, g->sig = 0xcbf29ce484222325ull, g->in_step = true;
-    if (g->stats) g->t_step = gpu_now_s();
+    if (g->stats) {
+        g->t_step = gpu_now_s();
+        gpu_note_memory(g);
+        if (!g->free_first) g->free_first = g->free_min; /* what the engine's creation took */
+    }
     if (g->graphs_off || gpu_alive(g, err)) return g->failed ? err->code : CELER_OK;
     struct gpu_graph *e = entry(g, key);
     if (!e) return CELER_OK; /* no memory for the table: op by op */
@@ -110,7 +114,7 @@ celer_status gpu_step_end(celer_backend *be, bool ok, bool *redo, celer_error *e
     gpu_backend *g   = gpu_of(be);
     int          rec = g->rec;
     *redo            = false;
-    if (g->stats) g->walk_s[rec] += gpu_now_s() - g->t_step, g->steps[rec]++;
+    if (g->stats) g->walk_s[rec] += gpu_now_s() - g->t_step, g->steps[rec]++, gpu_note_memory(g);
     g->rec           = GPU_REC_EAGER;
     g->in_step       = false;
     if (rec == GPU_REC_EAGER) return CELER_OK;
@@ -156,12 +160,13 @@ void gpu_stats_print(gpu_backend *g)
             g->waits ? 1e6 * g->wait_s / (double)g->waits : 0.0);
     fprintf(stderr, "celer: %s device allocations: %lld (%lld inside steps, %lld inside replayed steps)\n",
             CELER_GPU_NAME, (long long)g->allocs[0], (long long)g->allocs[1], (long long)g->allocs[2]);
-    gpu_note_memory(g);
-    const double   gib  = 1024.0 * 1024.0 * 1024.0, peak = (double)(g->free0 - g->free_min) / gib;
-    const uint64_t plan = g->plan_total - g->plan_kv + g->plan_kv / sizeof(float) * (g->kv_f16 ? 2 : 4);
+    const double   gib   = 1024.0 * 1024.0 * 1024.0, peak = (double)(g->free0 - g->free_min) / gib;
+    const double   first = g->free_first ? (double)(g->free0 - g->free_first) / gib : peak;
+    const uint64_t plan  = g->plan_total - g->plan_kv + g->plan_kv / sizeof(float) * (g->kv_f16 ? 2 : 4) + g->plan_own;
     if (g->plan_total)
-        fprintf(stderr, "celer: %s device memory: peak %.2f GiB, planned %.2f GiB (%+.1f%%)\n", CELER_GPU_NAME, peak,
-                (double)plan / gib, 100.0 * (peak * gib / (double)plan - 1.0));
+        fprintf(stderr, "celer: %s device memory: peak %.2f GiB (%.2f when the first step began), planned %.2f GiB "
+                "(%+.1f%%)\n", CELER_GPU_NAME, peak, first, (double)plan / gib, 100.0 * (peak * gib / (double)plan - 1.0));
     else
-        fprintf(stderr, "celer: %s device memory: peak %.2f GiB\n", CELER_GPU_NAME, peak);
+        fprintf(stderr, "celer: %s device memory: peak %.2f GiB (%.2f when the first step began)\n", CELER_GPU_NAME,
+                peak, first);
 }
