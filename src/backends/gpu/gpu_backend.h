@@ -34,9 +34,13 @@ typedef struct {
     gpuStream_t   stream;
     double        timeout_s;  /* watchdog: a sync that waits longer fails the device */
     char          device_name[256];
-    /* weights: one allocation each, freed with the backend; bytes uploaded, for the progress line */
-    void   **weights;
+    /* weights: placed one after another in few allocations ("arenas", gpu_weights.cu), freed with
+     * the backend; bytes uploaded, for the progress line */
+    void   **weights; /* the arenas */
     size_t   n_weights, cap_weights;
+    char    *arena_next;   /* the last arena's first free byte */
+    size_t   arena_left;   /* and the bytes after it */
+    uint64_t arena_total;  /* bytes of all the arenas */
     uint64_t uploaded, upload_total;
     double   progress_at;
     bool          failed;
