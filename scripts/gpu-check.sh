@@ -24,6 +24,8 @@
 #            and Qwen3-0.6B in Q4_0 (celer bench, llama-bench beside it with LLAMA_BENCH), the 8B's
 #            batch of 32 (llama-batched-bench with LLAMA_BATCHED_BENCH); ~8 minutes with the files.
 #            ACCEPT picks rows: q4_0 q4_k_m q8_0 mlx 30b 0.6b batch (the default: all)
+#   memory   peak device memory against the planner's estimate (CELER_GPU_STATS): celer generate
+#            and bench -p 512 -n 16 of the 0.6B and the 8B Q4_0 (issue 10: within 10%)
 #   kernels  dev/kernels/gpu_matmul.c (each format's matmul time and weight bandwidth) and
 #            gpu_attention.c (decode attention's time and cache bandwidth by context), tables printed
 #            whole; KERNELS picks them
@@ -356,6 +358,21 @@ step_stalls() {
         result "stalls $shape (logs/ncu-stalls-$shape.txt)" "$(grep -c 'Section: Warp State' "$OUT/logs/ncu-stalls-$shape.txt") kernels"
         grep -E '^  k_|^  void k_|Duration|Warp Cycles Per Issued|spends|Block Size|Registers Per|Achieved Occupancy' \
             "$OUT/logs/ncu-stalls-$shape.txt" | cut -c1-160 | head -60
+    done
+}
+
+# Peak device memory against the planner's estimate (CELER_GPU_STATS's line): generate at the
+# default context, and bench's prefill and decode (its engine sized for them), of the 0.6B and
+# the 8B in Q4_0.
+step_memory() {
+    local shape run
+    for shape in qwen3-0.6b llama-3.1-8b; do
+        synth_big $shape
+        for run in "generate --no-chat -p hello -n 4" "bench -p 512 -n 16 -r 1"; do
+            local log="$OUT/logs/memory-$shape-${run%% *}.txt"
+            CELER_GPU_STATS=1 "$B/celer" ${run%% *} -m "$f" --backend cuda ${run#* } >"$log" 2>&1
+            result "memory $shape ${run%% *}" "$(grep -m1 -o 'memory: peak.*' "$log" | cut -c9-100)"
+        done
     done
 }
 
