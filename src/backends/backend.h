@@ -148,6 +148,9 @@ typedef struct {
      * cache, one chunk's activations) when steps run up to `tokens` tokens through products of up
      * to `cols` columns; NULL: none */
     uint64_t (*own_scratch)(celer_backend *be, int64_t tokens, int64_t cols);
+    /* the planner's final estimate of the run's memory (with the two answers above), for a
+     * backend to report beside what it used; NULL: not reported */
+    void (*note_plan)(celer_backend *be, uint64_t bytes);
     /* writes k (T, n_kv_heads, head_dim_k) and v into the cache at the batch's (seq, pos) */
     celer_status (*kv_write)(celer_backend *be, celer_kv_cache *kv, int32_t layer, const float *k, const float *v,
                              const celer_batch *b, celer_error *err);
@@ -208,9 +211,6 @@ typedef struct {
     int      device;       /* gpu: the device index */
     double   timeout_s;    /* gpu: the watchdog's deadline for one step; 0 = the default (120 s) */
     uint64_t upload_total; /* gpu: the bytes of weights to upload, for the progress line; 0 = unknown */
-    /* gpu: the planner's estimate of the memory a run takes (celer_memory_estimate's total, and
-     * its KV cache's share counted in f32), set beside the peak in CELER_GPU_STATS's line */
-    uint64_t plan_total, plan_kv;
 } celer_backend_config;
 
 /* Creates the backend called name ("cpu", "cuda", "rocm"), or the best available when name is

@@ -115,7 +115,6 @@ celer_status celer_engine_create(celer_engine **out, const char *model_path, con
     if (!st) {
         celer_model_file_estimate_memory(e->mf, n_ctx, &mem);
         bc.upload_total = mem.weights; /* the GPU's upload progress line */
-        bc.plan_total = mem.total, bc.plan_kv = mem.kv_cache;
         st              = celer_backend_create(&e->be, cfg ? cfg->backend : NULL, &bc, err);
     }
     if (!st && e->be->ops->kv_elem_bytes) { /* the estimate counts f32 keys and values; a backend may keep f16 */
@@ -128,6 +127,7 @@ celer_status celer_engine_create(celer_engine **out, const char *model_path, con
                                                      widest_input(celer_model_file_hparams(e->mf)));
         mem.scratch += own, mem.total += own;
     }
+    if (!st && e->be->ops->note_plan) e->be->ops->note_plan(e->be, mem.total);
     if (!st) st = check_memory(e, &mem, n_ctx, err);
     if (!st) st = celer_model_load(&e->model, e->mf, e->be, err);
     if (!st && celer_tokenizer_n_vocab(e->tok) > e->model.hp.n_vocab) /* ids past the table: refuse now */

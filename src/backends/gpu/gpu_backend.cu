@@ -143,10 +143,9 @@ static celer_status gpu_alloc(celer_backend *be, size_t bytes, void **out, celer
 static int gpu_kv_elem_bytes(celer_backend *be) { return gpu_of(be)->kv_f16 ? 2 : (int)sizeof(float); }
 static uint64_t gpu_own_scratch(celer_backend *be, int64_t tokens, int64_t cols)
 {
-    gpu_backend *g = gpu_of(be);
-    g->plan_own    = gpu_blas_scratch(g, tokens, cols); /* counted in CELER_GPU_STATS's plan too */
-    return g->plan_own;
+    return gpu_blas_scratch(gpu_of(be), tokens, cols);
 }
+static void gpu_note_plan(celer_backend *be, uint64_t bytes) { gpu_of(be)->plan = bytes; }
 
 static void gpu_release(celer_backend *be, void *p)
 {
@@ -341,6 +340,7 @@ static const celer_backend_ops gpu_ops = {
     .rope          = gpu_rope,
     .kv_elem_bytes = gpu_kv_elem_bytes,
     .own_scratch   = gpu_own_scratch,
+    .note_plan     = gpu_note_plan,
     .kv_write      = gpu_kv_write,
     .attention     = gpu_attention,
     .add           = gpu_add,
@@ -371,8 +371,6 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     const char *wd = getenv("CELER_GPU_WATCHDOG");
     g->timeout_s   = cfg && cfg->timeout_s > 0 ? cfg->timeout_s : wd && atof(wd) > 0 ? atof(wd) : 120.0;
     g->upload_total = cfg ? cfg->upload_total : 0;
-    g->plan_total   = cfg ? cfg->plan_total : 0;
-    g->plan_kv      = cfg ? cfg->plan_kv : 0;
     g->cur          = -1;
     const char *gr  = getenv("CELER_GPU_GRAPHS"); /* 0: every step op by op (for comparisons) */
     g->graphs_off   = gr && !strcmp(gr, "0");

@@ -96,9 +96,9 @@ typedef struct {
     /* with stats: the device's free memory when the backend opened, when the first step began,
      * and its least at a step's start or end (what the vendor BLAS and the runtime take for
      * themselves counts; what a caller allocates between steps, as bench's bandwidth probe, does
-     * not); the planner's estimate, from the config */
+     * not); the planner's estimate (ops->note_plan; 0: none given) */
     size_t             free0, free_first, free_min;
-    uint64_t           plan_total, plan_kv, plan_own; /* plan_own: ops->own_scratch's answer */
+    uint64_t           plan;
     uint64_t           clock;         /* steps begun, for the least recently used graph */
     bool               graphs_off;    /* CELER_GPU_GRAPHS=0 */
     /* scratch for MoE and staging */

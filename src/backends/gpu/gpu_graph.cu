@@ -162,10 +162,10 @@ void gpu_stats_print(gpu_backend *g)
             CELER_GPU_NAME, (long long)g->allocs[0], (long long)g->allocs[1], (long long)g->allocs[2]);
     const double   gib   = 1024.0 * 1024.0 * 1024.0, peak = (double)(g->free0 - g->free_min) / gib;
     const double   first = g->free_first ? (double)(g->free0 - g->free_first) / gib : peak;
-    const uint64_t plan  = g->plan_total - g->plan_kv + g->plan_kv / sizeof(float) * (g->kv_f16 ? 2 : 4) + g->plan_own;
-    if (g->plan_total)
+    if (g->plan)
         fprintf(stderr, "celer: %s device memory: peak %.2f GiB (%.2f when the first step began), planned %.2f GiB "
-                "(%+.1f%%)\n", CELER_GPU_NAME, peak, first, (double)plan / gib, 100.0 * (peak * gib / (double)plan - 1.0));
+                "(%+.1f%%)\n", CELER_GPU_NAME, peak, first, (double)g->plan / gib,
+                100.0 * (peak * gib / (double)g->plan - 1.0));
     else
         fprintf(stderr, "celer: %s device memory: peak %.2f GiB (%.2f when the first step began)\n", CELER_GPU_NAME,
                 peak, first);
