@@ -392,6 +392,8 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->att_chunk    = ac && atoi(ac) >= 16 && atoi(ac) <= 65536 ? atoi(ac) : 0;
     const char *kf  = getenv("CELER_GPU_KV_F16"); /* 1: f16 keys and values (not yet the default: unmeasured) */
     g->kv_f16       = kf && !strcmp(kf, "1");
+    const char *x8  = getenv("CELER_GPU_MVQ_X8"); /* 1: an experiment (gpu_matvec.cu), off by default */
+    g->mvq_x8       = x8 && !strcmp(x8, "1");
     const char *st  = getenv("CELER_GPU_STATS"); /* 1: step and wait times on stderr at the end */
     g->stats        = st && !strcmp(st, "1");
     snprintf(g->device_name, sizeof g->device_name, "%s", f.name);

@@ -78,10 +78,11 @@ typedef struct {
     float2 dd;
 } xblk;
 
-static __device__ __forceinline__ xblk load_x(const gpu_xq &x, int t, int64_t b)
+/* X8: the high level only (its low codes are not loaded: zeros). */
+template <bool X8> static __device__ __forceinline__ xblk load_x(const gpu_xq &x, int t, int64_t b)
 {
-    const int4 *p = (const int4 *)xq_words(x, t, b);
-    const int4  h0 = p[0], h1 = p[1], l0 = p[2], l1 = p[3];
+    const int4 *p  = (const int4 *)xq_words(x, t, b);
+    const int4  h0 = p[0], h1 = p[1], l0 = X8 ? make_int4(0, 0, 0, 0) : p[2], l1 = X8 ? make_int4(0, 0, 0, 0) : p[3];
     xblk        r;
     r.h[0] = h0.x, r.h[1] = h0.y, r.h[2] = h0.z, r.h[3] = h0.w;
     r.h[4] = h1.x, r.h[5] = h1.y, r.h[6] = h1.z, r.h[7] = h1.w;
@@ -92,12 +93,12 @@ static __device__ __forceinline__ xblk load_x(const gpu_xq &x, int t, int64_t b)
 }
 
 /* 256 · (w · hi) + (w · lo) over the 32 values of x block a, word k of w against word k of hi
- * and of lo. */
-static __device__ __forceinline__ float dot32(const int w[8], const xblk &a)
+ * and of lo (X8: 256 · (w · hi), the activations to 8 bits). */
+template <bool X8> static __device__ __forceinline__ float dot32(const int w[8], const xblk &a)
 {
     int sh = 0, sl = 0;
 #pragma unroll
-    for (int k = 0; k < 8; k++) sh = gpu_dp4a(w[k], a.h[k], sh), sl = gpu_dp4a(w[k], a.l[k], sl);
+    for (int k = 0; k < 8; k++) sh = gpu_dp4a(w[k], a.h[k], sh), sl = X8 ? 0 : gpu_dp4a(w[k], a.l[k], sl);
     return (float)(256 * sh + sl);
 }
 
@@ -207,7 +208,7 @@ static __device__ __forceinline__ float sdtype_val(uint32_t bits, int32_t t)
 
 /* Adds unit u of MVQ_ROWS rows (loaded in r) dotted with the activations of each live token
  * to acc; each token's activations are loaded once for all the rows. */
-template <int F, int NT>
+template <int F, int NT, bool X8>
 static __device__ __forceinline__ void units_dot(const gpu_wdesc &w, const raw_unit (&r)[MVQ_ROWS], int64_t u,
                                                  const gpu_xq &x, int nt, float (&acc)[MVQ_ROWS][NT])
 {
@@ -243,9 +244,9 @@ static __device__ __forceinline__ void units_dot(const gpu_wdesc &w, const raw_u
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             if (t >= nt) continue;
-            const xblk a = load_x(x, t, u);
+            const xblk a = load_x<X8>(x, t, u);
 #pragma unroll
-            for (int i = 0; i < MVQ_ROWS; i++) acc[i][t] += A[i] * a.dd.x * dot32(q[i], a) + B[i] * a.dd.y;
+            for (int i = 0; i < MVQ_ROWS; i++) acc[i][t] += A[i] * a.dd.x * dot32<X8>(q[i], a) + B[i] * a.dd.y;
         }
     } else if (F == GPU_Q4_K || F == GPU_Q5_K) {
         const int p = (int)(u % 4);
@@ -276,10 +277,10 @@ static __device__ __forceinline__ void units_dot(const gpu_wdesc &w, const raw_u
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             if (t >= nt) continue;
-            const xblk a = load_x(x, t, xb), b = load_x(x, t, xb + 1);
+            const xblk a = load_x<X8>(x, t, xb), b = load_x<X8>(x, t, xb + 1);
 #pragma unroll
             for (int i = 0; i < MVQ_ROWS; i++)
-                acc[i][t] += dl[i][0] * a.dd.x * dot32(lo[i], a) + dl[i][1] * b.dd.x * dot32(hi[i], b) -
+                acc[i][t] += dl[i][0] * a.dd.x * dot32<X8>(lo[i], a) + dl[i][1] * b.dd.x * dot32<X8>(hi[i], b) -
                              (ml[i][0] * a.dd.y + ml[i][1] * b.dd.y);
         }
     } else if (F == GPU_Q6_K) {
@@ -308,12 +309,12 @@ static __device__ __forceinline__ void units_dot(const gpu_wdesc &w, const raw_u
             for (int j = 0; j < 4; j++) {
                 const int64_t xb = 8 * (u / 8) + 4 * hf + j;
                 const int2   *p  = (const int2 *)(xq_words(x, t, xb) + l0 / 4);
-                const int2    xh = p[0], xl = p[4]; /* hi at word l0 / 4, lo 32 bytes on */
+                const int2    xh = p[0], xl = X8 ? make_int2(0, 0) : p[4]; /* hi at word l0 / 4, lo 32 bytes on */
                 const float   dx = x.d[(int64_t)t * x.nb + xb].x;
 #pragma unroll
                 for (int i = 0; i < MVQ_ROWS; i++) {
                     const int sh = gpu_dp4a(q[i][j][1], xh.y, gpu_dp4a(q[i][j][0], xh.x, 0));
-                    const int sl = gpu_dp4a(q[i][j][1], xl.y, gpu_dp4a(q[i][j][0], xl.x, 0));
+                    const int sl = X8 ? 0 : gpu_dp4a(q[i][j][1], xl.y, gpu_dp4a(q[i][j][0], xl.x, 0));
                     acc[i][t] += dl[i][j] * dx * (float)(256 * sh + sl);
                 }
             }
@@ -331,7 +332,7 @@ static __device__ __forceinline__ void units_dot(const gpu_wdesc &w, const raw_u
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             if (t >= nt) continue;
-            xblk a = load_x(x, t, u), e; /* e: a's words matched to the even and odd nibbles */
+            xblk a = load_x<X8>(x, t, u), e; /* e: a's words matched to the even and odd nibbles */
 #pragma unroll
             for (int k = 0; k < 4; k++) {
                 e.h[2 * k]     = (int)gpu_byte_perm((uint32_t)a.h[2 * k], (uint32_t)a.h[2 * k + 1], 0x6420);
@@ -340,7 +341,7 @@ static __device__ __forceinline__ void units_dot(const gpu_wdesc &w, const raw_u
                 e.l[2 * k + 1] = (int)gpu_byte_perm((uint32_t)a.l[2 * k], (uint32_t)a.l[2 * k + 1], 0x7531);
             }
 #pragma unroll
-            for (int i = 0; i < MVQ_ROWS; i++) acc[i][t] += sc[i] * a.dd.x * dot32(q[i], e) + bi[i] * a.dd.y;
+            for (int i = 0; i < MVQ_ROWS; i++) acc[i][t] += sc[i] * a.dd.x * dot32<X8>(q[i], e) + bi[i] * a.dd.y;
         }
     }
 }
@@ -379,8 +380,9 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const mv_set &s)
  * = 2 a block has twice the warps, each row group's units split between two of them (units
  * alternate between the slices a warp's width at a time), their sums added in shared memory:
  * the grids of the 4096-row products of a decode step (256 blocks) left an SM 8 warps, too few
- * loads in flight for the memory's latency (ncu: 12% of the warps active, ~2 TB/s). */
-template <int F, int NT, int KS>
+ * loads in flight for the memory's latency (ncu: 12% of the warps active, ~2 TB/s). X8 (one-token
+ * passes under CELER_GPU_MVQ_X8=1, an experiment): the activations' high level only. */
+template <int F, int NT, int KS, bool X8 = false>
 __global__ void __launch_bounds__(MVQ_THREADS * KS) k_mmvq(mv_set set, gpu_xq x, int nt, int64_t t0, gpu_mv_sel sel)
 {
     gpu_dep_deferred(); /* a lane's first units are loaded before the wait: no kernel writes weights */
@@ -427,7 +429,7 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS) k_mmvq(mv_set set, gpu_xq x,
         if (u != u0) units_load<F, U>(w, rows, u, nu, SW, ru);
 #pragma unroll
         for (int j = 0; j < U; j++) /* the same units in the same order as one at a time */
-            if (u + j * SW < nu) units_dot<F, NT>(w, ru[j], u + j * SW, x, nt, acc);
+            if (u + j * SW < nu) units_dot<F, NT, X8>(w, ru[j], u + j * SW, x, nt, acc);
     }
 #pragma unroll
     for (int i = 0; i < MVQ_ROWS; i++)
@@ -462,10 +464,11 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS) k_mmvq(mv_set set, gpu_xq x,
 typedef void (*mmvq_fn)(mv_set, gpu_xq, int, int64_t, gpu_mv_sel);
 
 #define MVQ_ROW(F)                                                                                                  \
-    {k_mmvq<F, 1, 1>, k_mmvq<F, 2, 1>, k_mmvq<F, 4, 1>, k_mmvq<F, 8, 1>, k_mmvq<F, 1, MVQ_KS>}
+    {k_mmvq<F, 1, 1>,         k_mmvq<F, 2, 1>,            k_mmvq<F, 4, 1>, k_mmvq<F, 8, 1>, k_mmvq<F, 1, MVQ_KS>, \
+     k_mmvq<F, 1, 1, true>, k_mmvq<F, 1, MVQ_KS, true>}
 static const struct {
     int     fmt;
-    mmvq_fn fn[5]; /* 1, 2, 4, 8 tokens a pass; 1 token in MVQ_KS column slices */
+    mmvq_fn fn[7]; /* 1, 2, 4, 8 tokens a pass; 1 token in MVQ_KS column slices; the two one-token ones with X8 */
 } MVQ[] = {
     {GPU_Q4_0, MVQ_ROW(GPU_Q4_0)}, {GPU_Q4_1, MVQ_ROW(GPU_Q4_1)}, {GPU_Q5_0, MVQ_ROW(GPU_Q5_0)},
     {GPU_Q5_1, MVQ_ROW(GPU_Q5_1)}, {GPU_Q8_0, MVQ_ROW(GPU_Q8_0)}, {GPU_Q4_K, MVQ_ROW(GPU_Q4_K)},
@@ -512,7 +515,8 @@ static celer_status mvq_launch(gpu_backend *g, const gpu_wdesc *w, int n, int fm
     for (int i = n; i < GPU_MVQ_SET; i++) set.b0[i] = (unsigned)total; /* no blocks for the unused slots */
     /* one-token passes over a grid short of MVQ_KS_BELOW blocks an SM: column slices */
     const bool sliced = total * (sel ? n_sel : 1) < (int64_t)MVQ_KS_BELOW * g->prop.multiProcessorCount;
-    const int  t1 = sliced ? 4 : 0, t1_threads = sliced ? MVQ_THREADS * MVQ_KS : MVQ_THREADS;
+    const int  t1 = g->mvq_x8 ? (sliced ? 6 : 5) : (sliced ? 4 : 0);
+    const int  t1_threads = sliced ? MVQ_THREADS * MVQ_KS : MVQ_THREADS;
     if (sel) /* one token each: a selection per grid row */
         return GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[t1], dim3((unsigned)total, (unsigned)n_sel), t1_threads, 0,
                                      set, *xq, 1, (int64_t)0, *sel);
