@@ -8,8 +8,10 @@
 #            CELER_GPU_MMQ_FROM=0 (every Q4_0 / Q8_0 product on the integer matrix units, one-token
 #            steps too), CELER_GPU_BLAS_FROM=0 (long products off cuBLAS: the tiled f32 kernel),
 #            CELER_GPU_ATT_CHUNK=32 (decode attention in many splits, merged),
-#            CELER_GPU_BLAS_PASSES=1 and =3 (the BLAS path in one and in three f16 passes) and
-#            CELER_GPU_KV_F16=1 (the KV cache in f16). TEST_JOBS (default 6) of these run at once
+#            CELER_GPU_BLAS_PASSES=1 and =3 (the BLAS path in one and in three f16 passes),
+#            CELER_GPU_KV_F16=1 (the KV cache in f16), and the experiments CELER_GPU_ATT_MERGE_IN=1
+#            (decode attention's last split merges) and CELER_GPU_MVQ_X8=1 (one-token products on
+#            8-bit activations). TEST_JOBS (default 6) of these run at once
 #   verify   celer verify --backend cuda --against cpu: the tiny MLX models of tests/data/mlx_dirs
 #            and synthetic GGUF models of every weight type (small shapes)
 #   big      synthetic Llama-3.1-8B and Qwen3-30B-A3B Q4_0 (celer synth): celer verify, and
@@ -113,7 +115,7 @@ step_test() {
     done
     # the ops and the ports again under settings that move them to other kernels
     local variants=("CELER_GPU_MMQ_FROM=0" "CELER_GPU_BLAS_FROM=0" "CELER_GPU_ATT_CHUNK=32" "CELER_GPU_BLAS_PASSES=1"
-        "CELER_GPU_BLAS_PASSES=3" "CELER_GPU_KV_F16=1")
+        "CELER_GPU_BLAS_PASSES=3" "CELER_GPU_KV_F16=1" "CELER_GPU_ATT_MERGE_IN=1" "CELER_GPU_MVQ_X8=1")
     for v in "${variants[@]}"; do
         for t in test_gpu_ops test_gpu_ports; do bg_test "$OUT/logs/$t-${v#CELER_GPU_}.log" env "$v" "$B/$t"; done
     done

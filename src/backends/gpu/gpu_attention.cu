@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attention(
     const int32_t *__restrict__ pos, const int32_t *__restrict__ seq, const int32_t *__restrict__ tables,
     int32_t max_blocks, int32_t block_size, int64_t n_heads, int64_t n_kv_heads, int64_t hd, float scale,
     int32_t window, int32_t hpb, int32_t chunk, float *__restrict__ part, float *__restrict__ out, int8_t *xq,
-    float2 *xd)
+    float2 *xd, int32_t *count)
 {
     gpu_dep_deferred(); /* the token's position and sequence, uploaded before the step's kernels, are read first */
     constexpr int GMAX = att_gmax(HDC), NV = HDC / CELER_WARP, VW = NV < 4 ? NV : 4, NC = NV / VW;
@@ -177,18 +177,37 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attention(
         } else
             put_out(out + (t * n_heads + h) * hd, i, L > 0.0f ? v / L : 0.0f, (t * n_heads + h) * hd, xq, xd);
     }
+    if (!part || !count) return; /* one split, or k_attention_merge merges them */
+    /* the last of the token's splits for these heads to finish merges them (count: one ticket a
+     * (token, blockIdx.y), back at 0 after its last) */
+    __shared__ int s_last;
+    __threadfence(); /* this block's partial results visible to the block that merges */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int32_t *c = count + t * gridDim.y + blockIdx.y;
+        s_last     = atomicAdd(c, 1) == (int32_t)gridDim.z - 1;
+        if (s_last) *c = 0; /* every other split has taken its ticket: ready for the next step */
+    }
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    for (int g = 0; g < ng; g++) { /* s_acc is free: its weights and (max, sum) go there */
+        const int64_t row = t * n_heads + h0 + g;
+        merge_splits((const volatile float *)part + row * gridDim.z * (hd + 2), (int32_t)gridDim.z, hd, out + row * hd,
+                     row * hd, xq, xd, &s_acc[0][0][0], &s_acc[0][0][0] + ATT_SPLITS_MAX);
+    }
 }
 
-/* out (token, head) = the merge of its splits (at most ATT_SPLITS_MAX): one block a (token,
- * head). The first warp takes the splits' maxima and sums (loads of many splits in flight, not
- * one after another) and leaves each split's weight in shared memory; then each thread sums its
- * values over the splits. */
-__global__ void k_attention_merge(const float *__restrict__ part, int32_t splits, int64_t hd, float *__restrict__ out,
-                                  int8_t *xq, float2 *xd)
+/* One (token, head)'s output: the merge of its splits' partial results pr (split z's max, sum and
+ * hd unnormalized values at pr + z · (hd + 2)), in split order, into o (and its quantization,
+ * value base of the step's output on). The first warp takes the maxima and sums (loads of many
+ * splits in flight, not one after another) and leaves each split's weight in s_w; then each
+ * thread sums its values over the splits. P: how the partials are read (volatile: written by other
+ * blocks of the running kernel, past this SM's L1). Every thread of the block calls it. */
+template <typename P>
+static __device__ __forceinline__ void merge_splits(P *pr, int32_t splits, int64_t hd, float *o, int64_t base,
+                                                    int8_t *xq, float2 *xd, float *s_w, float *s_ml)
 {
-    gpu_dep_enter();
-    __shared__ float s_w[ATT_SPLITS_MAX], s_ml[2];
-    const float     *pr = part + (int64_t)blockIdx.x * splits * (hd + 2);
     if (threadIdx.x < CELER_WARP) {
         float M = -INFINITY, L = 0.0f;
         for (int32_t z = threadIdx.x; z < splits; z += CELER_WARP) M = fmaxf(M, pr[z * (hd + 2)]);
@@ -202,13 +221,24 @@ __global__ void k_attention_merge(const float *__restrict__ part, int32_t splits
     }
     __syncthreads();
     const float L = s_ml[1];
-    float      *o = out + (int64_t)blockIdx.x * hd;
     for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) {
         float v = 0.0f;
 #pragma unroll 8
         for (int32_t z = 0; z < splits; z++) v += pr[z * (hd + 2) + 2 + i] * s_w[z];
-        put_out(o, i, L > 0.0f ? v / L : 0.0f, (int64_t)blockIdx.x * hd, xq, xd);
+        put_out(o, i, L > 0.0f ? v / L : 0.0f, base, xq, xd);
     }
+    __syncthreads(); /* s_w and s_ml free for the next head */
+}
+
+/* out (token, head) = the merge of its splits (at most ATT_SPLITS_MAX): one block a (token,
+ * head). */
+__global__ void k_attention_merge(const float *__restrict__ part, int32_t splits, int64_t hd, float *__restrict__ out,
+                                  int8_t *xq, float2 *xd)
+{
+    gpu_dep_enter();
+    __shared__ float s_w[ATT_SPLITS_MAX], s_ml[2];
+    merge_splits(part + (int64_t)blockIdx.x * splits * (hd + 2), splits, hd, out + (int64_t)blockIdx.x * hd,
+                 (int64_t)blockIdx.x * hd, xq, xd, s_w, s_ml);
 }
 
 /* One launch of k_attention for the head-size class hdc over the cache's pools of values KT: with
@@ -217,15 +247,15 @@ template <typename KT>
 static celer_status att_launch(gpu_backend *g, int hdc, dim3 grid, const float *q, const celer_kv_cache *kv,
                                int32_t layer, const int32_t *pos, const int32_t *seq, const int32_t *tables,
                                const celer_attn *a, int32_t hpb, int32_t chunk, float *part, float *out, int8_t *xq,
-                               float2 *xd, celer_error *err)
+                               float2 *xd, int32_t *count, celer_error *err)
 {
     typedef void (*fn_t)(const float *, const KT *, const KT *, const int32_t *, const int32_t *, const int32_t *,
                          int32_t, int32_t, int64_t, int64_t, int64_t, float, int32_t, int32_t, int32_t, float *,
-                         float *, int8_t *, float2 *);
+                         float *, int8_t *, float2 *, int32_t *);
     const fn_t fn = hdc == 128 ? k_attention<128, KT> : hdc == 256 ? k_attention<256, KT> : k_attention<512, KT>;
     return GPU_LAUNCH(g, err, "attention", fn, grid, ATT_THREADS, 0, q, (const KT *)kv->k[layer],
                       (const KT *)kv->v[layer], pos, seq, tables, kv->max_blocks, kv->block_size, a->n_heads,
-                      a->n_kv_heads, a->head_dim, a->scale, a->window, hpb, chunk, part, out, xq, xd);
+                      a->n_kv_heads, a->head_dim, a->scale, a->window, hpb, chunk, part, out, xq, xd, count);
 }
 
 celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cache *kv, int32_t layer,
@@ -271,18 +301,25 @@ celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cac
     const int64_t         most    = sp_max.splits > splits ? sp_max.splits : splits;
     if (most > 1 && gpu_buf_reserve(g, &g->d_attn, (size_t)(rows * most * (a->head_dim + 2)) * sizeof(float), err))
         return err->code;
-    /* with splits the kernel leaves partial results and the merge writes the output */
-    float        *part = splits > 1 ? (float *)g->d_attn.p : NULL;
-    int8_t       *kxq  = splits > 1 ? NULL : xq;
-    float2       *kxd  = splits > 1 ? NULL : xd;
-    const int32_t ch   = splits > 1 ? sp.chunk : 0;
+    /* with splits the kernel leaves partial results and the merge writes the output: a kernel of
+     * its own, or (CELER_GPU_ATT_MERGE_IN=1) the last split of each (token, block of heads), whose
+     * tickets (at most ATT_SPLIT_BELOW of them: a step splits only below that many rows) start at 0
+     * (gpu_alloc zeroes fresh memory) */
+    const bool in   = splits > 1 && g->att_merge_in;
+    float     *part = splits > 1 ? (float *)g->d_attn.p : NULL;
+    if (in && gpu_buf_reserve(g, &g->d_att_count, ATT_SPLIT_BELOW * sizeof(int32_t), err)) return err->code;
+    int8_t       *kxq   = splits > 1 && !in ? NULL : xq;
+    float2       *kxd   = splits > 1 && !in ? NULL : xd;
+    int32_t      *count = in ? (int32_t *)g->d_att_count.p : NULL;
+    const int32_t ch    = splits > 1 ? sp.chunk : 0;
     if (kv->elem_bytes == 2 ? att_launch<uint16_t>(g, hdc, grid, q, kv, layer, pos, seq, tables, a, hpb, ch, part, out,
-                                                   kxq, kxd, err)
+                                                   kxq, kxd, count, err)
                             : att_launch<float>(g, hdc, grid, q, kv, layer, pos, seq, tables, a, hpb, ch, part, out,
-                                                kxq, kxd, err))
+                                                kxq, kxd, count, err))
         return err->code;
-    if (splits > 1 && GPU_LAUNCH(g, err, "attention merge", k_attention_merge, (unsigned)rows, ATT_THREADS, 0,
-                                 (const float *)part, splits, a->head_dim, out, xq, xd))
+    if (splits > 1 && !in &&
+        GPU_LAUNCH(g, err, "attention merge", k_attention_merge, (unsigned)rows, ATT_THREADS, 0, (const float *)part,
+                   splits, a->head_dim, out, xq, xd))
         return err->code;
     if (qz) g->xq_src = out, g->xq_n = rows * a->head_dim;
     return CELER_OK;

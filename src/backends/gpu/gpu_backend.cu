@@ -308,7 +308,8 @@ static void gpu_free(celer_backend *be)
     if (g->stream) (void)gpuStreamSynchronize(g->stream);
     if (g->stats) gpu_stats_print(g);
     gpu_graphs_free(g);
-    gpu_buf *bufs[] = {&g->d_pos, &g->d_seq, &g->d_tables, &g->d_ids, &g->d_xq, &g->d_part, &g->d_attn, &g->d_route};
+    gpu_buf *bufs[] = {&g->d_pos,  &g->d_seq,  &g->d_tables,    &g->d_ids,  &g->d_xq,
+                       &g->d_part, &g->d_attn, &g->d_att_count, &g->d_route};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu_release(be, bufs[i]->p);
     for (size_t i = 0; i < sizeof g->moe / sizeof g->moe[0]; i++) gpu_release(be, g->moe[i].p);
     for (int i = 0; i < g->n_freq; i++) gpu_release(be, g->freq[i].dev);
@@ -394,6 +395,8 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->kv_f16       = kf && !strcmp(kf, "1");
     const char *x8  = getenv("CELER_GPU_MVQ_X8"); /* 1: an experiment (gpu_matvec.cu), off by default */
     g->mvq_x8       = x8 && !strcmp(x8, "1");
+    const char *mi  = getenv("CELER_GPU_ATT_MERGE_IN"); /* 1: an experiment (gpu_attention.cu) */
+    g->att_merge_in = mi && !strcmp(mi, "1");
     const char *st  = getenv("CELER_GPU_STATS"); /* 1: step and wait times on stderr at the end */
     g->stats        = st && !strcmp(st, "1");
     snprintf(g->device_name, sizeof g->device_name, "%s", f.name);

@@ -56,6 +56,7 @@ typedef struct {
     gpu_buf  d_part; /* partial products of a product split over its columns (gpu_mmq.cu) */
     gpu_buf  d_route; /* the fused MoE router's count of blocks done (gpu_matvec_plain.cu) */
     gpu_buf  d_attn; /* decode attention's splits (gpu_attention.cu) */
+    gpu_buf  d_att_count; /* their tickets, with att_merge_in */
     const void *smem_fns[GPU_SMEM_FNS]; /* kernels allowed their shared memory past 48 KB (gpu_allow_smem) */
     int         n_smem_fns;
     int      mmq_from;    /* steps of more tokens take the integer matrix units (gpu_mmq.h) */
@@ -68,6 +69,7 @@ typedef struct {
     int32_t  att_chunk;   /* CELER_GPU_ATT_CHUNK: decode attention's keys a split (0: by the context, att_split.h) */
     bool     kv_f16;      /* CELER_GPU_KV_F16=1: the KV cache holds f16 values (gpu_kv.cuh) */
     bool     mvq_x8;      /* CELER_GPU_MVQ_X8=1: one-token integer products on the activations' high level (8 bits) */
+    bool     att_merge_in; /* CELER_GPU_ATT_MERGE_IN=1: decode attention's last split merges them (an experiment) */
     bool     early;       /* kernels launched while the one before runs (gpu_dep_enter; CELER_GPU_EARLY=0: off) */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */
     int64_t  h_pos_n, h_seq_n, h_tables_n;
