@@ -46,7 +46,8 @@
 #   ab       variants side by side in one run (what a change is worth, on one machine's noise): AB
 #            lists them, space-separated, each NAME or NAME:ITEM,ITEM.. where an item is a patch
 #            file (applied with git apply to a copy of this tree, built apart) or ENV=VALUE (set
-#            for its runs); e.g. AB="base ks:ks.diff pf8:pf.diff,CELER_GPU_PREFETCH=8". tg128 of the
+#            for its runs; dev/patches holds the pending ones); e.g. AB="base x8:CELER_GPU_MVQ_X8=1
+#            k1:dev/patches/mvq-kquants-one-unit.diff,CELER_GPU_MVQ_X8=1". tg128 of the
 #            8B and the 30B-A3B (AB_MODELS), AB_ROUNDS rounds (default 2) taking the variants in
 #            turn; AB_PP=1 adds pp512; AB_P=N runs N sequences of 128 + 128 at once (bench -P, the
 #            batcher: aggregate tok/s); AB_DEPTH=D measures after D tokens of context (bench -d). base
