@@ -176,7 +176,7 @@ void gpu_graph_break(gpu_backend *g, bool forever);
 void gpu_graphs_drop(gpu_backend *g);
 void gpu_graphs_free(gpu_backend *g);
 /* The CELER_GPU_STATS line: steps by mode with their mean host time, and the device waits. */
-void gpu_stats_print(gpu_backend *g);
+void gpu_stats_print(const gpu_backend *g);
 /* The device's free memory now, for the peak in CELER_GPU_STATS's line. */
 void gpu_note_memory(gpu_backend *g);
 /* A device allocation, counted for CELER_GPU_STATS (issue 10: none inside replayed decode steps). */

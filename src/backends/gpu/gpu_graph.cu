@@ -148,7 +148,7 @@ celer_status gpu_step_end(celer_backend *be, bool ok, bool *redo, celer_error *e
     return CELER_OK;
 }
 
-void gpu_stats_print(gpu_backend *g)
+void gpu_stats_print(const gpu_backend *g)
 {
     static const char *mode[4] = {"op by op", "recorded", "replayed", "broken"};
     fprintf(stderr, "celer: %s steps:", CELER_GPU_NAME);

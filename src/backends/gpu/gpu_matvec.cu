@@ -464,7 +464,7 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS) k_mmvq(mv_set set, gpu_xq x,
 typedef void (*mmvq_fn)(mv_set, gpu_xq, int, int64_t, gpu_mv_sel);
 
 #define MVQ_ROW(F)                                                                                                  \
-    {k_mmvq<F, 1, 1>,         k_mmvq<F, 2, 1>,            k_mmvq<F, 4, 1>, k_mmvq<F, 8, 1>, k_mmvq<F, 1, MVQ_KS>, \
+    {k_mmvq<F, 1, 1>,       k_mmvq<F, 2, 1>, k_mmvq<F, 4, 1>, k_mmvq<F, 8, 1>, k_mmvq<F, 1, MVQ_KS>,             \
      k_mmvq<F, 1, 1, true>, k_mmvq<F, 1, MVQ_KS, true>}
 static const struct {
     int     fmt;
