@@ -4,14 +4,14 @@
 #   build    configure and build the CUDA backend (build-cuda/), sm_90 unless CELER_CUDA_ARCHS says
 #   test     tests/test_ports, tests/test_batcher (its engines on the GPU: continuous batches of
 #            mixed prefill and decode), tests/gpu/test_gpu_ops, test_gpu_ports and test_gpu_moe, each
-#            again under compute-sanitizer --tool memcheck; test_gpu_ops and test_gpu_ports also with
+#            again under compute-sanitizer --tool memcheck; the three also with
 #            CELER_GPU_MMQ_FROM=0 (every Q4_0 / Q8_0 product on the integer matrix units, one-token
 #            steps too), CELER_GPU_BLAS_FROM=0 (long products off cuBLAS: the tiled f32 kernel),
 #            CELER_GPU_ATT_CHUNK=32 (decode attention in many splits, merged),
 #            CELER_GPU_BLAS_PASSES=1 and =3 (the BLAS path in one and in three f16 passes),
-#            CELER_GPU_KV_F16=1 (the KV cache in f16), and the experiments CELER_GPU_ATT_MERGE_IN=1
-#            (decode attention's last split merges) and CELER_GPU_MVQ_X8=1 (one-token products on
-#            8-bit activations). TEST_JOBS (default 6) of these run at once
+#            CELER_GPU_KV_F16=1 (the KV cache in f16), CELER_GPU_ATT_MERGE_IN=0 (decode attention's
+#            merge in a kernel of its own) and CELER_GPU_MVQ_X8=1 (one-token products on 8-bit
+#            activations). TEST_JOBS (default 6) of these run at once
 #   verify   celer verify --backend cuda --against cpu: the tiny MLX models of tests/data/mlx_dirs
 #            and synthetic GGUF models of every weight type (small shapes)
 #   big      synthetic Llama-3.1-8B and Qwen3-30B-A3B Q4_0 (celer synth): celer verify, and
@@ -47,10 +47,11 @@
 #            lists them, space-separated, each NAME or NAME:ITEM,ITEM.. where an item is a patch
 #            file (applied with git apply to a copy of this tree, built apart) or ENV=VALUE (set
 #            for its runs; dev/patches holds the pending ones); e.g. AB="base x8:CELER_GPU_MVQ_X8=1
-#            k1:dev/patches/mvq-kquants-one-unit.diff,CELER_GPU_MVQ_X8=1". tg128 of the
+#            k1:dev/patches/mvq-kquants-one-unit.diff". tg128 of the
 #            8B and the 30B-A3B (AB_MODELS), AB_ROUNDS rounds (default 2) taking the variants in
 #            turn; AB_PP=1 adds pp512; AB_P=N runs N sequences of 128 + 128 at once (bench -P, the
-#            batcher: aggregate tok/s); AB_DEPTH=D measures after D tokens of context (bench -d). base
+#            batcher: aggregate tok/s); AB_DEPTH=D measures after D tokens of context (bench -d); AB_TYPE=T the
+#            weights' type (default Q4_0; Q4_K_M for dev/patches/mvq-kquants-one-unit.diff). base
 #            is the build step's own build: run build first
 # Logs go to $OUT/logs.tar.gz ($OUT defaults to ./gpu-out); the last lines printed are a short
 # table of results.
@@ -114,11 +115,13 @@ step_test() {
         bg_test "$OUT/logs/$t.log" "$B/$t"
         [ $have_cs = 1 ] && bg_test "$OUT/logs/memcheck-$t.log" compute-sanitizer --tool memcheck --error-exitcode 9 "$B/$t"
     done
-    # the ops and the ports again under settings that move them to other kernels
+    # the ops, the ports and the experts again under settings that move them to other kernels
     local variants=("CELER_GPU_MMQ_FROM=0" "CELER_GPU_BLAS_FROM=0" "CELER_GPU_ATT_CHUNK=32" "CELER_GPU_BLAS_PASSES=1"
-        "CELER_GPU_BLAS_PASSES=3" "CELER_GPU_KV_F16=1" "CELER_GPU_ATT_MERGE_IN=1" "CELER_GPU_MVQ_X8=1")
+        "CELER_GPU_BLAS_PASSES=3" "CELER_GPU_KV_F16=1" "CELER_GPU_ATT_MERGE_IN=0" "CELER_GPU_MVQ_X8=1")
     for v in "${variants[@]}"; do
-        for t in test_gpu_ops test_gpu_ports; do bg_test "$OUT/logs/$t-${v#CELER_GPU_}.log" env "$v" "$B/$t"; done
+        for t in test_gpu_ops test_gpu_ports test_gpu_moe; do
+            bg_test "$OUT/logs/$t-${v#CELER_GPU_}.log" env "$v" "$B/$t"
+        done
     done
     wait
     for t in test_ports test_batcher; do
@@ -136,7 +139,7 @@ step_test() {
         fi
     done
     for v in "${variants[@]}"; do
-        for t in test_gpu_ops test_gpu_ports; do
+        for t in test_gpu_ops test_gpu_ports test_gpu_moe; do
             result "$t, $v" "$([ "$(bg_rc "$OUT/logs/$t-${v#CELER_GPU_}.log")" = 0 ] && echo passed || echo FAILED)"
         done
     done
@@ -175,8 +178,9 @@ step_verify_as() {
 }
 
 synth_big() {
-    f=$SYNTH/$1-Q4_0.gguf
-    [ -f "$f" ] || "$B/celer" synth --shape "$1" --type Q4_0 -o "$f" >"$OUT/logs/synth-$1.log" 2>&1
+    local type=${2:-Q4_0}
+    f=$SYNTH/$1-$type.gguf
+    [ -f "$f" ] || "$B/celer" synth --shape "$1" --type "$type" -o "$f" >"$OUT/logs/synth-$1-$type.log" 2>&1
 }
 
 # The backend's decode steps against its own prefill of the same tokens (celer verify --decode).
@@ -425,7 +429,7 @@ step_ab() {
     [ "${AB_P:-1}" != 1 ] && shape_args=(-P "$AB_P")
     for round in $(seq 1 "${AB_ROUNDS:-2}"); do
         for shape in ${AB_MODELS:-llama-3.1-8b qwen3-30b-a3b}; do
-            synth_big "$shape"
+            synth_big "$shape" "${AB_TYPE:-Q4_0}"
             for i in "${!names[@]}"; do
                 local log="$OUT/logs/ab-${names[$i]}-$shape-$round.txt"
                 env ${envsets[$i]} "${dirs[$i]}/celer" bench -m "$f" --backend cuda -p "$pp" -n 128 "${shape_args[@]}" \

@@ -106,6 +106,14 @@ static inline bool blas_may(celer_ggml_type t, int64_t T)
     return T > 32 || (mmq && T >= n);
 }
 
+/* Whether a one-token integer product takes the activations' high level only, 8 bits (as the
+ * backend does under CELER_GPU_MVQ_X8=1; gpu_matvec.cu): then held to the 8-bit bound. */
+static inline bool x8_decode(void)
+{
+    const char *v = getenv("CELER_GPU_MVQ_X8");
+    return v && !strcmp(v, "1");
+}
+
 /* Seeds the generator (CELER_TEST_SEED repeats a run) and opens both backends; nonzero when no
  * GPU answers (on a GPU machine a missing device is a failure, not a skip). */
 static inline int gpu_test_open(const char *name)

@@ -51,8 +51,9 @@ static void ref_matmul(const float *wd, int64_t rows, int64_t k, const float *x,
 }
 
 /* x (T, k) as the integer decode kernels see it: each block of 32 quantized to the X32 format
- * by the CPU's reference quantizer and taken back to floats, d · (256 hi + lo). */
-static void x32_values(const float *x, int64_t T, int64_t k, float *xh)
+ * by the CPU's reference quantizer and taken back to floats, d · (256 hi + lo), or d · 256 hi
+ * where the kernel takes the high level only (hi_only). */
+static void x32_values(const float *x, int64_t T, int64_t k, bool hi_only, float *xh)
 {
     int64_t        nb  = k / 32;
     celer_cpu_x32 *row = malloc(CELER_CPU_X32_SUMS_AT(nb) + (size_t)nb * sizeof(int32_t));
@@ -60,7 +61,7 @@ static void x32_values(const float *x, int64_t T, int64_t k, float *xh)
         celer_cpu_quantize_x32_ref(x + t * k, row, nb, 0, nb);
         for (int64_t b = 0; b < nb; b++)
             for (int i = 0; i < 32; i++)
-                xh[t * k + 32 * b + i] = row[b].d * (float)(256 * row[b].hi[i] + row[b].lo[i]);
+                xh[t * k + 32 * b + i] = row[b].d * (float)(256 * row[b].hi[i] + (hi_only ? 0 : row[b].lo[i]));
     }
     free(row);
 }
@@ -71,14 +72,6 @@ static double blas_bound(void)
 {
     const char *p = getenv("CELER_GPU_BLAS_PASSES");
     return (p && *p ? atoi(p) : 2) >= 3 ? 1e-4 : 2e-3;
-}
-
-/* CELER_GPU_MVQ_X8=1 (an experiment, gpu_matvec.cu): one-token integer products take the
- * activations' high level only, 8 bits, and are held to the 8-bit bound. */
-static bool x8_decode(void)
-{
-    const char *v = getenv("CELER_GPU_MVQ_X8");
-    return v && !strcmp(v, "1");
 }
 
 /* Runs w (host arrays) through both backends' matmul for several step sizes. */
@@ -107,14 +100,21 @@ static void check_matmul(const char *what, const celer_weight *host_w, const flo
         double bound_c = bound_cpu;
         bool   half    = blas_may(host_w->type, T) && host_w->type != CELER_GGML_F32;
         if (half) bound = fmax(bound, blas_bound()), bound_c = fmax(bound_c, blas_bound());
-        if (int_decode && T == 1 && x8_decode()) /* the experiment's 8-bit activations: the CPU's bound */
+        const bool x8 = int_decode && T == 1 && x8_decode();
+        if (x8) /* 8-bit activations: the CPU's bound against the exact product */
             bound = fmax(bound, 2e-2);
-        else if (int_decode) { /* the exact product of the quantized activations; f32's within 1e-3 */
+        if (int_decode) { /* the exact product of the quantized activations; f32's within 1e-3 */
             float  *xh = malloc((size_t)(T * k) * sizeof *xh);
             double *yq = malloc((size_t)(T * rows) * sizeof *yq);
-            x32_values(x, T, k, xh);
+            x32_values(x, T, k, false, xh);
             ref_matmul(wd, rows, k, xh, T, yq);
             e_q = rel_l2(yg, yq, T * rows), bound = fmax(bound, 1e-3);
+            if (x8) { /* the high level's product (the integer matrix units, where they take one
+                       * token under CELER_GPU_MMQ_FROM=0, keep both levels) */
+                x32_values(x, T, k, true, xh);
+                ref_matmul(wd, rows, k, xh, T, yq);
+                e_q = fmin(e_q, rel_l2(yg, yq, T * rows));
+            }
             /* Q4_0 and Q8_0 past 8 tokens: the integer matrix units (the same sums) where the
              * device has them; past 32 tokens the other formats' f32 kernels, or f16 on the BLAS */
             bool tight = e_q <= bound_ref || (T > 32 && e_ref <= bound_ref) || (half && e_ref <= blas_bound());

@@ -393,10 +393,10 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->att_chunk    = ac && atoi(ac) >= 16 && atoi(ac) <= 65536 ? atoi(ac) : 0;
     const char *kf  = getenv("CELER_GPU_KV_F16"); /* 1: f16 keys and values (not yet the default: unmeasured) */
     g->kv_f16       = kf && !strcmp(kf, "1");
-    const char *x8  = getenv("CELER_GPU_MVQ_X8"); /* 1: an experiment (gpu_matvec.cu), off by default */
+    const char *x8  = getenv("CELER_GPU_MVQ_X8"); /* 1: one-token products on 8 bits (gpu_matvec.cu) */
     g->mvq_x8       = x8 && !strcmp(x8, "1");
-    const char *mi  = getenv("CELER_GPU_ATT_MERGE_IN"); /* 1: an experiment (gpu_attention.cu) */
-    g->att_merge_in = mi && !strcmp(mi, "1");
+    const char *mi  = getenv("CELER_GPU_ATT_MERGE_IN"); /* 0: decode attention's merge a kernel of its own */
+    g->att_merge_in = !(mi && !strcmp(mi, "0"));
     const char *st  = getenv("CELER_GPU_STATS"); /* 1: step and wait times on stderr at the end */
     g->stats        = st && !strcmp(st, "1");
     snprintf(g->device_name, sizeof g->device_name, "%s", f.name);

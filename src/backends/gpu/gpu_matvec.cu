@@ -78,7 +78,9 @@ typedef struct {
     float2 dd;
 } xblk;
 
-/* X8: the high level only (its low codes are not loaded: zeros). */
+/* X8: the high level only (its low codes are not loaded: zeros), and d · S of its own codes (the
+ * offsets of Q4_0 .. Q5_1, the K-quants' minimums and the affine biases multiply it): the product
+ * of the 8-bit activations, not the 8-bit dot beside the 16-bit sum (twice the error for Q4_0). */
 template <bool X8> static __device__ __forceinline__ xblk load_x(const gpu_xq &x, int t, int64_t b)
 {
     const int4 *p  = (const int4 *)xq_words(x, t, b);
@@ -89,6 +91,12 @@ template <bool X8> static __device__ __forceinline__ xblk load_x(const gpu_xq &x
     r.l[0] = l0.x, r.l[1] = l0.y, r.l[2] = l0.z, r.l[3] = l0.w;
     r.l[4] = l1.x, r.l[5] = l1.y, r.l[6] = l1.z, r.l[7] = l1.w;
     r.dd = x.d[(int64_t)t * x.nb + b];
+    if (X8) {
+        int s = 0;
+#pragma unroll
+        for (int k = 0; k < 8; k++) s = gpu_dp4a(r.h[k], 0x01010101, s);
+        r.dd.y = r.dd.x * (float)(256 * s);
+    }
     return r;
 }
 
@@ -381,7 +389,11 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const mv_set &s)
  * alternate between the slices a warp's width at a time), their sums added in shared memory:
  * the grids of the 4096-row products of a decode step (256 blocks) left an SM 8 warps, too few
  * loads in flight for the memory's latency (ncu: 12% of the warps active, ~2 TB/s). X8 (one-token
- * passes under CELER_GPU_MVQ_X8=1, an experiment): the activations' high level only. */
+ * products under CELER_GPU_MVQ_X8=1): the activations' high level only, 8 bits as other engines
+ * take them; half the dot instructions and activation loads of both levels, which bound this loop
+ * (dev/kernels/gpu_readpat.cu): 8B tg128 +9% on the H200, logits 1e-3 (relative L2) from the two
+ * levels'. Off by default: a token's product would then depend on whether it was decoded alone or
+ * in a batch (test_batcher: a batch's requests must equal each one run alone). */
 template <int F, int NT, int KS, bool X8 = false>
 __global__ void __launch_bounds__(MVQ_THREADS * KS) k_mmvq(mv_set set, gpu_xq x, int nt, int64_t t0, gpu_mv_sel sel)
 {
@@ -417,8 +429,10 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS) k_mmvq(mv_set set, gpu_xq x,
 #pragma unroll
         for (int t = 0; t < NT; t++) acc[i][t] = 0.0f;
     /* MVQ_UNROLL units a lane loaded before any is used: bytes in flight (one unit a lane left a
-     * decode step's SMs with half of what the memory's latency wants) */
-    constexpr int U  = F == GPU_Q5_K ? 1 : MVQ_UNROLL;
+     * decode step's SMs with half of what the memory's latency wants); the K-quants one: their
+     * scales and minimums, unpacked for two units, held so many registers that an SM kept few warps
+     * (ptxas: Q4_K 210 → 128 registers with one, Q6_K 128 → 96; 8B Q4_K_M tg128 +7% on the H200) */
+    constexpr int U  = F == GPU_Q5_K || F == GPU_Q4_K || F == GPU_Q6_K ? 1 : MVQ_UNROLL;
     const int     SW = KS * CELER_WARP; /* units between a lane's consecutive ones */
     const int64_t u0 = ks * CELER_WARP + lane;
     raw_unit      ru[U][MVQ_ROWS];
@@ -515,7 +529,12 @@ static celer_status mvq_launch(gpu_backend *g, const gpu_wdesc *w, int n, int fm
     for (int i = n; i < GPU_MVQ_SET; i++) set.b0[i] = (unsigned)total; /* no blocks for the unused slots */
     /* one-token passes over a grid short of MVQ_KS_BELOW blocks an SM: column slices */
     const bool sliced = total * (sel ? n_sel : 1) < (int64_t)MVQ_KS_BELOW * g->prop.multiProcessorCount;
-    const int  t1 = g->mvq_x8 ? (sliced ? 6 : 5) : (sliced ? 4 : 0);
+    /* a one-token product only: a prefill's last lone token keeps the two levels of its
+     * neighbours, and the experts' products keep both (a router amplifies the coarser sums: under
+     * X8's first form the tiny MoE models of tests/data disagreed with the CPU at 19 and 41 decided
+     * positions) */
+    const bool x8 = g->mvq_x8 && !sel && T == 1;
+    const int  t1 = x8 ? (sliced ? 6 : 5) : (sliced ? 4 : 0);
     const int  t1_threads = sliced ? MVQ_THREADS * MVQ_KS : MVQ_THREADS;
     if (sel) /* one token each: a selection per grid row */
         return GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[t1], dim3((unsigned)total, (unsigned)n_sel), t1_threads, 0,
