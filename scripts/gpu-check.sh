@@ -10,8 +10,8 @@
 #            CELER_GPU_ATT_CHUNK=32 (decode attention in many splits, merged),
 #            CELER_GPU_BLAS_PASSES=1 and =3 (the BLAS path in one and in three f16 passes),
 #            CELER_GPU_KV_F16=1 (the KV cache in f16), CELER_GPU_ATT_MERGE_IN=0 (decode attention's
-#            merge in a kernel of its own) and CELER_GPU_MVQ_X8=1 (one-token products on 8-bit
-#            activations). TEST_JOBS (default 6) of these run at once
+#            merge in a kernel of its own) and CELER_GPU_MVQ_X8=1 (8-bit activations; test_batcher
+#            too). TEST_JOBS (default 6) of these run at once
 #   verify   celer verify --backend cuda --against cpu: the tiny MLX models of tests/data/mlx_dirs
 #            and synthetic GGUF models of every weight type (small shapes)
 #   big      synthetic Llama-3.1-8B and Qwen3-30B-A3B Q4_0 (celer synth): celer verify, and
@@ -111,6 +111,9 @@ step_test() {
     for t in test_ports test_batcher; do # the batcher's engine takes the GPU (auto): mixed batches there
         bg_test "$OUT/logs/$t.log" "$B/$t"
     done
+    # a batch's requests equal to each run alone with 8-bit activations too (the precision a token
+    # takes must not depend on the kernels its step picked)
+    bg_test "$OUT/logs/test_batcher-MVQ_X8=1.log" env CELER_GPU_MVQ_X8=1 "$B/test_batcher"
     for t in test_gpu_ops test_gpu_ports test_gpu_moe; do
         bg_test "$OUT/logs/$t.log" "$B/$t"
         [ $have_cs = 1 ] && bg_test "$OUT/logs/memcheck-$t.log" compute-sanitizer --tool memcheck --error-exitcode 9 "$B/$t"
@@ -124,7 +127,7 @@ step_test() {
         done
     done
     wait
-    for t in test_ports test_batcher; do
+    for t in test_ports test_batcher test_batcher-MVQ_X8=1; do
         result "$t" "$([ "$(bg_rc "$OUT/logs/$t.log")" = 0 ] && echo passed || echo FAILED)"
     done
     for t in test_gpu_ops test_gpu_ports test_gpu_moe; do

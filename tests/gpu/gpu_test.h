@@ -106,8 +106,8 @@ static inline bool blas_may(celer_ggml_type t, int64_t T)
     return T > 32 || (mmq && T >= n);
 }
 
-/* Whether a one-token integer product takes the activations' high level only, 8 bits (as the
- * backend does under CELER_GPU_MVQ_X8=1; gpu_matvec.cu): then held to the 8-bit bound. */
+/* Whether the dense products of quantized weights take 8-bit activations, the high level only
+ * (as the backend does under CELER_GPU_MVQ_X8=1; gpu_matvec.h): then held to the 8-bit bound. */
 static inline bool x8_decode(void)
 {
     const char *v = getenv("CELER_GPU_MVQ_X8");

@@ -24,16 +24,16 @@ extern "C" {
 
 enum { ATT_THREADS = 128, HD_MAX = 512, ATT_SPLITS_MAX = 1024 };
 
-/* Value i of an output row (its first value is value base of the step's output), and with xq
+/* Value i of an output row (its first value is value base of the step's output), and with xo.q
  * its quantization for the o-projection (the X32 format, gpu_matvec.h): a warp's 32 lanes hold
  * 32 consecutive values of one block when the head size is a multiple of 32, the only case
- * that passes xq. */
-static __device__ __forceinline__ void put_out(float *o, int64_t i, float r, int64_t base, int8_t *xq, float2 *xd)
+ * that passes one. */
+static __device__ __forceinline__ void put_out(float *o, int64_t i, float r, int64_t base, const gpu_xq_out &xo)
 {
     o[i] = r;
-    if (!xq) return;
+    if (!xo.q) return;
     const float v[1] = {r};
-    xq_put<1>(v, (int)(i % 32), (base + i) / 32, true, xq, xd);
+    xq_put<1>(v, (int)(i % 32), (base + i) / 32, true, xo);
 }
 
 /* A warp's N partial sums (N a power of two up to the warp) summed over its lanes, every sum
@@ -75,8 +75,8 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attention(
     const float *__restrict__ q, const KT *__restrict__ kc, const KT *__restrict__ vc,
     const int32_t *__restrict__ pos, const int32_t *__restrict__ seq, const int32_t *__restrict__ tables,
     int32_t max_blocks, int32_t block_size, int64_t n_heads, int64_t n_kv_heads, int64_t hd, float scale,
-    int32_t window, int32_t hpb, int32_t chunk, float *__restrict__ part, float *__restrict__ out, int8_t *xq,
-    float2 *xd, int32_t *count)
+    int32_t window, int32_t hpb, int32_t chunk, float *__restrict__ part, float *__restrict__ out, gpu_xq_out xo,
+    int32_t *count)
 {
     gpu_dep_deferred(); /* the token's position and sequence, uploaded before the step's kernels, are read first */
     constexpr int GMAX = att_gmax(HDC), NV = HDC / CELER_WARP, VW = NV < 4 ? NV : 4, NC = NV / VW;
@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attention(
             if (i == 0) pr[0] = M, pr[1] = L;
             pr[2 + i] = v;
         } else
-            put_out(out + (t * n_heads + h) * hd, i, L > 0.0f ? v / L : 0.0f, (t * n_heads + h) * hd, xq, xd);
+            put_out(out + (t * n_heads + h) * hd, i, L > 0.0f ? v / L : 0.0f, (t * n_heads + h) * hd, xo);
     }
     if (!part || !count) return; /* one split, or k_attention_merge merges them */
     /* the last of the token's splits for these heads to finish merges them (count: one ticket a
@@ -194,7 +194,7 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attention(
     for (int g = 0; g < ng; g++) { /* s_acc is free: its weights and (max, sum) go there */
         const int64_t row = t * n_heads + h0 + g;
         merge_splits((const volatile float *)part + row * gridDim.z * (hd + 2), (int32_t)gridDim.z, hd, out + row * hd,
-                     row * hd, xq, xd, &s_acc[0][0][0], &s_acc[0][0][0] + ATT_SPLITS_MAX);
+                     row * hd, xo, &s_acc[0][0][0], &s_acc[0][0][0] + ATT_SPLITS_MAX);
     }
 }
 
@@ -206,7 +206,7 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attention(
  * blocks of the running kernel, past this SM's L1). Every thread of the block calls it. */
 template <typename P>
 static __device__ __forceinline__ void merge_splits(P *pr, int32_t splits, int64_t hd, float *o, int64_t base,
-                                                    int8_t *xq, float2 *xd, float *s_w, float *s_ml)
+                                                    const gpu_xq_out &xo, float *s_w, float *s_ml)
 {
     if (threadIdx.x < CELER_WARP) {
         float M = -INFINITY, L = 0.0f;
@@ -225,7 +225,7 @@ static __device__ __forceinline__ void merge_splits(P *pr, int32_t splits, int64
         float v = 0.0f;
 #pragma unroll 8
         for (int32_t z = 0; z < splits; z++) v += pr[z * (hd + 2) + 2 + i] * s_w[z];
-        put_out(o, i, L > 0.0f ? v / L : 0.0f, base, xq, xd);
+        put_out(o, i, L > 0.0f ? v / L : 0.0f, base, xo);
     }
     __syncthreads(); /* s_w and s_ml free for the next head */
 }
@@ -233,12 +233,12 @@ static __device__ __forceinline__ void merge_splits(P *pr, int32_t splits, int64
 /* out (token, head) = the merge of its splits (at most ATT_SPLITS_MAX): one block a (token,
  * head). */
 __global__ void k_attention_merge(const float *__restrict__ part, int32_t splits, int64_t hd, float *__restrict__ out,
-                                  int8_t *xq, float2 *xd)
+                                  gpu_xq_out xo)
 {
     gpu_dep_enter();
     __shared__ float s_w[ATT_SPLITS_MAX], s_ml[2];
     merge_splits(part + (int64_t)blockIdx.x * splits * (hd + 2), splits, hd, out + (int64_t)blockIdx.x * hd,
-                 (int64_t)blockIdx.x * hd, xq, xd, s_w, s_ml);
+                 (int64_t)blockIdx.x * hd, xo, s_w, s_ml);
 }
 
 /* One launch of k_attention for the head-size class hdc over the cache's pools of values KT: with
@@ -246,16 +246,16 @@ __global__ void k_attention_merge(const float *__restrict__ part, int32_t splits
 template <typename KT>
 static celer_status att_launch(gpu_backend *g, int hdc, dim3 grid, const float *q, const celer_kv_cache *kv,
                                int32_t layer, const int32_t *pos, const int32_t *seq, const int32_t *tables,
-                               const celer_attn *a, int32_t hpb, int32_t chunk, float *part, float *out, int8_t *xq,
-                               float2 *xd, int32_t *count, celer_error *err)
+                               const celer_attn *a, int32_t hpb, int32_t chunk, float *part, float *out, gpu_xq_out xo,
+                               int32_t *count, celer_error *err)
 {
     typedef void (*fn_t)(const float *, const KT *, const KT *, const int32_t *, const int32_t *, const int32_t *,
                          int32_t, int32_t, int64_t, int64_t, int64_t, float, int32_t, int32_t, int32_t, float *,
-                         float *, int8_t *, float2 *, int32_t *);
+                         float *, gpu_xq_out, int32_t *);
     const fn_t fn = hdc == 128 ? k_attention<128, KT> : hdc == 256 ? k_attention<256, KT> : k_attention<512, KT>;
     return GPU_LAUNCH(g, err, "attention", fn, grid, ATT_THREADS, 0, q, (const KT *)kv->k[layer],
                       (const KT *)kv->v[layer], pos, seq, tables, kv->max_blocks, kv->block_size, a->n_heads,
-                      a->n_kv_heads, a->head_dim, a->scale, a->window, hpb, chunk, part, out, xq, xd, count);
+                      a->n_kv_heads, a->head_dim, a->scale, a->window, hpb, chunk, part, out, xo, count);
 }
 
 celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cache *kv, int32_t layer,
@@ -288,10 +288,9 @@ celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cac
     const int32_t         splits = sp.splits;
     const dim3            grid((unsigned)b->n_tokens, (unsigned)hy, (unsigned)splits);
     /* the output quantized on the way out for the o-projection that reads it next */
-    int8_t    *xq = NULL;
-    float2    *xd = NULL;
+    gpu_xq_out xo = {NULL, NULL, false};
     const bool qz = a->head_dim % 32 == 0;
-    if (qz && gpu_xq_buffer(g, rows * a->head_dim, &xq, &xd, err)) return err->code;
+    if (qz && gpu_xq_buffer(g, rows * a->head_dim, &xo, err)) return err->code;
     /* the splits' buffer, sized for the furthest position the cache holds: a longer context
      * (more splits) must not move it, and with it every recorded step, in the middle of a decode */
     const int32_t         far_max = kv->max_blocks * kv->block_size - 1;
@@ -308,19 +307,19 @@ celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cac
     const bool in   = splits > 1 && g->att_merge_in;
     float     *part = splits > 1 ? (float *)g->d_attn.p : NULL;
     if (in && gpu_buf_reserve(g, &g->d_att_count, ATT_SPLIT_BELOW * sizeof(int32_t), err)) return err->code;
-    int8_t       *kxq   = splits > 1 && !in ? NULL : xq;
-    float2       *kxd   = splits > 1 && !in ? NULL : xd;
+    gpu_xq_out    kxo   = xo; /* the attention kernel's: none when a kernel of its own merges */
+    if (splits > 1 && !in) kxo.q = NULL, kxo.dd = NULL;
     int32_t      *count = in ? (int32_t *)g->d_att_count.p : NULL;
     const int32_t ch    = splits > 1 ? sp.chunk : 0;
     if (kv->elem_bytes == 2 ? att_launch<uint16_t>(g, hdc, grid, q, kv, layer, pos, seq, tables, a, hpb, ch, part, out,
-                                                   kxq, kxd, count, err)
+                                                   kxo, count, err)
                             : att_launch<float>(g, hdc, grid, q, kv, layer, pos, seq, tables, a, hpb, ch, part, out,
-                                                kxq, kxd, count, err))
+                                                kxo, count, err))
         return err->code;
     if (splits > 1 && !in &&
         GPU_LAUNCH(g, err, "attention merge", k_attention_merge, (unsigned)rows, ATT_THREADS, 0, (const float *)part,
-                   splits, a->head_dim, out, xq, xd))
+                   splits, a->head_dim, out, xo))
         return err->code;
-    if (qz) g->xq_src = out, g->xq_n = rows * a->head_dim;
+    if (qz) gpu_xq_held(g, out, rows * a->head_dim, xo);
     return CELER_OK;
 }

@@ -50,9 +50,11 @@ typedef struct {
     gpu_buf      d_xq;   /* activations quantized for the integer kernels (gpu_matvec.h) */
     const float *xq_src; /* whose n values d_xq holds, or NULL (gpu_quant_x) */
     int64_t      xq_n;
+    bool         xq_x8;   /* the high level only (gpu_matvec.h) */
     const float *x16_src; /* whose n values the BLAS path's f16 halves hold, or NULL (gpu_blas.cu) */
     int64_t      x16_n;
     bool         x16_lo;  /* with their lo halves */
+    bool         x16_x8;  /* of the values rounded to 8 bits */
     gpu_buf  d_part; /* partial products of a product split over its columns (gpu_mmq.cu) */
     gpu_buf  d_route; /* the fused MoE router's count of blocks done (gpu_matvec_plain.cu) */
     gpu_buf  d_attn; /* decode attention's splits (gpu_attention.cu) */
@@ -68,7 +70,7 @@ typedef struct {
     bool     flash_off;   /* CELER_GPU_FLASH=0: prefill attention without the matrix units */
     int32_t  att_chunk;   /* CELER_GPU_ATT_CHUNK: decode attention's keys a split (0: by the context, att_split.h) */
     bool     kv_f16;      /* CELER_GPU_KV_F16=1: the KV cache holds f16 values (gpu_kv.cuh) */
-    bool     mvq_x8;      /* CELER_GPU_MVQ_X8=1: one-token integer products on the activations' high level (8 bits) */
+    bool     mvq_x8;      /* CELER_GPU_MVQ_X8=1: dense products of quantized weights on 8-bit activations */
     bool     att_merge_in; /* decode attention's last split merges them (CELER_GPU_ATT_MERGE_IN=0: a kernel does) */
     bool     early;       /* kernels launched while the one before runs (gpu_dep_enter; CELER_GPU_EARLY=0: off) */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */

@@ -26,6 +26,7 @@
  * skipped when the step replays a graph and signed while the step is recorded or replayed
  * (gpu_backend.h). Every status is checked: a failure fails the device, named. */
 #include "backends/gpu/gpu_blas.h"
+#include "backends/gpu/gpu_matvec.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -118,9 +119,12 @@ __global__ void k_amax_parts(const float *__restrict__ x, int64_t n, float *__re
 /* hi = x / s in f16, s the power of two (>= 1) that brings the largest |x| (over the n_parts
  * partial maxima) under 2^15, and with lo (not NULL) what rounding left, f16((x / s - hi) ·
  * LO_SCALE); block 0 writes after the parts (alpha, beta) = (s, 0) for hi·hi, then (s /
- * LO_SCALE, 1) for the products with a lo half. */
+ * LO_SCALE, 1) for the products with a lo half. With x8 each x is first the value its 8-bit
+ * code stands for (gpu_matvec.h's high level: D · code(x / D) over its block of 32), so that a
+ * long product gives the integer kernels' sums; a warp's lanes then hold one block (n and the
+ * grid's stride are multiples of 32). */
 __global__ void k_half_of(const float *__restrict__ x, int64_t n, float *__restrict__ parts, int n_parts,
-                          uint16_t *__restrict__ hi, uint16_t *__restrict__ lo)
+                          uint16_t *__restrict__ hi, uint16_t *__restrict__ lo, bool x8)
 {
     gpu_dep_enter();
     __shared__ float s_scale;
@@ -139,7 +143,7 @@ __global__ void k_half_of(const float *__restrict__ x, int64_t n, float *__restr
     if (blockIdx.x == 0 && threadIdx.x == 0)
         parts[n_parts] = s, parts[n_parts + 1] = 0.0f, parts[n_parts + 2] = s / LO_SCALE, parts[n_parts + 3] = 1.0f;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        const float    v = x[i] * inv;
+        const float    v = (x8 ? xq_value8(x[i]) : x[i]) * inv;
         const uint16_t h = gpu_f16_bits(v);
         hi[i]            = h;
         if (lo) lo[i] = gpu_f16_bits((v - gpu_f16_val(h)) * LO_SCALE);
@@ -257,12 +261,13 @@ celer_status gpu_blas_matmul(gpu_backend *g, const gpu_wdesc *w, int fmt, const 
     uint16_t *xh = (uint16_t *)b->x16.p, *xl = x_lo ? xh + nx : NULL;
     /* the halves and their scale as the product before made them: q, k and v (or gate and up)
      * multiply the same activations, and nothing launched since wrote any */
-    const bool held = g->x16_src == x && g->x16_n == nx && g->x16_lo == x_lo;
+    const bool x8   = g->mvq_x8 && gpu_matvec_q8_has(fmt); /* where short products take 8 bits */
+    const bool held = g->x16_src == x && g->x16_n == nx && g->x16_lo == x_lo && g->x16_x8 == x8;
     if (!held && (GPU_LAUNCH(g, err, "amax", k_amax_parts, parts, THREADS, 0, x, nx, amax) ||
                   GPU_LAUNCH(g, err, "half_of", k_half_of, gpu_blocks(nx, THREADS), THREADS, 0, x, nx, amax, (int)parts,
-                             xh, xl)))
+                             xh, xl, x8)))
         return err->code;
-    g->x16_src = x, g->x16_n = nx, g->x16_lo = x_lo;
+    g->x16_src = x, g->x16_n = nx, g->x16_lo = x_lo, g->x16_x8 = x8;
     const float *set = amax + parts, *add = set + 2; /* (alpha, beta): (s, 0), (s / LO_SCALE, 1) */
     for (int64_t r0 = 0; r0 < rows; r0 += per) {
         const int64_t m = rows - r0 < per ? rows - r0 : per;

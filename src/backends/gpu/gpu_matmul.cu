@@ -75,8 +75,10 @@ __global__ void k_matvec(gpu_wdesc w, const float *__restrict__ x, int64_t T, fl
     }
 }
 
+/* x8: the activations as their 8-bit codes stand for them (xq_value8: a warp's lanes load one
+ * block of 32), as the integer kernels take them under CELER_GPU_MVQ_X8=1. */
 template <int F>
-__global__ void k_gemm(gpu_wdesc w, const float *__restrict__ x, int64_t T, float *__restrict__ y)
+__global__ void k_gemm(gpu_wdesc w, const float *__restrict__ x, int64_t T, float *__restrict__ y, bool x8)
 {
     gpu_dep_enter();
     __shared__ float ws[TILE_R][33], xs[TILE_T][33];
@@ -100,7 +102,8 @@ __global__ void k_gemm(gpu_wdesc w, const float *__restrict__ x, int64_t T, floa
         for (int k = tid; k < TILE_T * 32; k += GEMM_THREADS) {
             const int     tk = k / 32, i = k % 32;
             const int64_t t  = t0 + tk;
-            xs[tk][i]        = t < T ? x[t * w.cols + 32 * c + i] : 0.0f;
+            const float   v  = t < T ? x[t * w.cols + 32 * c + i] : 0.0f;
+            xs[tk][i]        = x8 ? xq_value8(v) : v;
         }
         __syncthreads();
 #pragma unroll 8
@@ -206,10 +209,11 @@ celer_status gpu_weight_desc(const celer_weight *w, gpu_wdesc *d, int *fmt, cele
 }
 
 typedef void (*matvec_fn)(gpu_wdesc, const float *, int64_t, float *);
+typedef void (*gemm_fn)(gpu_wdesc, const float *, int64_t, float *, bool);
 typedef void (*rows_fn)(gpu_wdesc, const int32_t *, int64_t, float *);
 
 static const matvec_fn MATVEC[GPU_FMT_COUNT] = GPU_FMT_TABLE(k_matvec);
-static const matvec_fn GEMM[GPU_FMT_COUNT]   = GPU_FMT_TABLE(k_gemm);
+static const gemm_fn   GEMM[GPU_FMT_COUNT]   = GPU_FMT_TABLE(k_gemm);
 static const rows_fn   ROWS[GPU_FMT_COUNT]   = GPU_FMT_TABLE(k_get_rows);
 
 /* Whether a product of T tokens of format f takes the vendor BLAS (gpu_blas.h). */
@@ -238,7 +242,7 @@ static celer_status product(celer_backend *be, const celer_weight *w, const floa
     if (mmq) return gpu_mmq(g, &d, f, x, T, y, add, err); /* the integer matrix units */
     if (mvq) { /* small steps: integer dot products, 8 tokens a pass */
         gpu_xq xq;
-        if (gpu_quant_x(g, x, T, w->cols, &xq, err)) return err->code;
+        if (gpu_quant_x(g, x, T, w->cols, g->mvq_x8, &xq, err)) return err->code;
         return gpu_matvec_q8(g, &d, 1, f, &xq, T, &y, add, err);
     }
     if (T <= MV_SLICED && gpu_matvec_plain_takes(&d, f, x)) return gpu_matvec_plain(g, &d, f, x, T, y, err);
@@ -261,7 +265,8 @@ static celer_status product(celer_backend *be, const celer_weight *w, const floa
                           CELER_GPU_NAME, (long long)T, (long long)(GPU_MAX_GRID_YZ * TILE_T));
     unsigned br;
     if (gpu_grid(g, w->rows, TILE_R, &br, "gemm", err)) return err->code;
-    return GPU_LAUNCH_KEEPING_XQ(g, err, "gemm", GEMM[f], dim3(br, (unsigned)bt), GEMM_THREADS, 0, d, x, T, y);
+    const bool x8 = g->mvq_x8 && gpu_matvec_q8_has(f); /* where short products take 8 bits */
+    return GPU_LAUNCH_KEEPING_XQ(g, err, "gemm", GEMM[f], dim3(br, (unsigned)bt), GEMM_THREADS, 0, d, x, T, y, x8);
 }
 
 celer_status gpu_matmul(celer_backend *be, const celer_weight *w, const float *x, int64_t T, float *y,
@@ -292,7 +297,7 @@ extern "C" celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight 
     }
     if (T <= 0) return CELER_OK;
     gpu_xq xq;
-    if (gpu_quant_x(g, x, T, w[0]->cols, &xq, err)) return err->code;
+    if (gpu_quant_x(g, x, T, w[0]->cols, g->mvq_x8, &xq, err)) return err->code;
     bool done[GPU_MVQ_SET] = {false, false, false};
     for (int i = 0; i < n; i++) { /* the weights of f[i]'s format, together */
         if (done[i]) continue;

@@ -22,39 +22,41 @@ static const uint32_t M4 = 0x0f0f0f0fu;
 /* ---- activations ------------------------------------------------------------------------- */
 
 /* One group of 32 threads per block of 32 values. */
-__global__ void k_quant_x(const float *__restrict__ x, int64_t n_blocks, int8_t *__restrict__ q,
-                          float2 *__restrict__ dd)
+__global__ void k_quant_x(const float *__restrict__ x, int64_t n_blocks, gpu_xq_out o)
 {
     gpu_dep_enter();
     const int64_t blk  = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int     i    = threadIdx.x % 32;
     const bool    live = blk < n_blocks; /* every lane takes part in the group's shuffles */
     const float   v[1] = {live ? x[blk * 32 + i] : 0.0f};
-    xq_put<1>(v, i, blk, live, q, dd);
+    xq_put<1>(v, i, blk, live, o);
 }
 
-celer_status gpu_xq_buffer(gpu_backend *g, int64_t n, int8_t **q, float2 **dd, celer_error *err)
+celer_status gpu_xq_buffer(gpu_backend *g, int64_t n, gpu_xq_out *out, celer_error *err)
 {
     const int64_t nb = n / 32;
     if (gpu_buf_reserve(g, &g->d_xq, (size_t)nb * (XQ_BLOCK + sizeof(float2)), err)) return err->code;
-    *q  = (int8_t *)g->d_xq.p;
-    *dd = (float2 *)((int8_t *)g->d_xq.p + nb * XQ_BLOCK);
+    out->q  = (int8_t *)g->d_xq.p;
+    out->dd = (float2 *)((int8_t *)g->d_xq.p + nb * XQ_BLOCK);
+    out->x8 = g->mvq_x8;
     return CELER_OK;
 }
 
-celer_status gpu_quant_x(gpu_backend *g, const float *x, int64_t T, int64_t cols, gpu_xq *xq, celer_error *err)
+celer_status gpu_quant_x(gpu_backend *g, const float *x, int64_t T, int64_t cols, bool x8, gpu_xq *xq,
+                         celer_error *err)
 {
-    const bool held = g->xq_src == x && g->xq_n == T * cols; /* quantized by the kernel that wrote x */
-    int8_t    *q  = NULL;
-    float2    *dd = NULL;
+    /* quantized by the kernel that wrote x, at these levels */
+    const bool held = g->xq_src == x && g->xq_n == T * cols && g->xq_x8 == x8;
+    gpu_xq_out o;
     unsigned   blocks;
-    if (gpu_xq_buffer(g, T * cols, &q, &dd, err)) return err->code;
-    xq->q = q, xq->d = dd, xq->nb = cols / 32;
+    if (gpu_xq_buffer(g, T * cols, &o, err)) return err->code;
+    o.x8  = x8;
+    xq->q = o.q, xq->d = o.dd, xq->nb = cols / 32, xq->x8 = x8;
     if (held) return CELER_OK;
     if (gpu_grid(g, T * cols, 256, &blocks, "quant_x", err) ||
-        GPU_LAUNCH(g, err, "quant_x", k_quant_x, blocks, 256, 0, x, T * cols / 32, q, dd))
+        GPU_LAUNCH(g, err, "quant_x", k_quant_x, blocks, 256, 0, x, T * cols / 32, o))
         return err->code;
-    g->xq_src = x, g->xq_n = T * cols;
+    gpu_xq_held(g, x, T * cols, o);
     return CELER_OK;
 }
 
@@ -78,9 +80,8 @@ typedef struct {
     float2 dd;
 } xblk;
 
-/* X8: the high level only (its low codes are not loaded: zeros), and d · S of its own codes (the
- * offsets of Q4_0 .. Q5_1, the K-quants' minimums and the affine biases multiply it): the product
- * of the 8-bit activations, not the 8-bit dot beside the 16-bit sum (twice the error for Q4_0). */
+/* X8 (activations quantized to 8 bits: their low codes are zeros, d · S the high codes' sum):
+ * the high level only, the low codes not loaded. */
 template <bool X8> static __device__ __forceinline__ xblk load_x(const gpu_xq &x, int t, int64_t b)
 {
     const int4 *p  = (const int4 *)xq_words(x, t, b);
@@ -91,12 +92,6 @@ template <bool X8> static __device__ __forceinline__ xblk load_x(const gpu_xq &x
     r.l[0] = l0.x, r.l[1] = l0.y, r.l[2] = l0.z, r.l[3] = l0.w;
     r.l[4] = l1.x, r.l[5] = l1.y, r.l[6] = l1.z, r.l[7] = l1.w;
     r.dd = x.d[(int64_t)t * x.nb + b];
-    if (X8) {
-        int s = 0;
-#pragma unroll
-        for (int k = 0; k < 8; k++) s = gpu_dp4a(r.h[k], 0x01010101, s);
-        r.dd.y = r.dd.x * (float)(256 * s);
-    }
     return r;
 }
 
@@ -389,11 +384,9 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const mv_set &s)
  * alternate between the slices a warp's width at a time), their sums added in shared memory:
  * the grids of the 4096-row products of a decode step (256 blocks) left an SM 8 warps, too few
  * loads in flight for the memory's latency (ncu: 12% of the warps active, ~2 TB/s). X8 (one-token
- * products under CELER_GPU_MVQ_X8=1): the activations' high level only, 8 bits as other engines
- * take them; half the dot instructions and activation loads of both levels, which bound this loop
- * (dev/kernels/gpu_readpat.cu): 8B tg128 +9% on the H200, logits 1e-3 (relative L2) from the two
- * levels'. Off by default: a token's product would then depend on whether it was decoded alone or
- * in a batch (test_batcher: a batch's requests must equal each one run alone). */
+ * passes of activations quantized to 8 bits, gpu_matvec.h): the high level only; half the dot
+ * instructions and activation loads of both levels, which bound this loop
+ * (dev/kernels/gpu_readpat.cu): 8B tg128 +9%, Q4_K_M +28% on the H200. */
 template <int F, int NT, int KS, bool X8 = false>
 __global__ void __launch_bounds__(MVQ_THREADS * KS) k_mmvq(mv_set set, gpu_xq x, int nt, int64_t t0, gpu_mv_sel sel)
 {
@@ -529,12 +522,9 @@ static celer_status mvq_launch(gpu_backend *g, const gpu_wdesc *w, int n, int fm
     for (int i = n; i < GPU_MVQ_SET; i++) set.b0[i] = (unsigned)total; /* no blocks for the unused slots */
     /* one-token passes over a grid short of MVQ_KS_BELOW blocks an SM: column slices */
     const bool sliced = total * (sel ? n_sel : 1) < (int64_t)MVQ_KS_BELOW * g->prop.multiProcessorCount;
-    /* a one-token product only: a prefill's last lone token keeps the two levels of its
-     * neighbours, and the experts' products keep both (a router amplifies the coarser sums: under
-     * X8's first form the tiny MoE models of tests/data disagreed with the CPU at 19 and 41 decided
-     * positions) */
-    const bool x8 = g->mvq_x8 && !sel && T == 1;
-    const int  t1 = x8 ? (sliced ? 6 : 5) : (sliced ? 4 : 0);
+    /* one-token passes of 8-bit activations: the kernels that neither load nor multiply the low
+     * codes (the others read them as zeros: the same sums, at twice the work) */
+    const int  t1 = xq->x8 ? (sliced ? 6 : 5) : (sliced ? 4 : 0);
     const int  t1_threads = sliced ? MVQ_THREADS * MVQ_KS : MVQ_THREADS;
     if (sel) /* one token each: a selection per grid row */
         return GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[t1], dim3((unsigned)total, (unsigned)n_sel), t1_threads, 0,

@@ -12,23 +12,43 @@ enum { GPU_MVQ_TOKENS = 8, GPU_MVQ_SET = 3, XQ_BLOCK = 64 };
 
 /* Activations (T, cols) quantized per block of 32 values: for block b of token t, 64 bytes at
  * q + (t · nb + b) · 64 (32 hi codes, then 32 lo codes) and d[t · nb + b] = (d, d · S), with
- * x ≈ d · (256 hi + lo) and S = Σ (256 hi + lo): the CPU backend's X32 format. */
+ * x ≈ d · (256 hi + lo) and S = Σ (256 hi + lo): the CPU backend's X32 format. x8: the high
+ * level only, 8 bits (lo codes 0, S = 256 Σ hi), as the dense products of quantized weights take
+ * every token under CELER_GPU_MVQ_X8=1 (g->mvq_x8); the kernels read either the same way. */
 typedef struct {
     const int8_t *q;
     const float2 *d;
     int64_t       nb; /* blocks per token: cols / 32 */
+    bool          x8;
 } gpu_xq;
 
-static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_xq &x) { return gpu_sig_args(h, x.q, x.d, x.nb); }
+static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_xq &x) { return gpu_sig_args(h, x.q, x.d, x.nb, x.x8); }
+
+/* Where a kernel that writes activations puts them quantized on the way out (xq_put), for the
+ * product that reads them next: q NULL when it does not. */
+typedef struct {
+    int8_t *q;
+    float2 *dd;
+    bool    x8;
+} gpu_xq_out;
+
+static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_xq_out &o) { return gpu_sig_args(h, o.q, o.dd, o.x8); }
 
 /* Quantizes x (T, cols) into the backend's buffer for quantized activations (valid until the
- * next call); cols is a multiple of 32. Nothing runs when the buffer already holds x's values:
- * a kernel that wrote x (a norm, the GLU) quantized them on the way out and said so (xq_src),
- * and no launch, copy or upload came between (each forgets xq_src). */
-celer_status gpu_quant_x(gpu_backend *g, const float *x, int64_t T, int64_t cols, gpu_xq *xq, celer_error *err);
-/* The buffer for n quantized values (n / 32 blocks): codes at *q, scales at *dd, for a kernel
- * that writes x to quantize it on the way out (xq_put); the caller then sets xq_src = x. */
-celer_status gpu_xq_buffer(gpu_backend *g, int64_t n, int8_t **q, float2 **dd, celer_error *err);
+ * next call), both levels or (x8) the high one; cols is a multiple of 32. Nothing runs when the
+ * buffer already holds x's values so: a kernel that wrote x (a norm, the GLU, attention)
+ * quantized them on the way out and said so (gpu_xq_held), and no launch, copy or upload came
+ * between (each forgets xq_src). */
+celer_status gpu_quant_x(gpu_backend *g, const float *x, int64_t T, int64_t cols, bool x8, gpu_xq *xq,
+                         celer_error *err);
+/* The buffer for n quantized values (n / 32 blocks), at the dense products' levels (g->mvq_x8),
+ * for a kernel that writes x to quantize it on the way out; after its launch the caller says so
+ * with gpu_xq_held. */
+celer_status gpu_xq_buffer(gpu_backend *g, int64_t n, gpu_xq_out *out, celer_error *err);
+static inline void gpu_xq_held(gpu_backend *g, const float *x, int64_t n, const gpu_xq_out &out)
+{
+    g->xq_src = x, g->xq_n = n, g->xq_x8 = out.x8;
+}
 
 static __device__ __forceinline__ int xq_code(float v)
 {
@@ -40,10 +60,10 @@ static __device__ __forceinline__ int xq_code(float v)
 /* Block blk of 32 values quantized by an aligned group of 32 / V lanes, V consecutive values v
  * a lane (lane j of the group holds values V j ..): hi = code(x / D), lo = code((x - hi D) 256 /
  * D), D = amax / 127; d = D / 256 and d · S (S = 256 Σ hi + Σ lo), as celer_cpu_quantize_x32_ref,
- * whatever V (the max and the sum of integers are exact in any order). Every lane of the group
- * calls; one with live false only takes part in the shuffles. */
+ * whatever V (the max and the sum of integers are exact in any order); with o.x8 lo = 0. Every
+ * lane of the group calls; one with live false only takes part in the shuffles. */
 template <int V>
-static __device__ __forceinline__ void xq_put(const float (&v)[V], int j, int64_t blk, bool live, int8_t *q, float2 *dd)
+static __device__ __forceinline__ void xq_put(const float (&v)[V], int j, int64_t blk, bool live, const gpu_xq_out &o)
 {
     constexpr int G    = 32 / V;
     float         amax = 0.0f;
@@ -57,20 +77,33 @@ static __device__ __forceinline__ void xq_put(const float (&v)[V], int j, int64_
 #pragma unroll
     for (int k = 0; k < V; k++) {
         const int hi = xq_code(__fmul_rn(v[k], id));
-        const int lo = xq_code(__fmul_rn(__fsub_rn(v[k], __fmul_rn((float)hi, D)), __fmul_rn(id, 256.0f)));
+        const int lo = o.x8 ? 0 : xq_code(__fmul_rn(__fsub_rn(v[k], __fmul_rn((float)hi, D)), __fmul_rn(id, 256.0f)));
         hw |= (uint32_t)(uint8_t)hi << (8 * (k % 4)), lw |= (uint32_t)(uint8_t)lo << (8 * (k % 4));
         S += live ? (float)(256 * hi + lo) : 0.0f; /* exact: |S| < 2^21 */
     }
 #pragma unroll
     for (int m = G / 2; m > 0; m >>= 1) S += gpu_shfl_xor(S, m);
     if (!live) return;
-    if (V == 4) *(uint32_t *)(q + blk * XQ_BLOCK + 4 * j) = hw, *(uint32_t *)(q + blk * XQ_BLOCK + 32 + 4 * j) = lw;
-    else q[blk * XQ_BLOCK + j] = (int8_t)hw, q[blk * XQ_BLOCK + 32 + j] = (int8_t)lw;
+    int8_t *q = o.q + blk * XQ_BLOCK;
+    if (V == 4) *(uint32_t *)(q + 4 * j) = hw, *(uint32_t *)(q + 32 + 4 * j) = lw;
+    else q[j] = (int8_t)hw, q[32 + j] = (int8_t)lw;
     if (j == 0) {
         const float d = D / 256.0f;
-        dd[blk]       = make_float2(d, d * S);
+        o.dd[blk]     = make_float2(d, d * S);
     }
 }
+
+/* The value x's 8-bit code stands for, as xq_put's high level: D · code(x / D), D = amax / 127
+ * over its block of 32 values, held by an aligned group of 32 lanes (each calls with its own). */
+static __device__ __forceinline__ float xq_value8(float v)
+{
+    float amax = fabsf(v);
+#pragma unroll
+    for (int m = 16; m > 0; m >>= 1) amax = fmaxf(amax, gpu_shfl_xor(amax, m));
+    const float D = __fdiv_rn(amax, 127.0f), id = D != 0.0f ? __fdiv_rn(1.0f, D) : 0.0f;
+    return __fmul_rn((float)xq_code(__fmul_rn(v, id)), D);
+}
+
 /* A product over expert selections (MoE decode): selection n (0 .. n_sel) multiplies the rows of
  * expert ids[n] (a weight is then the stacked tensor's first expert, rows the rows of one) by
  * token n / per_x of the activations, into rows n · rows of the output. ids stay on the device. */

@@ -533,6 +533,6 @@ celer_status gpu_mmq(gpu_backend *g, const gpu_wdesc *w, int fmt, const float *x
                      celer_error *err)
 {
     gpu_xq xq;
-    if (gpu_quant_x(g, x, T, w->cols, &xq, err)) return err->code;
+    if (gpu_quant_x(g, x, T, w->cols, g->mvq_x8, &xq, err)) return err->code;
     return gpu_mmq_xq(g, w, fmt, &xq, T, y, add, err);
 }

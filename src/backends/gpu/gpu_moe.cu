@@ -81,7 +81,10 @@ static bool stacked(const celer_weight *ws, int64_t n, gpu_wdesc *d, int *fmt)
 
 /* Decode-sized steps: every selection multiplied in place by its expert's rows, the choices
  * never leaving the device (a step graph can record it). Each selection reads its expert's
- * weights, so a step of many tokens takes the grouped path below instead. */
+ * weights, so a step of many tokens takes the grouped path below instead. The experts' products
+ * here and below take both levels of the activations, CELER_GPU_MVQ_X8 or not: 8-bit ones (in the
+ * variable's first form) moved the tiny MoE models of tests/data off the CPU's tokens at 19 and
+ * 41 decided positions (the router turns small differences into other experts). */
 static celer_status moe_ffn_device(gpu_backend *g, const celer_moe *moe, const float *x, int64_t T,
                                    const int32_t *ids, const float *w, int64_t K, celer_act act, float *out,
                                    const gpu_wdesc dw[3], const int fw[3], celer_error *err)
@@ -95,9 +98,9 @@ static celer_status moe_ffn_device(gpu_backend *g, const celer_moe *moe, const f
     float     *G = (float *)b_gate->p, *U = (float *)b_up->p, *Y = (float *)b_ys->p;
     float     *gu[2] = {G, U};
     gpu_mv_sel by_token = {ids, (int32_t)K, (int32_t)moe->n_expert}, each = {ids, 1, (int32_t)moe->n_expert};
-    if (gpu_quant_x(g, x, T, dw[0].cols, &xq, err) ||
+    if (gpu_quant_x(g, x, T, dw[0].cols, false, &xq, err) ||
         gpu_matvec_q8_sel(g, dw, 2, fw[0], &xq, T, &by_token, N, gu, err) ||
-        g->base.ops->glu(&g->base, G, U, N * ff, act, err) || gpu_quant_x(g, G, N, ff, &xq, err) ||
+        g->base.ops->glu(&g->base, G, U, N * ff, act, err) || gpu_quant_x(g, G, N, ff, false, &xq, err) ||
         gpu_matvec_q8_sel(g, &dw[2], 1, fw[2], &xq, N, &each, N, &Y, err))
         return err->code;
     return GPU_LAUNCH(g, err, "moe combine", k_combine, gpu_blocks(T * d, THREADS), THREADS, 0, Y,
@@ -115,12 +118,12 @@ static celer_status grouped_mmq(gpu_backend *g, const float *xs, int64_t N, int6
     for (int64_t e = 0; e < E; e++) max_n = start[e + 1] - start[e] > max_n ? start[e + 1] - start[e] : max_n;
     gpu_xq xq;
     if (gpu_buf_reserve(g, b_start, (size_t)(E + 1) * 4, err) ||
-        gpu_upload(g, b_start->p, start, (size_t)(E + 1) * 4, err) || gpu_quant_x(g, xs, N, d, &xq, err))
+        gpu_upload(g, b_start->p, start, (size_t)(E + 1) * 4, err) || gpu_quant_x(g, xs, N, d, false, &xq, err))
         return err->code;
     const int32_t *starts = (const int32_t *)b_start->p;
     if (gpu_mmq_experts(g, &dw[0], fw[0], &xq, E, starts, max_n, G, err) ||
         gpu_mmq_experts(g, &dw[1], fw[1], &xq, E, starts, max_n, U, err) ||
-        g->base.ops->glu(&g->base, G, U, N * ff, act, err) || gpu_quant_x(g, G, N, ff, &xq, err))
+        g->base.ops->glu(&g->base, G, U, N * ff, act, err) || gpu_quant_x(g, G, N, ff, false, &xq, err))
         return err->code;
     return gpu_mmq_experts(g, &dw[2], fw[2], &xq, E, starts, max_n, Y, err);
 }

@@ -84,11 +84,11 @@ static __device__ __forceinline__ float4 add4(float4 a, float4 b)
 }
 
 /* The row in registers: NORM_V float4 a thread at most, a thread a lane of the sum above.
- * With q, h is also quantized for the next product (gpu_matvec.h: 8 lanes a block of 32 values;
+ * With xo.q, h is also quantized for the next product (gpu_matvec.h: 8 lanes a block of 32 values;
  * d is then a multiple of 32). */
 template <bool ADD>
 __global__ void k_norm_vec(float *x, const float *__restrict__ o, const float *__restrict__ w, int64_t d, float eps,
-                           float *h, int8_t *q, float2 *dd)
+                           float *h, gpu_xq_out xo)
 {
     gpu_dep_deferred(); /* the weights are loaded before the wait (no kernel writes them) */
     __shared__ float part[NORM_MAX_THREADS / 32];
@@ -120,9 +120,9 @@ __global__ void k_norm_vec(float *x, const float *__restrict__ o, const float *_
         const bool    live = i < d4; /* the same for the 8 lanes of a block */
         float4        r    = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (live) hr[i] = r = norm_scale4(v[k], inv, wv[k]);
-        if (q) {
+        if (xo.q) {
             const float a[4] = {r.x, r.y, r.z, r.w};
-            xq_put<4>(a, (int)(threadIdx.x % 8), (base + i) / 8, live, q, dd);
+            xq_put<4>(a, (int)(threadIdx.x % 8), (base + i) / 8, live, xo);
         }
     }
 }
@@ -133,7 +133,7 @@ __global__ void k_norm_vec(float *x, const float *__restrict__ o, const float *_
  * SM a chain of NORM_V quantizations a thread; here four SMs take one each. x is only read (h
  * is not x, no o: another block's write could not land in a sum). */
 __global__ void k_norm_slice(const float *__restrict__ x, const float *__restrict__ w, int64_t d, float eps, float *h,
-                             int8_t *q, float2 *dd)
+                             gpu_xq_out xo)
 {
     gpu_dep_deferred(); /* the slice's weights are loaded before the wait (no kernel writes them) */
     __shared__ float part[NORM_MAX_THREADS / 32];
@@ -144,19 +144,19 @@ __global__ void k_norm_slice(const float *__restrict__ x, const float *__restric
     const float      inv  = norm_row_inv(x + base, d, eps, part);
     float4           r    = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (live) ((float4 *)h)[base / 4 + i] = r = norm_scale4(((const float4 *)x)[base / 4 + i], inv, wv);
-    if (q) {
+    if (xo.q) {
         const float a[4] = {r.x, r.y, r.z, r.w};
-        xq_put<4>(a, (int)(threadIdx.x % 8), (base / 4 + i) / 8, live, q, dd);
+        xq_put<4>(a, (int)(threadIdx.x % 8), (base / 4 + i) / 8, live, xo);
     }
 }
 
 /* Any row: strided passes over memory. */
 template <bool ADD>
 __global__ void k_norm_loop(float *x, const float *__restrict__ o, const float *__restrict__ w, int64_t d, float eps,
-                            float *h, int8_t *q, float2 *dd)
+                            float *h, gpu_xq_out xo)
 {
     gpu_dep_enter();
-    (void)q, (void)dd; /* the loop's rows are left to the product's own quantization */
+    (void)xo; /* the loop's rows are left to the product's own quantization */
     __shared__ float part[NORM_MAX_THREADS / 32];
     float           *xr = x + (int64_t)blockIdx.x * d, *hr = h + (int64_t)blockIdx.x * d;
     float            ss = 0.0f;
@@ -172,7 +172,7 @@ __global__ void k_norm_loop(float *x, const float *__restrict__ o, const float *
     for (int64_t i = threadIdx.x; i < d; i += blockDim.x) hr[i] = xr[i] * inv * w[i];
 }
 
-typedef void (*norm_fn)(float *, const float *, const float *, int64_t, float, float *, int8_t *, float2 *);
+typedef void (*norm_fn)(float *, const float *, const float *, int64_t, float, float *, gpu_xq_out);
 
 /* Threads for a row of d values held in registers (its lanes), or 0 where the row takes the loop. */
 static unsigned vec_threads(int64_t d, const void *x, const void *o, const void *w, const void *h)
@@ -194,20 +194,19 @@ static celer_status norm_rows(gpu_backend *g, const char *name, float *x, const 
     const float   *wd = (const float *)w->data;
     const unsigned vt = vec_threads(d, x, o, wd, h);
     const norm_fn  fn = o ? (vt ? k_norm_vec<true> : k_norm_loop<true>) : (vt ? k_norm_vec<false> : k_norm_loop<false>);
-    int8_t        *q  = NULL;
-    float2        *dd = NULL;
+    gpu_xq_out     xo = {NULL, NULL, false};
     const bool     qz = vt && d % 32 == 0; /* h quantized for the product that reads it next */
     /* rows short of the SMs, each a few slices (not in place, no o: see k_norm_slice) */
     const int64_t  slices = (d / 4 + SLICE_THREADS - 1) / SLICE_THREADS;
     const bool     sliced = vt && !o && h != x && slices > 1 && slices <= GPU_MAX_GRID_YZ &&
                         rows < g->prop.multiProcessorCount;
-    if (qz && gpu_xq_buffer(g, rows * d, &q, &dd, err)) return err->code;
+    if (qz && gpu_xq_buffer(g, rows * d, &xo, err)) return err->code;
     if (sliced ? GPU_LAUNCH(g, err, name, k_norm_slice, dim3((unsigned)rows, (unsigned)slices), SLICE_THREADS, 0, x, wd,
-                            d, eps, h, q, dd)
+                            d, eps, h, xo)
                : GPU_LAUNCH(g, err, name, fn, (unsigned)rows, vt ? vt : (unsigned)LOOP_THREADS, 0, x, o, wd, d, eps, h,
-                            q, dd))
+                            xo))
         return err->code;
-    if (qz) g->xq_src = h, g->xq_n = rows * d;
+    if (qz) gpu_xq_held(g, h, rows * d, xo);
     return CELER_OK;
 }
 

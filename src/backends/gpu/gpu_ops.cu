@@ -111,9 +111,9 @@ __global__ void k_scale(float *x, int64_t n, float s)
     GRID_STRIDE(i, n) x[i] *= s;
 }
 
-/* With q (n a multiple of 32: a warp's lanes stay in the loop together), the result is also
+/* With xo.q (n a multiple of 32: a warp's lanes stay in the loop together), the result is also
  * quantized for the product that reads it next (gpu_matvec.h). */
-__global__ void k_glu(float *gate, const float *__restrict__ up, int64_t n, int act, int8_t *q, float2 *dd)
+__global__ void k_glu(float *gate, const float *__restrict__ up, int64_t n, int act, gpu_xq_out xo)
 {
     gpu_dep_enter();
     GRID_STRIDE(i, n)
@@ -126,9 +126,9 @@ __global__ void k_glu(float *gate, const float *__restrict__ up, int64_t n, int 
             r             = 0.5f * g * (1.0f + t) * up[i];
         }
         gate[i] = r;
-        if (q) {
+        if (xo.q) {
             const float a[1] = {r};
-            xq_put<1>(a, (int)(i % 32), i / 32, true, q, dd);
+            xq_put<1>(a, (int)(i % 32), i / 32, true, xo);
         }
     }
 }
@@ -172,13 +172,12 @@ celer_status gpu_glu(celer_backend *be, float *gate, const float *up, int64_t n,
     gpu_backend *g = gpu_of(be);
     if (gpu_alive(g, err)) return err->code;
     if (n <= 0) return CELER_OK;
-    int8_t    *q  = NULL;
-    float2    *dd = NULL;
+    gpu_xq_out xo = {NULL, NULL, false};
     const bool qz = n % 32 == 0; /* the result quantized for the product that reads it next */
-    if ((qz && gpu_xq_buffer(g, n, &q, &dd, err)) ||
-        GPU_LAUNCH(g, err, "glu", k_glu, gpu_blocks(n, THREADS), THREADS, 0, gate, up, n, (int)act, q, dd))
+    if ((qz && gpu_xq_buffer(g, n, &xo, err)) ||
+        GPU_LAUNCH(g, err, "glu", k_glu, gpu_blocks(n, THREADS), THREADS, 0, gate, up, n, (int)act, xo))
         return err->code;
-    if (qz) g->xq_src = gate, g->xq_n = n;
+    if (qz) gpu_xq_held(g, gate, n, xo);
     return CELER_OK;
 }
 
