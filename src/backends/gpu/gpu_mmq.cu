@@ -234,7 +234,9 @@ __global__ void k_mmq_sum(const float *__restrict__ part, int parts, int64_t n, 
  * schedulers waited on each warp's chain of fragment loads and products (ncu: 12% of the warps
  * active, 12% of DRAM throughput, for the 8B's 14336-row products of 32 tokens).
  * Q4_0 codes are staged as stored (16 bytes a block) and split into the fragments' low and high
- * nibbles when read; the sums are the same as the tiled kernel's. */
+ * nibbles when read; the sums are the same as the tiled kernel's. X8 (activations quantized to 8
+ * bits, gpu_matvec.h: their lo codes zeros): the lo codes neither copied nor multiplied, half the
+ * activations' copies and half the mma. */
 enum { SQ_ROWS = 64, SQ_BQ = 8, SQ_STAGES = 3, SQ_THREADS = 128 /* a block's row tiles, 16 rows a warp */ };
 
 template <int F, int NT> struct sq_shape {
@@ -300,7 +302,7 @@ static __device__ __forceinline__ void sq_plan(sq_copies<F, NT> &c, const gpu_wd
 
 /* Stage st: columns blocks k0 .. k0 + SQ_BQ (zeros past kend, past the rows, past the tokens);
  * a piece whose row or token does not exist reads nothing. */
-template <int F, int NT>
+template <int F, int NT, bool X8>
 static __device__ __forceinline__ void sq_issue(int8_t *st, const sq_copies<F, NT> &c, const gpu_wdesc &w,
                                                 const gpu_xq &x, int64_t k0, int64_t kend, int tid)
 {
@@ -327,7 +329,7 @@ static __device__ __forceinline__ void sq_issue(int8_t *st, const sq_copies<F, N
     for (int j = 0; j < C::NX; j++) { /* a token block's 64 bytes: hi, hi, lo, lo */
         const int  i = tid + S::THREADS * j, tt = i / (4 * SQ_BQ), qb = i / 4 % SQ_BQ, piece = i % 4;
         const bool ok = (c.ok >> (8 + j) & 1) && (whole || k0 + qb < kend);
-        if (i < NT * SQ_BQ * 4)
+        if (i < NT * SQ_BQ * 4 && !(X8 && piece >= 2))
             gpu_cp_async16(st + S::X_OFF + tt * S::XLD + (piece / 2) * 32 * SQ_BQ + 32 * qb + 16 * (piece % 2),
                            ok ? c.x + ((int64_t)(C::TX * j) * x.nb + k0) * XQ_BLOCK : x.q, ok);
     }
@@ -344,7 +346,7 @@ static __device__ __forceinline__ void sq_issue(int8_t *st, const sq_copies<F, N
 
 /* acc (this lane's elements of the warp's 16 rows, row tile rt, × its tokens, half th of NT) +=
  * stage st's products. */
-template <int F, int NT>
+template <int F, int NT, bool X8>
 static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int th, int g, int q,
                                                   float (&acc)[sq_shape<F, NT>::NI][4])
 {
@@ -355,8 +357,10 @@ static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int 
     const float2   *xs = (const float2 *)(st + S::XS_OFF);
     const int       lane = 4 * g + q;
     /* the row this lane gives ldmatrix for its 8-token tile: token lane % 8 of the tile, the hi
-     * codes' first or second 16 bytes (lanes 0 .. 15), then the lo codes' (16 .. 31) */
-    const int8_t *xr = st + S::X_OFF + (lane % 8) * S::XLD + (lane / 16) * 32 * SQ_BQ + 16 * (lane / 8 % 2);
+     * codes' first or second 16 bytes (lanes 0 .. 15), then the lo codes' (16 .. 31; X8: the hi
+     * codes again, the lo ones never staged) */
+    const int8_t *xr =
+        st + S::X_OFF + (lane % 8) * S::XLD + (X8 ? 0 : lane / 16) * 32 * SQ_BQ + 16 * (lane / 8 % 2);
 #pragma unroll
     for (int qb = 0; qb < SQ_BQ; qb++) {
         int a[4];
@@ -378,7 +382,7 @@ static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int 
             const float  sx[2] = {s4.x, s4.z};
             int          sh[4] = {0, 0, 0, 0}, sl[4] = {0, 0, 0, 0};
             gpu_imma_16x8x32(sh, a, (int)b[0], (int)b[1]);
-            gpu_imma_16x8x32(sl, a, (int)b[2], (int)b[3]);
+            if (!X8) gpu_imma_16x8x32(sl, a, (int)b[2], (int)b[3]);
 #pragma unroll
             for (int e = 0; e < 4; e++) /* element e: row r (+ 8 from e = 2), token c + e % 2 */
                 acc[ni][e] += sw[e / 2] * sx[e % 2] * (float)(256 * sh[e] + sl[e]);
@@ -388,7 +392,7 @@ static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int 
 
 /* Rows blockIdx.x · SQ_ROWS .. of w by the T (at most NT) tokens of x, column blocks kz0 ..
  * kend, into y (with add: added to it). */
-template <int F, int NT>
+template <int F, int NT, bool X8>
 static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq &x, int64_t T, int64_t kz0,
                                                int64_t kend, float *__restrict__ y, int add)
 {
@@ -405,16 +409,17 @@ static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq 
     sq_copies<F, NT> cp;
     sq_plan<F, NT>(cp, w, x, T, r0, tid);
     for (int s = 0; s < SQ_STAGES - 1; s++) { /* a group per stage, empty past the end: the waits count groups */
-        if (s < nst) sq_issue<F, NT>(sq_smem + s * S::STAGE, cp, w, x, kz0 + s * SQ_BQ, kend, tid);
+        if (s < nst) sq_issue<F, NT, X8>(sq_smem + s * S::STAGE, cp, w, x, kz0 + s * SQ_BQ, kend, tid);
         else gpu_cp_commit();
     }
     for (int64_t it = 0; it < nst; it++) {
         gpu_cp_wait<SQ_STAGES - 2>(); /* stage it has landed (this thread's copies) */
         __syncthreads();              /* everyone's; and stage it - 1 is no longer read */
         const int64_t nx = it + SQ_STAGES - 1;
-        if (nx < nst) sq_issue<F, NT>(sq_smem + (nx % SQ_STAGES) * S::STAGE, cp, w, x, kz0 + nx * SQ_BQ, kend, tid);
+        if (nx < nst)
+            sq_issue<F, NT, X8>(sq_smem + (nx % SQ_STAGES) * S::STAGE, cp, w, x, kz0 + nx * SQ_BQ, kend, tid);
         else gpu_cp_commit();
-        sq_compute<F, NT>(sq_smem + (it % SQ_STAGES) * S::STAGE, rt, th, g, q, acc);
+        sq_compute<F, NT, X8>(sq_smem + (it % SQ_STAGES) * S::STAGE, rt, th, g, q, acc);
     }
 #pragma unroll
     for (int ni = 0; ni < S::NI; ni++)
@@ -426,14 +431,14 @@ static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq 
 }
 
 /* Columns blocks kz0 .. kz0 + kper of part blockIdx.z, into y + blockIdx.z · T · rows. */
-template <int F, int NT>
+template <int F, int NT, bool X8>
 /* (launch bounds parenthesized: HIP's macro splits at commas) */
 __global__ void __launch_bounds__((sq_shape<F, NT>::THREADS), (sq_shape<F, NT>::BLOCKS))
     k_mmq_s(gpu_wdesc w, gpu_xq x, int64_t T, int64_t kper, float *__restrict__ y, int add)
 {
     gpu_dep_enter();
     const int64_t kz0 = (int64_t)blockIdx.z * kper, kend = w.cols / 32 < kz0 + kper ? w.cols / 32 : kz0 + kper;
-    sq_tile<F, NT>(w, x, T, kz0, kend, y + (int64_t)blockIdx.z * T * w.rows, add);
+    sq_tile<F, NT, X8>(w, x, T, kz0, kend, y + (int64_t)blockIdx.z * T * w.rows, add);
 }
 
 typedef void (*mmq_fn)(gpu_wdesc, gpu_xq, int64_t, int64_t, float *, int);
@@ -474,14 +479,17 @@ static celer_status launch_parts(gpu_backend *g, mmq_fn fn, unsigned br, unsigne
 static celer_status mmq_small(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, int64_t T, float *y,
                               bool add, celer_error *err)
 {
-    static const mmq_fn fns[2][3] = {{k_mmq_s<GPU_Q4_0, 8>, k_mmq_s<GPU_Q4_0, 16>, k_mmq_s<GPU_Q4_0, 32>},
-                                     {k_mmq_s<GPU_Q8_0, 8>, k_mmq_s<GPU_Q8_0, 16>, k_mmq_s<GPU_Q8_0, 32>}};
+    static const mmq_fn fns[2][2][3] = {
+        {{k_mmq_s<GPU_Q4_0, 8, false>, k_mmq_s<GPU_Q4_0, 16, false>, k_mmq_s<GPU_Q4_0, 32, false>},
+         {k_mmq_s<GPU_Q8_0, 8, false>, k_mmq_s<GPU_Q8_0, 16, false>, k_mmq_s<GPU_Q8_0, 32, false>}},
+        {{k_mmq_s<GPU_Q4_0, 8, true>, k_mmq_s<GPU_Q4_0, 16, true>, k_mmq_s<GPU_Q4_0, 32, true>},
+         {k_mmq_s<GPU_Q8_0, 8, true>, k_mmq_s<GPU_Q8_0, 16, true>, k_mmq_s<GPU_Q8_0, 32, true>}}};
     static const int    stage[2][3] = {{sq_shape<GPU_Q4_0, 8>::STAGE, sq_shape<GPU_Q4_0, 16>::STAGE,
                                         sq_shape<GPU_Q4_0, 32>::STAGE},
                                        {sq_shape<GPU_Q8_0, 8>::STAGE, sq_shape<GPU_Q8_0, 16>::STAGE,
                                         sq_shape<GPU_Q8_0, 32>::STAGE}};
     const int    f = fmt == GPU_Q8_0, s = T <= 8 ? 0 : T <= 16 ? 1 : 2;
-    const mmq_fn fn   = fns[f][s];
+    const mmq_fn fn   = fns[xq->x8][f][s];
     const size_t smem = (size_t)SQ_STAGES * (size_t)stage[f][s];
     unsigned     br;
     if (gpu_allow_smem(g, (const void *)fn, smem, err)) return err->code;
