@@ -215,6 +215,8 @@ static void test_matmul_mlx(void)
         for (size_t g = 0; g < 3; g++) test_matmul_mlx_one(CELER_HF_QUANT_AFFINE, bits[b], groups[g], CELER_ST_F32, false);
     test_matmul_mlx_one(CELER_HF_QUANT_AFFINE, 4, 64, CELER_ST_BF16, false);
     test_matmul_mlx_one(CELER_HF_QUANT_AFFINE, 8, 32, CELER_ST_F16, false);
+    test_matmul_mlx_one(CELER_HF_QUANT_AFFINE, 4, 128, CELER_ST_F16, false);
+    test_matmul_mlx_one(CELER_HF_QUANT_AFFINE, 3, 64, CELER_ST_BF16, false); /* a format as stored, 16-bit pairs */
     test_matmul_mlx_one(CELER_HF_QUANT_MXFP4, 4, 32, CELER_ST_BF16, false);
     test_matmul_mlx_one(CELER_HF_QUANT_MXFP8, 8, 32, CELER_ST_F32, false);
     test_matmul_mlx_one(CELER_HF_QUANT_NVFP4, 4, 16, CELER_ST_BF16, false);

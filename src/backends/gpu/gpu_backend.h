@@ -245,8 +245,10 @@ static inline void gpu_forget_acts(gpu_backend *g) { g->xq_src = NULL, g->x16_sr
 /* How a weight's rows lie on the device:
  *   STORED    GGUF blocks as in the file (F32, F16, BF16, Q4_K, Q5_K: their payloads are
  *             already 16-byte aligned);
- *   MLX_ROWS  an MLX matrix, row after row: the row's codes as stored, then its scales, then
- *             (affine) its biases, padded to 16 bytes;
+ *   MLX_ROWS  an MLX matrix, row after row: the row's codes (as stored, but 4-bit affine ones
+ *             in Q4_0's order: byte i of a 32-value chunk holds values i and i + 16), then its
+ *             scales (affine: each group's scale and bias side by side, one load for both),
+ *             padded to 16 bytes;
  *   SPLIT     GGUF blocks whose payload is not 16-byte aligned in the file (Q4_0, Q4_1, Q5_0,
  *             Q5_1, Q8_0, Q6_K): each row holds every block's codes in block order, then every
  *             block's remaining bytes (its "header": scales, mins, high bits) in block order,

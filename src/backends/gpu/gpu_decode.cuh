@@ -36,7 +36,7 @@ typedef struct {
     int32_t        gshift;     /* MLX affine: log2 of the values per scale (groups of 32, 64, 128) */
     int32_t        sdtype;     /* MLX affine scales and biases: 0 f32, 1 f16, 2 bf16 */
     int64_t        scales_off; /* MLX: offset of a row's scales in the row (its codes' bytes); SPLIT: of its headers */
-    int64_t        biases_off; /* MLX affine: offset of a row's biases */
+    int64_t        biases_off; /* MLX affine: of its first bias (group g's scale and bias 2 · their size · g on) */
     float          gmul;       /* nvfp4: global scale / 2688, else 1 */
 } gpu_wdesc;
 
@@ -147,15 +147,20 @@ static __device__ __forceinline__ float dec1(const gpu_wdesc &w, const uint8_t *
     if (F >= GPU_AFFINE2 && F <= GPU_AFFINE8) {
         const int BITS = F == GPU_AFFINE2 ? 2 : F == GPU_AFFINE3 ? 3 : F == GPU_AFFINE4 ? 4 : F == GPU_AFFINE5 ? 5
                                              : F == GPU_AFFINE6 ? 6 : 8;
-        const uint32_t *wd  = (const uint32_t *)(row + 4 * BITS * c);
-        const int       bit = j * BITS, wi = bit / 32, sh = bit % 32;
-        uint32_t        q   = wd[wi] >> sh;
-        if (sh + BITS > 32) q |= wd[wi + 1] << (32 - sh);
-        q &= (1u << BITS) - 1;
+        uint32_t q;
+        if (BITS == 4) { /* byte i of the chunk: values i and i + 16 (MLX_ROWS) */
+            q = (row[16 * c + j % 16] >> (4 * (j / 16))) & 0x0f;
+        } else { /* as stored: value j at bit BITS j of the chunk's words */
+            const uint32_t *wd  = (const uint32_t *)(row + 4 * BITS * c);
+            const int       bit = j * BITS, wi = bit / 32, sh = bit % 32;
+            q = wd[wi] >> sh;
+            if (sh + BITS > 32) q |= wd[wi + 1] << (32 - sh);
+            q &= (1u << BITS) - 1;
+        }
         const int64_t g  = mlx_group_of(w, c);
-        const int     es = w.sdtype == 0 ? 4 : 2;
-        return __fadd_rn(__fmul_rn((float)q, dec_sdtype(row + w.scales_off + es * g, w.sdtype)),
-                         dec_sdtype(row + w.biases_off + es * g, w.sdtype));
+        const int     pair = w.sdtype == 0 ? 8 : 4; /* a group's scale and bias */
+        return __fadd_rn(__fmul_rn((float)q, dec_sdtype(row + w.scales_off + pair * g, w.sdtype)),
+                         dec_sdtype(row + w.biases_off + pair * g, w.sdtype));
     }
     if (F == GPU_MXFP4 || F == GPU_NVFP4) {
         const uint32_t q = (((const uint32_t *)(row + 16 * c))[j / 8] >> (4 * (j % 8))) & 0x0f;

@@ -198,7 +198,7 @@ celer_status gpu_weight_desc(const celer_weight *w, gpu_wdesc *d, int *fmt, cele
         while ((int64_t)1 << d->gshift < gs) d->gshift++;
         d->sdtype     = q->dtype == CELER_ST_F32 ? 0 : q->dtype == CELER_ST_F16 ? 1 : 2;
         d->scales_off = (int64_t)L.codes;
-        d->biases_off = (int64_t)(L.codes + L.scales);
+        d->biases_off = (int64_t)L.codes + (d->sdtype == 0 ? 4 : 2); /* beside each scale (MLX_ROWS) */
         if (q->has_global_scale) d->gmul = q->global_scale / 2688.0f;
     } else {
         gpu_split sp;

@@ -191,13 +191,16 @@ static __device__ __forceinline__ raw_unit unit_load(const gpu_wdesc &w, const u
         r.h[0] = (uint32_t)sc[0] | (uint32_t)sc[2] << 8 | (uint32_t)sc[4] << 16 | (uint32_t)sc[6] << 24;
         r.h[1] = ld_h16(h + 16);
     } else if (F == GPU_AFFINE4 || F == GPU_AFFINE8) { /* MLX_ROWS: a unit is a 32-value chunk */
-        const int64_t g  = mlx_group_of(w, u);
-        const int     es = w.sdtype == 0 ? 4 : 2;
-        const uint8_t *s = row + w.scales_off + es * g, *b = row + w.biases_off + es * g;
+        const int64_t g = mlx_group_of(w, u);
         if (F == GPU_AFFINE4) r.v[0] = ld_u4(row + 16 * u);
         else r.v[0] = ld_u4(row + 32 * u), r.v[1] = ld_u4(row + 32 * u + 16);
-        r.h[0] = es == 4 ? ld_u32h(s) : ld_h16(s);
-        r.h[1] = es == 4 ? ld_u32h(b) : ld_h16(b);
+        if (w.sdtype == 0) { /* the group's scale and bias side by side (MLX_ROWS): one load */
+            const uint2 sb = *(const uint2 *)(row + w.scales_off + 8 * g);
+            r.h[0] = sb.x, r.h[1] = sb.y;
+        } else {
+            const uint32_t sb = *(const uint32_t *)(row + w.scales_off + 4 * g);
+            r.h[0] = sb & 0xffffu, r.h[1] = sb >> 16;
+        }
     }
     return r;
 }
@@ -322,29 +325,20 @@ static __device__ __forceinline__ void units_dot(const gpu_wdesc &w, const raw_u
                 }
             }
         }
-    } else if (F == GPU_AFFINE4) { /* word k: values 8k .. 8k + 7, a nibble each: even ones, odd ones */
+    } else if (F == GPU_AFFINE4) { /* byte i: value i (low nibble) and i + 16 (MLX_ROWS), as Q4_0 */
         int   q[MVQ_ROWS][8];
         float sc[MVQ_ROWS], bi[MVQ_ROWS];
 #pragma unroll
         for (int i = 0; i < MVQ_ROWS; i++) {
-            const uint32_t v[4] = {r[i].v[0].x, r[i].v[0].y, r[i].v[0].z, r[i].v[0].w};
-#pragma unroll
-            for (int k = 0; k < 4; k++) q[i][2 * k] = (int)(v[k] & M4), q[i][2 * k + 1] = (int)((v[k] >> 4) & M4);
+            nibbles(r[i].v[0], q[i]);
             sc[i] = sdtype_val(r[i].h[0], w.sdtype), bi[i] = sdtype_val(r[i].h[1], w.sdtype);
         }
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             if (t >= nt) continue;
-            xblk a = load_x<X8>(x, t, u), e; /* e: a's words matched to the even and odd nibbles */
+            const xblk a = load_x<X8>(x, t, u);
 #pragma unroll
-            for (int k = 0; k < 4; k++) {
-                e.h[2 * k]     = (int)gpu_byte_perm((uint32_t)a.h[2 * k], (uint32_t)a.h[2 * k + 1], 0x6420);
-                e.h[2 * k + 1] = (int)gpu_byte_perm((uint32_t)a.h[2 * k], (uint32_t)a.h[2 * k + 1], 0x7531);
-                e.l[2 * k]     = (int)gpu_byte_perm((uint32_t)a.l[2 * k], (uint32_t)a.l[2 * k + 1], 0x6420);
-                e.l[2 * k + 1] = (int)gpu_byte_perm((uint32_t)a.l[2 * k], (uint32_t)a.l[2 * k + 1], 0x7531);
-            }
-#pragma unroll
-            for (int i = 0; i < MVQ_ROWS; i++) acc[i][t] += sc[i] * a.dd.x * dot32<X8>(q[i], e) + bi[i] * a.dd.y;
+            for (int i = 0; i < MVQ_ROWS; i++) acc[i][t] += sc[i] * a.dd.x * dot32<X8>(q[i], a) + bi[i] * a.dd.y;
         }
     }
 }
@@ -397,7 +391,12 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS) k_mmvq(mv_set set, gpu_xq x,
     int k = 0;
 #pragma unroll
     for (int i = 1; i < GPU_MVQ_SET; i++) k += blockIdx.x >= set.b0[i];
-    const gpu_wdesc &w    = set.w[k];
+    /* MLX rows: the descriptor by value, its fields kept in registers (by reference, each unit
+     * reloaded the ones it reads: 34 of the affine4 loop's 524 instructions; Q4_0's loop took 6
+     * more by value) */
+    typedef typename std::conditional<F >= GPU_AFFINE2 && F <= GPU_AFFINE8, const gpu_wdesc, const gpu_wdesc &>::type
+                        wdesc_t;
+    wdesc_t             w = set.w[k];
     float *__restrict__ y = set.y[k] + t0 * w.rows;
     const uint8_t   *base = w.data;
     if (sel.ids) { /* selection blockIdx.y: its expert's rows, its token's activations, its own output rows */

@@ -97,9 +97,7 @@ static __device__ __forceinline__ void xq_put(const float (&v)[V], int j, int64_
  * over its block of 32 values, held by an aligned group of 32 lanes (each calls with its own). */
 static __device__ __forceinline__ float xq_value8(float v)
 {
-    float amax = fabsf(v);
-#pragma unroll
-    for (int m = 16; m > 0; m >>= 1) amax = fmaxf(amax, gpu_shfl_xor(amax, m));
+    const float amax = gpu_group32_max(fabsf(v));
     const float D = __fdiv_rn(amax, 127.0f), id = D != 0.0f ? __fdiv_rn(1.0f, D) : 0.0f;
     return __fmul_rn((float)xq_code(__fmul_rn(v, id)), D);
 }

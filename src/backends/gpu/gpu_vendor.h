@@ -392,12 +392,6 @@ static __device__ __forceinline__ int gpu_dp4a(int a, int b, int c)
 #endif
 }
 
-/* Bytes of the pair (lo: bytes 0-3, hi: bytes 4-7) picked by the four nibbles of sel. */
-static __device__ __forceinline__ uint32_t gpu_byte_perm(uint32_t lo, uint32_t hi, uint32_t sel)
-{
-    return __byte_perm(lo, hi, sel);
-}
-
 /* Sum and max over aligned groups of 32 lanes (a whole warp on wave32, half of one on wave64). */
 static __device__ __forceinline__ float gpu_group32_sum(float v)
 {

@@ -152,15 +152,40 @@ static celer_status load_rows(gpu_backend *g, celer_weight *w, size_t rb, row_fi
     return CELER_OK;
 }
 
+/* 4-bit affine codes, 32 values (16 bytes) a chunk: MLX keeps value v in byte v / 2 (the low
+ * nibble for even v); the device's byte i holds values i (low nibble) and i + 16, as Q4_0's,
+ * so that a chunk's codes meet the activations' words without shuffles (gpu_matvec.cu). */
+static void split_nibbles(const uint8_t *src, size_t bytes, uint8_t *dst)
+{
+    for (size_t c = 0; c < bytes; c += 16)
+        for (int i = 0; i < 16; i++) {
+            const int lo = (src[c + i / 2] >> (4 * (i % 2))) & 0x0f, v = i + 16;
+            const int hi = (src[c + v / 2] >> (4 * (v % 2))) & 0x0f;
+            dst[c + i]   = (uint8_t)(lo | hi << 4);
+        }
+}
+
 static void fill_mlx(const celer_weight *w, int64_t r0, int64_t n, size_t rb, char *h)
 {
-    const celer_mlx_quant_data *d = &w->mlx_data;
-    gpu_mlx_row                 L = gpu_mlx_row_layout(&w->mlx);
+    const celer_mlx_quant_data *d  = &w->mlx_data;
+    gpu_mlx_row                 L  = gpu_mlx_row_layout(&w->mlx);
+    const size_t                es = w->mlx.dtype == CELER_ST_F32 ? 4 : 2; /* an affine scale's bytes */
+    const bool split = w->mlx.mode == CELER_HF_QUANT_AFFINE && w->mlx.bits == 4;
     for (int64_t r = 0; r < n; r++) {
-        char *row = h + (size_t)r * rb;
-        memcpy(row, (const char *)d->weight + (size_t)(r0 + r) * L.codes, L.codes);
-        memcpy(row + L.codes, (const char *)d->scales + (size_t)(r0 + r) * L.scales, L.scales);
-        if (L.biases) memcpy(row + L.codes + L.scales, (const char *)d->biases + (size_t)(r0 + r) * L.biases, L.biases);
+        char       *row = h + (size_t)r * rb;
+        const char *s = (const char *)d->scales + (size_t)(r0 + r) * L.scales;
+        const char *c = (const char *)d->weight + (size_t)(r0 + r) * L.codes;
+        if (split) split_nibbles((const uint8_t *)c, L.codes, (uint8_t *)row);
+        else memcpy(row, c, L.codes);
+        if (!L.biases) {
+            memcpy(row + L.codes, s, L.scales);
+            continue;
+        }
+        const char *b = (const char *)d->biases + (size_t)(r0 + r) * L.biases;
+        for (size_t g = 0; g < L.scales / es; g++) { /* group g: its scale, then its bias */
+            memcpy(row + L.codes + 2 * es * g, s + es * g, es);
+            memcpy(row + L.codes + 2 * es * g + es, b + es * g, es);
+        }
     }
 }
 
