@@ -216,6 +216,7 @@ static void test_matmul_mlx(void)
     test_matmul_mlx_one(CELER_HF_QUANT_AFFINE, 4, 64, CELER_ST_BF16, false);
     test_matmul_mlx_one(CELER_HF_QUANT_AFFINE, 8, 32, CELER_ST_F16, false);
     test_matmul_mlx_one(CELER_HF_QUANT_AFFINE, 4, 128, CELER_ST_F16, false);
+    test_matmul_mlx_one(CELER_HF_QUANT_AFFINE, 8, 64, CELER_ST_BF16, false); /* each kernel's scales' dtype */
     test_matmul_mlx_one(CELER_HF_QUANT_AFFINE, 3, 64, CELER_ST_BF16, false); /* a format as stored, 16-bit pairs */
     test_matmul_mlx_one(CELER_HF_QUANT_MXFP4, 4, 32, CELER_ST_BF16, false);
     test_matmul_mlx_one(CELER_HF_QUANT_MXFP8, 8, 32, CELER_ST_F32, false);

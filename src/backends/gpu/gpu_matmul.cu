@@ -299,7 +299,7 @@ extern "C" celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight 
     gpu_xq xq;
     if (gpu_quant_x(g, x, T, w[0]->cols, g->mvq_x8, &xq, err)) return err->code;
     bool done[GPU_MVQ_SET] = {false, false, false};
-    for (int i = 0; i < n; i++) { /* the weights of f[i]'s format, together */
+    for (int i = 0; i < n; i++) { /* the weights of f[i]'s format (and scales' dtype), together */
         if (done[i]) continue;
         if (T > g->mmq_from && gpu_mmq_has(g, f[i])) { /* a batch of decodes: the matrix units */
             if (gpu_mmq_xq(g, &d[i], f[i], &xq, T, y[i], false, err)) return err->code;
@@ -309,7 +309,7 @@ extern "C" celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight 
         float    *ys[GPU_MVQ_SET];
         int       m = 0;
         for (int j = i; j < n; j++)
-            if (!done[j] && f[j] == f[i]) ds[m] = d[j], ys[m++] = y[j], done[j] = true;
+            if (!done[j] && f[j] == f[i] && d[j].sdtype == d[i].sdtype) ds[m] = d[j], ys[m++] = y[j], done[j] = true;
         if (gpu_matvec_q8(g, ds, m, f[i], &xq, T, ys, false, err)) return err->code;
     }
     return CELER_OK;

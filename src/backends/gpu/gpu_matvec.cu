@@ -205,6 +205,15 @@ static __device__ __forceinline__ raw_unit unit_load(const gpu_wdesc &w, const u
     return r;
 }
 
+/* A kernel's copy of an MLX descriptor with the scales' dtype SD fixed at compile time (SD < 0:
+ * as the weight says): the conversions below then fold to one (the three computed and one
+ * chosen, with a load of each width, were ~80 of the affine4 loop's 490 instructions). */
+template <int SD> static __device__ __forceinline__ void mvq_fix_sdtype(gpu_wdesc &w)
+{
+    if (SD >= 0) w.sdtype = SD;
+}
+template <int SD> static __device__ __forceinline__ void mvq_fix_sdtype(const gpu_wdesc &) {}
+
 /* A scale or bias of an MLX affine matrix, from its bits as loaded. */
 static __device__ __forceinline__ float sdtype_val(uint32_t bits, int32_t t)
 {
@@ -381,7 +390,7 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const mv_set &s)
  * passes of activations quantized to 8 bits, gpu_matvec.h): the high level only; half the dot
  * instructions and activation loads of both levels, which bound this loop
  * (dev/kernels/gpu_readpat.cu): 8B tg128 +9%, Q4_K_M +28% on the H200. */
-template <int F, int NT, int KS, bool X8 = false>
+template <int F, int NT, int KS, bool X8 = false, int SD = -1>
 __global__ void __launch_bounds__(MVQ_THREADS * KS) k_mmvq(mv_set set, gpu_xq x, int nt, int64_t t0, gpu_mv_sel sel)
 {
     gpu_dep_deferred(); /* a lane's first units are loaded before the wait: no kernel writes weights */
@@ -393,10 +402,10 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS) k_mmvq(mv_set set, gpu_xq x,
     for (int i = 1; i < GPU_MVQ_SET; i++) k += blockIdx.x >= set.b0[i];
     /* MLX rows: the descriptor by value, its fields kept in registers (by reference, each unit
      * reloaded the ones it reads: 34 of the affine4 loop's 524 instructions; Q4_0's loop took 6
-     * more by value) */
-    typedef typename std::conditional<F >= GPU_AFFINE2 && F <= GPU_AFFINE8, const gpu_wdesc, const gpu_wdesc &>::type
-                        wdesc_t;
-    wdesc_t             w = set.w[k];
+     * more by value), its scales' dtype fixed by SD */
+    typedef typename std::conditional<F >= GPU_AFFINE2 && F <= GPU_AFFINE8, gpu_wdesc, const gpu_wdesc &>::type wdesc_t;
+    wdesc_t w = set.w[k];
+    mvq_fix_sdtype<SD>(w);
     float *__restrict__ y = set.y[k] + t0 * w.rows;
     const uint8_t   *base = w.data;
     if (sel.ids) { /* selection blockIdx.y: its expert's rows, its token's activations, its own output rows */
@@ -469,38 +478,45 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS) k_mmvq(mv_set set, gpu_xq x,
 
 typedef void (*mmvq_fn)(mv_set, gpu_xq, int, int64_t, gpu_mv_sel);
 
-#define MVQ_ROW(F)                                                                                                  \
-    {k_mmvq<F, 1, 1>,       k_mmvq<F, 2, 1>, k_mmvq<F, 4, 1>, k_mmvq<F, 8, 1>, k_mmvq<F, 1, MVQ_KS>,             \
-     k_mmvq<F, 1, 1, true>, k_mmvq<F, 1, MVQ_KS, true>}
+#define MVQ_ROW(F, SD)                                                                                              \
+    F, SD, {                                                                                                        \
+        k_mmvq<F, 1, 1, false, SD>, k_mmvq<F, 2, 1, false, SD>, k_mmvq<F, 4, 1, false, SD>,                         \
+            k_mmvq<F, 8, 1, false, SD>, k_mmvq<F, 1, MVQ_KS, false, SD>, k_mmvq<F, 1, 1, true, SD>,                 \
+            k_mmvq<F, 1, MVQ_KS, true, SD>                                                                          \
+    }
 static const struct {
-    int     fmt;
-    mmvq_fn fn[7]; /* 1, 2, 4, 8 tokens a pass; 1 token in MVQ_KS column slices; the two one-token ones with X8 */
+    int     fmt, sd; /* sd: an MLX format's scales' dtype (gpu_wdesc.sdtype); -1 for the GGUF formats */
+    mmvq_fn fn[7];   /* 1, 2, 4, 8 tokens a pass; 1 token in MVQ_KS column slices; the two one-token ones with X8 */
 } MVQ[] = {
-    {GPU_Q4_0, MVQ_ROW(GPU_Q4_0)}, {GPU_Q4_1, MVQ_ROW(GPU_Q4_1)}, {GPU_Q5_0, MVQ_ROW(GPU_Q5_0)},
-    {GPU_Q5_1, MVQ_ROW(GPU_Q5_1)}, {GPU_Q8_0, MVQ_ROW(GPU_Q8_0)}, {GPU_Q4_K, MVQ_ROW(GPU_Q4_K)},
-    {GPU_Q5_K, MVQ_ROW(GPU_Q5_K)}, {GPU_Q6_K, MVQ_ROW(GPU_Q6_K)}, {GPU_AFFINE4, MVQ_ROW(GPU_AFFINE4)},
-    {GPU_AFFINE8, MVQ_ROW(GPU_AFFINE8)},
+    {MVQ_ROW(GPU_Q4_0, -1)},   {MVQ_ROW(GPU_Q4_1, -1)},   {MVQ_ROW(GPU_Q5_0, -1)},   {MVQ_ROW(GPU_Q5_1, -1)},
+    {MVQ_ROW(GPU_Q8_0, -1)},   {MVQ_ROW(GPU_Q4_K, -1)},   {MVQ_ROW(GPU_Q5_K, -1)},   {MVQ_ROW(GPU_Q6_K, -1)},
+    {MVQ_ROW(GPU_AFFINE4, 0)}, {MVQ_ROW(GPU_AFFINE4, 1)}, {MVQ_ROW(GPU_AFFINE4, 2)}, {MVQ_ROW(GPU_AFFINE8, 0)},
+    {MVQ_ROW(GPU_AFFINE8, 1)}, {MVQ_ROW(GPU_AFFINE8, 2)},
 };
 
-static const mmvq_fn *mvq_of(int fmt)
+static const mmvq_fn *mvq_of(int fmt, int sdtype)
 {
     for (size_t i = 0; i < sizeof MVQ / sizeof MVQ[0]; i++)
-        if (MVQ[i].fmt == fmt) return MVQ[i].fn;
+        if (MVQ[i].fmt == fmt && (MVQ[i].sd < 0 || MVQ[i].sd == sdtype)) return MVQ[i].fn;
     return NULL;
 }
 
-bool gpu_matvec_q8_has(int fmt) { return mvq_of(fmt) != NULL; }
+bool gpu_matvec_q8_has(int fmt) { return mvq_of(fmt, 0) != NULL; }
 
 /* gpu_matvec_q8 and gpu_matvec_q8_sel, the products written (add false) or added to y. */
 static celer_status mvq_launch(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
                                const gpu_mv_sel *sel, int64_t n_sel, float *const *y, bool add, celer_error *err)
 {
-    const mmvq_fn *fn = mvq_of(fmt);
+    if (n < 1 || n > GPU_MVQ_SET)
+        return celer_fail(err, CELER_ERR_INVALID, "%s: %d weights in one decode product", CELER_GPU_NAME, n);
+    const mmvq_fn *fn = mvq_of(fmt, w[0].sdtype);
     mv_set         set;
     if (!fn)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no integer decode kernel for format %d", CELER_GPU_NAME, fmt);
-    if (n < 1 || n > GPU_MVQ_SET)
-        return celer_fail(err, CELER_ERR_INVALID, "%s: %d weights in one decode product", CELER_GPU_NAME, n);
+    for (int i = 1; i < n; i++)
+        if (w[i].sdtype != w[0].sdtype)
+            return celer_fail(err, CELER_ERR_INVALID, "%s: one decode product of weights whose scales differ in type",
+                              CELER_GPU_NAME);
     if (sel && (n_sel < 1 || n_sel > GPU_MAX_GRID_YZ))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: %lld expert selections in one product", CELER_GPU_NAME,
                           (long long)n_sel);
