@@ -137,22 +137,19 @@ typedef struct {
     uint32_t h[2];
 } raw_unit;
 
-static __device__ __forceinline__ uint32_t byte_at(uint32_t a, uint32_t b, uint32_t c, int i)
+/* Q4_K / Q5_K: the 6-bit scales and mins of sub-blocks 2p and 2p + 1 from the header's 12 scale
+ * bytes B0..B11 (words s0..s2), as two bytes each (sub-block 2p's in the low one). Sub-blocks 0..3
+ * keep them in the low 6 bits of B0..B3 (scales) and B4..B7 (mins); 4..7 in the nibbles of
+ * B8..B11 with their high 2 bits in the top of B0..B7. A pair's bytes sit side by side in each
+ * word, 16 p % 2 bits up: a few word operations, where a byte picked by a run-time index at a
+ * time cost ~40 instructions a row. */
+static __device__ __forceinline__ void k_scale_min_pair(uint32_t s0, uint32_t s1, uint32_t s2, int p, uint32_t *sc,
+                                                        uint32_t *m)
 {
-    const uint32_t wd = i < 4 ? a : i < 8 ? b : c;
-    return (wd >> (8 * (i % 4))) & 0xff;
-}
-
-/* Q4_K / Q5_K: the 6-bit scale and min of sub-block j from the header's 12 scale bytes (words s0..s2). */
-static __device__ __forceinline__ void k_scale_min_w(uint32_t s0, uint32_t s1, uint32_t s2, int j, int *sc, int *m)
-{
-    if (j < 4) {
-        *sc = (int)(byte_at(s0, s1, s2, j) & 63);
-        *m  = (int)(byte_at(s0, s1, s2, j + 4) & 63);
-    } else {
-        *sc = (int)((byte_at(s0, s1, s2, j + 4) & 0x0f) | ((byte_at(s0, s1, s2, j - 4) >> 2) & 0x30));
-        *m  = (int)((byte_at(s0, s1, s2, j + 4) >> 4) | ((byte_at(s0, s1, s2, j) >> 2) & 0x30));
-    }
+    const int      sh = 16 * (p % 2);
+    const uint32_t a = s0 >> sh, b = s1 >> sh, c = s2 >> sh;
+    if (p < 2) *sc = a & 0x3f3fu, *m = b & 0x3f3fu;
+    else *sc = (c & 0x0f0fu) | ((a >> 2) & 0x3030u), *m = ((c >> 4) & 0x0f0fu) | ((b >> 2) & 0x3030u);
 }
 
 /* Q4_0 .. Q5_1 and Q8_0 in the SPLIT layout: a unit's code bytes, and its header's (d; m; qh). */
@@ -281,12 +278,11 @@ static __device__ __forceinline__ void units_dot(const gpu_wdesc &w, const raw_u
                     lo[i][k] |= (int)(((qh[k] >> (2 * p)) & 0x01010101u) << 4),
                         hi[i][k] |= (int)(((qh[k] >> (2 * p + 1)) & 0x01010101u) << 4);
             }
-            int sc0, m0, sc1, m1;
-            k_scale_min_w(r[i].v[0].y, r[i].v[0].z, r[i].v[0].w, 2 * p, &sc0, &m0);
-            k_scale_min_w(r[i].v[0].y, r[i].v[0].z, r[i].v[0].w, 2 * p + 1, &sc1, &m1);
+            uint32_t sc, m;
+            k_scale_min_pair(r[i].v[0].y, r[i].v[0].z, r[i].v[0].w, p, &sc, &m);
             const float d = dec_f16(r[i].v[0].x & 0xffff), dmin = dec_f16(r[i].v[0].x >> 16);
-            dl[i][0] = d * (float)sc0, dl[i][1] = d * (float)sc1;
-            ml[i][0] = dmin * (float)m0, ml[i][1] = dmin * (float)m1;
+            dl[i][0] = d * (float)(sc & 0xff), dl[i][1] = d * (float)(sc >> 8);
+            ml[i][0] = dmin * (float)(m & 0xff), ml[i][1] = dmin * (float)(m >> 8);
         }
         const int64_t xb = 8 * (u / 4) + 2 * p;
 #pragma unroll
