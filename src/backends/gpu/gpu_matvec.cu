@@ -119,13 +119,6 @@ static __device__ __forceinline__ int bit4_bytes(uint32_t h)
     return (int)((((h & 15u) * 0x00204081u) & 0x01010101u) << 4);
 }
 
-/* Bytes 0..63 minus 32, as signed bytes (no borrow between bytes). */
-static __device__ __forceinline__ int minus32(uint32_t q)
-{
-    const uint32_t m = ~q & 0x20202020u;
-    return (int)((q ^ 0x20202020u) | m << 1 | m << 2);
-}
-
 template <int F> static __device__ __forceinline__ int64_t units(int64_t cols)
 {
     return F == GPU_Q4_K || F == GPU_Q5_K ? cols / 64 : cols / 32;
@@ -296,18 +289,20 @@ static __device__ __forceinline__ void units_dot(const gpu_wdesc &w, const raw_u
         }
     } else if (F == GPU_Q6_K) {
         const int hf = (int)(u % 8) / 4, l0 = 8 * ((int)(u % 8) % 4);
-        int       q[MVQ_ROWS][4][2]; /* [row][j][k]: the values of x block 4 hf + j at positions l0 + 4k .. */
-        float     dl[MVQ_ROWS][4];
+        /* [row][j][k]: the codes (0 .. 63; the -32 is taken from the activations' sum below) of x
+         * block 4 hf + j at positions l0 + 4k .. */
+        int   q[MVQ_ROWS][4][2];
+        float dl[MVQ_ROWS][4];
 #pragma unroll
         for (int i = 0; i < MVQ_ROWS; i++) {
             const uint32_t a[2] = {r[i].v[0].x, r[i].v[0].y}, b[2] = {r[i].v[0].z, r[i].v[0].w};
             const uint32_t hh[2] = {r[i].v[1].x, r[i].v[1].y};
 #pragma unroll
             for (int k = 0; k < 2; k++) {
-                q[i][0][k] = minus32((a[k] & M4) | (hh[k] & 0x03030303u) << 4);
-                q[i][1][k] = minus32((b[k] & M4) | ((hh[k] >> 2) & 0x03030303u) << 4);
-                q[i][2][k] = minus32(((a[k] >> 4) & M4) | ((hh[k] >> 4) & 0x03030303u) << 4);
-                q[i][3][k] = minus32(((b[k] >> 4) & M4) | ((hh[k] >> 6) & 0x03030303u) << 4);
+                q[i][0][k] = (int)((a[k] & M4) | (hh[k] & 0x03030303u) << 4);
+                q[i][1][k] = (int)((b[k] & M4) | ((hh[k] >> 2) & 0x03030303u) << 4);
+                q[i][2][k] = (int)(((a[k] >> 4) & M4) | ((hh[k] >> 4) & 0x03030303u) << 4);
+                q[i][3][k] = (int)(((b[k] >> 4) & M4) | ((hh[k] >> 6) & 0x03030303u) << 4);
             }
             const float d = dec_f16(r[i].h[1]);
 #pragma unroll
@@ -322,11 +317,16 @@ static __device__ __forceinline__ void units_dot(const gpu_wdesc &w, const raw_u
                 const int2   *p  = (const int2 *)(xq_words(x, t, xb) + l0 / 4);
                 const int2    xh = p[0], xl = X8 ? make_int2(0, 0) : p[4]; /* hi at word l0 / 4, lo 32 bytes on */
                 const float   dx = x.d[(int64_t)t * x.nb + xb].x;
+                /* 32 · the 8 activations' codes summed (both levels): Σ (q - 32) x = Σ q x - 32 Σ x, in
+                 * integers, once for the rows (a subtraction from every code word cost 4 each) */
+                const int ones = 0x01010101;
+                const int sx32 = 32 * (256 * gpu_dp4a(ones, xh.y, gpu_dp4a(ones, xh.x, 0)) +
+                                       (X8 ? 0 : gpu_dp4a(ones, xl.y, gpu_dp4a(ones, xl.x, 0))));
 #pragma unroll
                 for (int i = 0; i < MVQ_ROWS; i++) {
                     const int sh = gpu_dp4a(q[i][j][1], xh.y, gpu_dp4a(q[i][j][0], xh.x, 0));
                     const int sl = X8 ? 0 : gpu_dp4a(q[i][j][1], xl.y, gpu_dp4a(q[i][j][0], xl.x, 0));
-                    acc[i][t] += dl[i][j] * dx * (float)(256 * sh + sl);
+                    acc[i][t] += dl[i][j] * dx * (float)(256 * sh + sl - sx32);
                 }
             }
         }
