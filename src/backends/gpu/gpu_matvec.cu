@@ -267,9 +267,10 @@ static __device__ __forceinline__ void units_dot(const gpu_wdesc &w, const raw_u
                 const uint32_t qh[8] = {r[i].v[3].x, r[i].v[3].y, r[i].v[3].z, r[i].v[3].w,
                                         r[i].v[4].x, r[i].v[4].y, r[i].v[4].z, r[i].v[4].w};
 #pragma unroll
-                for (int k = 0; k < 8; k++)
-                    lo[i][k] |= (int)(((qh[k] >> (2 * p)) & 0x01010101u) << 4),
-                        hi[i][k] |= (int)(((qh[k] >> (2 * p + 1)) & 0x01010101u) << 4);
+                for (int k = 0; k < 8; k++) { /* each byte's bits 2p and 2p + 1, one run-time shift */
+                    const uint32_t t = qh[k] >> (2 * p);
+                    lo[i][k] |= (int)((t << 4) & 0x10101010u), hi[i][k] |= (int)((t << 3) & 0x10101010u);
+                }
             }
             uint32_t sc, m;
             k_scale_min_pair(r[i].v[0].y, r[i].v[0].z, r[i].v[0].w, p, &sc, &m);
