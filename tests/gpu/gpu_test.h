@@ -108,7 +108,7 @@ static inline bool blas_may(celer_ggml_type t, int64_t T)
 
 /* Whether the dense products of quantized weights take 8-bit activations, the high level only
  * (as the backend does under CELER_GPU_MVQ_X8=1; gpu_matvec.h): then held to the 8-bit bound. */
-static inline bool x8_decode(void)
+static inline bool x8_mode(void)
 {
     const char *v = getenv("CELER_GPU_MVQ_X8");
     return v && !strcmp(v, "1");

@@ -161,7 +161,7 @@ static void test_moe(celer_ggml_type t, int64_t T)
     CHECK(gpu->ops->moe_ffn(gpu, &mg, dx, T, di, dw, K, CELER_ACT_SILU, dout, &err) == CELER_OK);
     to_host(dout, og, (size_t)(T * D) * 4);
     double e = rel_l2f(og, oc, T * D), bound = t == CELER_GGML_F32 ? 1e-5 : 2e-2;
-    if (t != CELER_GGML_F32 && x8_decode()) /* experts apart: each a dense product, on 8 bits */
+    if (t != CELER_GGML_F32 && x8_mode()) /* experts apart: each a dense product, on 8 bits */
         bound = 3e-2;
     if (e >= bound) fprintf(stderr, "  moe_ffn %s T=%lld: %.2e\n", celer_ggml_type_get(t)->name, (long long)T, e);
     CHECK(e < bound);

@@ -100,7 +100,7 @@ static void check_matmul(const char *what, const celer_weight *host_w, const flo
         double bound_c = bound_cpu;
         bool   half    = blas_may(host_w->type, T) && host_w->type != CELER_GGML_F32;
         if (half) bound = fmax(bound, blas_bound()), bound_c = fmax(bound_c, blas_bound());
-        const bool x8 = int_decode && x8_decode();
+        const bool x8 = int_decode && x8_mode();
         if (x8) /* 8-bit activations: the CPU's bound against the exact product */
             bound = fmax(bound, 2e-2);
         if (int_decode) { /* the exact product of the quantized activations; f32's within 1e-3 */

@@ -132,7 +132,7 @@ static void test_matmuls(void)
                 CHECK(cpu->ops->matmul(cpu, &wc[i], x, T, yc, &err) == CELER_OK);
                 to_host(dy[i], yg, (size_t)(T * rows[i]) * sizeof *yg);
                 double e = rel_l2f(yg, yc, T * rows[i]), bound = blas_may(types[i], T) ? 1e-2 : 1e-3;
-                if (x8_decode()) bound = 2e-2; /* 8-bit activations against the CPU's two levels */
+                if (x8_mode()) bound = 2e-2; /* 8-bit activations against the CPU's two levels */
                 if (!(e < bound))
                     fprintf(stderr, "  matmuls T=%lld weight %d round %d: %.2e\n", (long long)T, i, round, e);
                 CHECK(e < bound);

@@ -261,7 +261,7 @@ celer_status gpu_blas_matmul(gpu_backend *g, const gpu_wdesc *w, int fmt, const 
     uint16_t *xh = (uint16_t *)b->x16.p, *xl = x_lo ? xh + nx : NULL;
     /* the halves and their scale as the product before made them: q, k and v (or gate and up)
      * multiply the same activations, and nothing launched since wrote any */
-    const bool x8   = g->mvq_x8 && gpu_matvec_q8_has(fmt); /* where short products take 8 bits */
+    const bool x8   = gpu_x8_takes(g, fmt);
     const bool held = g->x16_src == x && g->x16_n == nx && g->x16_lo == x_lo && g->x16_x8 == x8;
     if (!held && (GPU_LAUNCH(g, err, "amax", k_amax_parts, parts, THREADS, 0, x, nx, amax) ||
                   GPU_LAUNCH(g, err, "half_of", k_half_of, gpu_blocks(nx, THREADS), THREADS, 0, x, nx, amax, (int)parts,

@@ -265,8 +265,8 @@ static celer_status product(celer_backend *be, const celer_weight *w, const floa
                           CELER_GPU_NAME, (long long)T, (long long)(GPU_MAX_GRID_YZ * TILE_T));
     unsigned br;
     if (gpu_grid(g, w->rows, TILE_R, &br, "gemm", err)) return err->code;
-    const bool x8 = g->mvq_x8 && gpu_matvec_q8_has(f); /* where short products take 8 bits */
-    return GPU_LAUNCH_KEEPING_XQ(g, err, "gemm", GEMM[f], dim3(br, (unsigned)bt), GEMM_THREADS, 0, d, x, T, y, x8);
+    return GPU_LAUNCH_KEEPING_XQ(g, err, "gemm", GEMM[f], dim3(br, (unsigned)bt), GEMM_THREADS, 0, d, x, T, y,
+                                 gpu_x8_takes(g, f));
 }
 
 celer_status gpu_matmul(celer_backend *be, const celer_weight *w, const float *x, int64_t T, float *y,

@@ -50,6 +50,15 @@ static inline void gpu_xq_held(gpu_backend *g, const float *x, int64_t n, const 
     g->xq_src = x, g->xq_n = n, g->xq_x8 = out.x8;
 }
 
+/* The step D = amax / 127 of a block whose largest |x| is amax, and *id = 1 / D (0 for an all-zero
+ * block): the quantizer's and xq_value8's, the same roundings. */
+static __device__ __forceinline__ float xq_step(float amax, float *id)
+{
+    const float D = __fdiv_rn(amax, 127.0f);
+    *id           = D != 0.0f ? __fdiv_rn(1.0f, D) : 0.0f;
+    return D;
+}
+
 static __device__ __forceinline__ int xq_code(float v)
 {
     if (!(v > -127.0f)) return v != v ? 0 : -127; /* NaN: 0 */
@@ -71,7 +80,8 @@ static __device__ __forceinline__ void xq_put(const float (&v)[V], int j, int64_
     for (int k = 0; k < V; k++) amax = fmaxf(amax, live ? fabsf(v[k]) : 0.0f);
 #pragma unroll
     for (int m = G / 2; m > 0; m >>= 1) amax = fmaxf(amax, gpu_shfl_xor(amax, m));
-    const float D = __fdiv_rn(amax, 127.0f), id = D != 0.0f ? __fdiv_rn(1.0f, D) : 0.0f;
+    float       id;
+    const float D = xq_step(amax, &id);
     uint32_t    hw = 0, lw = 0;
     float       S  = 0.0f;
 #pragma unroll
@@ -97,8 +107,8 @@ static __device__ __forceinline__ void xq_put(const float (&v)[V], int j, int64_
  * over its block of 32 values, held by an aligned group of 32 lanes (each calls with its own). */
 static __device__ __forceinline__ float xq_value8(float v)
 {
-    const float amax = gpu_group32_max(fabsf(v));
-    const float D = __fdiv_rn(amax, 127.0f), id = D != 0.0f ? __fdiv_rn(1.0f, D) : 0.0f;
+    float       id;
+    const float D = xq_step(gpu_group32_max(fabsf(v)), &id);
     return __fmul_rn((float)xq_code(__fmul_rn(v, id)), D);
 }
 
@@ -121,6 +131,9 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_mv_sel &s)
 celer_status gpu_weight_desc(const celer_weight *w, gpu_wdesc *d, int *fmt, celer_error *err);
 /* Whether the format (enum gpu_fmt) has an integer decode kernel. */
 bool         gpu_matvec_q8_has(int fmt);
+/* Whether products of format fmt take 8-bit activations on every path (CELER_GPU_MVQ_X8=1 and a
+ * format with integer kernels: the float paths of long products then round to the same values). */
+static inline bool gpu_x8_takes(const gpu_backend *g, int fmt) { return g->mvq_x8 && gpu_matvec_q8_has(fmt); }
 /* y[i] (T, w[i].rows) = x̂ · w[i]ᵀ (with add: y[i] += x̂ · w[i]ᵀ) for the quantized activations of
  * gpu_quant_x and n (1 .. GPU_MVQ_SET) weights of format fmt, one launch per GPU_MVQ_TOKENS tokens. */
 celer_status gpu_matvec_q8(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
