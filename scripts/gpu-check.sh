@@ -10,8 +10,9 @@
 #            CELER_GPU_ATT_CHUNK=32 (decode attention in many splits, merged),
 #            CELER_GPU_BLAS_PASSES=1 and =3 (the BLAS path in one and in three f16 passes),
 #            CELER_GPU_KV_F16=1 (the KV cache in f16), CELER_GPU_ATT_MERGE_IN=0 (decode attention's
-#            merge in a kernel of its own) and CELER_GPU_MVQ_X8=1 (8-bit activations; test_batcher
-#            too). TEST_JOBS (default 6) of these run at once
+#            merge in a kernel of its own), CELER_GPU_MVQ_X8=1 (8-bit activations; test_batcher
+#            too) and CELER_GPU_ATT_WIDE=0 (short contexts' decode attention split). TEST_JOBS
+#            (default 6) of these run at once
 #   verify   celer verify --backend cuda --against cpu: the tiny MLX models of tests/data/mlx_dirs
 #            and synthetic GGUF models of every weight type (small shapes)
 #   big      synthetic Llama-3.1-8B and Qwen3-30B-A3B Q4_0 (celer synth): celer verify, and
@@ -120,7 +121,8 @@ step_test() {
     done
     # the ops, the ports and the experts again under settings that move them to other kernels
     local variants=("CELER_GPU_MMQ_FROM=0" "CELER_GPU_BLAS_FROM=0" "CELER_GPU_ATT_CHUNK=32" "CELER_GPU_BLAS_PASSES=1"
-        "CELER_GPU_BLAS_PASSES=3" "CELER_GPU_KV_F16=1" "CELER_GPU_ATT_MERGE_IN=0" "CELER_GPU_MVQ_X8=1")
+        "CELER_GPU_BLAS_PASSES=3" "CELER_GPU_KV_F16=1" "CELER_GPU_ATT_MERGE_IN=0" "CELER_GPU_MVQ_X8=1"
+        "CELER_GPU_ATT_WIDE=0")
     for v in "${variants[@]}"; do
         for t in test_gpu_ops test_gpu_ports test_gpu_moe; do
             bg_test "$OUT/logs/$t-${v#CELER_GPU_}.log" env "$v" "$B/$t"

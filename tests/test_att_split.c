@@ -91,9 +91,34 @@ static int heads(void)
     return 0;
 }
 
+/* wide blocks: a step the split rule would split, whose keys fit one block's pass; the same
+ * answer within a power of two of the context, and none once it grows past the pass */
+static int wide(void)
+{
+    CHECK(celer_att_wide(0, 32, 128) && celer_att_wide(127, 32, 128)); /* the 8B's tg128 from empty */
+    CHECK(!celer_att_wide(128, 32, 128) && !celer_att_wide(4100, 32, 128));
+    CHECK(celer_att_wide(63, 16, 64) && !celer_att_wide(64, 16, 64)); /* heads of 256 values: 64 keys a pass */
+    CHECK(!celer_att_wide(10, ATT_SPLIT_BELOW, 128) && celer_att_wide(10, ATT_SPLIT_BELOW - 1, 128));
+    CHECK(!celer_att_wide(10, 0, 128) && !celer_att_wide(-1, 32, 128));
+    for (int32_t pass = 32; pass <= 128; pass *= 2) {
+        bool    prev = true;
+        int64_t prev_span = 0;
+        for (int32_t far = 0; far < 4096; far++) {
+            const bool w = celer_att_wide(far, 32, pass);
+            int64_t    span = 1;
+            while (span <= far) span *= 2;
+            CHECK(w == (far < pass));
+            CHECK(span != prev_span || w == prev);
+            CHECK(w || !prev || far == pass); /* once off, off for good */
+            prev = w, prev_span = span;
+        }
+    }
+    return 0;
+}
+
 int main(void)
 {
-    if (by_context() || fixed() || heads()) return 1;
+    if (by_context() || fixed() || heads() || wide()) return 1;
     printf("test_att_split: passed\n");
     return 0;
 }

@@ -31,3 +31,10 @@ int32_t celer_att_heads_for(int32_t far, int64_t tokens, int64_t kv_heads, int64
     while (h > 1 && tokens * kv_heads * ((group + h - 1) / h) * splits < ATT_SPLIT_BLOCKS) h = (h + 1) / 2;
     return h > 1 ? (int32_t)h : 1;
 }
+
+bool celer_att_wide(int32_t far, int64_t rows, int32_t pass)
+{
+    int64_t span = 1;
+    while (span <= far) span *= 2;
+    return rows > 0 && rows < ATT_SPLIT_BELOW && far >= 0 && span <= pass;
+}

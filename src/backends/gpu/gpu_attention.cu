@@ -9,8 +9,10 @@
  *
  * Steps of few tokens (decode) split the keys over more blocks (att_split.h says how many): one
  * block walking 4,000 keys waits on memory at every few of them. Each split writes
- * its max, sum and unnormalized output, and a second kernel merges the splits of each (token,
- * head) in split order.
+ * its max, sum and unnormalized output, and the last split of each (token, block of heads) to
+ * finish merges them in split order (or a second kernel, CELER_GPU_ATT_MERGE_IN=0). At short
+ * contexts, whose keys fit one pass of a 512-thread block, such steps run unsplit instead, a wide
+ * block a query head (celer_att_wide): the merge's chain of round trips cost more than the keys.
  *
  * Head sizes that are a multiple of 32 also leave the output quantized for the o-projection's
  * integer kernels (held quantization, gpu_matvec.h): that product then skips its quantizer. */
@@ -22,7 +24,7 @@ extern "C" {
 
 #include <math.h>
 
-enum { ATT_THREADS = 128, HD_MAX = 512, ATT_SPLITS_MAX = 1024 };
+enum { ATT_THREADS = 128, ATT_WIDE_THREADS = 512, HD_MAX = 512, ATT_SPLITS_MAX = 1024 };
 
 /* Value i of an output row (its first value is value base of the step's output), and with xo.q
  * its quantization for the o-projection (the X32 format, gpu_matvec.h): a warp's 32 lanes hold
@@ -57,6 +59,20 @@ template <int N> static __device__ __forceinline__ void warp_sums(float (&v)[N],
     for (int i = 0; i < N; i++) v[i] = gpu_shfl(s, i);
 }
 
+/* The cache slots of keys j0 .. j0 + K - 1 (those past hi: key j0's, masked by the caller; none
+ * read when j0 is past hi) through the sequence's block table. */
+template <int K>
+static __device__ __forceinline__ void att_slots(const int32_t *table, int32_t block_size, int32_t j0, int32_t hi,
+                                                 int64_t (&slot)[K])
+{
+    if (j0 > hi) return;
+#pragma unroll
+    for (int j = 0; j < K; j++) {
+        const int32_t jj = j0 + j <= hi ? j0 + j : j0;
+        slot[j]          = (int64_t)table[jj / block_size] * block_size + jj % block_size;
+    }
+}
+
 /* HDC: the head-size class (128, 256 or 512; heads up to it, a multiple of 4). A lane holds NV
  * of a row's values, VW consecutive ones at VW lane + VW · warp · c (each load instruction of a
  * warp reads a contiguous run of the row); a block takes up to GMAX of one key head's query
@@ -69,9 +85,10 @@ static constexpr __host__ __device__ int att_gmax(int hdc) { return 1024 / hdc; 
  * (loaded before any is used), keeping per head an online softmax (running max and sum) and its
  * share of the output row; the warps' results are merged at the end. With part (splits), out is
  * not written: part holds per (token, head, split) the max, the sum and the hd unnormalized
- * outputs. */
-template <int HDC, typename KT>
-__global__ void __launch_bounds__(ATT_THREADS) k_attention(
+ * outputs. THREADS: the block's; GM: the most heads a block serves (att_gmax, or 1 for the wide
+ * blocks of short contexts: att_split.h's celer_att_wide). */
+template <int HDC, typename KT, int THREADS = ATT_THREADS, int GM = att_gmax(HDC)>
+__global__ void __launch_bounds__(THREADS) k_attention(
     const float *__restrict__ q, const KT *__restrict__ kc, const KT *__restrict__ vc,
     const int32_t *__restrict__ pos, const int32_t *__restrict__ seq, const int32_t *__restrict__ tables,
     int32_t max_blocks, int32_t block_size, int64_t n_heads, int64_t n_kv_heads, int64_t hd, float scale,
@@ -79,8 +96,8 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attention(
     int32_t *count)
 {
     gpu_dep_deferred(); /* the token's position and sequence, uploaded before the step's kernels, are read first */
-    constexpr int GMAX = att_gmax(HDC), NV = HDC / CELER_WARP, VW = NV < 4 ? NV : 4, NC = NV / VW;
-    constexpr int KPW = 32 / NV, MAX_WARPS = ATT_THREADS / 32;
+    constexpr int GMAX = GM, NV = HDC / CELER_WARP, VW = NV < 4 ? NV : 4, NC = NV / VW;
+    constexpr int KPW = 32 / NV, MAX_WARPS = THREADS / 32;
     __shared__ float s_m[MAX_WARPS][GMAX], s_l[MAX_WARPS][GMAX], s_acc[MAX_WARPS][GMAX][HDC];
     const int64_t    G = n_heads / n_kv_heads, hg = (G + hpb - 1) / hpb, kw = n_kv_heads * hd;
     const int64_t    t = blockIdx.x, kvh = blockIdx.y / hg, g0 = blockIdx.y % hg * hpb;
@@ -91,6 +108,11 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attention(
     const int32_t    z = blockIdx.z, lo = chunk && z * chunk > lo0 ? z * chunk : lo0;
     const int32_t    hi = chunk && (z + 1) * chunk - 1 < p ? (z + 1) * chunk - 1 : p; /* this split's last key */
     const int32_t   *table = tables + (int64_t)seq[t] * max_blocks;
+    /* the cache slots of the warp's first keys, from the block table (uploaded with the positions)
+     * before the wait: after it the keys' loads wait on nothing else */
+    int64_t slot[KPW];
+    int32_t j0 = lo + wid * KPW;
+    att_slots<KPW>(table, block_size, j0, hi, slot);
     gpu_dep_enter(); /* the kernel before wrote q and this step's keys and values */
     float qv[GMAX][NV], acc[GMAX][NV], m[GMAX], l[GMAX];
 #pragma unroll
@@ -105,13 +127,11 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attention(
                 qv[g][VW * c + e] = i < hd ? qr[i] : 0.0f, acc[g][VW * c + e] = 0.0f;
             }
     }
-    for (int32_t j0 = lo + wid * KPW; j0 <= hi; j0 += nw * KPW) {
+    for (; j0 <= hi; j0 += nw * KPW) {
         float kr[KPW][NV], vr[KPW][NV];
 #pragma unroll
         for (int j = 0; j < KPW; j++) {
-            const int32_t jj   = j0 + j <= hi ? j0 + j : j0; /* past the split: key j0 again, masked below */
-            const int64_t slot = (int64_t)table[jj / block_size] * block_size + jj % block_size;
-            const KT     *kp = kc + slot * kw + kvh * hd, *vp = vc + slot * kw + kvh * hd;
+            const KT *kp = kc + slot[j] * kw + kvh * hd, *vp = vc + slot[j] * kw + kvh * hd;
 #pragma unroll
             for (int c = 0; c < NC; c++) {
                 const int64_t i = VW * lane + VW * CELER_WARP * c; /* VW 2: wave64, heads up to 128 */
@@ -121,6 +141,7 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attention(
                     for (int e = 0; e < VW; e++) kr[j][VW * c + e] = 0.0f, vr[j][VW * c + e] = 0.0f;
             }
         }
+        att_slots<KPW>(table, block_size, j0 + nw * KPW, hi, slot); /* the next keys' (loads in flight) */
 #pragma unroll
         for (int g = 0; g < GMAX; g++) {
             if (g >= ng) continue;
@@ -242,7 +263,8 @@ __global__ void k_attention_merge(const float *__restrict__ part, int32_t splits
 }
 
 /* One launch of k_attention for the head-size class hdc over the cache's pools of values KT: with
- * part (chunk > 0) its splits' partial results, else out and its quantization. */
+ * part (chunk > 0) its splits' partial results, else out and its quantization; hpb 0: the wide
+ * blocks of one query head. */
 template <typename KT>
 static celer_status att_launch(gpu_backend *g, int hdc, dim3 grid, const float *q, const celer_kv_cache *kv,
                                int32_t layer, const int32_t *pos, const int32_t *seq, const int32_t *tables,
@@ -252,10 +274,17 @@ static celer_status att_launch(gpu_backend *g, int hdc, dim3 grid, const float *
     typedef void (*fn_t)(const float *, const KT *, const KT *, const int32_t *, const int32_t *, const int32_t *,
                          int32_t, int32_t, int64_t, int64_t, int64_t, float, int32_t, int32_t, int32_t, float *,
                          float *, gpu_xq_out, int32_t *);
-    const fn_t fn = hdc == 128 ? k_attention<128, KT> : hdc == 256 ? k_attention<256, KT> : k_attention<512, KT>;
-    return GPU_LAUNCH(g, err, "attention", fn, grid, ATT_THREADS, 0, q, (const KT *)kv->k[layer],
+    constexpr int W = ATT_WIDE_THREADS;
+    const bool    wide = hpb == 0;
+    const fn_t    narrow = hdc == 128 ? k_attention<128, KT> : hdc == 256 ? k_attention<256, KT> : k_attention<512, KT>;
+    const fn_t    broad  = hdc == 128   ? k_attention<128, KT, W, 1>
+                           : hdc == 256 ? k_attention<256, KT, W, 1>
+                                        : k_attention<512, KT, W, 1>;
+    const fn_t    fn = wide ? broad : narrow;
+    const int     threads = wide ? W : ATT_THREADS;
+    return GPU_LAUNCH(g, err, "attention", fn, grid, threads, 0, q, (const KT *)kv->k[layer],
                       (const KT *)kv->v[layer], pos, seq, tables, kv->max_blocks, kv->block_size, a->n_heads,
-                      a->n_kv_heads, a->head_dim, a->scale, a->window, hpb, chunk, part, out, xo, count);
+                      a->n_kv_heads, a->head_dim, a->scale, a->window, wide ? 1 : hpb, chunk, part, out, xo, count);
 }
 
 celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cache *kv, int32_t layer,
@@ -282,9 +311,13 @@ celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cac
     const int64_t G    = a->n_heads / a->n_kv_heads, rows = b->n_tokens * a->n_heads;
     int32_t       far  = 0;
     for (int64_t i = 0; i < b->n_tokens; i++) far = b->pos[i] > far ? b->pos[i] : far;
-    const int32_t         hpb = celer_att_heads_for(far, b->n_tokens, a->n_kv_heads, G, att_gmax(hdc));
+    /* a short context: every key in one pass of a wide block a query head, no split (a lane holds
+     * hdc / warp values of a row, a warp 32 / that keys at once) */
+    const bool wide = g->att_wide && !g->att_chunk && celer_att_wide(far, rows, ATT_WIDE_THREADS * 32 / hdc);
+    const int32_t         hpb = wide ? 1 : celer_att_heads_for(far, b->n_tokens, a->n_kv_heads, G, att_gmax(hdc));
     const int64_t         hy  = a->n_kv_heads * ((G + hpb - 1) / hpb);
-    const celer_att_split sp  = celer_att_split_for(far, b->n_tokens * hy, g->att_chunk, ATT_SPLITS_MAX);
+    const celer_att_split one = {0, 1};
+    const celer_att_split sp  = wide ? one : celer_att_split_for(far, b->n_tokens * hy, g->att_chunk, ATT_SPLITS_MAX);
     const int32_t         splits = sp.splits;
     const dim3            grid((unsigned)b->n_tokens, (unsigned)hy, (unsigned)splits);
     /* the output quantized on the way out for the o-projection that reads it next */
@@ -311,9 +344,10 @@ celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cac
     if (splits > 1 && !in) kxo.q = NULL, kxo.dd = NULL;
     int32_t      *count = in ? (int32_t *)g->d_att_count.p : NULL;
     const int32_t ch    = splits > 1 ? sp.chunk : 0;
-    if (kv->elem_bytes == 2 ? att_launch<uint16_t>(g, hdc, grid, q, kv, layer, pos, seq, tables, a, hpb, ch, part, out,
+    const int32_t hpa   = wide ? 0 : hpb;
+    if (kv->elem_bytes == 2 ? att_launch<uint16_t>(g, hdc, grid, q, kv, layer, pos, seq, tables, a, hpa, ch, part, out,
                                                    kxo, count, err)
-                            : att_launch<float>(g, hdc, grid, q, kv, layer, pos, seq, tables, a, hpb, ch, part, out,
+                            : att_launch<float>(g, hdc, grid, q, kv, layer, pos, seq, tables, a, hpa, ch, part, out,
                                                 kxo, count, err))
         return err->code;
     if (splits > 1 && !in &&

@@ -397,6 +397,8 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->mvq_x8       = x8 && !strcmp(x8, "1");
     const char *mi  = getenv("CELER_GPU_ATT_MERGE_IN"); /* 0: decode attention's merge a kernel of its own */
     g->att_merge_in = !(mi && !strcmp(mi, "0"));
+    const char *aw  = getenv("CELER_GPU_ATT_WIDE"); /* 0: short contexts split as long ones */
+    g->att_wide     = !(aw && !strcmp(aw, "0"));
     const char *st  = getenv("CELER_GPU_STATS"); /* 1: step and wait times on stderr at the end */
     g->stats        = st && !strcmp(st, "1");
     snprintf(g->device_name, sizeof g->device_name, "%s", f.name);

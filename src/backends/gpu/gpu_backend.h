@@ -72,6 +72,7 @@ typedef struct {
     bool     kv_f16;      /* CELER_GPU_KV_F16=1: the KV cache holds f16 values (gpu_kv.cuh) */
     bool     mvq_x8;      /* CELER_GPU_MVQ_X8=1: dense products of quantized weights on 8-bit activations */
     bool     att_merge_in; /* decode attention's last split merges them (CELER_GPU_ATT_MERGE_IN=0: a kernel does) */
+    bool     att_wide;     /* short contexts' attention unsplit in wide blocks (CELER_GPU_ATT_WIDE=0: split) */
     bool     early;       /* kernels launched while the one before runs (gpu_dep_enter; CELER_GPU_EARLY=0: off) */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */
     int64_t  h_pos_n, h_seq_n, h_tables_n;
