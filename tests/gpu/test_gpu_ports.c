@@ -4,7 +4,9 @@
  *   - add_rmsnorm and attn_inputs against their fallbacks run on the CPU backend: 1e-5 (the
  *     cache contents compared directly);
  *   - matmuls against the CPU's matmul per weight: 1e-3 (1e-2 where the BLAS path may take it);
- *   - matmul_add against the product and an add: equal bit for bit.
+ *   - matmul_add against the product and an add: equal bit for bit;
+ *   - attn_step (CELER_GPU_ATT_STEP=1, which main sets) on decode steps the wide attention kernel
+ *     takes, against attn_inputs then attention: outputs and cache contents equal bit for bit.
  * Every other op: test_gpu_ops.c. Run on a machine with a GPU (scripts/gpu-check.sh); built only
  * with CELER_CUDA or CELER_HIP. */
 #include "backends/ports.h"
@@ -181,11 +183,84 @@ static void test_matmul_add(void)
     }
 }
 
+/* One decode step of S sequences (one token each, positions under the wide kernel's 128 keys)
+ * through attn_step and through attn_inputs then attention, on two caches holding the same
+ * random keys and values before it: equal outputs and caches, bit for bit; and q left as it was
+ * (the fused kernel reads it, the two kernels rotate it in place: the fused path ran). Both
+ * rotations, with and without per-head norms, the f32 or f16 cache as the variables say, a
+ * sliding window in the last case. */
+static void test_attn_step(void)
+{
+    enum { S = 3, NH = 8, KV = 2, HD = 128, NSEQ = 4 };
+    static float q[S * NH * HD], k[S * KV * HD], v[S * KV * HD], qnv[HD], knv[HD];
+    static float oa[S * NH * HD], ob[S * NH * HD], qa[S * NH * HD];
+    int32_t      pos[S] = {0, 37, 126}, seq[S] = {2, 0, 3};
+    celer_batch  b = {S, pos, seq};
+    random_fill(qnv, HD, 1.0f), random_fill(knv, HD, 1.0f);
+    celer_weight qng = {.type = CELER_GGML_F32, .rows = 1, .cols = HD, .data = qnv};
+    celer_weight kng = {.type = CELER_GGML_F32, .rows = 1, .cols = HD, .data = knv};
+    CHECK(gpu->ops->weight_load(gpu, &qng, &err) == CELER_OK && gpu->ops->weight_load(gpu, &kng, &err) == CELER_OK);
+    celer_port_fn step, inputs;
+    CHECK(celer_port_select(&celer_port_attn_step, gpu->ops->kind, &step, &err) == CELER_OK);
+    CHECK(celer_port_select(&celer_port_attn_inputs, gpu->ops->kind, &inputs, &err) == CELER_OK);
+    for (int c = 0; c < 4; c++) {
+        const int      mode = c % 2;
+        const bool     nrm  = c >= 2;
+        celer_rope     r = {.mode = mode ? CELER_ROPE_NEOX : CELER_ROPE_NORM, .n_rot = mode ? 64 : HD, .base = 10000.0f,
+                            .pos_scale = 1.0f, .mscale = 1.0f};
+        celer_attn     at = {.n_heads = NH, .n_kv_heads = KV, .head_dim = HD, .scale = 0.088f};
+        at.window         = c == 3 ? 20 : 0;
+        celer_kv_cache ka, kb;
+        CHECK(celer_kv_cache_init(&ka, gpu, 1, KV, HD, HD, NSEQ, 4096, 64, &err) == CELER_OK);
+        CHECK(celer_kv_cache_init(&kb, gpu, 1, KV, HD, HD, NSEQ, 4096, 64, &err) == CELER_OK);
+        for (int i = 0; i < S; i++) {
+            CHECK(celer_kv_cache_reserve(&ka, seq[i], pos[i] + 1, &err) == CELER_OK);
+            CHECK(celer_kv_cache_reserve(&kb, seq[i], pos[i] + 1, &err) == CELER_OK);
+        }
+        const size_t pool = (size_t)ka.n_blocks * ka.block_size * KV * HD * ka.elem_bytes;
+        float       *fill = malloc(pool), *pa = malloc(pool), *pb = malloc(pool);
+        random_fill(fill, (int64_t)(pool / sizeof *fill), 1.0f);
+        if (ka.elem_bytes == 2) /* f16 pools: random bits, exponent fields up to 14 (finite, under 1) */
+            for (size_t i = 0; i < pool / 2; i++) ((uint16_t *)fill)[i] &= 0xbbff;
+        for (int w = 0; w < 2; w++) {
+            CHECK(gpu->ops->write(gpu, w ? ka.v[0] : ka.k[0], fill, pool, &err) == CELER_OK);
+            CHECK(gpu->ops->write(gpu, w ? kb.v[0] : kb.k[0], fill, pool, &err) == CELER_OK);
+        }
+        random_fill(q, S * NH * HD, 2.0f), random_fill(k, S * KV * HD, 2.0f), random_fill(v, S * KV * HD, 2.0f);
+        float *dqa = dev_copy(q, sizeof q), *dqb = dev_copy(q, sizeof q), *dk = dev_copy(k, sizeof k);
+        float *dv = dev_copy(v, sizeof v), *doa = dev_zeros(S * NH * HD), *dob = dev_zeros(S * NH * HD);
+        CHECK(((celer_attn_step_fn)step)(gpu, &ka, 0, dqa, dk, dv, nrm ? &qng : NULL, nrm ? &kng : NULL, 1e-6f, &b, &r,
+                                         &at, doa, &err) == CELER_OK);
+        CHECK(((celer_attn_inputs_fn)inputs)(gpu, &kb, 0, dqb, NH, dk, dv, nrm ? &qng : NULL, nrm ? &kng : NULL, 1e-6f,
+                                             &b, HD, &r, &err) == CELER_OK);
+        CHECK(gpu->ops->attention(gpu, dqb, &kb, 0, &b, &at, dob, &err) == CELER_OK);
+        to_host(doa, oa, sizeof oa), to_host(dob, ob, sizeof ob), to_host(dqa, qa, sizeof qa);
+        const bool same_out = !memcmp(oa, ob, sizeof oa), q_kept = !memcmp(qa, q, sizeof q);
+        bool       same_kv  = true;
+        for (int w = 0; w < 2; w++) {
+            to_host(w ? ka.v[0] : ka.k[0], pa, pool), to_host(w ? kb.v[0] : kb.k[0], pb, pool);
+            same_kv &= !memcmp(pa, pb, pool);
+        }
+        if (!same_out || !same_kv || !q_kept)
+            fprintf(stderr, "  attn_step mode %d norms %d window %d: outputs %s (rel %.2e), caches %s, q %s\n", mode,
+                    nrm, at.window, same_out ? "equal" : "differ", rel_l2f(oa, ob, S * NH * HD),
+                    same_kv ? "equal" : "differ", q_kept ? "kept" : "rotated (the two kernels ran)");
+        CHECK(same_out && same_kv && q_kept);
+        free(fill), free(pa), free(pb);
+        float *bufs[] = {dqa, dqb, dk, dv, doa, dob};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu->ops->release(gpu, bufs[i]);
+        celer_kv_cache_free(&ka, gpu);
+        celer_kv_cache_free(&kb, gpu);
+    }
+}
+
 int main(void)
 {
+    setenv("CELER_GPU_ATT_STEP", "1", 1); /* test_attn_step: the fused kernel, read when the backend opens */
     if (gpu_test_open("test_gpu_ports")) return 1;
     test_fused();
     test_matmuls();
     test_matmul_add();
+    test_attn_step();
     return gpu_test_close("test_gpu_ports");
 }

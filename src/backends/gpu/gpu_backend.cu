@@ -399,6 +399,8 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->att_merge_in = !(mi && !strcmp(mi, "0"));
     const char *aw  = getenv("CELER_GPU_ATT_WIDE"); /* 0: short contexts split as long ones */
     g->att_wide     = !(aw && !strcmp(aw, "0"));
+    const char *as  = getenv("CELER_GPU_ATT_STEP"); /* 1: decode attention makes its inputs ready */
+    g->att_step     = as && !strcmp(as, "1");
     const char *st  = getenv("CELER_GPU_STATS"); /* 1: step and wait times on stderr at the end */
     g->stats        = st && !strcmp(st, "1");
     snprintf(g->device_name, sizeof g->device_name, "%s", f.name);

@@ -4,18 +4,17 @@
  * gpu_matmul.cu). */
 #include "backends/gpu/gpu_backend.h"
 #include "backends/gpu/gpu_kv.cuh"
-#include "backends/gpu/gpu_rope.cuh"
+#include "backends/gpu/gpu_head.cuh"
 
 extern "C" {
 #include "backends/gpu/gpu_ports.h"
 }
 
-enum { AI_THREADS = 64, AI_HD_MAX = 512 };
+enum { AI_THREADS = HEAD_THREADS, AI_HD_MAX = HEAD_MAX };
 
 /* A block per (token, head) of q's n_head and k's n_kv heads (blockIdx.y: q's first): the head's
- * row staged in shared memory, normalized by nw (rmsnorm: 1 / sqrt(mean of squares + eps), as
- * gpu_norm.cu), rotated pair by pair as k_rope does, and written to q in place or to the key
- * cache, with the value row beside it. */
+ * row staged in shared memory, normalized and rotated (gpu_head.cuh), and written to q in place
+ * or to the key cache, with the value row beside it. */
 template <typename KT>
 __global__ void __launch_bounds__(AI_THREADS)
     k_attn_inputs(float *q, const float *__restrict__ k, const float *__restrict__ v, KT *kc, KT *vc,
@@ -28,7 +27,6 @@ __global__ void __launch_bounds__(AI_THREADS)
     /* the positions and block tables (uploaded before the step's kernels), the frequency table and
      * the norm weights are read, and the rotations computed, before the wait for the product that
      * wrote q, k and v: a chain of dependent loads after it was most of this kernel's time */
-    constexpr int    PER = AI_HD_MAX / AI_THREADS, PAIRS = PER / 2; /* a thread's values, pairs of a head */
     __shared__ float row[AI_HD_MAX], part[32];
     const int64_t    t = blockIdx.x, hh = blockIdx.y, kw = n_kv * hd;
     const bool       is_q = hh < n_head;
@@ -38,48 +36,30 @@ __global__ void __launch_bounds__(AI_THREADS)
     const int64_t    slot = is_q ? 0 : (int64_t)tables[(int64_t)seq[t] * max_blocks + p / block_size] * block_size +
                                         p % block_size;
     const int64_t    half = n_rot / 2;
-    float            rc[PAIRS], rs[PAIRS], wn[PER], vv[PER];
+    float            rc[HEAD_PAIRS], rs[HEAD_PAIRS], wn[HEAD_PER], vv[HEAD_PER];
+    head_rotations(p, half, freqs, pos_scale, mscale, rc, rs);
 #pragma unroll
-    for (int e = 0; e < PAIRS; e++) {
-        const int64_t i = threadIdx.x + (int64_t)AI_THREADS * e;
-        rc[e] = rs[e] = 0.0f;
-        if (i < half) gpu_rope_cos_sin(p, i, freqs, pos_scale, mscale, &rc[e], &rs[e]);
-    }
-#pragma unroll
-    for (int e = 0; e < PER; e++) {
-        const int64_t j = threadIdx.x + (int64_t)AI_THREADS * e;
-        wn[e] = nw && j < hd ? nw[j] : 0.0f;
+    for (int e = 0; e < HEAD_PER; e++) {
+        const int64_t j = head_at(e, hd);
+        wn[e] = nw && j >= 0 ? nw[j] : 0.0f;
     }
     gpu_dep_enter();
-    float ss = 0.0f;
+    const float ss = head_load(src, hd, row); /* the row, and for a key head its value row, loaded at once */
 #pragma unroll
-    for (int e = 0; e < PER; e++) { /* the row, and for a key head its value row, loaded at once */
-        const int64_t j = threadIdx.x + (int64_t)AI_THREADS * e;
-        vv[e]           = 0.0f;
-        if (j >= hd) continue;
-        const float x = src[j];
-        row[j]        = x;
-        ss += x * x;
-        if (!is_q) vv[e] = v[t * kw + h * hd + j];
+    for (int e = 0; e < HEAD_PER; e++) {
+        const int64_t j = head_at(e, hd);
+        vv[e]           = !is_q && j >= 0 ? v[t * kw + h * hd + j] : 0.0f;
     }
-    if (nw) { /* gpu_block_sum's barriers also make row whole */
-        const float inv = 1.0f / sqrtf(gpu_block_sum(ss, part) / (float)hd + eps);
-#pragma unroll
-        for (int e = 0; e < PER; e++) {
-            const int64_t j = threadIdx.x + (int64_t)AI_THREADS * e;
-            if (j < hd) row[j] = row[j] * inv * wn[e];
-        }
-    }
+    if (nw) head_scale(row, hd, gpu_block_sum(ss, part), eps, wn); /* its barriers make row whole */
     __syncthreads();
     float *qd = is_q ? q + (t * n_head + h) * hd : NULL; /* q in place, or the key into the cache */
     KT    *kd = is_q ? NULL : kc + slot * kw + h * hd;
 #pragma unroll
-    for (int e = 0; e < PAIRS; e++) { /* pair (i0, i1): one rotation for both */
-        const int64_t i = threadIdx.x + (int64_t)AI_THREADS * e;
-        if (i >= half) continue;
-        const int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
-        const float   c = rc[e], s = rs[e];
-        const float   x0 = row[i0], x1 = row[i1], y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
+    for (int e = 0; e < HEAD_PAIRS; e++) { /* pair (i0, i1): one rotation for both */
+        int64_t i0, i1;
+        float   y0, y1;
+        head_pair(row, e, half, neox, rc[e], rs[e], &i0, &i1, &y0, &y1);
+        if (i0 < 0) continue;
         if (is_q) qd[i0] = y0, qd[i1] = y1;
         else kv_put(&kd[i0], y0), kv_put(&kd[i1], y1);
     }
@@ -89,9 +69,9 @@ __global__ void __launch_bounds__(AI_THREADS)
     }
     if (!is_q)
 #pragma unroll
-        for (int e = 0; e < PER; e++) {
-            const int64_t j = threadIdx.x + (int64_t)AI_THREADS * e;
-            if (j < hd) kv_put(&vc[slot * kw + h * hd + j], vv[e]);
+        for (int e = 0; e < HEAD_PER; e++) {
+            const int64_t j = head_at(e, hd);
+            if (j >= 0) kv_put(&vc[slot * kw + h * hd + j], vv[e]);
         }
 }
 
@@ -107,14 +87,12 @@ static celer_status head_norm(const celer_weight *w, int64_t hd, const float **o
     return CELER_OK;
 }
 
-extern "C" celer_status celer_gpu_attn_inputs(celer_backend *be, celer_kv_cache *kv, int32_t layer, float *q,
-                                              int64_t n_head, const float *k, const float *v,
-                                              const celer_weight *q_norm, const celer_weight *k_norm, float eps,
-                                              const celer_batch *b, int64_t head_dim, const celer_rope *r,
-                                              celer_error *err)
+/* What the attention inputs' kernels take (both ports): the rotation within the head, a cache of
+ * the head's size, both norms or none; *qn and *kn the norms' values. */
+static celer_status inputs_check(const celer_kv_cache *kv, int64_t n_head, int64_t head_dim, const celer_rope *r,
+                                 const celer_weight *q_norm, const celer_weight *k_norm, const float **qn,
+                                 const float **kn, celer_error *err)
 {
-    gpu_backend *g = gpu_of(be);
-    if (gpu_alive(g, err)) return err->code;
     if (r->n_rot > head_dim || r->n_rot % 2 || head_dim != kv->head_dim_k || kv->head_dim_v != kv->head_dim_k ||
         head_dim > AI_HD_MAX || n_head + kv->n_kv_heads > GPU_MAX_GRID_YZ || (!q_norm) != (!k_norm))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: attn_inputs over %lld of %lld dimensions (cache %lld/%lld; "
@@ -122,8 +100,18 @@ extern "C" celer_status celer_gpu_attn_inputs(celer_backend *be, celer_kv_cache 
                           (long long)head_dim, (long long)kv->head_dim_k, (long long)kv->head_dim_v, AI_HD_MAX,
                           (long long)n_head, (long long)kv->n_kv_heads,
                           (!q_norm) != (!k_norm) ? "one norm of two" : "norms as given");
-    const float *qn, *kn;
-    if (head_norm(q_norm, head_dim, &qn, err) || head_norm(k_norm, head_dim, &kn, err)) return err->code;
+    return head_norm(q_norm, head_dim, qn, err) || head_norm(k_norm, head_dim, kn, err) ? err->code : CELER_OK;
+}
+
+extern "C" celer_status celer_gpu_attn_inputs(celer_backend *be, celer_kv_cache *kv, int32_t layer, float *q,
+                                              int64_t n_head, const float *k, const float *v,
+                                              const celer_weight *q_norm, const celer_weight *k_norm, float eps,
+                                              const celer_batch *b, int64_t head_dim, const celer_rope *r,
+                                              celer_error *err)
+{
+    gpu_backend *g  = gpu_of(be);
+    const float *qn = NULL, *kn = NULL;
+    if (gpu_alive(g, err) || inputs_check(kv, n_head, head_dim, r, q_norm, k_norm, &qn, &kn, err)) return err->code;
     if (gpu_kv_check(kv, b, false, err)) return err->code;
     if (b->n_tokens <= 0) return CELER_OK;
     if (b->n_tokens > GPU_MAX_GRID_X)
@@ -141,4 +129,28 @@ extern "C" celer_status celer_gpu_attn_inputs(celer_backend *be, celer_kv_cache 
     return GPU_LAUNCH(g, err, "attn_inputs", k_attn_inputs<float>, grid, AI_THREADS, 0, q, k, v, (float *)kv->k[layer],
                       (float *)kv->v[layer], qn, kn, eps, pos, seq, tables, kv->max_blocks, kv->block_size, n_head,
                       kv->n_kv_heads, head_dim, r->n_rot, r->mode == CELER_ROPE_NEOX, fq, r->pos_scale, r->mscale);
+}
+
+/* The port celer_port_attn_step: a decode step the wide attention kernel takes
+ * (gpu_att_new_takes: CELER_GPU_ATT_STEP=1) makes its inputs ready in that kernel; any other step
+ * runs attn_inputs, then attention. */
+extern "C" celer_status celer_gpu_attn_step(celer_backend *be, celer_kv_cache *kv, int32_t layer, float *q,
+                                            const float *k, const float *v, const celer_weight *q_norm,
+                                            const celer_weight *k_norm, float eps, const celer_batch *b,
+                                            const celer_rope *r, const celer_attn *a, float *out, celer_error *err)
+{
+    gpu_backend *g = gpu_of(be);
+    if (!gpu_att_new_takes(g, b, a))
+        return celer_gpu_attn_inputs(be, kv, layer, q, a->n_heads, k, v, q_norm, k_norm, eps, b, a->head_dim, r, err) ||
+                       gpu_attention(be, q, kv, layer, b, a, out, err)
+                   ? err->code
+                   : CELER_OK;
+    const float  *qn = NULL, *kn = NULL;
+    const double *fq = NULL;
+    if (gpu_alive(g, err) || inputs_check(kv, a->n_heads, a->head_dim, r, q_norm, k_norm, &qn, &kn, err) ||
+        gpu_rope_freqs(g, r, &fq, err))
+        return err->code;
+    const gpu_att_new nk = {k, v, qn, kn, kv->k[layer], kv->v[layer], eps, r->pos_scale, r->mscale, fq, r->n_rot,
+                            r->mode == CELER_ROPE_NEOX};
+    return gpu_attention_new(g, q, kv, layer, b, a, &nk, out, err);
 }

@@ -1,0 +1,81 @@
+/* A head's row of a step's queries or keys made ready for attention: normalized by a per-head
+ * norm (rmsnorm: 1 / sqrt(mean of squares + eps), as gpu_norm.cu) and rotated pair by pair at
+ * its position (RoPE, as k_rope). Two kernels do it: attention inputs (gpu_fused.cu), a block a
+ * head, and decode attention's wide blocks under CELER_GPU_ATT_STEP=1 (gpu_attention.cu), which
+ * make their own query and key ready. Both run these functions on the first HEAD_THREADS threads
+ * of their block, each operation rounded as written (no contraction the compiler may choose per
+ * kernel), so that the two give the same values bit for bit: a request's tokens must not depend
+ * on which kernel its step took.
+ *
+ * Thread x (< HEAD_THREADS) holds the row's values x + HEAD_THREADS · e and its pairs x +
+ * HEAD_THREADS · e; the others hold none. */
+#ifndef CELER_BACKENDS_GPU_GPU_HEAD_CUH
+#define CELER_BACKENDS_GPU_GPU_HEAD_CUH
+
+#include "backends/gpu/gpu_rope.cuh"
+
+enum { HEAD_THREADS = 64, HEAD_MAX = 512, HEAD_PER = HEAD_MAX / HEAD_THREADS, HEAD_PAIRS = HEAD_PER / 2 };
+
+/* The thread's value e of a row, or -1 where it holds none. */
+static __device__ __forceinline__ int64_t head_at(int e, int64_t n)
+{
+    const int64_t j = threadIdx.x + (int64_t)HEAD_THREADS * e;
+    return threadIdx.x < HEAD_THREADS && j < n ? j : -1;
+}
+
+/* The rotations of the thread's pairs at position p (half = n_rot / 2 pairs rotate). */
+static __device__ __forceinline__ void head_rotations(int32_t p, int64_t half, const double *__restrict__ freqs,
+                                                      float pos_scale, float mscale, float (&rc)[HEAD_PAIRS],
+                                                      float (&rs)[HEAD_PAIRS])
+{
+#pragma unroll
+    for (int e = 0; e < HEAD_PAIRS; e++) {
+        const int64_t i = head_at(e, half);
+        rc[e] = rs[e] = 0.0f;
+        if (i >= 0) gpu_rope_cos_sin(p, i, freqs, pos_scale, mscale, &rc[e], &rs[e]);
+    }
+}
+
+/* The thread's values of src (hd of them) into row (shared); returns their sum of squares. */
+static __device__ __forceinline__ float head_load(const float *src, int64_t hd, float *row)
+{
+    float ss = 0.0f;
+#pragma unroll
+    for (int e = 0; e < HEAD_PER; e++) {
+        const int64_t j = head_at(e, hd);
+        if (j < 0) continue;
+        const float x = src[j];
+        row[j]        = x;
+        ss            = __fmaf_rn(x, x, ss);
+    }
+    return ss;
+}
+
+/* row's values (the thread's) normalized: sum is the block's sum of head_load's sums, wn the
+ * thread's values of the norm's weight. */
+static __device__ __forceinline__ void head_scale(float *row, int64_t hd, float sum, float eps,
+                                                  const float (&wn)[HEAD_PER])
+{
+    const float inv = __fdiv_rn(1.0f, sqrtf(__fadd_rn(__fdiv_rn(sum, (float)hd), eps)));
+#pragma unroll
+    for (int e = 0; e < HEAD_PER; e++) {
+        const int64_t j = head_at(e, hd);
+        if (j >= 0) row[j] = __fmul_rn(__fmul_rn(row[j], inv), wn[e]);
+    }
+}
+
+/* Pair e of the thread, rotated: its two indices (*i0 -1: the thread holds no such pair) and
+ * values, from row (whole: after a barrier). */
+static __device__ __forceinline__ void head_pair(const float *row, int e, int64_t half, int neox, float c, float s,
+                                                 int64_t *i0, int64_t *i1, float *y0, float *y1)
+{
+    const int64_t i = head_at(e, half);
+    *i0             = -1;
+    if (i < 0) return;
+    *i0 = neox ? i : 2 * i, *i1 = neox ? i + half : 2 * i + 1;
+    const float x0 = row[*i0], x1 = row[*i1];
+    *y0 = __fmaf_rn(x0, c, -__fmul_rn(x1, s));
+    *y1 = __fmaf_rn(x0, s, __fmul_rn(x1, c));
+}
+
+#endif
