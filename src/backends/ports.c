@@ -41,6 +41,14 @@ const celer_port celer_port_matmuls = {
     .impl     = {GPU_SLOT(celer_gpu_matmuls)},
 };
 
+const celer_port celer_port_matmuls_glu = {
+    .name     = "matmuls_glu",
+    .does     = "multiplies an FFN's input by its gate and up weights and applies the GLU in one launch, "
+                "quantizing the result for the down product",
+    .fallback = "matmuls (gate, up), then glu",
+    .impl     = {GPU_SLOT(celer_gpu_matmuls_glu)},
+};
+
 const celer_port celer_port_matmul_add = {
     .name     = "matmul_add",
     .does     = "adds a product to the residual stream as it writes it",
@@ -56,8 +64,8 @@ const celer_port celer_port_moe_router = {
 };
 
 const celer_port *const celer_ports[] = {&celer_port_add_rmsnorm, &celer_port_attn_inputs, &celer_port_attn_step,
-                                         &celer_port_matmuls,     &celer_port_matmul_add,  &celer_port_moe_router,
-                                         NULL};
+                                         &celer_port_matmuls,     &celer_port_matmuls_glu, &celer_port_matmul_add,
+                                         &celer_port_moe_router,  NULL};
 
 static const char *const KIND_NAMES[CELER_BACKEND_KIND_COUNT] = {"cpu", "cuda", "rocm"};
 

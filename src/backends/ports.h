@@ -48,6 +48,13 @@ typedef celer_status (*celer_matmuls_fn)(celer_backend *be, const celer_weight *
                                          int64_t T, float *const *y, celer_error *err);
 extern const celer_port celer_port_matmuls;
 
+/* An FFN's gate and up products and its GLU: g_out (T, gate.rows) = act(x · gateᵀ) ⊙ (x · upᵀ);
+ * u_out (the same size) is the backend's to use. Fallback: matmuls (gate, up), then glu. */
+typedef celer_status (*celer_matmuls_glu_fn)(celer_backend *be, const celer_weight *gate, const celer_weight *up,
+                                             const float *x, int64_t T, celer_act act, float *g_out, float *u_out,
+                                             celer_error *err);
+extern const celer_port celer_port_matmuls_glu;
+
 /* y (T, w.rows) += x (T, w.cols) · wᵀ: a sub-layer's output added to the residual stream by the
  * product itself; tmp (T, w.rows) is the backend's to use. Fallback: matmul into tmp, then add. */
 typedef celer_status (*celer_matmul_add_fn)(celer_backend *be, const celer_weight *w, const float *x, int64_t T,

@@ -237,10 +237,17 @@ static celer_status ffn_block(const celer_model *m, celer_backend *be, int64_t T
         *pend = true;
         return CELER_OK;
     }
-    const celer_weight *gu[]  = {&l->w_gate, &l->w_up};
-    float *const        out[] = {a->gate, a->up};
-    TRY(norm_matmuls(m, be, T, &l->ffn_norm, *pend, gu, 2, out, a, err));
-    TRY(be->ops->glu(be, a->gate, a->up, T * l->w_gate.rows, m->arch->act, err));
+    TRY(norm_matmuls(m, be, T, &l->ffn_norm, *pend, NULL, 0, NULL, a, err));
+    celer_port_fn fn;
+    celer_error   none;
+    if (!celer_port_select(&celer_port_matmuls_glu, be->ops->kind, &fn, &none))
+        TRY(((celer_matmuls_glu_fn)fn)(be, &l->w_gate, &l->w_up, a->h, T, m->arch->act, a->gate, a->up, err));
+    else {
+        const celer_weight *gu[]  = {&l->w_gate, &l->w_up};
+        float *const        out[] = {a->gate, a->up};
+        TRY(matmuls(be, gu, 2, a->h, T, out, err));
+        TRY(be->ops->glu(be, a->gate, a->up, T * l->w_gate.rows, m->arch->act, err));
+    }
     return out_product(m, be, T, &l->w_down, a->gate, m->arch->sandwich_norm ? &l->post_ffn_norm : NULL, a, pend, err);
 }
 

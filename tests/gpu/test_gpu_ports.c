@@ -6,7 +6,8 @@
  *   - matmuls against the CPU's matmul per weight: 1e-3 (1e-2 where the BLAS path may take it);
  *   - matmul_add against the product and an add: equal bit for bit;
  *   - attn_step (CELER_GPU_ATT_STEP=1, which main sets) on decode steps the wide attention kernel
- *     takes, against attn_inputs then attention: outputs and cache contents equal bit for bit.
+ *     takes, against attn_inputs then attention: outputs and cache contents equal bit for bit;
+ *   - matmuls_glu (CELER_GPU_GLU_FUSE=1, likewise) against matmuls then glu: equal bit for bit.
  * Every other op: test_gpu_ops.c. Run on a machine with a GPU (scripts/gpu-check.sh); built only
  * with CELER_CUDA or CELER_HIP. */
 #include "backends/ports.h"
@@ -183,6 +184,78 @@ static void test_matmul_add(void)
     }
 }
 
+/* matmuls_glu (CELER_GPU_GLU_FUSE=1, which main sets) against gate and up through the decode
+ * kernel, then glu: h equal bit for bit, u_out left as it was (the fused launch ran: it writes no
+ * up product), and the down product that follows (reading each path's quantization of h) equal
+ * bit for bit. Decode-sized steps (a one-token step against the first token of a two-token step
+ * of the same token: a lone token's products may take column slices, which sum in another
+ * order; under CELER_GPU_MVQ_X8=1 the lone token's kernel takes its sums another way: 1e-6), silu
+ * and gelu, three formats. Q4_0 and Q8_0 steps past CELER_GPU_MMQ_FROM tokens (8) take the
+ * integer matrix units, and with them the two steps (an NVIDIA device has those units). */
+static void test_matmuls_glu(void)
+{
+    const char *mf       = getenv("CELER_GPU_MMQ_FROM");
+    const int   mmq_from = mf && *mf ? atoi(mf) : 8;
+    enum { K = 512, FF = 352, D = 96 };
+    static const celer_ggml_type types[] = {CELER_GGML_Q4_0, CELER_GGML_Q4_K, CELER_GGML_Q8_0};
+    static const int64_t         Ts[]    = {1, 3, 8, 9};
+    celer_port_fn                fn, mm;
+    CHECK(celer_port_select(&celer_port_matmuls_glu, gpu->ops->kind, &fn, &err) == CELER_OK);
+    CHECK(celer_port_select(&celer_port_matmuls, gpu->ops->kind, &mm, &err) == CELER_OK);
+    void        *rd = random_weights(CELER_GGML_Q4_0, D, FF, 0.1f);
+    celer_weight wd = {.type = CELER_GGML_Q4_0, .rows = D, .cols = FF, .data = rd};
+    CHECK(gpu->ops->weight_load(gpu, &wd, &err) == CELER_OK);
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        void        *rg = random_weights(types[k], FF, K, 0.1f), *ru = random_weights(types[k], FF, K, 0.1f);
+        celer_weight wg = {.type = types[k], .rows = FF, .cols = K, .data = rg};
+        celer_weight wu = {.type = types[k], .rows = FF, .cols = K, .data = ru};
+        CHECK(gpu->ops->weight_load(gpu, &wg, &err) == CELER_OK && gpu->ops->weight_load(gpu, &wu, &err) == CELER_OK);
+        const celer_weight *gu[2] = {&wg, &wu};
+        for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++)
+            for (int act = CELER_ACT_SILU; act <= CELER_ACT_GELU_TANH; act++) {
+                const int64_t T = Ts[ti], TB = T > 1 ? T : 2; /* the reference's tokens */
+                float        *x = malloc((size_t)(TB * K) * sizeof *x);
+                random_acts(x, T, K);
+                if (T == 1) memcpy(x + K, x, K * sizeof *x);
+                float *ha = malloc((size_t)(TB * FF) * sizeof *ha), *hb = malloc((size_t)(TB * FF) * sizeof *hb);
+                float *ua = malloc((size_t)(T * FF) * sizeof *ua), *ya = malloc((size_t)(TB * D) * sizeof *ya);
+                float *yb = malloc((size_t)(TB * D) * sizeof *yb);
+                float *dx = dev_copy(x, (size_t)(TB * K) * sizeof *x), *dga = dev_zeros((size_t)(T * FF));
+                float *dua = dev_zeros((size_t)(T * FF)), *dgb = dev_zeros((size_t)(TB * FF));
+                float *dub = dev_zeros((size_t)(TB * FF)), *dya = dev_zeros((size_t)(TB * D));
+                float *dyb = dev_zeros((size_t)(TB * D));
+                float *const yb2[2] = {dgb, dub};
+                CHECK(((celer_matmuls_glu_fn)fn)(gpu, &wg, &wu, dx, T, (celer_act)act, dga, dua, &err) == CELER_OK);
+                CHECK(gpu->ops->matmul(gpu, &wd, dga, T, dya, &err) == CELER_OK);
+                CHECK(((celer_matmuls_fn)mm)(gpu, gu, 2, dx, TB, yb2, &err) == CELER_OK);
+                CHECK(gpu->ops->glu(gpu, dgb, dub, TB * FF, (celer_act)act, &err) == CELER_OK);
+                CHECK(gpu->ops->matmul(gpu, &wd, dgb, TB, dyb, &err) == CELER_OK);
+                to_host(dga, ha, (size_t)(T * FF) * sizeof *ha), to_host(dgb, hb, (size_t)(TB * FF) * sizeof *hb);
+                to_host(dua, ua, (size_t)(T * FF) * sizeof *ua);
+                to_host(dya, ya, (size_t)(T * D) * sizeof *ya), to_host(dyb, yb, (size_t)(TB * D) * sizeof *yb);
+                const bool exact  = T > 1 || !x8_mode();
+                const bool fuses  = types[k] == CELER_GGML_Q4_K || T <= mmq_from;
+                bool       same_h = exact ? !memcmp(ha, hb, (size_t)(T * FF) * sizeof *ha)
+                                          : rel_l2f(ha, hb, T * FF) < 1e-6,
+                     untouched = true;
+                bool same_y = T == 1 || !memcmp(ya, yb, (size_t)(T * D) * sizeof *ya); /* T 1: the down product's
+                                                                                       * own slices, as above */
+                for (int64_t i = 0; i < T * FF; i++) untouched &= ua[i] == 0.0f;
+                if (!same_h || !same_y || untouched != fuses)
+                    fprintf(stderr, "  matmuls_glu type %d T=%lld act %d: h %s (rel %.2e), down %s, up %s\n",
+                            (int)types[k], (long long)T, act, same_h ? "equal" : "differs",
+                            rel_l2f(ha, hb, T * FF), same_y ? "equal" : "differs",
+                            untouched ? "untouched" : "written (the two steps ran)");
+                CHECK(same_h && same_y && untouched == fuses);
+                float *bufs[] = {dx, dga, dua, dgb, dub, dya, dyb};
+                for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu->ops->release(gpu, bufs[i]);
+                free(x), free(ha), free(hb), free(ua), free(ya), free(yb);
+            }
+        free(rg), free(ru);
+    }
+    free(rd);
+}
+
 /* One decode step of S sequences (one token each, positions under the wide kernel's 128 keys)
  * through attn_step and through attn_inputs then attention, on two caches holding the same
  * random keys and values before it: equal outputs and caches, bit for bit; and q left as it was
@@ -256,11 +329,13 @@ static void test_attn_step(void)
 
 int main(void)
 {
-    setenv("CELER_GPU_ATT_STEP", "1", 1); /* test_attn_step: the fused kernel, read when the backend opens */
+    /* the fused kernels of test_attn_step and test_matmuls_glu: read when the backend opens */
+    setenv("CELER_GPU_ATT_STEP", "1", 1), setenv("CELER_GPU_GLU_FUSE", "1", 1);
     if (gpu_test_open("test_gpu_ports")) return 1;
     test_fused();
     test_matmuls();
     test_matmul_add();
     test_attn_step();
+    test_matmuls_glu();
     return gpu_test_close("test_gpu_ports");
 }

@@ -48,7 +48,10 @@ typedef struct {
     /* the batch and the KV block tables as the kernels see them: uploaded when they change */
     gpu_buf  d_pos, d_seq, d_tables, d_ids;
     gpu_buf      d_xq;   /* activations quantized for the integer kernels (gpu_matvec.h) */
-    const float *xq_src; /* whose n values d_xq holds, or NULL (gpu_quant_x) */
+    gpu_buf      d_xq2;  /* a second: a fused GLU quantizes h there while its launch reads d_xq */
+    const float *xq_src; /* whose n values are held quantized, or NULL (gpu_quant_x) */
+    int8_t      *xq_q;   /* where: d_xq's or d_xq2's codes and scales */
+    float2      *xq_dd;
     int64_t      xq_n;
     bool         xq_x8;   /* the high level only (gpu_matvec.h) */
     const float *x16_src; /* whose n values the BLAS path's f16 halves hold, or NULL (gpu_blas.cu) */
@@ -59,6 +62,7 @@ typedef struct {
     gpu_buf  d_route; /* the fused MoE router's count of blocks done (gpu_matvec_plain.cu) */
     gpu_buf  d_attn; /* decode attention's splits (gpu_attention.cu) */
     gpu_buf  d_att_count; /* their tickets, with att_merge_in */
+    gpu_buf  d_glu_count; /* the fused GLU's tickets (gpu_matvec_q8_glu) */
     const void *smem_fns[GPU_SMEM_FNS]; /* kernels allowed their shared memory past 48 KB (gpu_allow_smem) */
     int         n_smem_fns;
     int      mmq_from;    /* steps of more tokens take the integer matrix units (gpu_mmq.h) */
@@ -74,6 +78,7 @@ typedef struct {
     bool     att_merge_in; /* decode attention's last split merges them (CELER_GPU_ATT_MERGE_IN=0: a kernel does) */
     bool     att_wide;     /* short contexts' attention unsplit in wide blocks (CELER_GPU_ATT_WIDE=0: split) */
     bool     att_step;     /* CELER_GPU_ATT_STEP=1: a decode step's wide attention makes its inputs ready */
+    bool     glu_fuse;     /* CELER_GPU_GLU_FUSE=1: decode steps' gate/up products take the GLU too */
     bool     early;       /* kernels launched while the one before runs (gpu_dep_enter; CELER_GPU_EARLY=0: off) */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */
     int64_t  h_pos_n, h_seq_n, h_tables_n;

@@ -118,14 +118,8 @@ __global__ void k_glu(float *gate, const float *__restrict__ up, int64_t n, int 
     gpu_dep_enter();
     GRID_STRIDE(i, n)
     {
-        const float g = gate[i];
-        float       r;
-        if (act == CELER_ACT_SILU) r = g / (1.0f + expf(-g)) * up[i];
-        else {
-            const float t = tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g));
-            r             = 0.5f * g * (1.0f + t) * up[i];
-        }
-        gate[i] = r;
+        const float r = glu_value(gate[i], up[i], act);
+        gate[i]       = r;
         if (xo.q) {
             const float a[1] = {r};
             xq_put<1>(a, (int)(i % 32), i / 32, true, xo);
