@@ -40,12 +40,13 @@ celer_att_split celer_att_split_for(int32_t far, int64_t rows, int32_t fixed_chu
 int32_t celer_att_heads_for(int32_t far, int64_t tokens, int64_t kv_heads, int64_t group, int32_t gmax);
 
 /* Whether a step of rows rows (tokens × query heads) whose furthest position is far runs in wide
- * blocks, one a (token, query head), unsplit: when the keys 0 .. far fit in one pass of such a
- * block (pass: the keys it loads at once) and the step is one the rule above would split. A split
- * step's last block to finish merges the splits (a fence, a ticket and two more reads of the
- * partial results, each a round trip to the L2 after the keys' own); at short contexts that chain,
- * not the keys' bytes, was the step's attention time (8B tg128 on the H200: attention 11 µs of a
- * layer's 71). Depends on far only through the power of two above it, as the split does. */
+ * blocks, one a (token, query head), unsplit: when the keys 0 .. far fit what such a block takes
+ * (pass: the keys of its passes, one by default, each the keys its warps load at once) and the
+ * step is one the rule above would split. A split step's last block to finish merges the splits
+ * (a fence, a ticket and two more reads of the partial results, each a round trip to the L2 after
+ * the keys' own); at short contexts that chain, not the keys' bytes, was the step's attention time
+ * (8B tg128 on the H200: attention 11 µs of a layer's 71). Depends on far only through the power
+ * of two above it, as the split does. */
 bool celer_att_wide(int32_t far, int64_t rows, int32_t pass);
 
 #endif

@@ -385,7 +385,8 @@ static bool att_wide(const gpu_backend *g, const celer_batch *b, const celer_att
     int32_t far = 0;
     for (int64_t i = 0; i < b->n_tokens; i++) far = b->pos[i] > far ? b->pos[i] : far;
     /* a lane holds hdc / warp values of a row, a warp 32 / that keys at once */
-    return g->att_wide && !g->att_chunk && celer_att_wide(far, b->n_tokens * a->n_heads, ATT_WIDE_THREADS * 32 / hdc);
+    return g->att_wide > 0 && !g->att_chunk &&
+           celer_att_wide(far, b->n_tokens * a->n_heads, g->att_wide * (ATT_WIDE_THREADS * 32 / hdc));
 }
 
 static int att_class(const celer_attn *a) { return a->head_dim <= 128 ? 128 : a->head_dim <= 256 ? 256 : 512; }

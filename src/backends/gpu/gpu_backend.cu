@@ -397,8 +397,8 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->mvq_x8       = x8 && !strcmp(x8, "1");
     const char *mi  = getenv("CELER_GPU_ATT_MERGE_IN"); /* 0: decode attention's merge a kernel of its own */
     g->att_merge_in = !(mi && !strcmp(mi, "0"));
-    const char *aw  = getenv("CELER_GPU_ATT_WIDE"); /* 0: short contexts split as long ones */
-    g->att_wide     = !(aw && !strcmp(aw, "0"));
+    const char *aw  = getenv("CELER_GPU_ATT_WIDE"); /* passes a wide block takes (0: short contexts split) */
+    g->att_wide     = aw && *aw && atoi(aw) >= 0 && atoi(aw) <= 64 ? atoi(aw) : 1;
     const char *as  = getenv("CELER_GPU_ATT_STEP"); /* 1: decode attention makes its inputs ready */
     g->att_step     = as && !strcmp(as, "1");
     const char *gf  = getenv("CELER_GPU_GLU_FUSE"); /* 1: the gate/up products take the GLU */

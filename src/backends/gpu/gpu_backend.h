@@ -76,7 +76,7 @@ typedef struct {
     bool     kv_f16;      /* CELER_GPU_KV_F16=1: the KV cache holds f16 values (gpu_kv.cuh) */
     bool     mvq_x8;      /* CELER_GPU_MVQ_X8=1: dense products of quantized weights on 8-bit activations */
     bool     att_merge_in; /* decode attention's last split merges them (CELER_GPU_ATT_MERGE_IN=0: a kernel does) */
-    bool     att_wide;     /* short contexts' attention unsplit in wide blocks (CELER_GPU_ATT_WIDE=0: split) */
+    int32_t  att_wide;     /* passes of a wide block that short contexts take unsplit (CELER_GPU_ATT_WIDE; 0: split) */
     bool     att_step;     /* CELER_GPU_ATT_STEP=1: a decode step's wide attention makes its inputs ready */
     bool     glu_fuse;     /* CELER_GPU_GLU_FUSE=1: decode steps' gate/up products take the GLU too */
     bool     early;       /* kernels launched while the one before runs (gpu_dep_enter; CELER_GPU_EARLY=0: off) */
