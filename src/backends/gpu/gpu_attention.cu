@@ -117,13 +117,11 @@ static __device__ __forceinline__ void att_new(const gpu_att_new &n, const float
         if (writer) kv_put(&vd[j], v);
     }
     if (n.qn) { /* both norms or none (celer_gpu_attn_step) */
-        float wn[HEAD_PER];
-#pragma unroll
-        for (int e = 0; e < HEAD_PER; e++) wn[e] = head_at(e, hd) >= 0 ? wq[head_at(e, hd)] : 0.0f;
+        float       wn[HEAD_PER];
         const float sumq = gpu_block_sum(ssq, red[0]), sumk = gpu_block_sum(ssk, red[1]);
+        head_weights(wq, hd, wn);
         head_scale(sq, hd, sumq, n.eps, wn);
-#pragma unroll
-        for (int e = 0; e < HEAD_PER; e++) wn[e] = head_at(e, hd) >= 0 ? wk[head_at(e, hd)] : 0.0f;
+        head_weights(wk, hd, wn);
         head_scale(sk, hd, sumk, n.eps, wn);
     }
     __syncthreads();
@@ -352,19 +350,18 @@ __global__ void k_attention_merge(const float *__restrict__ part, int32_t splits
 }
 
 /* One launch of k_attention for the head-size class hdc over the cache's pools of values KT: with
- * part (chunk > 0) its splits' partial results, else out and its quantization; hpb 0: the wide
- * blocks of one query head, with nk (heads of up to 256 values) making their inputs ready. */
+ * part (chunk > 0) its splits' partial results, else out and its quantization; wide: the blocks
+ * of one query head (hpb 1), with nk (heads of up to 256 values) making their inputs ready. */
 template <typename KT>
 static celer_status att_launch(gpu_backend *g, int hdc, dim3 grid, const float *q, const celer_kv_cache *kv,
                                int32_t layer, const int32_t *pos, const int32_t *seq, const int32_t *tables,
-                               const celer_attn *a, int32_t hpb, int32_t chunk, float *part, float *out, gpu_xq_out xo,
-                               int32_t *count, const gpu_att_new *nk, celer_error *err)
+                               const celer_attn *a, bool wide, int32_t hpb, int32_t chunk, float *part, float *out,
+                               gpu_xq_out xo, int32_t *count, const gpu_att_new *nk, celer_error *err)
 {
     typedef void (*fn_t)(const float *, const KT *, const KT *, const int32_t *, const int32_t *, const int32_t *,
                          int32_t, int32_t, int64_t, int64_t, int64_t, float, int32_t, int32_t, int32_t, float *,
                          float *, gpu_xq_out, int32_t *, gpu_att_new);
     constexpr int W = ATT_WIDE_THREADS;
-    const bool    wide = hpb == 0;
     const fn_t    narrow = hdc == 128 ? k_attention<128, KT> : hdc == 256 ? k_attention<256, KT> : k_attention<512, KT>;
     const fn_t    broad  = hdc == 128   ? k_attention<128, KT, W, 1>
                            : hdc == 256 ? k_attention<256, KT, W, 1>
@@ -375,15 +372,22 @@ static celer_status att_launch(gpu_backend *g, int hdc, dim3 grid, const float *
     const gpu_att_new none = {};
     return GPU_LAUNCH(g, err, "attention", fn, grid, threads, 0, q, (const KT *)kv->k[layer],
                       (const KT *)kv->v[layer], pos, seq, tables, kv->max_blocks, kv->block_size, a->n_heads,
-                      a->n_kv_heads, a->head_dim, a->scale, a->window, wide ? 1 : hpb, chunk, part, out, xo, count,
+                      a->n_kv_heads, a->head_dim, a->scale, a->window, hpb, chunk, part, out, xo, count,
                       nk ? *nk : none);
 }
 
-/* Whether a step of b takes the wide blocks (celer_att_wide) for heads of the class hdc. */
-static bool att_wide(const gpu_backend *g, const celer_batch *b, const celer_attn *a, int hdc)
+/* The furthest position of b's tokens. */
+static int32_t att_far(const celer_batch *b)
 {
     int32_t far = 0;
     for (int64_t i = 0; i < b->n_tokens; i++) far = b->pos[i] > far ? b->pos[i] : far;
+    return far;
+}
+
+/* Whether a step of b whose furthest position is far takes the wide blocks (celer_att_wide) for
+ * heads of the class hdc. */
+static bool att_wide(const gpu_backend *g, const celer_batch *b, const celer_attn *a, int hdc, int32_t far)
+{
     /* a lane holds hdc / warp values of a row, a warp 32 / that keys at once */
     return g->att_wide > 0 && !g->att_chunk &&
            celer_att_wide(far, b->n_tokens * a->n_heads, g->att_wide * (ATT_WIDE_THREADS * 32 / hdc));
@@ -403,11 +407,12 @@ static bool one_token_each(const celer_batch *b)
 
 bool gpu_att_new_takes(const gpu_backend *g, const celer_batch *b, const celer_attn *a)
 {
-    return g->att_step && a->head_dim <= 256 && b->n_tokens > 0 && att_wide(g, b, a, att_class(a)) &&
+    return g->att_step && a->head_dim <= 256 && b->n_tokens > 0 && att_wide(g, b, a, att_class(a), att_far(b)) &&
            !gpu_flash_takes(g, b, a) && one_token_each(b);
 }
 
-/* gpu_attention, with nk (gpu_attention_new) the step's inputs made ready in the kernel. */
+/* gpu_attention, with nk (gpu_attention_new, on a step gpu_att_new_takes) the step's inputs made
+ * ready in the kernel. */
 static celer_status attend(gpu_backend *g, const float *q, const celer_kv_cache *kv, int32_t layer,
                            const celer_batch *b, const celer_attn *a, const gpu_att_new *nk, float *out,
                            celer_error *err)
@@ -425,17 +430,13 @@ static celer_status attend(gpu_backend *g, const float *q, const celer_kv_cache 
                           (long long)b->n_tokens);
     const int32_t *pos, *seq, *tables;
     if (gpu_batch_upload(g, b, kv, &pos, &seq, &tables, err)) return err->code;
-    if (nk && !gpu_att_new_takes(g, b, a))
-        return celer_fail(err, CELER_ERR_INVALID, "%s: a step's attention asked to make its inputs ready that the "
-                          "wide kernel does not take", CELER_GPU_NAME);
     if (gpu_flash_takes(g, b, a)) return gpu_flash_attention(g, q, kv, layer, pos, seq, tables, b, a, out, err);
     /* blocks of up to GMAX query heads of one key head; few of them: split the keys by the
      * furthest position, or at a short context every key in one pass of a wide block a query head */
     const int     hdc  = att_class(a);
     const int64_t G    = a->n_heads / a->n_kv_heads, rows = b->n_tokens * a->n_heads;
-    int32_t       far  = 0;
-    for (int64_t i = 0; i < b->n_tokens; i++) far = b->pos[i] > far ? b->pos[i] : far;
-    const bool wide = att_wide(g, b, a, hdc);
+    const int32_t far  = att_far(b);
+    const bool    wide = att_wide(g, b, a, hdc, far);
     const int32_t         hpb = wide ? 1 : celer_att_heads_for(far, b->n_tokens, a->n_kv_heads, G, att_gmax(hdc));
     const int64_t         hy  = a->n_kv_heads * ((G + hpb - 1) / hpb);
     const celer_att_split one = {0, 1};
@@ -466,11 +467,10 @@ static celer_status attend(gpu_backend *g, const float *q, const celer_kv_cache 
     if (splits > 1 && !in) kxo.q = NULL, kxo.dd = NULL;
     int32_t      *count = in ? (int32_t *)g->d_att_count.p : NULL;
     const int32_t ch    = splits > 1 ? sp.chunk : 0;
-    const int32_t hpa   = wide ? 0 : hpb;
-    if (kv->elem_bytes == 2 ? att_launch<uint16_t>(g, hdc, grid, q, kv, layer, pos, seq, tables, a, hpa, ch, part, out,
-                                                   kxo, count, nk, err)
-                            : att_launch<float>(g, hdc, grid, q, kv, layer, pos, seq, tables, a, hpa, ch, part, out,
-                                                kxo, count, nk, err))
+    if (kv->elem_bytes == 2 ? att_launch<uint16_t>(g, hdc, grid, q, kv, layer, pos, seq, tables, a, wide, hpb, ch, part,
+                                                   out, kxo, count, nk, err)
+                            : att_launch<float>(g, hdc, grid, q, kv, layer, pos, seq, tables, a, wide, hpb, ch, part,
+                                                out, kxo, count, nk, err))
         return err->code;
     if (splits > 1 && !in &&
         GPU_LAUNCH(g, err, "attention merge", k_attention_merge, (unsigned)rows, ATT_THREADS, 0, (const float *)part,

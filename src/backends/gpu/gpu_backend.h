@@ -323,6 +323,7 @@ typedef struct {
 /* Whether gpu_attention_new takes the step: CELER_GPU_ATT_STEP=1, every token its sequence's only
  * one, and a step the wide blocks take (att_split.h) for heads of up to 256 values. */
 bool         gpu_att_new_takes(const gpu_backend *g, const celer_batch *b, const celer_attn *a);
+/* gpu_attention with nk, for a step gpu_att_new_takes (the caller asks first). */
 celer_status gpu_attention_new(gpu_backend *g, const float *q, const celer_kv_cache *kv, int32_t layer,
                                const celer_batch *b, const celer_attn *a, const gpu_att_new *nk, float *out,
                                celer_error *err);

@@ -38,11 +38,7 @@ __global__ void __launch_bounds__(AI_THREADS)
     const int64_t    half = n_rot / 2;
     float            rc[HEAD_PAIRS], rs[HEAD_PAIRS], wn[HEAD_PER], vv[HEAD_PER];
     head_rotations(p, half, freqs, pos_scale, mscale, rc, rs);
-#pragma unroll
-    for (int e = 0; e < HEAD_PER; e++) {
-        const int64_t j = head_at(e, hd);
-        wn[e] = nw && j >= 0 ? nw[j] : 0.0f;
-    }
+    head_weights(nw, hd, wn);
     gpu_dep_enter();
     const float ss = head_load(src, hd, row); /* the row, and for a key head its value row, loaded at once */
 #pragma unroll

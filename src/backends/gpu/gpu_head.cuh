@@ -36,6 +36,16 @@ static __device__ __forceinline__ void head_rotations(int32_t p, int64_t half, c
     }
 }
 
+/* The thread's values of a norm's weight w (hd of them; none: zeros) into wn. */
+static __device__ __forceinline__ void head_weights(const float *w, int64_t hd, float (&wn)[HEAD_PER])
+{
+#pragma unroll
+    for (int e = 0; e < HEAD_PER; e++) {
+        const int64_t j = head_at(e, hd);
+        wn[e]           = w && j >= 0 ? w[j] : 0.0f;
+    }
+}
+
 /* The thread's values of src (hd of them) into row (shared); returns their sum of squares. */
 static __device__ __forceinline__ float head_load(const float *src, int64_t hd, float *row)
 {

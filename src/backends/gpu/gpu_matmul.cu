@@ -223,6 +223,14 @@ static bool blas_takes(const gpu_backend *g, int f, int64_t T)
     return g->blas_from > 0 && (gpu_mmq_has(g, f) ? T >= g->blas_from : T > MV_SLICED);
 }
 
+/* Whether a step of T tokens of format f takes the integer decode kernels (gpu_matvec.cu): not
+ * the BLAS path, not the integer matrix units, at most MV_SLICED tokens. */
+static bool mvq_takes(const gpu_backend *g, int f, int64_t T)
+{
+    return !blas_takes(g, f, T) && !(T > g->mmq_from && gpu_mmq_has(g, f)) && T <= MV_SLICED &&
+           gpu_matvec_q8_has(f);
+}
+
 /* y = x · wᵀ, or with add y += x · wᵀ: the integer kernels add as they write; the others write
  * tmp (T, w.rows), then an add. */
 static celer_status product(celer_backend *be, const celer_weight *w, const float *x, int64_t T, float *y, bool add,
@@ -234,7 +242,7 @@ static celer_status product(celer_backend *be, const celer_weight *w, const floa
     if (gpu_alive(g, err) || gpu_weight_desc(w, &d, &f, err)) return err->code;
     if (T <= 0) return CELER_OK;
     const bool blas = blas_takes(g, f, T), mmq = !blas && T > g->mmq_from && gpu_mmq_has(g, f);
-    const bool mvq  = !blas && !mmq && T <= MV_SLICED && gpu_matvec_q8_has(f);
+    const bool mvq  = mvq_takes(g, f, T);
     if (add && !mmq && !mvq)
         return product(be, w, x, T, tmp, false, NULL, err) || gpu_add(be, y, tmp, T * w->rows, err) ? err->code
                                                                                                       : CELER_OK;
@@ -326,10 +334,9 @@ extern "C" celer_status celer_gpu_matmuls_glu(celer_backend *be, const celer_wei
     gpu_wdesc    d[2];
     int          f[2];
     if (gpu_alive(g, err)) return err->code;
-    bool fused = g->glu_fuse && T >= 1 && T <= MV_SLICED && gate->cols == up->cols;
+    bool fused = g->glu_fuse && T >= 1 && gate->cols == up->cols;
     if (fused && (gpu_weight_desc(gate, &d[0], &f[0], err) || gpu_weight_desc(up, &d[1], &f[1], err))) return err->code;
-    fused = fused && f[0] == f[1] && gpu_matvec_q8_has(f[0]) && !blas_takes(g, f[0], T) &&
-            !(T > g->mmq_from && gpu_mmq_has(g, f[0]));
+    fused = fused && f[0] == f[1] && mvq_takes(g, f[0], T);
     if (fused) {
         gpu_xq xq;
         if (gpu_quant_x(g, x, T, gate->cols, g->mvq_x8, &xq, err)) return err->code;

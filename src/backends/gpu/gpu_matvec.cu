@@ -539,15 +539,19 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS)
 
 typedef void (*mmvq_fn)(mv_set, gpu_xq, int, int64_t, gpu_mv_sel, mv_glu);
 
+/* A format's kernels: 1, 2, 4, 8 tokens a pass, one token in MVQ_KS column slices, the
+ * two one-token ones with X8; from MVQ_GLU on, the fused GLU's: 1, 2, 4, 8 tokens, one with X8. */
+enum { MVQ_SLICED = 4, MVQ_X8 = 5, MVQ_X8_SLICED = 6, MVQ_GLU = 7, MVQ_GLU_X8 = 11, MVQ_FNS = 12 };
 #define MVQ_ROW(F, SD)                                                                                              \
     F, SD, {                                                                                                        \
         k_mmvq<F, 1, 1, false, SD>, k_mmvq<F, 2, 1, false, SD>, k_mmvq<F, 4, 1, false, SD>,                         \
             k_mmvq<F, 8, 1, false, SD>, k_mmvq<F, 1, MVQ_KS, false, SD>, k_mmvq<F, 1, 1, true, SD>,                 \
-            k_mmvq<F, 1, MVQ_KS, true, SD>                                                                          \
+            k_mmvq<F, 1, MVQ_KS, true, SD>, k_mmvq<F, 1, 1, false, SD, true>, k_mmvq<F, 2, 1, false, SD, true>,     \
+            k_mmvq<F, 4, 1, false, SD, true>, k_mmvq<F, 8, 1, false, SD, true>, k_mmvq<F, 1, 1, true, SD, true>     \
     }
 static const struct {
     int     fmt, sd; /* sd: an MLX format's scales' dtype (gpu_wdesc.sdtype); -1 for the GGUF formats */
-    mmvq_fn fn[7];   /* 1, 2, 4, 8 tokens a pass; 1 token in MVQ_KS column slices; the two one-token ones with X8 */
+    mmvq_fn fn[MVQ_FNS];
 } MVQ[] = {
     {MVQ_ROW(GPU_Q4_0, -1)},   {MVQ_ROW(GPU_Q4_1, -1)},   {MVQ_ROW(GPU_Q5_0, -1)},   {MVQ_ROW(GPU_Q5_1, -1)},
     {MVQ_ROW(GPU_Q8_0, -1)},   {MVQ_ROW(GPU_Q4_K, -1)},   {MVQ_ROW(GPU_Q5_K, -1)},   {MVQ_ROW(GPU_Q6_K, -1)},
@@ -562,29 +566,24 @@ static const mmvq_fn *mvq_of(int fmt, int sdtype)
     return NULL;
 }
 
-/* The fused GLU's kernels: 1, 2, 4, 8 tokens a pass, and one token of 8-bit activations. */
-#define GLU_ROW(F, SD)                                                                                              \
-    F, SD, {                                                                                                        \
-        k_mmvq<F, 1, 1, false, SD, true>, k_mmvq<F, 2, 1, false, SD, true>, k_mmvq<F, 4, 1, false, SD, true>,       \
-            k_mmvq<F, 8, 1, false, SD, true>, k_mmvq<F, 1, 1, true, SD, true>                                       \
-    }
-static const struct {
-    int     fmt, sd;
-    mmvq_fn fn[5];
-} MVQ_GLU[] = {
-    {GLU_ROW(GPU_Q4_0, -1)},   {GLU_ROW(GPU_Q4_1, -1)},   {GLU_ROW(GPU_Q5_0, -1)},   {GLU_ROW(GPU_Q5_1, -1)},
-    {GLU_ROW(GPU_Q8_0, -1)},   {GLU_ROW(GPU_Q4_K, -1)},   {GLU_ROW(GPU_Q5_K, -1)},   {GLU_ROW(GPU_Q6_K, -1)},
-    {GLU_ROW(GPU_AFFINE4, 0)}, {GLU_ROW(GPU_AFFINE4, 1)}, {GLU_ROW(GPU_AFFINE4, 2)}, {GLU_ROW(GPU_AFFINE8, 0)},
-    {GLU_ROW(GPU_AFFINE8, 1)}, {GLU_ROW(GPU_AFFINE8, 2)},
-};
+/* The kernel of a pass of nt tokens (1 .. GPU_MVQ_TOKENS) among fn: the column t1 for one token,
+ * from column c0 (0, or MVQ_GLU) for more. */
+static int mvq_column(int nt, int t1, int c0) { return nt == 1 ? t1 : c0 + (nt == 2 ? 1 : nt <= 4 ? 2 : 3); }
+
+/* The activations of a pass from token t0 on. */
+static gpu_xq xq_from(const gpu_xq *xq, int64_t t0)
+{
+    gpu_xq x = *xq;
+    x.q += t0 * x.nb * XQ_BLOCK;
+    x.d += t0 * x.nb;
+    return x;
+}
 
 celer_status gpu_matvec_q8_glu(gpu_backend *g, const gpu_wdesc *gate, const gpu_wdesc *up, int fmt, const gpu_xq *xq,
                                int64_t T, const gpu_mv_sel *sel, int64_t n_sel, int act, float *h, celer_error *err)
 {
-    const mmvq_fn *fn = NULL;
-    for (size_t i = 0; i < sizeof MVQ_GLU / sizeof MVQ_GLU[0]; i++)
-        if (MVQ_GLU[i].fmt == fmt && (MVQ_GLU[i].sd < 0 || MVQ_GLU[i].sd == gate->sdtype)) fn = MVQ_GLU[i].fn;
-    const int64_t rows = gate->rows, per = MVQ_ROWS * (MVQ_THREADS / g->prop.warpSize / 2); /* rows a block */
+    const mmvq_fn *fn   = mvq_of(fmt, gate->sdtype);
+    const int64_t  rows = gate->rows, per = MVQ_ROWS * (MVQ_THREADS / g->prop.warpSize / 2); /* rows a block */
     if (!fn || rows % 32 || 32 % per || up->rows != rows || up->cols != gate->cols || up->sdtype != gate->sdtype)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no fused GLU for these products", CELER_GPU_NAME);
     const int64_t n_out = sel ? n_sel : T, blocks = rows / per, groups = rows / 32;
@@ -604,18 +603,16 @@ celer_status gpu_matvec_q8_glu(gpu_backend *g, const gpu_wdesc *gate, const gpu_
     set.w[0] = *gate, set.w[1] = *up, set.y[0] = set.y[1] = h;
     set.b0[GPU_MVQ_SET] = (unsigned)blocks;
     if (sel) {
-        if (GPU_LAUNCH(g, err, "matvec_q8 glu", fn[0], dim3((unsigned)blocks, (unsigned)n_sel), MVQ_THREADS, 0, set,
-                       *xq, 1, (int64_t)0, *sel, go))
+        if (GPU_LAUNCH(g, err, "matvec_q8 glu", fn[MVQ_GLU], dim3((unsigned)blocks, (unsigned)n_sel), MVQ_THREADS, 0,
+                       set, *xq, 1, (int64_t)0, *sel, go))
             return err->code;
     } else {
         const gpu_mv_sel none = {NULL, 1, 0};
         for (int64_t t0 = 0; t0 < T; t0 += GPU_MVQ_TOKENS) {
             const int nt = (int)(T - t0 < (int64_t)GPU_MVQ_TOKENS ? T - t0 : (int64_t)GPU_MVQ_TOKENS);
-            const int ix = nt == 1 ? (xq->x8 ? 4 : 0) : nt == 2 ? 1 : nt <= 4 ? 2 : 3;
-            gpu_xq    x  = *xq;
-            x.q += t0 * x.nb * XQ_BLOCK;
-            x.d += t0 * x.nb;
-            if (GPU_LAUNCH(g, err, "matvec_q8 glu", fn[ix], (unsigned)blocks, MVQ_THREADS, 0, set, x, nt, t0, none, go))
+            const int ix = mvq_column(nt, xq->x8 ? MVQ_GLU_X8 : MVQ_GLU, MVQ_GLU);
+            if (GPU_LAUNCH(g, err, "matvec_q8 glu", fn[ix], (unsigned)blocks, MVQ_THREADS, 0, set, xq_from(xq, t0), nt,
+                           t0, none, go))
                 return err->code;
         }
     }
@@ -661,7 +658,7 @@ static celer_status mvq_launch(gpu_backend *g, const gpu_wdesc *w, int n, int fm
     const bool sliced = total * (sel ? n_sel : 1) < (int64_t)MVQ_KS_BELOW * g->prop.multiProcessorCount;
     /* one-token passes of 8-bit activations: the kernels that neither load nor multiply the low
      * codes (the others read them as zeros: the same sums, at twice the work) */
-    const int  t1 = xq->x8 ? (sliced ? 6 : 5) : (sliced ? 4 : 0);
+    const int  t1 = xq->x8 ? (sliced ? MVQ_X8_SLICED : MVQ_X8) : (sliced ? MVQ_SLICED : 0);
     const int  t1_threads = sliced ? MVQ_THREADS * MVQ_KS : MVQ_THREADS;
     const mv_glu no_glu = {};
     if (sel) /* one token each: a selection per grid row */
@@ -670,12 +667,8 @@ static celer_status mvq_launch(gpu_backend *g, const gpu_wdesc *w, int n, int fm
     const gpu_mv_sel none = {NULL, 1, 0};
     for (int64_t t0 = 0; t0 < T; t0 += GPU_MVQ_TOKENS) {
         const int nt = (int)(T - t0 < (int64_t)GPU_MVQ_TOKENS ? T - t0 : (int64_t)GPU_MVQ_TOKENS);
-        const int ix = nt == 1 ? t1 : nt == 2 ? 1 : nt <= 4 ? 2 : 3;
-        gpu_xq    x  = *xq;
-        x.q += t0 * x.nb * XQ_BLOCK;
-        x.d += t0 * x.nb;
-        if (GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[ix], (unsigned)total, nt == 1 ? t1_threads : MVQ_THREADS, 0,
-                                  set, x, nt, t0, none, no_glu))
+        if (GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[mvq_column(nt, t1, 0)], (unsigned)total,
+                                  nt == 1 ? t1_threads : MVQ_THREADS, 0, set, xq_from(xq, t0), nt, t0, none, no_glu))
             return err->code;
     }
     return CELER_OK;
