@@ -42,7 +42,8 @@
 #   early    decode with and without early launches (CELER_GPU_EARLY=0): tg128 of the 8B and the
 #            30B-A3B, and the 8B's batch of 32
 #   profile  ncu over a few steps run op by op (CELER_GPU_GRAPHS=0; caches and clocks as they are):
-#            8B decode, 30B-A3B decode, the 8B's batch of 32 decodes, an 8B pp512 prefill; each
+#            8B decode, 30B-A3B decode, the 8B's batch of 32 decodes, 8B and 30B-A3B pp512
+#            prefills (PROFILES picks: decode-8b decode-30b x32-8b pp512-8b pp512-30b); each
 #            kernel's time, DRAM throughput and occupancy (scripts/ncu-summary.py, top 12 printed)
 #   stalls   ncu's warp-state and launch sections for the small kernels of a decode step (8B: the
 #            one-block norm, attention, its inputs, the GLU; 30B-A3B: the router, the experts'
@@ -355,10 +356,13 @@ step_profile() {
     local m8 m30
     synth_big llama-3.1-8b && m8=$f
     synth_big qwen3-30b-a3b && m30=$f
-    profile decode-8b "$B/celer" generate -m "$m8" --backend cuda --no-chat -p "hello there" -n 8
-    profile decode-30b "$B/celer" generate -m "$m30" --backend cuda --no-chat -p "hello there" -n 4
-    profile x32-8b "$B/celer" bench -m "$m8" --backend cuda -p 16 -n 4 -P 32 -r 1
-    profile pp512-8b "$B/celer" bench -m "$m8" --backend cuda -p 512 -n 1 -r 1
+    local want=" ${PROFILES:-decode-8b decode-30b x32-8b pp512-8b pp512-30b} "
+    want() { [[ "$want" == *" $1 "* ]]; }
+    want decode-8b && profile decode-8b "$B/celer" generate -m "$m8" --backend cuda --no-chat -p "hello there" -n 8
+    want decode-30b && profile decode-30b "$B/celer" generate -m "$m30" --backend cuda --no-chat -p "hello there" -n 4
+    want x32-8b && profile x32-8b "$B/celer" bench -m "$m8" --backend cuda -p 16 -n 4 -P 32 -r 1
+    want pp512-8b && profile pp512-8b "$B/celer" bench -m "$m8" --backend cuda -p 512 -n 1 -r 1
+    want pp512-30b && profile pp512-30b "$B/celer" bench -m "$m30" --backend cuda -p 512 -n 1 -r 1
 }
 
 step_stalls() {
