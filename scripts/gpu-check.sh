@@ -11,15 +11,12 @@
 #            CELER_GPU_BLAS_PASSES=1 and =3 (the BLAS path in one and in three f16 passes),
 #            CELER_GPU_KV_F16=1 (the KV cache in f16), CELER_GPU_ATT_MERGE_IN=0 (decode attention's
 #            merge in a kernel of its own), CELER_GPU_MVQ_X8=1 (8-bit activations; test_batcher
-#            too), CELER_GPU_ATT_WIDE=0 (short contexts' decode attention split),
-#            CELER_GPU_ATT_STEP=1 (decode attention makes its inputs ready) and CELER_GPU_GLU_FUSE=1
-#            (the gate/up products take the GLU; test_batcher with both).
-#            TEST_JOBS (default 6) of these run at once
+#            too) and CELER_GPU_ATT_WIDE=0 (short contexts' decode attention split). TEST_JOBS
+#            (default 6) of these run at once
 #   verify   celer verify --backend cuda --against cpu: the tiny MLX models of tests/data/mlx_dirs
 #            and synthetic GGUF models of every weight type (small shapes)
 #   big      synthetic Llama-3.1-8B and Qwen3-30B-A3B Q4_0 (celer synth): celer verify, and
-#            verify --decode (32 decode steps a prompt against the same backend's prefill), also with
-#            CELER_GPU_ATT_STEP=1 and CELER_GPU_GLU_FUSE=1
+#            verify --decode (32 decode steps a prompt against the same backend's prefill)
 #   watchdog the 8B with a 1 us deadline: the first step past it fails the device (exit 3)
 #   bench    the same files: celer bench (pp512, tg128, with CELER_GPU_STATS's step times; on the
 #            8B also 32 sequences of 128 + 128 through the batcher), and llama.cpp's llama-bench
@@ -119,7 +116,6 @@ step_test() {
     # a batch's requests equal to each run alone with 8-bit activations too (the precision a token
     # takes must not depend on the kernels its step picked)
     bg_test "$OUT/logs/test_batcher-MVQ_X8=1.log" env CELER_GPU_MVQ_X8=1 "$B/test_batcher"
-    bg_test "$OUT/logs/test_batcher-FUSED.log" env CELER_GPU_ATT_STEP=1 CELER_GPU_GLU_FUSE=1 "$B/test_batcher"
     for t in test_gpu_ops test_gpu_ports test_gpu_moe; do
         bg_test "$OUT/logs/$t.log" "$B/$t"
         [ $have_cs = 1 ] && bg_test "$OUT/logs/memcheck-$t.log" compute-sanitizer --tool memcheck --error-exitcode 9 "$B/$t"
@@ -127,14 +123,14 @@ step_test() {
     # the ops, the ports and the experts again under settings that move them to other kernels
     local variants=("CELER_GPU_MMQ_FROM=0" "CELER_GPU_BLAS_FROM=0" "CELER_GPU_ATT_CHUNK=32" "CELER_GPU_BLAS_PASSES=1"
         "CELER_GPU_BLAS_PASSES=3" "CELER_GPU_KV_F16=1" "CELER_GPU_ATT_MERGE_IN=0" "CELER_GPU_MVQ_X8=1"
-        "CELER_GPU_ATT_WIDE=0" "CELER_GPU_ATT_STEP=1" "CELER_GPU_GLU_FUSE=1")
+        "CELER_GPU_ATT_WIDE=0")
     for v in "${variants[@]}"; do
         for t in test_gpu_ops test_gpu_ports test_gpu_moe; do
             bg_test "$OUT/logs/$t-${v#CELER_GPU_}.log" env "$v" "$B/$t"
         done
     done
     wait
-    for t in test_ports test_batcher test_batcher-MVQ_X8=1 test_batcher-FUSED; do
+    for t in test_ports test_batcher test_batcher-MVQ_X8=1; do
         result "$t" "$([ "$(bg_rc "$OUT/logs/$t.log")" = 0 ] && echo passed || echo FAILED)"
     done
     for t in test_gpu_ops test_gpu_ports test_gpu_moe; do
@@ -208,7 +204,6 @@ step_big() {
         synth_big $shape
         verify "$shape Q4_0" "$f" -n 8
         verify_decode "$shape Q4_0" "$f" -n 32
-        CELER_GPU_ATT_STEP=1 CELER_GPU_GLU_FUSE=1 verify_decode "$shape Q4_0, fused" "$f" -n 32
     done
 }
 

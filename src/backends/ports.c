@@ -26,27 +26,11 @@ const celer_port celer_port_attn_inputs = {
     .impl     = {GPU_SLOT(celer_gpu_attn_inputs)},
 };
 
-const celer_port celer_port_attn_step = {
-    .name     = "attn_step",
-    .does     = "makes a decode step's attention inputs ready inside the attention kernel (each block normalizes "
-                "and rotates its query and its key head's new key; one appends the key and value to the cache)",
-    .fallback = "attn_inputs, then attention",
-    .impl     = {GPU_SLOT(celer_gpu_attn_step)},
-};
-
 const celer_port celer_port_matmuls = {
     .name     = "matmuls",
     .does     = "multiplies one input by up to three weights, reading the input once",
     .fallback = "matmul for each weight",
     .impl     = {GPU_SLOT(celer_gpu_matmuls)},
-};
-
-const celer_port celer_port_matmuls_glu = {
-    .name     = "matmuls_glu",
-    .does     = "multiplies an FFN's input by its gate and up weights and applies the GLU in one launch, "
-                "quantizing the result for the down product",
-    .fallback = "matmuls (gate, up), then glu",
-    .impl     = {GPU_SLOT(celer_gpu_matmuls_glu)},
 };
 
 const celer_port celer_port_matmul_add = {
@@ -63,9 +47,8 @@ const celer_port celer_port_moe_router = {
     .impl     = {GPU_SLOT(celer_gpu_moe_router)},
 };
 
-const celer_port *const celer_ports[] = {&celer_port_add_rmsnorm, &celer_port_attn_inputs, &celer_port_attn_step,
-                                         &celer_port_matmuls,     &celer_port_matmuls_glu, &celer_port_matmul_add,
-                                         &celer_port_moe_router,  NULL};
+const celer_port *const celer_ports[] = {&celer_port_add_rmsnorm, &celer_port_attn_inputs, &celer_port_matmuls,
+                                         &celer_port_matmul_add, &celer_port_moe_router, NULL};
 
 static const char *const KIND_NAMES[CELER_BACKEND_KIND_COUNT] = {"cpu", "cuda", "rocm"};
 

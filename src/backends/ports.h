@@ -33,27 +33,11 @@ typedef celer_status (*celer_attn_inputs_fn)(celer_backend *be, celer_kv_cache *
                                              celer_error *err);
 extern const celer_port celer_port_attn_inputs;
 
-/* A layer's attention with its inputs made ready: as attn_inputs (q and k normalized per head and
- * rotated, k and v appended to the cache of layer), then attention of q over the cache into out;
- * q's contents are then unspecified. Fallback: attn_inputs, then attention. */
-typedef celer_status (*celer_attn_step_fn)(celer_backend *be, celer_kv_cache *kv, int32_t layer, float *q,
-                                           const float *k, const float *v, const celer_weight *q_norm,
-                                           const celer_weight *k_norm, float eps, const celer_batch *b,
-                                           const celer_rope *r, const celer_attn *a, float *out, celer_error *err);
-extern const celer_port celer_port_attn_step;
-
 /* y[i] (T, w[i].rows) = x (T, cols) · w[i]ᵀ for n weights (1 to 3) of the same cols, in a
  * pass that reads x once (a layer's q, k and v; its gate and up). Fallback: matmul per weight. */
 typedef celer_status (*celer_matmuls_fn)(celer_backend *be, const celer_weight *const *w, int n, const float *x,
                                          int64_t T, float *const *y, celer_error *err);
 extern const celer_port celer_port_matmuls;
-
-/* An FFN's gate and up products and its GLU: g_out (T, gate.rows) = act(x · gateᵀ) ⊙ (x · upᵀ);
- * u_out (the same size) is the backend's to use. Fallback: matmuls (gate, up), then glu. */
-typedef celer_status (*celer_matmuls_glu_fn)(celer_backend *be, const celer_weight *gate, const celer_weight *up,
-                                             const float *x, int64_t T, celer_act act, float *g_out, float *u_out,
-                                             celer_error *err);
-extern const celer_port celer_port_matmuls_glu;
 
 /* y (T, w.rows) += x (T, w.cols) · wᵀ: a sub-layer's output added to the residual stream by the
  * product itself; tmp (T, w.rows) is the backend's to use. Fallback: matmul into tmp, then add. */

@@ -102,22 +102,6 @@ static celer_status attn_inputs(const celer_model *m, celer_backend *be, celer_k
     return op->kv_write(be, kv, il, a->k, a->v, b, err);
 }
 
-/* The layer's attention inputs made ready (attn_inputs), then its attention into a->att: in one
- * port where the backend has it. */
-static celer_status attend(const celer_model *m, celer_backend *be, celer_kv_cache *kv, const celer_batch *b,
-                           int32_t il, celer_acts *a, celer_error *err)
-{
-    const celer_layer *l  = &m->layers[il];
-    const bool         qk = m->arch->qk_norm;
-    celer_port_fn      fn;
-    celer_error        none;
-    if (!celer_port_select(&celer_port_attn_step, be->ops->kind, &fn, &none))
-        return ((celer_attn_step_fn)fn)(be, kv, il, a->q, a->k, a->v, qk ? &l->q_norm : NULL, qk ? &l->k_norm : NULL,
-                                        m->norm_eps, b, &l->rope, &l->attn, a->att, err);
-    TRY(attn_inputs(m, be, kv, b, il, a, err));
-    return be->ops->attention(be, a->q, kv, il, b, &l->attn, a->att, err);
-}
-
 /* y[i] = x · w[i]ᵀ for the n weights: in one pass where the backend can. */
 static celer_status matmuls(celer_backend *be, const celer_weight *const *w, int n, const float *x, int64_t T,
                             float *const *y, celer_error *err)
@@ -172,7 +156,8 @@ static celer_status attention_block(const celer_model *m, celer_backend *be, cel
     if (l->bq.data) TRY(op->add_bias(be, a->q, &l->bq, T, err));
     if (l->bk.data) TRY(op->add_bias(be, a->k, &l->bk, T, err));
     if (l->bv.data) TRY(op->add_bias(be, a->v, &l->bv, T, err));
-    TRY(attend(m, be, kv, b, il, a, err));
+    TRY(attn_inputs(m, be, kv, b, il, a, err));
+    TRY(op->attention(be, a->q, kv, il, b, &l->attn, a->att, err));
     return out_product(m, be, T, &l->wo, a->att, m->arch->sandwich_norm ? &l->post_attn_norm : NULL, a, pend, err);
 }
 
@@ -237,17 +222,10 @@ static celer_status ffn_block(const celer_model *m, celer_backend *be, int64_t T
         *pend = true;
         return CELER_OK;
     }
-    TRY(norm_matmuls(m, be, T, &l->ffn_norm, *pend, NULL, 0, NULL, a, err));
-    celer_port_fn fn;
-    celer_error   none;
-    if (!celer_port_select(&celer_port_matmuls_glu, be->ops->kind, &fn, &none))
-        TRY(((celer_matmuls_glu_fn)fn)(be, &l->w_gate, &l->w_up, a->h, T, m->arch->act, a->gate, a->up, err));
-    else {
-        const celer_weight *gu[]  = {&l->w_gate, &l->w_up};
-        float *const        out[] = {a->gate, a->up};
-        TRY(matmuls(be, gu, 2, a->h, T, out, err));
-        TRY(be->ops->glu(be, a->gate, a->up, T * l->w_gate.rows, m->arch->act, err));
-    }
+    const celer_weight *gu[]  = {&l->w_gate, &l->w_up};
+    float *const        out[] = {a->gate, a->up};
+    TRY(norm_matmuls(m, be, T, &l->ffn_norm, *pend, gu, 2, out, a, err));
+    TRY(be->ops->glu(be, a->gate, a->up, T * l->w_gate.rows, m->arch->act, err));
     return out_product(m, be, T, &l->w_down, a->gate, m->arch->sandwich_norm ? &l->post_ffn_norm : NULL, a, pend, err);
 }
 

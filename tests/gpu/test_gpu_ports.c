@@ -4,10 +4,7 @@
  *   - add_rmsnorm and attn_inputs against their fallbacks run on the CPU backend: 1e-5 (the
  *     cache contents compared directly);
  *   - matmuls against the CPU's matmul per weight: 1e-3 (1e-2 where the BLAS path may take it);
- *   - matmul_add against the product and an add: equal bit for bit;
- *   - attn_step (CELER_GPU_ATT_STEP=1, which main sets) on decode steps the wide attention kernel
- *     takes, against attn_inputs then attention: outputs and cache contents equal bit for bit;
- *   - matmuls_glu (CELER_GPU_GLU_FUSE=1, likewise) against matmuls then glu: equal bit for bit.
+ *   - matmul_add against the product and an add: equal bit for bit.
  * Every other op: test_gpu_ops.c. Run on a machine with a GPU (scripts/gpu-check.sh); built only
  * with CELER_CUDA or CELER_HIP. */
 #include "backends/ports.h"
@@ -184,161 +181,11 @@ static void test_matmul_add(void)
     }
 }
 
-/* matmuls_glu (CELER_GPU_GLU_FUSE=1, which main sets) against gate and up through the decode
- * kernel, then glu: h equal bit for bit, u_out left as it was (the fused launch ran: it writes no
- * up product), and the down product that follows (reading each path's quantization of h) equal
- * bit for bit. Decode-sized steps (a one-token step against the first token of a two-token step
- * of the same token: a lone token's products may take column slices, which sum in another
- * order; under CELER_GPU_MVQ_X8=1 the lone token's kernel takes its sums another way: 1e-6), silu
- * and gelu, three formats. Q4_0 and Q8_0 steps past CELER_GPU_MMQ_FROM tokens (8) take the
- * integer matrix units, and with them the two steps (an NVIDIA device has those units). */
-static void test_matmuls_glu(void)
-{
-    const char *mf       = getenv("CELER_GPU_MMQ_FROM");
-    const int   mmq_from = mf && *mf ? atoi(mf) : 8;
-    enum { K = 512, FF = 352, D = 96 };
-    static const celer_ggml_type types[] = {CELER_GGML_Q4_0, CELER_GGML_Q4_K, CELER_GGML_Q8_0};
-    static const int64_t         Ts[]    = {1, 3, 8, 9};
-    celer_port_fn                fn, mm;
-    CHECK(celer_port_select(&celer_port_matmuls_glu, gpu->ops->kind, &fn, &err) == CELER_OK);
-    CHECK(celer_port_select(&celer_port_matmuls, gpu->ops->kind, &mm, &err) == CELER_OK);
-    void        *rd = random_weights(CELER_GGML_Q4_0, D, FF, 0.1f);
-    celer_weight wd = {.type = CELER_GGML_Q4_0, .rows = D, .cols = FF, .data = rd};
-    CHECK(gpu->ops->weight_load(gpu, &wd, &err) == CELER_OK);
-    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
-        void        *rg = random_weights(types[k], FF, K, 0.1f), *ru = random_weights(types[k], FF, K, 0.1f);
-        celer_weight wg = {.type = types[k], .rows = FF, .cols = K, .data = rg};
-        celer_weight wu = {.type = types[k], .rows = FF, .cols = K, .data = ru};
-        CHECK(gpu->ops->weight_load(gpu, &wg, &err) == CELER_OK && gpu->ops->weight_load(gpu, &wu, &err) == CELER_OK);
-        const celer_weight *gu[2] = {&wg, &wu};
-        for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++)
-            for (int act = CELER_ACT_SILU; act <= CELER_ACT_GELU_TANH; act++) {
-                const int64_t T = Ts[ti], TB = T > 1 ? T : 2; /* the reference's tokens */
-                float        *x = malloc((size_t)(TB * K) * sizeof *x);
-                random_acts(x, T, K);
-                if (T == 1) memcpy(x + K, x, K * sizeof *x);
-                float *ha = malloc((size_t)(TB * FF) * sizeof *ha), *hb = malloc((size_t)(TB * FF) * sizeof *hb);
-                float *ua = malloc((size_t)(T * FF) * sizeof *ua), *ya = malloc((size_t)(TB * D) * sizeof *ya);
-                float *yb = malloc((size_t)(TB * D) * sizeof *yb);
-                float *dx = dev_copy(x, (size_t)(TB * K) * sizeof *x), *dga = dev_zeros((size_t)(T * FF));
-                float *dua = dev_zeros((size_t)(T * FF)), *dgb = dev_zeros((size_t)(TB * FF));
-                float *dub = dev_zeros((size_t)(TB * FF)), *dya = dev_zeros((size_t)(TB * D));
-                float *dyb = dev_zeros((size_t)(TB * D));
-                float *const yb2[2] = {dgb, dub};
-                CHECK(((celer_matmuls_glu_fn)fn)(gpu, &wg, &wu, dx, T, (celer_act)act, dga, dua, &err) == CELER_OK);
-                CHECK(gpu->ops->matmul(gpu, &wd, dga, T, dya, &err) == CELER_OK);
-                CHECK(((celer_matmuls_fn)mm)(gpu, gu, 2, dx, TB, yb2, &err) == CELER_OK);
-                CHECK(gpu->ops->glu(gpu, dgb, dub, TB * FF, (celer_act)act, &err) == CELER_OK);
-                CHECK(gpu->ops->matmul(gpu, &wd, dgb, TB, dyb, &err) == CELER_OK);
-                to_host(dga, ha, (size_t)(T * FF) * sizeof *ha), to_host(dgb, hb, (size_t)(TB * FF) * sizeof *hb);
-                to_host(dua, ua, (size_t)(T * FF) * sizeof *ua);
-                to_host(dya, ya, (size_t)(T * D) * sizeof *ya), to_host(dyb, yb, (size_t)(TB * D) * sizeof *yb);
-                const bool exact  = T > 1 || !x8_mode();
-                const bool fuses  = types[k] == CELER_GGML_Q4_K || T <= mmq_from;
-                bool       same_h = exact ? !memcmp(ha, hb, (size_t)(T * FF) * sizeof *ha)
-                                          : rel_l2f(ha, hb, T * FF) < 1e-6,
-                     untouched = true;
-                bool same_y = T == 1 || !memcmp(ya, yb, (size_t)(T * D) * sizeof *ya); /* T 1: the down product's
-                                                                                       * own slices, as above */
-                for (int64_t i = 0; i < T * FF; i++) untouched &= ua[i] == 0.0f;
-                if (!same_h || !same_y || untouched != fuses)
-                    fprintf(stderr, "  matmuls_glu type %d T=%lld act %d: h %s (rel %.2e), down %s, up %s\n",
-                            (int)types[k], (long long)T, act, same_h ? "equal" : "differs",
-                            rel_l2f(ha, hb, T * FF), same_y ? "equal" : "differs",
-                            untouched ? "untouched" : "written (the two steps ran)");
-                CHECK(same_h && same_y && untouched == fuses);
-                float *bufs[] = {dx, dga, dua, dgb, dub, dya, dyb};
-                for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu->ops->release(gpu, bufs[i]);
-                free(x), free(ha), free(hb), free(ua), free(ya), free(yb);
-            }
-        free(rg), free(ru);
-    }
-    free(rd);
-}
-
-/* One decode step of S sequences (one token each, positions under the wide kernel's 128 keys)
- * through attn_step and through attn_inputs then attention, on two caches holding the same
- * random keys and values before it: equal outputs and caches, bit for bit; and q left as it was
- * (the fused kernel reads it, the two kernels rotate it in place: the fused path ran). Both
- * rotations, with and without per-head norms, the f32 or f16 cache as the variables say, a
- * sliding window in the last case. Under CELER_GPU_ATT_WIDE=0 or a fixed CELER_GPU_ATT_CHUNK the
- * steps are split and the port runs the two kernels (q rotated). */
-static void test_attn_step(void)
-{
-    const char *aw = getenv("CELER_GPU_ATT_WIDE"), *ac = getenv("CELER_GPU_ATT_CHUNK");
-    const bool  fuses = !(aw && !strcmp(aw, "0")) && !(ac && atoi(ac) >= 16 && atoi(ac) <= 65536);
-    enum { S = 3, NH = 8, KV = 2, HD = 128, NSEQ = 4 };
-    static float q[S * NH * HD], k[S * KV * HD], v[S * KV * HD], qnv[HD], knv[HD];
-    static float oa[S * NH * HD], ob[S * NH * HD], qa[S * NH * HD];
-    int32_t      pos[S] = {0, 37, 126}, seq[S] = {2, 0, 3};
-    celer_batch  b = {S, pos, seq};
-    random_fill(qnv, HD, 1.0f), random_fill(knv, HD, 1.0f);
-    celer_weight qng = {.type = CELER_GGML_F32, .rows = 1, .cols = HD, .data = qnv};
-    celer_weight kng = {.type = CELER_GGML_F32, .rows = 1, .cols = HD, .data = knv};
-    CHECK(gpu->ops->weight_load(gpu, &qng, &err) == CELER_OK && gpu->ops->weight_load(gpu, &kng, &err) == CELER_OK);
-    celer_port_fn step, inputs;
-    CHECK(celer_port_select(&celer_port_attn_step, gpu->ops->kind, &step, &err) == CELER_OK);
-    CHECK(celer_port_select(&celer_port_attn_inputs, gpu->ops->kind, &inputs, &err) == CELER_OK);
-    for (int c = 0; c < 4; c++) {
-        const int      mode = c % 2;
-        const bool     nrm  = c >= 2;
-        celer_rope     r = {.mode = mode ? CELER_ROPE_NEOX : CELER_ROPE_NORM, .n_rot = mode ? 64 : HD, .base = 10000.0f,
-                            .pos_scale = 1.0f, .mscale = 1.0f};
-        celer_attn     at = {.n_heads = NH, .n_kv_heads = KV, .head_dim = HD, .scale = 0.088f};
-        at.window         = c == 3 ? 20 : 0;
-        celer_kv_cache ka, kb;
-        CHECK(celer_kv_cache_init(&ka, gpu, 1, KV, HD, HD, NSEQ, 4096, 64, &err) == CELER_OK);
-        CHECK(celer_kv_cache_init(&kb, gpu, 1, KV, HD, HD, NSEQ, 4096, 64, &err) == CELER_OK);
-        for (int i = 0; i < S; i++) {
-            CHECK(celer_kv_cache_reserve(&ka, seq[i], pos[i] + 1, &err) == CELER_OK);
-            CHECK(celer_kv_cache_reserve(&kb, seq[i], pos[i] + 1, &err) == CELER_OK);
-        }
-        const size_t pool = (size_t)ka.n_blocks * ka.block_size * KV * HD * ka.elem_bytes;
-        float       *fill = malloc(pool), *pa = malloc(pool), *pb = malloc(pool);
-        random_fill(fill, (int64_t)(pool / sizeof *fill), 1.0f);
-        if (ka.elem_bytes == 2) /* f16 pools: random bits, exponent fields up to 14 (finite, under 1) */
-            for (size_t i = 0; i < pool / 2; i++) ((uint16_t *)fill)[i] &= 0xbbff;
-        for (int w = 0; w < 2; w++) {
-            CHECK(gpu->ops->write(gpu, w ? ka.v[0] : ka.k[0], fill, pool, &err) == CELER_OK);
-            CHECK(gpu->ops->write(gpu, w ? kb.v[0] : kb.k[0], fill, pool, &err) == CELER_OK);
-        }
-        random_fill(q, S * NH * HD, 2.0f), random_fill(k, S * KV * HD, 2.0f), random_fill(v, S * KV * HD, 2.0f);
-        float *dqa = dev_copy(q, sizeof q), *dqb = dev_copy(q, sizeof q), *dk = dev_copy(k, sizeof k);
-        float *dv = dev_copy(v, sizeof v), *doa = dev_zeros(S * NH * HD), *dob = dev_zeros(S * NH * HD);
-        CHECK(((celer_attn_step_fn)step)(gpu, &ka, 0, dqa, dk, dv, nrm ? &qng : NULL, nrm ? &kng : NULL, 1e-6f, &b, &r,
-                                         &at, doa, &err) == CELER_OK);
-        CHECK(((celer_attn_inputs_fn)inputs)(gpu, &kb, 0, dqb, NH, dk, dv, nrm ? &qng : NULL, nrm ? &kng : NULL, 1e-6f,
-                                             &b, HD, &r, &err) == CELER_OK);
-        CHECK(gpu->ops->attention(gpu, dqb, &kb, 0, &b, &at, dob, &err) == CELER_OK);
-        to_host(doa, oa, sizeof oa), to_host(dob, ob, sizeof ob), to_host(dqa, qa, sizeof qa);
-        const bool same_out = !memcmp(oa, ob, sizeof oa), q_kept = !memcmp(qa, q, sizeof q);
-        bool       same_kv  = true;
-        for (int w = 0; w < 2; w++) {
-            to_host(w ? ka.v[0] : ka.k[0], pa, pool), to_host(w ? kb.v[0] : kb.k[0], pb, pool);
-            same_kv &= !memcmp(pa, pb, pool);
-        }
-        if (!same_out || !same_kv || q_kept != fuses)
-            fprintf(stderr, "  attn_step mode %d norms %d window %d: outputs %s (rel %.2e), caches %s, q %s\n", mode,
-                    nrm, at.window, same_out ? "equal" : "differ", rel_l2f(oa, ob, S * NH * HD),
-                    same_kv ? "equal" : "differ", q_kept ? "kept" : "rotated (the two kernels ran)");
-        CHECK(same_out && same_kv && q_kept == fuses);
-        free(fill), free(pa), free(pb);
-        float *bufs[] = {dqa, dqb, dk, dv, doa, dob};
-        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu->ops->release(gpu, bufs[i]);
-        celer_kv_cache_free(&ka, gpu);
-        celer_kv_cache_free(&kb, gpu);
-    }
-}
-
 int main(void)
 {
-    /* the fused kernels of test_attn_step and test_matmuls_glu: read when the backend opens */
-    setenv("CELER_GPU_ATT_STEP", "1", 1), setenv("CELER_GPU_GLU_FUSE", "1", 1);
     if (gpu_test_open("test_gpu_ports")) return 1;
     test_fused();
     test_matmuls();
     test_matmul_add();
-    test_attn_step();
-    test_matmuls_glu();
     return gpu_test_close("test_gpu_ports");
 }

@@ -16,7 +16,6 @@
  *
  * Head sizes that are a multiple of 32 also leave the output quantized for the o-projection's
  * integer kernels (held quantization, gpu_matvec.h): that product then skips its quantizer. */
-#include "backends/gpu/gpu_head.cuh"
 #include "backends/gpu/gpu_kv.cuh"
 #include "backends/gpu/gpu_matvec.h"
 extern "C" {
@@ -92,59 +91,6 @@ static __device__ __forceinline__ void att_load(const KT *__restrict__ kc, const
     }
 }
 
-static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_att_new &n)
-{
-    return gpu_sig_args(h, n.k, n.v, n.qn, n.kn, n.kc, n.vc, n.eps, n.pos_scale, n.mscale, n.freqs, n.n_rot, n.neox);
-}
-
-/* NEW (gpu_att_new): a wide block's query head and its key head's key at the token's position p
- * made ready as attention inputs make them (gpu_head.cuh: the same values), into s_q and s_k (the
- * key and s_v's value rounded as the cache holds them); the key head's first block appends the
- * key and value to the cache. rc, rs and wq, wk: the rotations (pair by pair) and the norms'
- * weights, staged before the wait; sq and sk hold the rows normalized, not yet rotated; red: two
- * gpu_block_sum buffers. Every thread calls it. */
-template <typename KT>
-static __device__ __forceinline__ void att_new(const gpu_att_new &n, const float *qrow, int64_t krow, int64_t hd,
-                                               bool writer, int64_t kslot, const float *rc, const float *rs,
-                                               const float *wq, const float *wk, float *s_q, float *s_k, float *s_v,
-                                               float *sq, float *sk, float (*red)[32])
-{
-    const float  ssq = head_load(qrow, hd, sq), ssk = head_load(n.k + krow, hd, sk);
-    KT *const    kd = (KT *)n.kc + kslot, *const vd = (KT *)n.vc + kslot;
-    for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) {
-        const float v = n.v[krow + j];
-        s_v[j]        = kv_rounded(v, vd);
-        if (writer) kv_put(&vd[j], v);
-    }
-    if (n.qn) { /* both norms or none (celer_gpu_attn_step) */
-        float       wn[HEAD_PER];
-        const float sumq = gpu_block_sum(ssq, red[0]), sumk = gpu_block_sum(ssk, red[1]);
-        head_weights(wq, hd, wn);
-        head_scale(sq, hd, sumq, n.eps, wn);
-        head_weights(wk, hd, wn);
-        head_scale(sk, hd, sumk, n.eps, wn);
-    }
-    __syncthreads();
-    const int64_t half = n.n_rot / 2;
-#pragma unroll
-    for (int e = 0; e < HEAD_PAIRS; e++) {
-        const int64_t i = head_at(e, half);
-        if (i < 0) continue;
-        int64_t i0, i1;
-        float   y0, y1;
-        head_pair(sq, e, half, n.neox, rc[i], rs[i], &i0, &i1, &y0, &y1);
-        s_q[i0] = y0, s_q[i1] = y1;
-        head_pair(sk, e, half, n.neox, rc[i], rs[i], &i0, &i1, &y0, &y1);
-        s_k[i0] = kv_rounded(y0, kd), s_k[i1] = kv_rounded(y1, kd);
-        if (writer) kv_put(&kd[i0], y0), kv_put(&kd[i1], y1);
-    }
-    for (int64_t j = n.n_rot + threadIdx.x; j < hd; j += blockDim.x) { /* past the rotated ones */
-        s_q[j] = sq[j], s_k[j] = kv_rounded(sk[j], kd);
-        if (writer) kv_put(&kd[j], sk[j]);
-    }
-    __syncthreads();
-}
-
 /* HDC: the head-size class (128, 256 or 512; heads up to it, a multiple of 4). A lane holds NV
  * of a row's values, VW consecutive ones at VW lane + VW · warp · c (each load instruction of a
  * warp reads a contiguous run of the row); a block takes up to GMAX of one key head's query
@@ -159,13 +105,13 @@ static constexpr __host__ __device__ int att_gmax(int hdc) { return 1024 / hdc; 
  * not written: part holds per (token, head, split) the max, the sum and the hd unnormalized
  * outputs. THREADS: the block's; GM: the most heads a block serves (att_gmax, or 1 for the wide
  * blocks of short contexts: att_split.h's celer_att_wide). */
-template <int HDC, typename KT, int THREADS = ATT_THREADS, int GM = att_gmax(HDC), bool NEW = false>
+template <int HDC, typename KT, int THREADS = ATT_THREADS, int GM = att_gmax(HDC)>
 __global__ void __launch_bounds__(THREADS) k_attention(
     const float *__restrict__ q, const KT *__restrict__ kc, const KT *__restrict__ vc,
     const int32_t *__restrict__ pos, const int32_t *__restrict__ seq, const int32_t *__restrict__ tables,
     int32_t max_blocks, int32_t block_size, int64_t n_heads, int64_t n_kv_heads, int64_t hd, float scale,
     int32_t window, int32_t hpb, int32_t chunk, float *__restrict__ part, float *__restrict__ out, gpu_xq_out xo,
-    int32_t *count, gpu_att_new nk)
+    int32_t *count)
 {
     gpu_dep_deferred(); /* the token's position and sequence, uploaded before the step's kernels, are read first */
     constexpr int GMAX = GM, NV = HDC / CELER_WARP, VW = NV < 4 ? NV : 4, NC = NV / VW;
@@ -180,35 +126,18 @@ __global__ void __launch_bounds__(THREADS) k_attention(
     const int32_t    z = blockIdx.z, lo = chunk && z * chunk > lo0 ? z * chunk : lo0;
     const int32_t    hi = chunk && (z + 1) * chunk - 1 < p ? (z + 1) * chunk - 1 : p; /* this split's last key */
     const int32_t   *table = tables + (int64_t)seq[t] * max_blocks;
-    /* NEW: the cache holds keys lo .. p - 1; the token's own is made here (att_new) */
-    constexpr int NS = NEW ? HDC : 1;
-    __shared__ float s_q[NS], s_k[NS], s_v[NS], s_stage[2 * NS], s_rot[NS], s_wn[2 * NS], s_red[2][32];
-    const int32_t hc = NEW ? p - 1 : hi;
     /* the cache slots of the warp's first keys, from the block table (uploaded with the positions)
      * before the wait: after it the keys' loads wait on nothing else */
     int64_t slot[KPW];
     int32_t j0 = lo + wid * KPW;
-    att_slots<KPW>(table, block_size, j0, hc, slot);
-    int64_t kslot = 0;
-    if (NEW) { /* the rotations and the norms' weights, none written by a kernel of the step */
-        const int64_t half = nk.n_rot / 2;
-        for (int64_t i = threadIdx.x; i < half; i += blockDim.x)
-            gpu_rope_cos_sin(p, i, nk.freqs, nk.pos_scale, nk.mscale, &s_rot[i], &s_rot[NS / 2 + i]);
-        for (int64_t j = threadIdx.x; nk.qn && j < hd; j += blockDim.x) s_wn[j] = nk.qn[j], s_wn[NS + j] = nk.kn[j];
-        kslot = ((int64_t)table[p / block_size] * block_size + p % block_size) * kw + kvh * hd;
-    }
+    att_slots<KPW>(table, block_size, j0, hi, slot);
     gpu_dep_enter(); /* the kernel before wrote q and this step's keys and values */
     float kr[KPW][NV], vr[KPW][NV];
     if (j0 <= hi) att_load<KPW, NV, VW>(kc, vc, slot, kw, kvh * hd, hd, lane, kr, vr); /* in flight from here */
-    if (NEW) {
-        __syncthreads(); /* s_rot and s_wn whole */
-        att_new<KT>(nk, q + (t * n_heads + h0) * hd, t * kw + kvh * hd, hd, g0 == 0, kslot, s_rot, s_rot + NS / 2,
-                    s_wn, s_wn + NS, s_q, s_k, s_v, s_stage, s_stage + NS, s_red);
-    }
     float qv[GMAX][NV], acc[GMAX][NV], m[GMAX], l[GMAX];
 #pragma unroll
     for (int g = 0; g < GMAX; g++) {
-        const float *qr = NEW ? s_q : q + (t * n_heads + h0 + (g < ng ? g : 0)) * hd;
+        const float *qr = q + (t * n_heads + h0 + (g < ng ? g : 0)) * hd;
         m[g] = -INFINITY, l[g] = 0.0f;
 #pragma unroll
         for (int c = 0; c < NC; c++)
@@ -219,15 +148,7 @@ __global__ void __launch_bounds__(THREADS) k_attention(
             }
     }
     for (; j0 <= hi; j0 += nw * KPW) {
-        if (NEW && p >= j0 && p - j0 < KPW) /* the token's own key and value */
-#pragma unroll
-            for (int j = 0; j < KPW; j++)
-#pragma unroll
-                for (int k = 0; k < NV; k++) {
-                    const int64_t i = VW * lane + VW * CELER_WARP * (k / VW) + k % VW;
-                    if (j == p - j0) kr[j][k] = i < hd ? s_k[i] : 0.0f, vr[j][k] = i < hd ? s_v[i] : 0.0f;
-                }
-        att_slots<KPW>(table, block_size, j0 + nw * KPW, hc, slot); /* the next keys' (loads in flight) */
+        att_slots<KPW>(table, block_size, j0 + nw * KPW, hi, slot); /* the next keys' (loads in flight) */
 #pragma unroll
         for (int g = 0; g < GMAX; g++) {
             if (g >= ng) continue;
@@ -351,29 +272,26 @@ __global__ void k_attention_merge(const float *__restrict__ part, int32_t splits
 
 /* One launch of k_attention for the head-size class hdc over the cache's pools of values KT: with
  * part (chunk > 0) its splits' partial results, else out and its quantization; wide: the blocks
- * of one query head (hpb 1), with nk (heads of up to 256 values) making their inputs ready. */
+ * of one query head (hpb 1). */
 template <typename KT>
 static celer_status att_launch(gpu_backend *g, int hdc, dim3 grid, const float *q, const celer_kv_cache *kv,
                                int32_t layer, const int32_t *pos, const int32_t *seq, const int32_t *tables,
                                const celer_attn *a, bool wide, int32_t hpb, int32_t chunk, float *part, float *out,
-                               gpu_xq_out xo, int32_t *count, const gpu_att_new *nk, celer_error *err)
+                               gpu_xq_out xo, int32_t *count, celer_error *err)
 {
     typedef void (*fn_t)(const float *, const KT *, const KT *, const int32_t *, const int32_t *, const int32_t *,
                          int32_t, int32_t, int64_t, int64_t, int64_t, float, int32_t, int32_t, int32_t, float *,
-                         float *, gpu_xq_out, int32_t *, gpu_att_new);
+                         float *, gpu_xq_out, int32_t *);
     constexpr int W = ATT_WIDE_THREADS;
     const fn_t    narrow = hdc == 128 ? k_attention<128, KT> : hdc == 256 ? k_attention<256, KT> : k_attention<512, KT>;
     const fn_t    broad  = hdc == 128   ? k_attention<128, KT, W, 1>
                            : hdc == 256 ? k_attention<256, KT, W, 1>
                                         : k_attention<512, KT, W, 1>;
-    const fn_t    fresh  = hdc == 128 ? k_attention<128, KT, W, 1, true> : k_attention<256, KT, W, 1, true>;
-    const fn_t    fn = nk ? fresh : wide ? broad : narrow;
+    const fn_t    fn = wide ? broad : narrow;
     const int     threads = wide ? W : ATT_THREADS;
-    const gpu_att_new none = {};
     return GPU_LAUNCH(g, err, "attention", fn, grid, threads, 0, q, (const KT *)kv->k[layer],
                       (const KT *)kv->v[layer], pos, seq, tables, kv->max_blocks, kv->block_size, a->n_heads,
-                      a->n_kv_heads, a->head_dim, a->scale, a->window, hpb, chunk, part, out, xo, count,
-                      nk ? *nk : none);
+                      a->n_kv_heads, a->head_dim, a->scale, a->window, hpb, chunk, part, out, xo, count);
 }
 
 /* The furthest position of b's tokens. */
@@ -395,28 +313,10 @@ static bool att_wide(const gpu_backend *g, const celer_batch *b, const celer_att
 
 static int att_class(const celer_attn *a) { return a->head_dim <= 128 ? 128 : a->head_dim <= 256 ? 256 : 512; }
 
-/* Whether every token of b is its sequence's only one: a decode step, where no token attends to a
- * key of the same step but its own (the wide blocks take at most ATT_SPLIT_BELOW rows: few tokens). */
-static bool one_token_each(const celer_batch *b)
+celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cache *kv, int32_t layer,
+                           const celer_batch *b, const celer_attn *a, float *out, celer_error *err)
 {
-    for (int64_t i = 0; i < b->n_tokens; i++)
-        for (int64_t j = 0; j < i; j++)
-            if (b->seq[i] == b->seq[j]) return false;
-    return true;
-}
-
-bool gpu_att_new_takes(const gpu_backend *g, const celer_batch *b, const celer_attn *a)
-{
-    return g->att_step && a->head_dim <= 256 && b->n_tokens > 0 && att_wide(g, b, a, att_class(a), att_far(b)) &&
-           !gpu_flash_takes(g, b, a) && one_token_each(b);
-}
-
-/* gpu_attention, with nk (gpu_attention_new, on a step gpu_att_new_takes) the step's inputs made
- * ready in the kernel. */
-static celer_status attend(gpu_backend *g, const float *q, const celer_kv_cache *kv, int32_t layer,
-                           const celer_batch *b, const celer_attn *a, const gpu_att_new *nk, float *out,
-                           celer_error *err)
-{
+    gpu_backend *g = gpu_of(be);
     if (gpu_alive(g, err)) return err->code;
     if (a->n_kv_heads <= 0 || a->n_heads % a->n_kv_heads || a->head_dim != kv->head_dim_k ||
         kv->head_dim_v != kv->head_dim_k || a->head_dim > HD_MAX || a->head_dim % 4 || a->n_heads > GPU_MAX_GRID_YZ)
@@ -468,9 +368,9 @@ static celer_status attend(gpu_backend *g, const float *q, const celer_kv_cache 
     int32_t      *count = in ? (int32_t *)g->d_att_count.p : NULL;
     const int32_t ch    = splits > 1 ? sp.chunk : 0;
     if (kv->elem_bytes == 2 ? att_launch<uint16_t>(g, hdc, grid, q, kv, layer, pos, seq, tables, a, wide, hpb, ch, part,
-                                                   out, kxo, count, nk, err)
+                                                   out, kxo, count, err)
                             : att_launch<float>(g, hdc, grid, q, kv, layer, pos, seq, tables, a, wide, hpb, ch, part,
-                                                out, kxo, count, nk, err))
+                                                out, kxo, count, err))
         return err->code;
     if (splits > 1 && !in &&
         GPU_LAUNCH(g, err, "attention merge", k_attention_merge, (unsigned)rows, ATT_THREADS, 0, (const float *)part,
@@ -478,17 +378,4 @@ static celer_status attend(gpu_backend *g, const float *q, const celer_kv_cache 
         return err->code;
     if (qz) gpu_xq_held(g, out, rows * a->head_dim, xo);
     return CELER_OK;
-}
-
-celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cache *kv, int32_t layer,
-                           const celer_batch *b, const celer_attn *a, float *out, celer_error *err)
-{
-    return attend(gpu_of(be), q, kv, layer, b, a, NULL, out, err);
-}
-
-celer_status gpu_attention_new(gpu_backend *g, const float *q, const celer_kv_cache *kv, int32_t layer,
-                               const celer_batch *b, const celer_attn *a, const gpu_att_new *nk, float *out,
-                               celer_error *err)
-{
-    return attend(g, q, kv, layer, b, a, nk, out, err);
 }

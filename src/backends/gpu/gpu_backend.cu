@@ -308,8 +308,8 @@ static void gpu_free(celer_backend *be)
     if (g->stream) (void)gpuStreamSynchronize(g->stream);
     if (g->stats) gpu_stats_print(g);
     gpu_graphs_free(g);
-    gpu_buf *bufs[] = {&g->d_pos,  &g->d_seq,  &g->d_tables,    &g->d_ids,   &g->d_xq,       &g->d_xq2,
-                       &g->d_part, &g->d_attn, &g->d_att_count, &g->d_route, &g->d_glu_count};
+    gpu_buf *bufs[] = {&g->d_pos,  &g->d_seq,  &g->d_tables,    &g->d_ids,  &g->d_xq,
+                       &g->d_part, &g->d_attn, &g->d_att_count, &g->d_route};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu_release(be, bufs[i]->p);
     for (size_t i = 0; i < sizeof g->moe / sizeof g->moe[0]; i++) gpu_release(be, g->moe[i].p);
     for (int i = 0; i < g->n_freq; i++) gpu_release(be, g->freq[i].dev);
@@ -399,10 +399,6 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->att_merge_in = !(mi && !strcmp(mi, "0"));
     const char *aw  = getenv("CELER_GPU_ATT_WIDE"); /* passes a wide block takes (0: short contexts split) */
     g->att_wide     = aw && *aw && atoi(aw) >= 0 && atoi(aw) <= 64 ? atoi(aw) : 1;
-    const char *as  = getenv("CELER_GPU_ATT_STEP"); /* 1: decode attention makes its inputs ready */
-    g->att_step     = as && !strcmp(as, "1");
-    const char *gf  = getenv("CELER_GPU_GLU_FUSE"); /* 1: the gate/up products take the GLU */
-    g->glu_fuse     = gf && !strcmp(gf, "1");
     const char *st  = getenv("CELER_GPU_STATS"); /* 1: step and wait times on stderr at the end */
     g->stats        = st && !strcmp(st, "1");
     snprintf(g->device_name, sizeof g->device_name, "%s", f.name);

@@ -48,9 +48,8 @@ typedef struct {
     /* the batch and the KV block tables as the kernels see them: uploaded when they change */
     gpu_buf  d_pos, d_seq, d_tables, d_ids;
     gpu_buf      d_xq;   /* activations quantized for the integer kernels (gpu_matvec.h) */
-    gpu_buf      d_xq2;  /* a second: a fused GLU quantizes h there while its launch reads d_xq */
     const float *xq_src; /* whose n values are held quantized, or NULL (gpu_quant_x) */
-    int8_t      *xq_q;   /* where: d_xq's or d_xq2's codes and scales */
+    int8_t      *xq_q;   /* where in d_xq its codes and scales lie (gpu_xq_held) */
     float2      *xq_dd;
     int64_t      xq_n;
     bool         xq_x8;   /* the high level only (gpu_matvec.h) */
@@ -62,7 +61,6 @@ typedef struct {
     gpu_buf  d_route; /* the fused MoE router's count of blocks done (gpu_matvec_plain.cu) */
     gpu_buf  d_attn; /* decode attention's splits (gpu_attention.cu) */
     gpu_buf  d_att_count; /* their tickets, with att_merge_in */
-    gpu_buf  d_glu_count; /* the fused GLU's tickets (gpu_matvec_q8_glu) */
     const void *smem_fns[GPU_SMEM_FNS]; /* kernels allowed their shared memory past 48 KB (gpu_allow_smem) */
     int         n_smem_fns;
     int      mmq_from;    /* steps of more tokens take the integer matrix units (gpu_mmq.h) */
@@ -77,8 +75,6 @@ typedef struct {
     bool     mvq_x8;      /* CELER_GPU_MVQ_X8=1: dense products of quantized weights on 8-bit activations */
     bool     att_merge_in; /* decode attention's last split merges them (CELER_GPU_ATT_MERGE_IN=0: a kernel does) */
     int32_t  att_wide;     /* passes of a wide block that short contexts take unsplit (CELER_GPU_ATT_WIDE; 0: split) */
-    bool     att_step;     /* CELER_GPU_ATT_STEP=1: a decode step's wide attention makes its inputs ready */
-    bool     glu_fuse;     /* CELER_GPU_GLU_FUSE=1: decode steps' gate/up products take the GLU too */
     bool     early;       /* kernels launched while the one before runs (gpu_dep_enter; CELER_GPU_EARLY=0: off) */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */
     int64_t  h_pos_n, h_seq_n, h_tables_n;
@@ -307,26 +303,6 @@ celer_status gpu_rope_freqs(gpu_backend *g, const celer_rope *r, const double **
 /* gpu_attention.cu */
 celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cache *kv, int32_t layer,
                            const celer_batch *b, const celer_attn *a, float *out, celer_error *err);
-/* A decode step's attention inputs, made ready by its attention kernel (CELER_GPU_ATT_STEP=1,
- * celer_gpu_attn_step): each wide block normalizes (qn, kn: both or NULL) and rotates its query
- * row of q and its key head's row of k as attention inputs do (gpu_head.cuh), uses them and v's
- * row for the token's own position, and the key head's first block appends that key and value
- * to the cache (kc, vc: the layer's, of the cache's value type). */
-typedef struct {
-    const float  *k, *v, *qn, *kn;
-    void         *kc, *vc;
-    float         eps, pos_scale, mscale;
-    const double *freqs; /* gpu_rope_freqs */
-    int64_t       n_rot;
-    int32_t       neox;
-} gpu_att_new;
-/* Whether gpu_attention_new takes the step: CELER_GPU_ATT_STEP=1, every token its sequence's only
- * one, and a step the wide blocks take (att_split.h) for heads of up to 256 values. */
-bool         gpu_att_new_takes(const gpu_backend *g, const celer_batch *b, const celer_attn *a);
-/* gpu_attention with nk, for a step gpu_att_new_takes (the caller asks first). */
-celer_status gpu_attention_new(gpu_backend *g, const float *q, const celer_kv_cache *kv, int32_t layer,
-                               const celer_batch *b, const celer_attn *a, const gpu_att_new *nk, float *out,
-                               celer_error *err);
 /* gpu_flash.cu: prefill attention on the matrix units, for the batches gpu_flash_takes (head
  * sizes 64 and 128, runs of at least 16 tokens of a sequence on average); pos, seq and tables
  * are gpu_batch_upload's. */

@@ -83,8 +83,8 @@ static celer_status head_norm(const celer_weight *w, int64_t hd, const float **o
     return CELER_OK;
 }
 
-/* What the attention inputs' kernels take (both ports): the rotation within the head, a cache of
- * the head's size, both norms or none; *qn and *kn the norms' values. */
+/* What the attention inputs' kernel takes: the rotation within the head, a cache of the head's
+ * size, both norms or none; *qn and *kn the norms' values. */
 static celer_status inputs_check(const celer_kv_cache *kv, int64_t n_head, int64_t head_dim, const celer_rope *r,
                                  const celer_weight *q_norm, const celer_weight *k_norm, const float **qn,
                                  const float **kn, celer_error *err)
@@ -125,28 +125,4 @@ extern "C" celer_status celer_gpu_attn_inputs(celer_backend *be, celer_kv_cache 
     return GPU_LAUNCH(g, err, "attn_inputs", k_attn_inputs<float>, grid, AI_THREADS, 0, q, k, v, (float *)kv->k[layer],
                       (float *)kv->v[layer], qn, kn, eps, pos, seq, tables, kv->max_blocks, kv->block_size, n_head,
                       kv->n_kv_heads, head_dim, r->n_rot, r->mode == CELER_ROPE_NEOX, fq, r->pos_scale, r->mscale);
-}
-
-/* The port celer_port_attn_step: a decode step the wide attention kernel takes
- * (gpu_att_new_takes: CELER_GPU_ATT_STEP=1) makes its inputs ready in that kernel; any other step
- * runs attn_inputs, then attention. */
-extern "C" celer_status celer_gpu_attn_step(celer_backend *be, celer_kv_cache *kv, int32_t layer, float *q,
-                                            const float *k, const float *v, const celer_weight *q_norm,
-                                            const celer_weight *k_norm, float eps, const celer_batch *b,
-                                            const celer_rope *r, const celer_attn *a, float *out, celer_error *err)
-{
-    gpu_backend *g = gpu_of(be);
-    if (!gpu_att_new_takes(g, b, a))
-        return celer_gpu_attn_inputs(be, kv, layer, q, a->n_heads, k, v, q_norm, k_norm, eps, b, a->head_dim, r, err) ||
-                       gpu_attention(be, q, kv, layer, b, a, out, err)
-                   ? err->code
-                   : CELER_OK;
-    const float  *qn = NULL, *kn = NULL;
-    const double *fq = NULL;
-    if (gpu_alive(g, err) || inputs_check(kv, a->n_heads, a->head_dim, r, q_norm, k_norm, &qn, &kn, err) ||
-        gpu_rope_freqs(g, r, &fq, err))
-        return err->code;
-    const gpu_att_new nk = {k, v, qn, kn, kv->k[layer], kv->v[layer], eps, r->pos_scale, r->mscale, fq, r->n_rot,
-                            r->mode == CELER_ROPE_NEOX};
-    return gpu_attention_new(g, q, kv, layer, b, a, &nk, out, err);
 }

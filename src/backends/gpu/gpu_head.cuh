@@ -1,11 +1,8 @@
 /* A head's row of a step's queries or keys made ready for attention: normalized by a per-head
  * norm (rmsnorm: 1 / sqrt(mean of squares + eps), as gpu_norm.cu) and rotated pair by pair at
- * its position (RoPE, as k_rope). Two kernels do it: attention inputs (gpu_fused.cu), a block a
- * head, and decode attention's wide blocks under CELER_GPU_ATT_STEP=1 (gpu_attention.cu), which
- * make their own query and key ready. Both run these functions on the first HEAD_THREADS threads
- * of their block, each operation rounded as written (no contraction the compiler may choose per
- * kernel), so that the two give the same values bit for bit: a request's tokens must not depend
- * on which kernel its step took.
+ * its position (RoPE, as k_rope), by the attention inputs' kernel (gpu_fused.cu, a block a head)
+ * on the first HEAD_THREADS threads of its block, each operation rounded as written (no
+ * contraction left to the compiler).
  *
  * Thread x (< HEAD_THREADS) holds the row's values x + HEAD_THREADS · e and its pairs x +
  * HEAD_THREADS · e; the others hold none. */

@@ -11,9 +11,6 @@
 static __device__ __forceinline__ void  kv_put(float *p, float v) { *p = v; }
 static __device__ __forceinline__ void  kv_put(uint16_t *p, float v) { *p = gpu_f16_bits(v); }
 static __device__ __forceinline__ float kv_get(const float *p) { return *p; }
-/* v as a cache of the type p points to holds it (kv_put, then kv_get) */
-static __device__ __forceinline__ float kv_rounded(float v, const float *) { return v; }
-static __device__ __forceinline__ float kv_rounded(float v, const uint16_t *) { return gpu_f16_val(gpu_f16_bits(v)); }
 static __device__ __forceinline__ float kv_get(const uint16_t *p) { return gpu_f16_val(*p); }
 
 /* N = 2 or 4 consecutive values at p (aligned to N values) into d. */

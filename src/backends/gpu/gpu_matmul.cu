@@ -323,32 +323,6 @@ extern "C" celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight 
     return CELER_OK;
 }
 
-/* The port celer_port_matmuls_glu: under CELER_GPU_GLU_FUSE=1, a step the decode kernels take
- * (as in celer_gpu_matmuls) runs gate, up and the GLU in one launch (gpu_matvec_q8_glu; u_out
- * untouched); anything else, the two products, then the GLU. */
-extern "C" celer_status celer_gpu_matmuls_glu(celer_backend *be, const celer_weight *gate, const celer_weight *up,
-                                              const float *x, int64_t T, celer_act act, float *g_out, float *u_out,
-                                              celer_error *err)
-{
-    gpu_backend *g = gpu_of(be);
-    gpu_wdesc    d[2];
-    int          f[2];
-    if (gpu_alive(g, err)) return err->code;
-    bool fused = g->glu_fuse && T >= 1 && gate->cols == up->cols;
-    if (fused && (gpu_weight_desc(gate, &d[0], &f[0], err) || gpu_weight_desc(up, &d[1], &f[1], err))) return err->code;
-    fused = fused && f[0] == f[1] && mvq_takes(g, f[0], T);
-    if (fused) {
-        gpu_xq xq;
-        if (gpu_quant_x(g, x, T, gate->cols, g->mvq_x8, &xq, err)) return err->code;
-        const celer_status st = gpu_matvec_q8_glu(g, &d[0], &d[1], f[0], &xq, T, NULL, 0, (int)act, g_out, err);
-        if (st != CELER_ERR_UNSUPPORTED) return st; /* else a shape it does not take: the two steps */
-    }
-    const celer_weight *w[2] = {gate, up};
-    float *const        y[2] = {g_out, u_out};
-    return celer_gpu_matmuls(be, w, 2, x, T, y, err) || gpu_glu(be, g_out, u_out, T * gate->rows, act, err) ? err->code
-                                                                                                            : CELER_OK;
-}
-
 /* The port celer_port_matmul_add (product above). */
 extern "C" celer_status celer_gpu_matmul_add(celer_backend *be, const celer_weight *w, const float *x, int64_t T,
                                              float *y, float *tmp, celer_error *err)

@@ -380,43 +380,6 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const mv_set &s)
     return gpu_sig_args(h, s.b0[GPU_MVQ_SET], s.add);
 }
 
-/* A fused GLU's output (gpu_matvec_q8_glu): the activation, the quantization of h for the down
- * product, and a ticket a (selection, group of 32 rows), back at 0 after the group's last block. */
-typedef struct {
-    gpu_xq_out xo;
-    int32_t   *count;
-    int32_t    act;
-} mv_glu;
-
-static inline uint64_t gpu_sig_arg(uint64_t h, const mv_glu &o) { return gpu_sig_args(h, o.xo, o.count, o.act); }
-
-/* The fused GLU's end: a block's rows r0 .. r0 + R - 1 of h written (tokens t0 .., nt of them;
- * with sel, selection n's row of h), the last of the group's blocks to finish quantizes the
- * group's 32 rows for every token (the first warp, xq_put as k_glu; h read past the L1). */
-template <int R>
-static __device__ __forceinline__ void glu_quantize(const float *h, int64_t rows, int64_t r0, int nt, int64_t t0,
-                                                    int64_t n, bool sel, const mv_glu &o)
-{
-    __shared__ int s_last;
-    const int64_t  grp = r0 / 32, per = 32 / R; /* blocks a group */
-    __threadfence(); /* this block's h visible to the group's last block */
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        int32_t *c = o.count + n * (rows / 32) + grp;
-        s_last     = atomicAdd(c, 1) == (int32_t)per - 1;
-        if (s_last) *c = 0; /* every block of the group has taken its ticket: ready for the next launch */
-    }
-    __syncthreads();
-    if (!s_last || threadIdx.x >= 32) return;
-    __threadfence();
-    const volatile float *hv = h;
-    for (int t = 0; t < nt; t++) {
-        const int64_t tok  = sel ? n : t0 + t; /* the down product's row of activations */
-        const float   v[1] = {hv[(sel ? 0 : t * rows) + grp * 32 + threadIdx.x]};
-        xq_put<1>(v, (int)threadIdx.x, tok * (rows / 32) + grp, true, o.xo);
-    }
-}
-
 /* MVQ_ROWS rows per warp, NT tokens (nt of them live) a pass. The lanes of a warp take
  * consecutive units of its rows (each load instruction reads a contiguous run of a row); a
  * lane loads its unit of every row, then dots them against the same activations, so that the
@@ -428,21 +391,16 @@ static __device__ __forceinline__ void glu_quantize(const float *h, int64_t rows
  * passes of activations quantized to 8 bits, gpu_matvec.h): the high level only; half the dot
  * instructions and activation loads of both levels, which bound this loop
  * (dev/kernels/gpu_readpat.cu): 8B tg128 +9%, Q4_K_M +28% on the H200. */
-template <int F, int NT, int KS, bool X8 = false, int SD = -1, bool GLU = false>
-__global__ void __launch_bounds__(MVQ_THREADS * KS)
-    k_mmvq(mv_set set, gpu_xq x, int nt, int64_t t0, gpu_mv_sel sel, mv_glu go)
+template <int F, int NT, int KS, bool X8 = false, int SD = -1>
+__global__ void __launch_bounds__(MVQ_THREADS * KS) k_mmvq(mv_set set, gpu_xq x, int nt, int64_t t0, gpu_mv_sel sel)
 {
     gpu_dep_deferred(); /* a lane's first units are loaded before the wait: no kernel writes weights */
     if (sel.ids) gpu_dep_enter(); /* the kernel before wrote the selections */
     constexpr int GROUPS = MVQ_THREADS / 32; /* row groups a block (wave64: half of them hold rows) */
     __shared__ float part[KS > 1 ? KS - 1 : 1][GROUPS][MVQ_ROWS][NT];
-    const int        lane = threadIdx.x % CELER_WARP, wib = threadIdx.x / CELER_WARP, nwg = MVQ_THREADS / CELER_WARP;
-    /* GLU (KS 1): the first half of the row groups take gate's rows, the second up's same ones */
-    const int        half = nwg / 2;
-    int              k    = 0;
+    int k = 0;
 #pragma unroll
-    for (int i = 1; i < GPU_MVQ_SET; i++) k += !GLU && blockIdx.x >= set.b0[i];
-    if (GLU) k = wib / half;
+    for (int i = 1; i < GPU_MVQ_SET; i++) k += blockIdx.x >= set.b0[i];
     /* MLX rows: the descriptor by value, its fields kept in registers (by reference, each unit
      * reloaded the ones it reads: 34 of the affine4 loop's 524 instructions; Q4_0's loop took 6
      * more by value), its scales' dtype fixed by SD */
@@ -459,8 +417,9 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS)
         y = set.y[k] + n * w.rows;
         x.q += n / sel.per_x * x.nb * XQ_BLOCK, x.d += n / sel.per_x * x.nb;
     }
-    const int     grp = GLU ? wib % half : wib % nwg, ks = GLU ? 0 : wib / nwg; /* the warp's row group, slice */
-    const int64_t r0  = ((int64_t)(blockIdx.x - set.b0[k]) * (GLU ? half : nwg) + grp) * MVQ_ROWS;
+    const int     lane = threadIdx.x % CELER_WARP, wib = threadIdx.x / CELER_WARP, nwg = MVQ_THREADS / CELER_WARP;
+    const int     grp = wib % nwg, ks = wib / nwg; /* the warp's row group and column slice */
+    const int64_t r0   = ((int64_t)(blockIdx.x - set.b0[k]) * nwg + grp) * MVQ_ROWS;
     const bool    live = r0 < w.rows; /* a warp past the rows still meets the block's barrier */
     const uint8_t *rows[MVQ_ROWS];
 #pragma unroll
@@ -506,48 +465,28 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS)
             for (int t = 0; t < NT; t++)
                 for (int o = 0; o < KS - 1; o++) acc[i][t] += part[o][grp][i][t];
     }
-    if (GLU) { /* up's sums to the gate warps through shared memory; h from those */
-        if (k == 1 && lane == 0)
 #pragma unroll
-            for (int i = 0; i < MVQ_ROWS; i++)
+    for (int i = 0; i < MVQ_ROWS; i++)
 #pragma unroll
-                for (int t = 0; t < NT; t++) part[0][grp][i][t] = acc[i][t];
-        __syncthreads();
-        if (k == 0 && lane == 0)
-#pragma unroll
-            for (int i = 0; i < MVQ_ROWS; i++)
-#pragma unroll
-                for (int t = 0; t < NT; t++)
-                    if (t < nt && r0 + i < w.rows)
-                        y[t * w.rows + r0 + i] = glu_value(acc[i][t], part[0][grp][i][t], go.act);
-        if (go.xo.q)
-            glu_quantize<MVQ_ROWS * (MVQ_THREADS / CELER_WARP / 2)>(
-                set.y[0] + (sel.ids ? (int64_t)blockIdx.y : t0) * w.rows, w.rows,
-                (int64_t)(blockIdx.x - set.b0[0]) * half * MVQ_ROWS, nt, t0, blockIdx.y, sel.ids != NULL, go);
-    } else
-#pragma unroll
-        for (int i = 0; i < MVQ_ROWS; i++)
-#pragma unroll
-            for (int t = 0; t < NT; t++)
-                if (t < nt && lane == 0 && r0 + i < w.rows) {
-                    float *o = &y[t * w.rows + r0 + i];
-                    *o       = set.add ? __fadd_rn(*o, acc[i][t]) : acc[i][t];
-                }
+        for (int t = 0; t < NT; t++)
+            if (t < nt && lane == 0 && r0 + i < w.rows) {
+                float *o = &y[t * w.rows + r0 + i];
+                *o       = set.add ? __fadd_rn(*o, acc[i][t]) : acc[i][t];
+            }
 }
 
 /* ---- dispatch ------------------------------------------------------------------------------- */
 
-typedef void (*mmvq_fn)(mv_set, gpu_xq, int, int64_t, gpu_mv_sel, mv_glu);
+typedef void (*mmvq_fn)(mv_set, gpu_xq, int, int64_t, gpu_mv_sel);
 
 /* A format's kernels: 1, 2, 4, 8 tokens a pass, one token in MVQ_KS column slices, the
- * two one-token ones with X8; from MVQ_GLU on, the fused GLU's: 1, 2, 4, 8 tokens, one with X8. */
-enum { MVQ_SLICED = 4, MVQ_X8 = 5, MVQ_X8_SLICED = 6, MVQ_GLU = 7, MVQ_GLU_X8 = 11, MVQ_FNS = 12 };
+ * two one-token ones with X8. */
+enum { MVQ_SLICED = 4, MVQ_X8 = 5, MVQ_X8_SLICED = 6, MVQ_FNS = 7 };
 #define MVQ_ROW(F, SD)                                                                                              \
     F, SD, {                                                                                                        \
         k_mmvq<F, 1, 1, false, SD>, k_mmvq<F, 2, 1, false, SD>, k_mmvq<F, 4, 1, false, SD>,                         \
             k_mmvq<F, 8, 1, false, SD>, k_mmvq<F, 1, MVQ_KS, false, SD>, k_mmvq<F, 1, 1, true, SD>,                 \
-            k_mmvq<F, 1, MVQ_KS, true, SD>, k_mmvq<F, 1, 1, false, SD, true>, k_mmvq<F, 2, 1, false, SD, true>,     \
-            k_mmvq<F, 4, 1, false, SD, true>, k_mmvq<F, 8, 1, false, SD, true>, k_mmvq<F, 1, 1, true, SD, true>     \
+            k_mmvq<F, 1, MVQ_KS, true, SD>                                                                          \
     }
 static const struct {
     int     fmt, sd; /* sd: an MLX format's scales' dtype (gpu_wdesc.sdtype); -1 for the GGUF formats */
@@ -566,9 +505,9 @@ static const mmvq_fn *mvq_of(int fmt, int sdtype)
     return NULL;
 }
 
-/* The kernel of a pass of nt tokens (1 .. GPU_MVQ_TOKENS) among fn: the column t1 for one token,
- * from column c0 (0, or MVQ_GLU) for more. */
-static int mvq_column(int nt, int t1, int c0) { return nt == 1 ? t1 : c0 + (nt == 2 ? 1 : nt <= 4 ? 2 : 3); }
+/* The column of a pass of nt tokens (1 .. GPU_MVQ_TOKENS) in a format's kernels: t1 for one token
+ * (plain, sliced or X8), else the 2-, 4- or 8-token one. */
+static int mvq_column(int nt, int t1) { return nt == 1 ? t1 : nt == 2 ? 1 : nt <= 4 ? 2 : 3; }
 
 /* The activations of a pass from token t0 on. */
 static gpu_xq xq_from(const gpu_xq *xq, int64_t t0)
@@ -577,47 +516,6 @@ static gpu_xq xq_from(const gpu_xq *xq, int64_t t0)
     x.q += t0 * x.nb * XQ_BLOCK;
     x.d += t0 * x.nb;
     return x;
-}
-
-celer_status gpu_matvec_q8_glu(gpu_backend *g, const gpu_wdesc *gate, const gpu_wdesc *up, int fmt, const gpu_xq *xq,
-                               int64_t T, const gpu_mv_sel *sel, int64_t n_sel, int act, float *h, celer_error *err)
-{
-    const mmvq_fn *fn   = mvq_of(fmt, gate->sdtype);
-    const int64_t  rows = gate->rows, per = MVQ_ROWS * (MVQ_THREADS / g->prop.warpSize / 2); /* rows a block */
-    if (!fn || rows % 32 || 32 % per || up->rows != rows || up->cols != gate->cols || up->sdtype != gate->sdtype)
-        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no fused GLU for these products", CELER_GPU_NAME);
-    const int64_t n_out = sel ? n_sel : T, blocks = rows / per, groups = rows / 32;
-    if (blocks > GPU_MAX_GRID_X || (sel && (n_sel < 1 || n_sel > GPU_MAX_GRID_YZ)))
-        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: a fused GLU past the grid's limit", CELER_GPU_NAME);
-    /* h's quantization goes beside x̂'s, which the launch reads meanwhile; the tickets start at 0
-     * (gpu_alloc zeroes fresh memory) and every group's last block puts its back */
-    gpu_buf   *ob = xq->q == (const int8_t *)g->d_xq.p ? &g->d_xq2 : &g->d_xq;
-    const bool x8 = sel ? false : g->mvq_x8; /* the experts take both levels (gpu_moe.cu) */
-    if (gpu_buf_reserve(g, ob, (size_t)(n_out * groups) * (XQ_BLOCK + sizeof(float2)), err) ||
-        gpu_buf_reserve(g, &g->d_glu_count, (size_t)((sel ? n_sel : 1) * groups) * sizeof(int32_t), err))
-        return err->code;
-    const gpu_xq_out xo = {(int8_t *)ob->p, (float2 *)((int8_t *)ob->p + n_out * groups * XQ_BLOCK), x8};
-    const mv_glu     go = {xo, (int32_t *)g->d_glu_count.p, act};
-    mv_set           set;
-    memset(&set, 0, sizeof set);
-    set.w[0] = *gate, set.w[1] = *up, set.y[0] = set.y[1] = h;
-    set.b0[GPU_MVQ_SET] = (unsigned)blocks;
-    if (sel) {
-        if (GPU_LAUNCH(g, err, "matvec_q8 glu", fn[MVQ_GLU], dim3((unsigned)blocks, (unsigned)n_sel), MVQ_THREADS, 0,
-                       set, *xq, 1, (int64_t)0, *sel, go))
-            return err->code;
-    } else {
-        const gpu_mv_sel none = {NULL, 1, 0};
-        for (int64_t t0 = 0; t0 < T; t0 += GPU_MVQ_TOKENS) {
-            const int nt = (int)(T - t0 < (int64_t)GPU_MVQ_TOKENS ? T - t0 : (int64_t)GPU_MVQ_TOKENS);
-            const int ix = mvq_column(nt, xq->x8 ? MVQ_GLU_X8 : MVQ_GLU, MVQ_GLU);
-            if (GPU_LAUNCH(g, err, "matvec_q8 glu", fn[ix], (unsigned)blocks, MVQ_THREADS, 0, set, xq_from(xq, t0), nt,
-                           t0, none, go))
-                return err->code;
-        }
-    }
-    gpu_xq_held(g, h, n_out * rows, xo);
-    return CELER_OK;
 }
 
 bool gpu_matvec_q8_has(int fmt) { return mvq_of(fmt, 0) != NULL; }
@@ -660,15 +558,14 @@ static celer_status mvq_launch(gpu_backend *g, const gpu_wdesc *w, int n, int fm
      * codes (the others read them as zeros: the same sums, at twice the work) */
     const int  t1 = xq->x8 ? (sliced ? MVQ_X8_SLICED : MVQ_X8) : (sliced ? MVQ_SLICED : 0);
     const int  t1_threads = sliced ? MVQ_THREADS * MVQ_KS : MVQ_THREADS;
-    const mv_glu no_glu = {};
     if (sel) /* one token each: a selection per grid row */
         return GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[t1], dim3((unsigned)total, (unsigned)n_sel), t1_threads, 0,
-                                     set, *xq, 1, (int64_t)0, *sel, no_glu);
+                                     set, *xq, 1, (int64_t)0, *sel);
     const gpu_mv_sel none = {NULL, 1, 0};
     for (int64_t t0 = 0; t0 < T; t0 += GPU_MVQ_TOKENS) {
         const int nt = (int)(T - t0 < (int64_t)GPU_MVQ_TOKENS ? T - t0 : (int64_t)GPU_MVQ_TOKENS);
-        if (GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[mvq_column(nt, t1, 0)], (unsigned)total,
-                                  nt == 1 ? t1_threads : MVQ_THREADS, 0, set, xq_from(xq, t0), nt, t0, none, no_glu))
+        if (GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[mvq_column(nt, t1)], (unsigned)total,
+                                  nt == 1 ? t1_threads : MVQ_THREADS, 0, set, xq_from(xq, t0), nt, t0, none))
             return err->code;
     }
     return CELER_OK;

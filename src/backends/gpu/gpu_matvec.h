@@ -112,16 +112,6 @@ static __device__ __forceinline__ float xq_value8(float v)
     return __fmul_rn((float)xq_code(__fmul_rn(v, id)), D);
 }
 
-/* act(g) · u, the GLU's value (act a celer_act): k_glu's and the fused gate/up products' alike,
- * each operation rounded as written, so that either gives the same values. */
-static __device__ __forceinline__ float glu_value(float g, float u, int act)
-{
-    if (act == CELER_ACT_SILU) return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
-    const float c = __fmul_rn(__fmul_rn(__fmul_rn(0.044715f, g), g), g);
-    const float t = tanhf(__fmul_rn(0.7978845608028654f, __fadd_rn(g, c)));
-    return __fmul_rn(__fmul_rn(__fmul_rn(0.5f, g), __fadd_rn(1.0f, t)), u);
-}
-
 /* A product over expert selections (MoE decode): selection n (0 .. n_sel) multiplies the rows of
  * expert ids[n] (a weight is then the stacked tensor's first expert, rows the rows of one) by
  * token n / per_x of the activations, into rows n · rows of the output. ids stay on the device. */
@@ -139,14 +129,6 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_mv_sel &s)
 /* w as the kernels see it and its format (enum gpu_fmt); CELER_ERR_UNSUPPORTED for a weight no
  * GPU kernel reads (gpu_matmul.cu). */
 celer_status gpu_weight_desc(const celer_weight *w, gpu_wdesc *d, int *fmt, celer_error *err);
-/* h (T, gate.rows) = glu(x̂ · gateᵀ, x̂ · upᵀ) (glu_value) for gate and up of format fmt, the
- * same shape, in one launch per GPU_MVQ_TOKENS tokens: a block takes the same rows of both, and
- * the last block to finish each 32 rows quantizes them for the down product (at the dense
- * products' levels) into the buffer beside x̂'s, as gpu_xq_held then says; with sel, the
- * selections' experts (T unused, n_sel selections). gate.rows a multiple of 32
- * (CELER_ERR_UNSUPPORTED otherwise: the caller runs the products, then the GLU). */
-celer_status gpu_matvec_q8_glu(gpu_backend *g, const gpu_wdesc *gate, const gpu_wdesc *up, int fmt, const gpu_xq *xq,
-                               int64_t T, const gpu_mv_sel *sel, int64_t n_sel, int act, float *h, celer_error *err);
 /* Whether the format (enum gpu_fmt) has an integer decode kernel. */
 bool         gpu_matvec_q8_has(int fmt);
 /* Whether products of format fmt take 8-bit activations on every path (CELER_GPU_MVQ_X8=1 and a

@@ -98,17 +98,9 @@ static celer_status moe_ffn_device(gpu_backend *g, const celer_moe *moe, const f
     float     *G = (float *)b_gate->p, *U = (float *)b_up->p, *Y = (float *)b_ys->p;
     float     *gu[2] = {G, U};
     gpu_mv_sel by_token = {ids, (int32_t)K, (int32_t)moe->n_expert}, each = {ids, 1, (int32_t)moe->n_expert};
-    if (gpu_quant_x(g, x, T, dw[0].cols, false, &xq, err)) return err->code;
-    /* CELER_GPU_GLU_FUSE=1: the gate and up products and the GLU in one launch, where it takes them */
-    celer_status st = g->glu_fuse && fw[0] == fw[1]
-                          ? gpu_matvec_q8_glu(g, &dw[0], &dw[1], fw[0], &xq, T, &by_token, N, (int)act, G, err)
-                          : CELER_ERR_UNSUPPORTED;
-    if (st == CELER_ERR_UNSUPPORTED)
-        st = gpu_matvec_q8_sel(g, dw, 2, fw[0], &xq, T, &by_token, N, gu, err) ||
-                     g->base.ops->glu(&g->base, G, U, N * ff, act, err)
-                 ? err->code
-                 : CELER_OK;
-    if (st || gpu_quant_x(g, G, N, ff, false, &xq, err) ||
+    if (gpu_quant_x(g, x, T, dw[0].cols, false, &xq, err) ||
+        gpu_matvec_q8_sel(g, dw, 2, fw[0], &xq, T, &by_token, N, gu, err) ||
+        g->base.ops->glu(&g->base, G, U, N * ff, act, err) || gpu_quant_x(g, G, N, ff, false, &xq, err) ||
         gpu_matvec_q8_sel(g, &dw[2], 1, fw[2], &xq, N, &each, N, &Y, err))
         return err->code;
     return GPU_LAUNCH(g, err, "moe combine", k_combine, gpu_blocks(T * d, THREADS), THREADS, 0, Y,

@@ -15,15 +15,8 @@ celer_status celer_gpu_attn_inputs(celer_backend *be, celer_kv_cache *kv, int32_
                                    const celer_weight *k_norm, float eps, const celer_batch *b, int64_t head_dim,
                                    const celer_rope *r, celer_error *err);
 
-celer_status celer_gpu_attn_step(celer_backend *be, celer_kv_cache *kv, int32_t layer, float *q, const float *k,
-                                 const float *v, const celer_weight *q_norm, const celer_weight *k_norm, float eps,
-                                 const celer_batch *b, const celer_rope *r, const celer_attn *a, float *out,
-                                 celer_error *err);
-
 celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight *const *w, int n, const float *x, int64_t T,
                                float *const *y, celer_error *err);
-celer_status celer_gpu_matmuls_glu(celer_backend *be, const celer_weight *gate, const celer_weight *up, const float *x,
-                                   int64_t T, celer_act act, float *g_out, float *u_out, celer_error *err);
 celer_status celer_gpu_matmul_add(celer_backend *be, const celer_weight *w, const float *x, int64_t T, float *y,
                                   float *tmp, celer_error *err);
 celer_status celer_gpu_moe_router(celer_backend *be, const celer_weight *router, const float *h, int64_t T, float *logits,
