@@ -47,8 +47,8 @@ struct mmq_regs {
 };
 
 template <int F, int XU>
-static __device__ __forceinline__ void mmq_fetch(mmq_regs<XU> &st, const gpu_wdesc &w, const gpu_xq &x, int64_t T,
-                                                  int64_t r0, int64_t t0, int64_t k0, int64_t nq, int tid)
+static __device__ __forceinline__ void mmq_fetch(mmq_regs<XU> &st, const gpu_wdesc &w, const gpu_xq &x,
+                                                  const int64_t (&xr)[XU], int64_t r0, int64_t k0, int64_t nq, int tid)
 {
 #pragma unroll
     for (int j = 0; j < MMQ_WUNITS; j++) {
@@ -65,12 +65,11 @@ static __device__ __forceinline__ void mmq_fetch(mmq_regs<XU> &st, const gpu_wde
     }
 #pragma unroll
     for (int j = 0; j < XU; j++) {
-        const int     u = tid + MMQ_THREADS * j, qb = u % MMQ_BQ;
-        const int64_t t = t0 + u / MMQ_BQ, b = k0 + qb;
+        const int64_t t = xr[j], b = k0 + (tid + MMQ_THREADS * j) % MMQ_BQ;
         st.xs[j]        = 0.0f;
 #pragma unroll
         for (int k = 0; k < 4; k++) st.xc[j][k] = make_uint4(0, 0, 0, 0);
-        if (t < T && b < nq) {
+        if (t >= 0 && b < nq) {
             const uint4 *p = (const uint4 *)(x.q + (t * x.nb + b) * XQ_BLOCK);
 #pragma unroll
             for (int k = 0; k < 4; k++) st.xc[j][k] = p[k];
@@ -117,11 +116,13 @@ static __device__ __forceinline__ void mmq_put(const mmq_regs<XU> &st, int8_t (*
 /* An output: v, or with add y's value plus v (the add the product's output would meet next). */
 static __device__ __forceinline__ void mmq_put(float *y, float v, int add) { *y = add ? __fadd_rn(*y, v) : v; }
 
-/* Rows blockIdx.x · 64 .. of w × tokens t0 .. t0 + NT of x (T of them), column blocks kz0 .. nq,
- * into y (T, w.rows; with add, added to it). */
+/* Rows blockIdx.x · 64 .. of w × tokens t0 .. t0 + NT (T of them), column blocks kz0 .. nq, into y
+ * (T, w.rows; with add, added to it). Token t is x's row t, or with `rows` its row rows[t] (an
+ * expert's tokens read where they lie: no gathered copy of their activations). */
 template <int F, int NT>
-static __device__ __forceinline__ void mmq_tile(const gpu_wdesc &w, const gpu_xq &x, int64_t T, int64_t t0,
-                                                int64_t kz0, int64_t nq, float *__restrict__ y, int add)
+static __device__ __forceinline__ void mmq_tile(const gpu_wdesc &w, const gpu_xq &x, const int32_t *__restrict__ rows,
+                                                int64_t T, int64_t t0, int64_t kz0, int64_t nq, float *__restrict__ y,
+                                                int add)
 {
     constexpr int NI = NT / 16;                     /* a warp's 8-token tiles */
     constexpr int XU = NT * MMQ_BQ / MMQ_THREADS; /* token blocks a thread stages */
@@ -138,12 +139,18 @@ static __device__ __forceinline__ void mmq_tile(const gpu_wdesc &w, const gpu_xq
         for (int ni = 0; ni < NI; ni++)
 #pragma unroll
             for (int e = 0; e < 4; e++) acc[mi][ni][e] = 0.0f;
+    int64_t xr[XU]; /* the x rows of this thread's token blocks, -1 past the tokens */
+#pragma unroll
+    for (int j = 0; j < XU; j++) {
+        const int64_t t = t0 + (tid + MMQ_THREADS * j) / MMQ_BQ;
+        xr[j]           = t >= T ? -1 : rows ? rows[t] : t;
+    }
     mmq_regs<XU> st;
-    mmq_fetch<F, XU>(st, w, x, T, r0, t0, kz0, nq, tid);
+    mmq_fetch<F, XU>(st, w, x, xr, r0, kz0, nq, tid);
     for (int64_t k0 = kz0; k0 < nq; k0 += MMQ_BQ) {
         mmq_put<F, XU>(st, wq, xh, xl, wd, xd, tid);
         __syncthreads();
-        if (k0 + MMQ_BQ < nq) mmq_fetch<F, XU>(st, w, x, T, r0, t0, k0 + MMQ_BQ, nq, tid);
+        if (k0 + MMQ_BQ < nq) mmq_fetch<F, XU>(st, w, x, xr, r0, k0 + MMQ_BQ, nq, tid);
 #pragma unroll
         for (int qb = 0; qb < MMQ_BQ; qb++) {
             int   a[2][4];
@@ -195,21 +202,23 @@ __global__ void __launch_bounds__(MMQ_THREADS)
 {
     gpu_dep_enter();
     const int64_t kz0 = (int64_t)blockIdx.z * kper, nq = w.cols / 32 < kz0 + kper ? w.cols / 32 : kz0 + kper;
-    mmq_tile<F, NT>(w, x, T, (int64_t)blockIdx.y * NT, kz0, nq, y + (int64_t)blockIdx.z * T * w.rows, add);
+    mmq_tile<F, NT>(w, x, NULL, T, (int64_t)blockIdx.y * NT, kz0, nq, y + (int64_t)blockIdx.z * T * w.rows, add);
 }
 
-/* Expert blockIdx.z of a stacked tensor (w its first, `stride` bytes apart) times its tokens:
- * rows starts[e] .. starts[e + 1] of x (sorted by expert), into the same rows of y. */
+/* Expert blockIdx.z of a stacked tensor (w its first, `stride` bytes apart) times its tokens,
+ * pairs starts[e] .. starts[e + 1] (sorted by expert): x's rows tok[s] of those pairs s, or with
+ * tok NULL its rows s, into the same rows s of y. */
 template <int F, int NT>
 __global__ void __launch_bounds__(MMQ_THREADS)
-    k_mmq_experts(gpu_wdesc w, gpu_xq x, const int32_t *__restrict__ starts, int64_t stride, float *__restrict__ y)
+    k_mmq_experts(gpu_wdesc w, gpu_xq x, const int32_t *__restrict__ tok, const int32_t *__restrict__ starts,
+                  int64_t stride, float *__restrict__ y)
 {
     gpu_dep_enter();
     const int64_t s0 = starts[blockIdx.z], n = starts[blockIdx.z + 1] - s0, t0 = (int64_t)blockIdx.y * NT;
     if (t0 >= n) return; /* the whole block: a group shorter than the longest */
     w.data += (int64_t)blockIdx.z * stride;
-    x.q += s0 * x.nb * XQ_BLOCK, x.d += s0 * x.nb;
-    mmq_tile<F, NT>(w, x, n, t0, 0, w.cols / 32, y + s0 * w.rows, 0);
+    if (!tok) x.q += s0 * x.nb * XQ_BLOCK, x.d += s0 * x.nb;
+    mmq_tile<F, NT>(w, x, tok ? tok + s0 : NULL, n, t0, 0, w.cols / 32, y + s0 * w.rows, 0);
 }
 
 /* y[i] = Σ over the parts p of part[p · n + i], in part order (with add: y[i] += the sum). */
@@ -518,8 +527,8 @@ celer_status gpu_mmq_xq(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_x
     return launch_parts(g, fn, br, (unsigned)bt, parts, MMQ_THREADS, 0, w, xq, T, kper, y, add, err);
 }
 
-celer_status gpu_mmq_experts(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, int64_t n_expert,
-                             const int32_t *starts, int64_t max_n, float *y, celer_error *err)
+celer_status gpu_mmq_experts(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const int32_t *tok,
+                             int64_t n_expert, const int32_t *starts, int64_t max_n, float *y, celer_error *err)
 {
     if (!gpu_mmq_has(g, fmt))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no integer prefill kernel for format %d", CELER_GPU_NAME, fmt);
@@ -530,10 +539,10 @@ celer_status gpu_mmq_experts(gpu_backend *g, const gpu_wdesc *w, int fmt, const 
                           CELER_GPU_NAME, (long long)n_expert, (long long)max_n);
     unsigned br;
     if (gpu_grid(g, w->rows, MMQ_ROWS, &br, "mmq experts", err)) return err->code;
-    typedef void (*experts_fn)(gpu_wdesc, gpu_xq, const int32_t *, int64_t, float *);
+    typedef void (*experts_fn)(gpu_wdesc, gpu_xq, const int32_t *, const int32_t *, int64_t, float *);
     const dim3 grid(br, (unsigned)bt, (unsigned)n_expert);
     const experts_fn fn = fmt == GPU_Q4_0 ? k_mmq_experts<GPU_Q4_0, 64> : k_mmq_experts<GPU_Q8_0, 64>;
-    return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq experts", fn, grid, MMQ_THREADS, 0, *w, *xq, starts,
+    return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq experts", fn, grid, MMQ_THREADS, 0, *w, *xq, tok, starts,
                                  w->rows * w->row_bytes, y);
 }
 

@@ -20,9 +20,10 @@ celer_status gpu_mmq_xq(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_x
                         bool add, celer_error *err);
 
 /* The experts of a stacked tensor (w: its first; the rest follow, w.rows rows each) times their
- * tokens in one launch: x̂'s rows sorted by expert, expert e's from starts[e] to starts[e + 1]
- * (n_expert + 1 values on the device; max_n the most of any expert), into the same rows of y. */
-celer_status gpu_mmq_experts(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, int64_t n_expert,
-                             const int32_t *starts, int64_t max_n, float *y, celer_error *err);
+ * tokens in one launch: (token, expert) pairs sorted by expert, expert e's from starts[e] to
+ * starts[e + 1] (n_expert + 1 values on the device; max_n the most of any expert), pair s's
+ * activations x̂'s row tok[s] (tok on the device; NULL: row s), its output y's row s. */
+celer_status gpu_mmq_experts(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const int32_t *tok,
+                             int64_t n_expert, const int32_t *starts, int64_t max_n, float *y, celer_error *err);
 
 #endif
