@@ -151,7 +151,9 @@ static __device__ __forceinline__ void mmq_tile(const gpu_wdesc &w, const gpu_xq
         mmq_put<F, XU>(st, wq, xh, xl, wd, xd, tid);
         __syncthreads();
         if (k0 + MMQ_BQ < nq) mmq_fetch<F, XU>(st, w, x, xr, r0, k0 + MMQ_BQ, nq, tid);
-#pragma unroll
+        /* not unrolled: unrolled, ptxas held every block's fragments at once, 255 registers and 2
+         * blocks an SM (ncu: 12% of the warps active, stalled on shared loads); so 168, 3 blocks */
+#pragma unroll 1
         for (int qb = 0; qb < MMQ_BQ; qb++) {
             int   a[2][4];
             float sw[2][2]; /* the row scales of this thread's accumulator rows g, g + 8 */
