@@ -7,8 +7,11 @@
  * its warp's 16 and, of every 8 columns of a product, columns 2 (lane % 4) and 2 (lane % 4) + 1
  * (the accumulator layout of mma.m16n8k16). The scores' accumulators are then exactly the A
  * operand the values' product wants (keys as its k), so the probabilities never leave registers.
- * Keys and values are staged per tile in shared memory as f16: keys row by row, values
- * transposed (a B operand's two halves are consecutive keys of one column).
+ * Keys and values are staged per tile in shared memory as f16, both key by key (16-byte stores:
+ * values written transposed cost a 16-way bank conflict a store); the values' B operands (two
+ * consecutive keys of one column a register) come transposed out of ldmatrix. A thread loads its
+ * share of a tile FL_BATCH pieces at a time, all in flight before any is stored: one piece at a
+ * time made a tile 16 round trips to the cache, most of the kernel's time.
  *
  * Rows of different sequences may share a block (a continuous batch): the block takes each
  * sequence of its rows in turn (a pass), its keys from the lowest first visible position to the
@@ -24,7 +27,7 @@
 #include <limits.h>
 #include <math.h>
 
-enum { FL_ROWS = 64, FL_KEYS = 64, FL_THREADS = 128, FL_PAD = 8, FL_MIN_RUN = 16 };
+enum { FL_ROWS = 64, FL_KEYS = 64, FL_THREADS = 128, FL_PAD = 8, FL_MIN_RUN = 16, FL_BATCH = 4 };
 
 #if CELER_GPU_IMMA_HERE
 /* Four consecutive cache values at p as two f16 pairs (the lower index in the low half): f32
@@ -46,8 +49,7 @@ __global__ void __launch_bounds__(FL_THREADS)
 {
     gpu_dep_enter();
 #if CELER_GPU_IMMA_HERE
-    __shared__ __align__(16) uint16_t ks[FL_KEYS][HD + FL_PAD]; /* f16 bits, key by key */
-    __shared__ __align__(16) uint16_t vt[HD][FL_KEYS + FL_PAD]; /* f16 bits, transposed */
+    __shared__ __align__(16) uint16_t ks[FL_KEYS][HD + FL_PAD], vs[FL_KEYS][HD + FL_PAD]; /* f16 bits, key by key */
     __shared__ int32_t s_seq[FL_ROWS], s_lo[FL_ROWS], s_hi[FL_ROWS];
     const int64_t t0 = (int64_t)blockIdx.x * FL_ROWS, h = blockIdx.y, kvh = h / (n_heads / n_kv_heads);
     const int64_t kw = n_kv_heads * HD;
@@ -96,18 +98,27 @@ __global__ void __launch_bounds__(FL_THREADS)
         const int32_t *table = tables + (int64_t)s * max_blocks;
         for (int32_t j0 = klo; j0 <= khi; j0 += FL_KEYS) {
             __syncthreads(); /* the previous tile is consumed */
-            for (int e = threadIdx.x; e < FL_KEYS * HD / 4; e += FL_THREADS) {
-                const int     kj = e / (HD / 4), d = e % (HD / 4) * 4;
-                const int32_t j  = j0 + kj;
-                uint2         k4 = make_uint2(0, 0), v4 = k4; /* f16 pairs: zeros */
-                if (j <= khi) {
-                    const int64_t slot = (int64_t)table[j / block_size] * block_size + j % block_size;
-                    k4 = f16x4(kc + slot * kw + kvh * HD + d);
-                    v4 = f16x4(vc + slot * kw + kvh * HD + d);
+            constexpr int PER = FL_KEYS * HD / 4 / FL_THREADS; /* a thread's pieces of 4 values */
+            static_assert(PER % FL_BATCH == 0, "whole batches");
+#pragma unroll
+            for (int i0 = 0; i0 < PER; i0 += FL_BATCH) {
+                uint2 k4[FL_BATCH], v4[FL_BATCH]; /* f16 pairs; zeros past the keys */
+#pragma unroll
+                for (int i = 0; i < FL_BATCH; i++) {
+                    const int     e = threadIdx.x + (i0 + i) * FL_THREADS, d = e % (HD / 4) * 4;
+                    const int32_t j = j0 + e / (HD / 4);
+                    k4[i] = v4[i] = make_uint2(0, 0);
+                    if (j <= khi) {
+                        const int64_t slot = (int64_t)table[j / block_size] * block_size + j % block_size;
+                        k4[i] = f16x4(kc + slot * kw + kvh * HD + d);
+                        v4[i] = f16x4(vc + slot * kw + kvh * HD + d);
+                    }
                 }
-                *(uint2 *)&ks[kj][d] = k4;
-                vt[d][kj] = (uint16_t)v4.x, vt[d + 1][kj] = (uint16_t)(v4.x >> 16);
-                vt[d + 2][kj] = (uint16_t)v4.y, vt[d + 3][kj] = (uint16_t)(v4.y >> 16);
+#pragma unroll
+                for (int i = 0; i < FL_BATCH; i++) {
+                    const int e = threadIdx.x + (i0 + i) * FL_THREADS, kj = e / (HD / 4), d = e % (HD / 4) * 4;
+                    *(uint2 *)&ks[kj][d] = k4[i], *(uint2 *)&vs[kj][d] = v4[i];
+                }
             }
             __syncthreads();
             const int32_t j1   = j0 + FL_KEYS - 1;
@@ -154,9 +165,11 @@ __global__ void __launch_bounds__(FL_THREADS)
                                         gpu_half2_bits(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
                                         gpu_half2_bits(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
 #pragma unroll
-                for (int nd = 0; nd < HD / 8; nd++) {
-                    const uint16_t *vr = &vt[nd * 8 + g][kk * 16 + c2];
-                    gpu_hmma_16x8x16(o[nd], pa, *(const uint32_t *)vr, *(const uint32_t *)(vr + 8));
+                for (int nd = 0; nd < HD / 8; nd += 2) { /* lanes 8i ..: keys 8 (i % 2) .., columns of nd + i / 2 */
+                    uint32_t b[4];
+                    gpu_ldsm_x4_trans(b, &vs[kk * 16 + lane / 8 % 2 * 8 + lane % 8][(nd + lane / 16) * 8]);
+                    gpu_hmma_16x8x16(o[nd], pa, b[0], b[1]);
+                    gpu_hmma_16x8x16(o[nd + 1], pa, b[2], b[3]);
                 }
             }
         }

@@ -109,6 +109,10 @@ static __device__ __forceinline__ void gpu_ldsm_x4(uint32_t r[4], const void *ro
 {
     (void)row, r[0] = r[1] = r[2] = r[3] = 0;
 }
+static __device__ __forceinline__ void gpu_ldsm_x4_trans(uint32_t r[4], const void *row)
+{
+    (void)row, r[0] = r[1] = r[2] = r[3] = 0;
+}
 static __device__ __forceinline__ void gpu_hmma_16x8x16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
 {
     (void)c, (void)a, (void)b0, (void)b1;
@@ -243,6 +247,21 @@ static __device__ __forceinline__ void gpu_ldsm_x4(uint32_t r[4], const void *ro
 #if CELER_GPU_IMMA_HERE
     const unsigned a = (unsigned)__cvta_generic_to_shared(row);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+#else
+    (void)row, r[0] = r[1] = r[2] = r[3] = 0;
+#endif
+}
+
+/* The same four matrices of 16-bit values transposed (ldmatrix .x4 .trans): lane 4g + q gets
+ * elements (2q, g) and (2q + 1, g) of matrix i — rows 2q and 2q + 1 at column g, the B operand of
+ * mma.m16n8k16 from a matrix stored row by row along its k. */
+static __device__ __forceinline__ void gpu_ldsm_x4_trans(uint32_t r[4], const void *row)
+{
+#if CELER_GPU_IMMA_HERE
+    const unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(a));
 #else
