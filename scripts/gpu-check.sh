@@ -462,5 +462,15 @@ done
 # what comes back from a lent machine is a few files: the logs travel as one archive
 tar -czf "$OUT/logs-$(date +%H%M%S).tar.gz" -C "$OUT" logs && rm -rf "$OUT/logs"
 echo
-echo "== gpu-check: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+# The tree's id as git would store it (its files as they are here, .carry left out): a lent
+# machine's copy of a working tree keeps an older commit's history, so HEAD alone misnames it;
+# compare with `git rev-parse --short=12 HEAD^{tree}` where the tree was committed.
+tree_id() {
+    local idx
+    idx=$(mktemp -u)
+    GIT_INDEX_FILE=$idx git add -A 2>/dev/null && GIT_INDEX_FILE=$idx git rm -rq --cached --ignore-unmatch .carry &&
+        GIT_INDEX_FILE=$idx git write-tree 2>/dev/null | cut -c1-12
+    rm -f "$idx"
+}
+echo "== gpu-check: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1), tree $(tree_id || echo '?') (HEAD $(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
 printf '%s\n' "${RESULTS[@]}"
