@@ -48,9 +48,7 @@ typedef struct {
     /* the batch and the KV block tables as the kernels see them: uploaded when they change */
     gpu_buf  d_pos, d_seq, d_tables, d_ids;
     gpu_buf      d_xq;   /* activations quantized for the integer kernels (gpu_matvec.h) */
-    const float *xq_src; /* whose n values are held quantized, or NULL (gpu_quant_x) */
-    int8_t      *xq_q;   /* where in d_xq its codes and scales lie (gpu_xq_held) */
-    float2      *xq_dd;
+    const float *xq_src; /* whose n values d_xq holds, or NULL (gpu_quant_x) */
     int64_t      xq_n;
     bool         xq_x8;   /* the high level only (gpu_matvec.h) */
     const float *x16_src; /* whose n values the BLAS path's f16 halves hold, or NULL (gpu_blas.cu) */

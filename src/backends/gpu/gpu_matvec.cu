@@ -49,14 +49,10 @@ celer_status gpu_quant_x(gpu_backend *g, const float *x, int64_t T, int64_t cols
     const bool held = g->xq_src == x && g->xq_n == T * cols && g->xq_x8 == x8;
     gpu_xq_out o;
     unsigned   blocks;
-    xq->nb = cols / 32, xq->x8 = x8;
-    if (held) { /* where that kernel put them */
-        xq->q = g->xq_q, xq->d = g->xq_dd;
-        return CELER_OK;
-    }
     if (gpu_xq_buffer(g, T * cols, &o, err)) return err->code;
     o.x8  = x8;
-    xq->q = o.q, xq->d = o.dd;
+    xq->q = o.q, xq->d = o.dd, xq->nb = cols / 32, xq->x8 = x8;
+    if (held) return CELER_OK;
     if (gpu_grid(g, T * cols, 256, &blocks, "quant_x", err) ||
         GPU_LAUNCH(g, err, "quant_x", k_quant_x, blocks, 256, 0, x, T * cols / 32, o))
         return err->code;
@@ -505,19 +501,6 @@ static const mmvq_fn *mvq_of(int fmt, int sdtype)
     return NULL;
 }
 
-/* The column of a pass of nt tokens (1 .. GPU_MVQ_TOKENS) in a format's kernels: t1 for one token
- * (plain, sliced or X8), else the 2-, 4- or 8-token one. */
-static int mvq_column(int nt, int t1) { return nt == 1 ? t1 : nt == 2 ? 1 : nt <= 4 ? 2 : 3; }
-
-/* The activations of a pass from token t0 on. */
-static gpu_xq xq_from(const gpu_xq *xq, int64_t t0)
-{
-    gpu_xq x = *xq;
-    x.q += t0 * x.nb * XQ_BLOCK;
-    x.d += t0 * x.nb;
-    return x;
-}
-
 bool gpu_matvec_q8_has(int fmt) { return mvq_of(fmt, 0) != NULL; }
 
 /* gpu_matvec_q8 and gpu_matvec_q8_sel, the products written (add false) or added to y. */
@@ -564,8 +547,12 @@ static celer_status mvq_launch(gpu_backend *g, const gpu_wdesc *w, int n, int fm
     const gpu_mv_sel none = {NULL, 1, 0};
     for (int64_t t0 = 0; t0 < T; t0 += GPU_MVQ_TOKENS) {
         const int nt = (int)(T - t0 < (int64_t)GPU_MVQ_TOKENS ? T - t0 : (int64_t)GPU_MVQ_TOKENS);
-        if (GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[mvq_column(nt, t1)], (unsigned)total,
-                                  nt == 1 ? t1_threads : MVQ_THREADS, 0, set, xq_from(xq, t0), nt, t0, none))
+        const int ix = nt == 1 ? t1 : nt == 2 ? 1 : nt <= 4 ? 2 : 3;
+        gpu_xq    x  = *xq;
+        x.q += t0 * x.nb * XQ_BLOCK;
+        x.d += t0 * x.nb;
+        if (GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[ix], (unsigned)total, nt == 1 ? t1_threads : MVQ_THREADS, 0,
+                                  set, x, nt, t0, none))
             return err->code;
     }
     return CELER_OK;

@@ -47,7 +47,7 @@ celer_status gpu_quant_x(gpu_backend *g, const float *x, int64_t T, int64_t cols
 celer_status gpu_xq_buffer(gpu_backend *g, int64_t n, gpu_xq_out *out, celer_error *err);
 static inline void gpu_xq_held(gpu_backend *g, const float *x, int64_t n, const gpu_xq_out &out)
 {
-    g->xq_src = x, g->xq_n = n, g->xq_x8 = out.x8, g->xq_q = out.q, g->xq_dd = out.dd;
+    g->xq_src = x, g->xq_n = n, g->xq_x8 = out.x8;
 }
 
 /* The step D = amax / 127 of a block whose largest |x| is amax, and *id = 1 / D (0 for an all-zero
