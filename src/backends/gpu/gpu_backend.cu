@@ -163,18 +163,6 @@ celer_status gpu_allow_smem(gpu_backend *g, const void *fn, size_t bytes, celer_
     return CELER_OK;
 }
 
-celer_status gpu_blocks_per_sm(gpu_backend *g, const void *fn, int threads, size_t smem, int *blocks,
-                               celer_error *err)
-{
-    for (int i = 0; i < g->n_occ; i++)
-        if (g->occ[i].fn == fn && g->occ[i].smem == smem) return *blocks = g->occ[i].blocks, CELER_OK;
-    int n = 0;
-    GPU_TRY(g, err, gpuOccupancyBlocksPerSM(&n, fn, threads, smem), "asking a kernel's blocks an SM");
-    *blocks = n < 1 ? 1 : n;
-    if (g->n_occ < GPU_SMEM_FNS) g->occ[g->n_occ].fn = fn, g->occ[g->n_occ].smem = smem, g->occ[g->n_occ++].blocks = *blocks;
-    return CELER_OK;
-}
-
 celer_status gpu_buf_reserve(gpu_backend *g, gpu_buf *b, size_t bytes, celer_error *err)
 {
     if (b->bytes >= bytes) return CELER_OK;
@@ -407,10 +395,6 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->kv_f16       = kf && !strcmp(kf, "1");
     const char *x8  = getenv("CELER_GPU_MVQ_X8"); /* 1: one-token products on 8 bits (gpu_matvec.cu) */
     g->mvq_x8       = x8 && !strcmp(x8, "1");
-    const char *mp  = getenv("CELER_GPU_MVQ_PIPE"); /* 2 .. 8 stages; 0: off (gpu_matvec.cu) */
-    g->mvq_pipe     = mp && atoi(mp) >= 2 && atoi(mp) <= 8 ? atoi(mp) : 0;
-    const char *mx  = getenv("CELER_GPU_MVQ_PIPE_XS");
-    g->mvq_pipe_xs  = !(mx && !strcmp(mx, "0"));
     const char *mi  = getenv("CELER_GPU_ATT_MERGE_IN"); /* 0: decode attention's merge a kernel of its own */
     g->att_merge_in = !(mi && !strcmp(mi, "0"));
     const char *aw  = getenv("CELER_GPU_ATT_WIDE"); /* passes a wide block takes (0: short contexts split) */

@@ -25,7 +25,7 @@ typedef struct {
     size_t bytes;
 } gpu_buf;
 
-enum { GPU_SMEM_FNS = 32 };
+enum { GPU_SMEM_FNS = 16 };
 
 typedef struct {
     celer_backend base;
@@ -61,12 +61,6 @@ typedef struct {
     gpu_buf  d_att_count; /* their tickets, with att_merge_in */
     const void *smem_fns[GPU_SMEM_FNS]; /* kernels allowed their shared memory past 48 KB (gpu_allow_smem) */
     int         n_smem_fns;
-    struct {
-        const void *fn;
-        size_t      smem;
-        int         blocks;
-    } occ[GPU_SMEM_FNS]; /* blocks an SM holds, by kernel and shared memory (gpu_blocks_per_sm) */
-    int n_occ;
     int      mmq_from;    /* steps of more tokens take the integer matrix units (gpu_mmq.h) */
     int      blas_from;   /* Q4_0/Q8_0 steps of this many tokens take the vendor BLAS; 0: none does (gpu_blas.h) */
     bool     blas_f32;    /* F32 weights' long steps take it (unless CELER_GPU_BLAS_FROM=0) */
@@ -77,8 +71,6 @@ typedef struct {
     int32_t  att_chunk;   /* CELER_GPU_ATT_CHUNK: decode attention's keys a split (0: by the context, att_split.h) */
     bool     kv_f16;      /* CELER_GPU_KV_F16=1: the KV cache holds f16 values (gpu_kv.cuh) */
     bool     mvq_x8;      /* CELER_GPU_MVQ_X8=1: dense products of quantized weights on 8-bit activations */
-    int32_t  mvq_pipe;    /* CELER_GPU_MVQ_PIPE: stages of the one-token products' copies (0: k_mmvq) */
-    bool     mvq_pipe_xs; /* their activations through shared memory (CELER_GPU_MVQ_PIPE_XS=0: not) */
     bool     att_merge_in; /* decode attention's last split merges them (CELER_GPU_ATT_MERGE_IN=0: a kernel does) */
     int32_t  att_wide;     /* passes of a wide block that short contexts take unsplit (CELER_GPU_ATT_WIDE; 0: split) */
     bool     early;       /* kernels launched while the one before runs (gpu_dep_enter; CELER_GPU_EARLY=0: off) */
@@ -150,10 +142,6 @@ celer_status gpu_buf_reserve(gpu_backend *g, gpu_buf *b, size_t bytes, celer_err
 /* Lets kernel fn take `bytes` of dynamic shared memory: past 48 KB a kernel must ask, once (the
  * backend remembers GPU_SMEM_FNS kernels that did; past them it asks again). */
 celer_status gpu_allow_smem(gpu_backend *g, const void *fn, size_t bytes, celer_error *err);
-/* Blocks of fn (threads each, smem bytes of dynamic shared memory, allowed) that an SM holds at
- * once: the runtime's answer, asked once per kernel and size. */
-celer_status gpu_blocks_per_sm(gpu_backend *g, const void *fn, int threads, size_t smem, int *blocks,
-                               celer_error *err);
 /* Host memory for staging, at least bytes, valid until the next call. */
 celer_status gpu_host_stage(gpu_backend *g, size_t bytes, void **out, celer_error *err);
 /* Copies n bytes of host memory to the device (stream-ordered). */

@@ -471,154 +471,9 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS) k_mmvq(mv_set set, gpu_xq x,
             }
 }
 
-/* ---- one-token products through shared memory (CELER_GPU_MVQ_PIPE) -------------------------- */
-
-/* k_mmvq holds a round's weights in registers, so an SM's bytes in flight stop at what its
- * registers hold, and none are in flight while a warp computes. Here each warp streams its rows
- * through a ring of stages in shared memory with asynchronous copies, `stages - 1` ahead of the
- * one it computes, across the ends of its tasks (a task: MVQ_ROWS rows, all their columns; a
- * stage: CELER_WARP consecutive units of each, one a lane). The grid is what the device holds at
- * once; warp gw takes tasks gw, gw + warps, ... A stage row holds the units' codes, then their
- * headers (scales and the like) from the 16-byte boundary before the first: unit_load reads them
- * there through a descriptor whose scales_off says where. */
-
-/* Bytes of codes a unit takes (in every layout these formats have, units [0, u) of a row take
- * u times this from its start, for u at a stage's ends), and a stage row's bytes with the headers
- * of W units at most and the 16 bytes before them. */
-static __host__ __device__ constexpr int mvp_code_unit(int f)
-{
-    return f == GPU_Q8_0 || f == GPU_AFFINE8 ? 32 : f == GPU_Q4_K ? 36 : f == GPU_Q5_K ? 44 : f == GPU_Q6_K ? 24 : 16;
-}
-static __host__ __device__ constexpr int mvp_row_bytes(int f, int W)
-{
-    return (W * mvp_code_unit(f) + 15 +
-            (f == GPU_Q4_K || f == GPU_Q5_K ? 0
-            : f == GPU_Q6_K                ? 18 * W / 8 + 16
-            : f == GPU_Q4_0 || f == GPU_Q8_0 ? 2 * W + 16
-            : f == GPU_Q4_1                ? 4 * W + 16
-            : f == GPU_Q5_0                ? 6 * W + 16
-                                           : 8 * W + 16)) / 16 * 16; /* Q5_1; MLX: an f32 pair a unit (groups of 32) */
-}
-
-/* Where the headers of units [0, u) end, past scales_off (end: of the groups units below u touch). */
-template <int F> static __device__ __forceinline__ int64_t mvp_head_off(const gpu_wdesc &w, int64_t u, bool end)
-{
-    if (F == GPU_Q4_K || F == GPU_Q5_K) return 0;
-    if (F == GPU_Q6_K) return 18 * (u / 8);
-    if (F == GPU_AFFINE4 || F == GPU_AFFINE8)
-        return (w.sdtype == 0 ? 8 : 4) * ((32 * u + (end ? (1 << w.gshift) - 1 : 0)) >> w.gshift);
-    return split_unit<F>::HB * u;
-}
-
-/* Copies stage ub / CELER_WARP of task `task` (units ub .. of its rows) into st. */
-template <int F>
-static __device__ __forceinline__ void mvp_issue(const mv_set &set, unsigned task, int64_t ub, int64_t nu, uint8_t *st,
-                                                 int lane)
-{
-    constexpr int W = CELER_WARP, CU = mvp_code_unit(F), ROWB = mvp_row_bytes(F, W);
-    constexpr bool HEAD = F != GPU_Q4_K && F != GPU_Q5_K;
-    int            k    = 0;
-#pragma unroll
-    for (int i = 1; i < GPU_MVQ_SET; i++) k += task >= set.b0[i];
-    const gpu_wdesc &w  = set.w[k];
-    const int64_t    r0 = (int64_t)(task - set.b0[k]) * MVQ_ROWS, ue = ub + W < nu ? ub + W : nu;
-    const int        nc = (int)(CU * (ue - ub) / 16);
-    const int64_t    h0 = HEAD ? w.scales_off + mvp_head_off<F>(w, ub, false) : 0;
-    const int64_t    h1 = HEAD ? w.scales_off + mvp_head_off<F>(w, ue, true) : 0, ha = h0 & ~(int64_t)15;
-    const int        nh = HEAD ? (int)((h1 - ha + 15) / 16) : 0;
-#pragma unroll
-    for (int i = 0; i < MVQ_ROWS; i++) {
-        const uint8_t *row = w.data + (r0 + i < w.rows ? r0 + i : 0) * w.row_bytes;
-        uint8_t       *d   = st + i * ROWB;
-        for (int j = lane; j < nc; j += W) gpu_cp_async16(d + 16 * j, row + CU * ub + 16 * j, true);
-        for (int j = lane; j < nh; j += W) gpu_cp_async16n(d + W * CU + 16 * j, row + ha + 16 * j, (int)(h1 - ha - 16 * j));
-    }
-}
-
-static __device__ __forceinline__ void mvp_wait(int stages)
-{
-    switch (stages) {
-    case 2: gpu_cp_wait<1>(); break;
-    case 3: gpu_cp_wait<2>(); break;
-    case 4: gpu_cp_wait<3>(); break;
-    case 5: gpu_cp_wait<4>(); break;
-    case 6: gpu_cp_wait<5>(); break;
-    case 7: gpu_cp_wait<6>(); break;
-    default: gpu_cp_wait<7>(); break;
-    }
-}
-
-template <int F, int SD>
-__global__ void __launch_bounds__(MVQ_THREADS) k_mvq_pipe(mv_set set, gpu_xq x, int stages, int xs_bytes)
-{
-    gpu_dep_deferred(); /* the first stages are copied before the wait: no kernel writes weights */
-    extern __shared__ uint4 mvp_smem[];
-    constexpr int W = CELER_WARP, CU = mvp_code_unit(F), STB = MVQ_ROWS * mvp_row_bytes(F, W), NWB = MVQ_THREADS / W;
-    const int      lane = threadIdx.x % W, wib = threadIdx.x / W;
-    uint8_t       *ring = (uint8_t *)mvp_smem + (size_t)wib * stages * STB;
-    const int64_t  nu = units<F>(set.w[0].cols), nst = (nu + W - 1) / W;
-    const unsigned tasks = set.b0[GPU_MVQ_SET], nw = gridDim.x * NWB, gw = blockIdx.x * NWB + wib;
-    const int64_t  items = gw < tasks ? (int64_t)((tasks - 1 - gw) / nw + 1) * nst : 0;
-    unsigned       pt = gw; /* the next stage to copy: its task, its index */
-    int64_t        ps = 0;
-    for (int n = 0; n < stages - 1; n++) {
-        if (n < items) mvp_issue<F>(set, pt, ps * W, nu, ring + n * STB, lane);
-        gpu_cp_commit();
-        if (++ps == nst) ps = 0, pt += nw;
-    }
-    gpu_dep_enter(); /* the kernel before wrote x and, with add, y */
-    if (xs_bytes) { /* the token's quantized activations into shared memory, once for the block's tasks */
-        uint8_t *xs = (uint8_t *)mvp_smem + (size_t)NWB * stages * STB;
-        for (int64_t i = threadIdx.x; i < x.nb * XQ_BLOCK / 16; i += MVQ_THREADS)
-            ((uint4 *)xs)[i] = ((const uint4 *)x.q)[i];
-        for (int64_t i = threadIdx.x; i < x.nb; i += MVQ_THREADS) ((float2 *)(xs + x.nb * XQ_BLOCK))[i] = x.d[i];
-        __syncthreads();
-        x.q = (const int8_t *)xs, x.d = (const float2 *)(xs + x.nb * XQ_BLOCK);
-    }
-    float    acc[MVQ_ROWS][1] = {};
-    unsigned ct               = gw;
-    int64_t  cs               = 0;
-    int      slot             = 0;
-    for (int64_t n = 0; n < items; n++) {
-        /* stage n + stages - 1 into the slot stage n - 1 was computed from */
-        if (n + stages - 1 < items) mvp_issue<F>(set, pt, ps * W, nu, ring + (slot ? slot - 1 : stages - 1) * STB, lane);
-        gpu_cp_commit();
-        if (++ps == nst) ps = 0, pt += nw;
-        mvp_wait(stages);
-        gpu_syncwarp(); /* every lane's copies of stage n landed */
-        int k = 0;
-#pragma unroll
-        for (int i = 1; i < GPU_MVQ_SET; i++) k += ct >= set.b0[i];
-        gpu_wdesc w = set.w[k];
-        mvq_fix_sdtype<SD>(w);
-        const int64_t ub = cs * W, u = ub + lane;
-        if (u < nu) {
-            gpu_wdesc wl  = w;
-            wl.scales_off = W * CU + ((w.scales_off + mvp_head_off<F>(w, ub, false)) & 15);
-            raw_unit ru[MVQ_ROWS];
-#pragma unroll
-            for (int i = 0; i < MVQ_ROWS; i++) ru[i] = unit_load<F>(wl, ring + slot * STB + i * mvp_row_bytes(F, W), lane);
-            units_dot<F, 1, false>(w, ru, u, x, 1, acc);
-        }
-        gpu_syncwarp(); /* read before the slot is copied into again */
-        if (++slot == stages) slot = 0;
-        if (++cs < nst) continue;
-        const int64_t r0 = (int64_t)(ct - set.b0[k]) * MVQ_ROWS;
-        float *__restrict__ y = set.y[k];
-#pragma unroll
-        for (int i = 0; i < MVQ_ROWS; i++) {
-            const float v = gpu_warp_sum(acc[i][0]);
-            acc[i][0]     = 0.0f;
-            if (lane == 0 && r0 + i < w.rows) y[r0 + i] = set.add ? __fadd_rn(y[r0 + i], v) : v;
-        }
-        cs = 0, ct += nw;
-    }
-}
-
 /* ---- dispatch ------------------------------------------------------------------------------- */
 
 typedef void (*mmvq_fn)(mv_set, gpu_xq, int, int64_t, gpu_mv_sel);
-typedef void (*mvp_fn)(mv_set, gpu_xq, int, int);
 
 /* A format's kernels: 1, 2, 4, 8 tokens a pass, one token in MVQ_KS column slices, the
  * two one-token ones with X8. */
@@ -628,52 +483,22 @@ enum { MVQ_SLICED = 4, MVQ_X8 = 5, MVQ_X8_SLICED = 6, MVQ_FNS = 7 };
         k_mmvq<F, 1, 1, false, SD>, k_mmvq<F, 2, 1, false, SD>, k_mmvq<F, 4, 1, false, SD>,                         \
             k_mmvq<F, 8, 1, false, SD>, k_mmvq<F, 1, MVQ_KS, false, SD>, k_mmvq<F, 1, 1, true, SD>,                 \
             k_mmvq<F, 1, MVQ_KS, true, SD>                                                                          \
-    }                                                                                                               \
-    , k_mvq_pipe<F, SD>
-typedef struct {
+    }
+static const struct {
     int     fmt, sd; /* sd: an MLX format's scales' dtype (gpu_wdesc.sdtype); -1 for the GGUF formats */
     mmvq_fn fn[MVQ_FNS];
-    mvp_fn  pipe;
-} mvq_row;
-static const mvq_row MVQ[] = {
+} MVQ[] = {
     {MVQ_ROW(GPU_Q4_0, -1)},   {MVQ_ROW(GPU_Q4_1, -1)},   {MVQ_ROW(GPU_Q5_0, -1)},   {MVQ_ROW(GPU_Q5_1, -1)},
     {MVQ_ROW(GPU_Q8_0, -1)},   {MVQ_ROW(GPU_Q4_K, -1)},   {MVQ_ROW(GPU_Q5_K, -1)},   {MVQ_ROW(GPU_Q6_K, -1)},
     {MVQ_ROW(GPU_AFFINE4, 0)}, {MVQ_ROW(GPU_AFFINE4, 1)}, {MVQ_ROW(GPU_AFFINE4, 2)}, {MVQ_ROW(GPU_AFFINE8, 0)},
     {MVQ_ROW(GPU_AFFINE8, 1)}, {MVQ_ROW(GPU_AFFINE8, 2)},
 };
 
-static const mvq_row *mvq_of(int fmt, int sdtype)
+static const mmvq_fn *mvq_of(int fmt, int sdtype)
 {
     for (size_t i = 0; i < sizeof MVQ / sizeof MVQ[0]; i++)
-        if (MVQ[i].fmt == fmt && (MVQ[i].sd < 0 || MVQ[i].sd == sdtype)) return &MVQ[i];
+        if (MVQ[i].fmt == fmt && (MVQ[i].sd < 0 || MVQ[i].sd == sdtype)) return MVQ[i].fn;
     return NULL;
-}
-
-/* A one-token product of n weights of one input on k_mvq_pipe (g->mvq_pipe stages). */
-static celer_status mvp_launch(gpu_backend *g, const mvq_row *kr, const gpu_wdesc *w, int n, const gpu_xq *xq,
-                               float *const *y, bool add, celer_error *err)
-{
-    const int warp = g->prop.warpSize, nwb = MVQ_THREADS / warp;
-    mv_set    set;
-    memset(&set, 0, sizeof set);
-    int64_t tasks = 0;
-    for (int i = 0; i < GPU_MVQ_SET; i++) {
-        set.b0[i] = (unsigned)tasks;
-        if (i < n) set.w[i] = w[i], set.y[i] = y[i], tasks += (w[i].rows + MVQ_ROWS - 1) / MVQ_ROWS;
-    }
-    set.b0[GPU_MVQ_SET] = (unsigned)tasks;
-    set.add             = add;
-    /* the activations in shared memory too, up to 48 KB of them (CELER_GPU_MVQ_PIPE_XS=0: not) */
-    const size_t xs     = g->mvq_pipe_xs && xq->nb * (XQ_BLOCK + 8) <= 48 * 1024 ? (size_t)xq->nb * (XQ_BLOCK + 8) : 0;
-    const size_t smem   = (size_t)g->mvq_pipe * nwb * MVQ_ROWS * mvp_row_bytes(kr->fmt, warp) + xs;
-    int          per_sm = 0;
-    if (gpu_allow_smem(g, (const void *)kr->pipe, smem, err) ||
-        gpu_blocks_per_sm(g, (const void *)kr->pipe, MVQ_THREADS, smem, &per_sm, err))
-        return err->code;
-    int64_t blocks = (tasks + nwb - 1) / nwb;
-    if (blocks > (int64_t)per_sm * g->prop.multiProcessorCount) blocks = (int64_t)per_sm * g->prop.multiProcessorCount;
-    return GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", kr->pipe, (unsigned)blocks, MVQ_THREADS, smem, set, *xq,
-                                 (int)g->mvq_pipe, (int)xs);
 }
 
 bool gpu_matvec_q8_has(int fmt) { return mvq_of(fmt, 0) != NULL; }
@@ -684,9 +509,9 @@ static celer_status mvq_launch(gpu_backend *g, const gpu_wdesc *w, int n, int fm
 {
     if (n < 1 || n > GPU_MVQ_SET)
         return celer_fail(err, CELER_ERR_INVALID, "%s: %d weights in one decode product", CELER_GPU_NAME, n);
-    const mvq_row *kr = mvq_of(fmt, w[0].sdtype);
+    const mmvq_fn *fn = mvq_of(fmt, w[0].sdtype);
     mv_set         set;
-    if (!kr)
+    if (!fn)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no integer decode kernel for format %d", CELER_GPU_NAME, fmt);
     for (int i = 1; i < n; i++)
         if (w[i].sdtype != w[0].sdtype)
@@ -695,8 +520,6 @@ static celer_status mvq_launch(gpu_backend *g, const gpu_wdesc *w, int n, int fm
     if (sel && (n_sel < 1 || n_sel > GPU_MAX_GRID_YZ))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: %lld expert selections in one product", CELER_GPU_NAME,
                           (long long)n_sel);
-    if (g->mvq_pipe && !sel && T == 1 && !xq->x8) return mvp_launch(g, kr, w, n, xq, y, add, err);
-    const mmvq_fn *fn = kr->fn;
     memset(&set, 0, sizeof set);
     int64_t total = 0;
     for (int i = 0; i < GPU_MVQ_SET; i++) {

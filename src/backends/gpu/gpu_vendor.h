@@ -140,23 +140,9 @@ static __device__ __forceinline__ void gpu_cp_async8(void *dst, const void *src,
 {
     *(uint2 *)dst = valid ? *(const uint2 *)src : make_uint2(0, 0);
 }
-static __device__ __forceinline__ void gpu_cp_async16n(void *dst, const void *src, int n)
-{
-    if (n >= 16) *(uint4 *)dst = *(const uint4 *)src;
-    else
-        for (int i = 0; i < 16; i++) ((uint8_t *)dst)[i] = i < n ? ((const uint8_t *)src)[i] : 0;
-}
 static __device__ __forceinline__ void gpu_cp_commit(void) {}
 template <int N> static __device__ __forceinline__ void gpu_cp_wait(void) {}
-/* A wavefront runs its lanes together: only the compiler's order of the shared-memory accesses
- * around the barrier is at stake. */
-static __device__ __forceinline__ void gpu_syncwarp(void)
-{
-    __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "wavefront");
-    __builtin_amdgcn_wave_barrier();
-}
 #define gpuFuncSetMaxDynamicShared(fn, bytes) hipFuncSetAttribute((const void *)(fn), hipFuncAttributeMaxDynamicSharedMemorySize, (bytes))
-#define gpuOccupancyBlocksPerSM hipOccupancyMaxActiveBlocksPerMultiprocessor
 
 /* No vendor BLAS: Debian 12 packages no hipBLAS, so prefill stays on this source's kernels
  * (gpu_blas.h). */
@@ -375,16 +361,6 @@ static __device__ __forceinline__ void gpu_cp_async8(void *dst, const void *src,
     *(uint2 *)dst = valid ? *(const uint2 *)src : make_uint2(0, 0);
 #endif
 }
-/* The same for the first n bytes of src (0 .. 16; zeros after them). */
-static __device__ __forceinline__ void gpu_cp_async16n(void *dst, const void *src, int n)
-{
-#if CELER_GPU_IMMA_HERE
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(n < 0 ? 0 : n > 16 ? 16 : n));
-#else
-    for (int i = 0; i < 16; i++) ((uint8_t *)dst)[i] = i < n ? ((const uint8_t *)src)[i] : 0;
-#endif
-}
 static __device__ __forceinline__ void gpu_cp_commit(void)
 {
 #if CELER_GPU_IMMA_HERE
@@ -397,9 +373,7 @@ template <int N> static __device__ __forceinline__ void gpu_cp_wait(void)
     asm volatile("cp.async.wait_group %0;" ::"n"(N));
 #endif
 }
-static __device__ __forceinline__ void gpu_syncwarp(void) { __syncwarp(); }
 #define gpuFuncSetMaxDynamicShared(fn, bytes) cudaFuncSetAttribute((fn), cudaFuncAttributeMaxDynamicSharedMemorySize, (bytes))
-#define gpuOccupancyBlocksPerSM cudaOccupancyMaxActiveBlocksPerMultiprocessor
 
 /* The vendor BLAS (gpu_blas.cu): cuBLAS, called in its own spelling as kernels are written in
  * CUDA's (a HIP build with hipBLAS would map these names here). Its f16 operands are made by
