@@ -187,9 +187,8 @@ static __device__ __forceinline__ raw_unit unit_load(const gpu_wdesc &w, const u
         if (w.sdtype == 0) { /* the group's scale and bias side by side (MLX_ROWS): one load */
             const uint2 sb = *(const uint2 *)(row + w.scales_off + 8 * g);
             r.h[0] = sb.x, r.h[1] = sb.y;
-        } else {
-            const uint32_t sb = *(const uint32_t *)(row + w.scales_off + 4 * g);
-            r.h[0] = sb & 0xffffu, r.h[1] = sb >> 16;
+        } else { /* both halves in h[0] (mlx_pair) */
+            r.h[0] = *(const uint32_t *)(row + w.scales_off + 4 * g);
         }
     }
     return r;
@@ -204,11 +203,14 @@ template <int SD> static __device__ __forceinline__ void mvq_fix_sdtype(gpu_wdes
 }
 template <int SD> static __device__ __forceinline__ void mvq_fix_sdtype(const gpu_wdesc &) {}
 
-/* A scale or bias of an MLX affine matrix, from its bits as loaded. */
-static __device__ __forceinline__ float sdtype_val(uint32_t bits, int32_t t)
+/* The scale and bias of an MLX affine unit as unit_load left them (f32: h[0], h[1]; f16 and
+ * bf16: the low and high halves of h[0]). A bf16 half is the top of an f32: the bias's word
+ * masked, the scale's shifted, one instruction each (apart, as 16-bit values, four). */
+static __device__ __forceinline__ void mlx_pair(const raw_unit &r, int32_t t, float *sc, float *bi)
 {
-    const float f32 = __uint_as_float(bits), f16 = dec_f16(bits), bf16 = dec_bf16(bits); /* each one instruction */
-    return t == 0 ? f32 : t == 1 ? f16 : bf16;
+    if (t == 0) *sc = __uint_as_float(r.h[0]), *bi = __uint_as_float(r.h[1]);
+    else if (t == 1) *sc = dec_f16(r.h[0] & 0xffffu), *bi = dec_f16(r.h[0] >> 16);
+    else *sc = __uint_as_float(r.h[0] << 16), *bi = __uint_as_float(r.h[0] & 0xffff0000u);
 }
 
 /* Adds unit u of MVQ_ROWS rows (loaded in r) dotted with the activations of each live token
@@ -231,8 +233,9 @@ static __device__ __forceinline__ void units_dot(const gpu_wdesc &w, const raw_u
                 for (int k = 0; k < 8; k++) q[i][k] = (int)(F == GPU_AFFINE8 ? v[k] ^ 0x80808080u : v[k]);
                 if (F == GPU_Q8_0) A[i] = dec_f16(r[i].h[0]), B[i] = 0.0f;
                 else {
-                    A[i] = sdtype_val(r[i].h[0], w.sdtype);
-                    B[i] = 128.0f * A[i] + sdtype_val(r[i].h[1], w.sdtype);
+                    float bias;
+                    mlx_pair(r[i], w.sdtype, &A[i], &bias);
+                    B[i] = 128.0f * A[i] + bias;
                 }
                 continue;
             }
@@ -337,7 +340,7 @@ static __device__ __forceinline__ void units_dot(const gpu_wdesc &w, const raw_u
 #pragma unroll
         for (int i = 0; i < MVQ_ROWS; i++) {
             nibbles(r[i].v[0], q[i]);
-            sc[i] = sdtype_val(r[i].h[0], w.sdtype), bi[i] = sdtype_val(r[i].h[1], w.sdtype);
+            mlx_pair(r[i], w.sdtype, &sc[i], &bi[i]);
         }
 #pragma unroll
         for (int t = 0; t < NT; t++) {
