@@ -362,7 +362,11 @@ celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cac
      * CELER_GPU_ATT_MERGE_IN=0 a kernel of its own (one launch more a layer: 8B tg128 -2% on the H200) */
     const bool in   = splits > 1 && g->att_merge_in;
     float     *part = splits > 1 ? (float *)g->d_attn.p : NULL;
-    if (in && gpu_buf_reserve(g, &g->d_att_count, ATT_SPLIT_BELOW * sizeof(int32_t), err)) return err->code;
+    /* reserved with the splits' buffer, not at the first split: that step (its context past what
+     * one wide block takes) replays a recorded decode step, and would allocate inside it */
+    if (most > 1 && g->att_merge_in &&
+        gpu_buf_reserve(g, &g->d_att_count, ATT_SPLIT_BELOW * sizeof(int32_t), err))
+        return err->code;
     gpu_xq_out    kxo   = xo; /* the attention kernel's: none when a kernel of its own merges */
     if (splits > 1 && !in) kxo.q = NULL, kxo.dd = NULL;
     int32_t      *count = in ? (int32_t *)g->d_att_count.p : NULL;
