@@ -33,9 +33,10 @@
 #            (a 422-token prompt), bench -p 512 -n 16 and 300 decode steps from an empty context
 #            (bench -p 0 -n 300) of the 0.6B and the 8B Q4_0 (issue 10: within 10%, and no device
 #            allocation inside a replayed decode step)
-#   kernels  dev/kernels/gpu_matmul.c (each format's matmul time and weight bandwidth) and
-#            gpu_attention.c (decode attention's time and cache bandwidth by context), tables printed
-#            whole; KERNELS picks them
+#   kernels  dev/kernels/gpu_matmul.c (each format's matmul time and weight bandwidth),
+#            gpu_attention.c (decode attention's time and cache bandwidth by context) and
+#            gpu_flash.c (prefill attention's time and rate by length), tables printed whole;
+#            KERNELS picks them
 #   blas     the cuBLAS path (on by default from 64 tokens, two f16 passes) in one and in three
 #            passes (BLAS_PASSES): the verify step's models; and pp512 of the 8B and the 30B-A3B
 #            with it off and with 3, 2 and 1 passes
@@ -299,7 +300,7 @@ step_kernels() {
     local libs=(-L/usr/local/cuda/lib64 -lcudart -lcublas -lstdc++ -lcjson -lm -lpthread -Wl,-rpath,/usr/local/cuda/lib64)
     [ -d "$DEB" ] && libs=(-I"$DEB/usr/include" -L"$DEB/usr/lib/x86_64-linux-gnu" "${libs[@]}")
     local k
-    for k in ${KERNELS:-gpu_matmul gpu_attention}; do
+    for k in ${KERNELS:-gpu_matmul gpu_attention gpu_flash}; do
         cc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -Isrc -Itests "dev/kernels/$k.c" -Wl,--start-group \
             "$B/libceler_core.a" "$B/libceler_gpu.a" -Wl,--end-group "${libs[@]}" -o "$B/kernel_$k" \
             >"$OUT/logs/kernels-build-$k.log" 2>&1 || { result "kernels $k (build)" FAILED; continue; }
