@@ -395,6 +395,8 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->kv_f16       = kf && !strcmp(kf, "1");
     const char *x8  = getenv("CELER_GPU_MVQ_X8"); /* 1: one-token products on 8 bits (gpu_matvec.cu) */
     g->mvq_x8       = x8 && !strcmp(x8, "1");
+    const char *ms  = getenv("CELER_GPU_MOE_STREAM"); /* 1: prefill experts through k_mmq_s's stages */
+    g->moe_stream   = ms && !strcmp(ms, "1");
     const char *mi  = getenv("CELER_GPU_ATT_MERGE_IN"); /* 0: decode attention's merge a kernel of its own */
     g->att_merge_in = !(mi && !strcmp(mi, "0"));
     const char *aw  = getenv("CELER_GPU_ATT_WIDE"); /* passes a wide block takes (0: short contexts split) */

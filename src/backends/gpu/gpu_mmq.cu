@@ -275,7 +275,7 @@ template <int F, int NT> struct sq_shape {
  * once a block: the copies' index arithmetic at every stage, in loops the compiler could not
  * unroll, was as many instructions as the products (ncu on the 8B's batch of 32: 32
  * instructions an mma). */
-template <int F, int NT> struct sq_copies {
+template <int F, int NT, bool MAP = false> struct sq_copies {
     typedef sq_shape<F, NT> S;
     static constexpr int CPR = SQ_BQ * S::WB / 16;                            /* 16-byte pieces of a row's codes */
     static constexpr int NW  = (SQ_ROWS * CPR + S::THREADS - 1) / S::THREADS; /* a thread's pieces of each kind */
@@ -290,13 +290,17 @@ template <int F, int NT> struct sq_copies {
     const float2  *s;
     uint32_t       ok; /* bit j: weight piece j's row exists; 8 + j: token piece j's; 16 + j: scale piece j's;
                         * 24: ws's */
+    /* with a row map (MAP: the experts' tokens, read where they lie), each token piece's own
+     * source at k0 = 0: its token's row is the map's, not a fixed stride from piece 0's */
+    const int8_t *xm[MAP ? NX : 1];
+    const float2 *sm[MAP ? NS : 1];
 };
 
-template <int F, int NT>
-static __device__ __forceinline__ void sq_plan(sq_copies<F, NT> &c, const gpu_wdesc &w, const gpu_xq &x, int64_t T,
-                                               int64_t r0, int tid)
+template <int F, int NT, bool MAP>
+static __device__ __forceinline__ void sq_plan(sq_copies<F, NT, MAP> &c, const gpu_wdesc &w, const gpu_xq &x,
+                                               int64_t T, const int32_t *__restrict__ map, int64_t r0, int tid)
 {
-    typedef sq_copies<F, NT> C;
+    typedef sq_copies<F, NT, MAP> C;
     const int64_t rw = r0 + tid / C::CPR, tx = tid / (4 * SQ_BQ), ts = tid / SQ_BQ;
     c.ok             = r0 + tid < w.rows && tid < SQ_ROWS ? 1u << 24 : 0u;
 #pragma unroll
@@ -309,16 +313,28 @@ static __device__ __forceinline__ void sq_plan(sq_copies<F, NT> &c, const gpu_wd
     c.ws = w.data + (c.ok >> 24 ? r0 + tid : 0) * w.row_bytes + w.scales_off;
     c.x  = x.q + (tx * x.nb + tid / 4 % SQ_BQ) * XQ_BLOCK + 16 * (tid % 4);
     c.s  = x.d + ts * x.nb + tid % SQ_BQ;
+    if constexpr (MAP) {
+#pragma unroll
+        for (int j = 0; j < C::NX; j++) {
+            const int64_t row = c.ok >> (8 + j) & 1 ? map[tx + C::TX * j] : 0;
+            c.xm[j]           = x.q + (row * x.nb + tid / 4 % SQ_BQ) * XQ_BLOCK + 16 * (tid % 4);
+        }
+#pragma unroll
+        for (int j = 0; j < C::NS; j++) {
+            const int64_t row = c.ok >> (16 + j) & 1 ? map[ts + C::TS * j] : 0;
+            c.sm[j]           = x.d + row * x.nb + tid % SQ_BQ;
+        }
+    }
 }
 
 /* Stage st: columns blocks k0 .. k0 + SQ_BQ (zeros past kend, past the rows, past the tokens);
  * a piece whose row or token does not exist reads nothing. */
-template <int F, int NT, bool X8>
-static __device__ __forceinline__ void sq_issue(int8_t *st, const sq_copies<F, NT> &c, const gpu_wdesc &w,
+template <int F, int NT, bool X8, bool MAP>
+static __device__ __forceinline__ void sq_issue(int8_t *st, const sq_copies<F, NT, MAP> &c, const gpu_wdesc &w,
                                                 const gpu_xq &x, int64_t k0, int64_t kend, int tid)
 {
-    typedef sq_shape<F, NT>   S;
-    typedef sq_copies<F, NT> C;
+    typedef sq_shape<F, NT>        S;
+    typedef sq_copies<F, NT, MAP> C;
     const bool whole = k0 + SQ_BQ <= kend; /* every stage but perhaps a part's last */
 #pragma unroll
     for (int j = 0; j < C::NW; j++) {
@@ -340,17 +356,22 @@ static __device__ __forceinline__ void sq_issue(int8_t *st, const sq_copies<F, N
     for (int j = 0; j < C::NX; j++) { /* a token block's 64 bytes: hi, hi, lo, lo */
         const int  i = tid + S::THREADS * j, tt = i / (4 * SQ_BQ), qb = i / 4 % SQ_BQ, piece = i % 4;
         const bool ok = (c.ok >> (8 + j) & 1) && (whole || k0 + qb < kend);
+        const int8_t *src;
+        if constexpr (MAP) src = c.xm[j] + k0 * XQ_BLOCK;
+        else src = c.x + ((int64_t)(C::TX * j) * x.nb + k0) * XQ_BLOCK;
         if (i < NT * SQ_BQ * 4 && !(X8 && piece >= 2))
             gpu_cp_async16(st + S::X_OFF + tt * S::XLD + (piece / 2) * 32 * SQ_BQ + 32 * qb + 16 * (piece % 2),
-                           ok ? c.x + ((int64_t)(C::TX * j) * x.nb + k0) * XQ_BLOCK : x.q, ok);
+                           ok ? src : x.q, ok);
     }
 #pragma unroll
     for (int j = 0; j < C::NS; j++) {
         const int  i = tid + S::THREADS * j;
         const bool ok = (c.ok >> (16 + j) & 1) && (whole || k0 + i % SQ_BQ < kend);
+        const float2 *src;
+        if constexpr (MAP) src = c.sm[j] + k0;
+        else src = c.s + (int64_t)(C::TS * j) * x.nb + k0;
         if (i < NT * SQ_BQ) /* by column block, then token: a lane's two tokens in one load */
-            gpu_cp_async8(st + S::XS_OFF + 8 * (i % SQ_BQ * NT + i / SQ_BQ),
-                          ok ? (const void *)(c.s + (int64_t)(C::TS * j) * x.nb + k0) : x.d, ok);
+            gpu_cp_async8(st + S::XS_OFF + 8 * (i % SQ_BQ * NT + i / SQ_BQ), ok ? (const void *)src : x.d, ok);
     }
     gpu_cp_commit();
 }
@@ -402,10 +423,10 @@ static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int 
 }
 
 /* Rows blockIdx.x · SQ_ROWS .. of w by the T (at most NT) tokens of x, column blocks kz0 ..
- * kend, into y (with add: added to it). */
-template <int F, int NT, bool X8>
-static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq &x, int64_t T, int64_t kz0,
-                                               int64_t kend, float *__restrict__ y, int add)
+ * kend, into y (with add: added to it). Token t is x's row t, or with MAP its row map[t]. */
+template <int F, int NT, bool X8, bool MAP = false>
+static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq &x, const int32_t *__restrict__ map,
+                                               int64_t T, int64_t kz0, int64_t kend, float *__restrict__ y, int add)
 {
     extern __shared__ __align__(16) int8_t sq_smem[];
     typedef sq_shape<F, NT> S;
@@ -417,10 +438,10 @@ static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq 
     for (int ni = 0; ni < S::NI; ni++)
 #pragma unroll
         for (int e = 0; e < 4; e++) acc[ni][e] = 0.0f;
-    sq_copies<F, NT> cp;
-    sq_plan<F, NT>(cp, w, x, T, r0, tid);
+    sq_copies<F, NT, MAP> cp;
+    sq_plan<F, NT, MAP>(cp, w, x, T, map, r0, tid);
     for (int s = 0; s < SQ_STAGES - 1; s++) { /* a group per stage, empty past the end: the waits count groups */
-        if (s < nst) sq_issue<F, NT, X8>(sq_smem + s * S::STAGE, cp, w, x, kz0 + s * SQ_BQ, kend, tid);
+        if (s < nst) sq_issue<F, NT, X8, MAP>(sq_smem + s * S::STAGE, cp, w, x, kz0 + s * SQ_BQ, kend, tid);
         else gpu_cp_commit();
     }
     for (int64_t it = 0; it < nst; it++) {
@@ -428,7 +449,7 @@ static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq 
         __syncthreads();              /* everyone's; and stage it - 1 is no longer read */
         const int64_t nx = it + SQ_STAGES - 1;
         if (nx < nst)
-            sq_issue<F, NT, X8>(sq_smem + (nx % SQ_STAGES) * S::STAGE, cp, w, x, kz0 + nx * SQ_BQ, kend, tid);
+            sq_issue<F, NT, X8, MAP>(sq_smem + (nx % SQ_STAGES) * S::STAGE, cp, w, x, kz0 + nx * SQ_BQ, kend, tid);
         else gpu_cp_commit();
         sq_compute<F, NT, X8>(sq_smem + (it % SQ_STAGES) * S::STAGE, rt, th, g, q, acc);
     }
@@ -449,7 +470,27 @@ __global__ void __launch_bounds__((sq_shape<F, NT>::THREADS), (sq_shape<F, NT>::
 {
     gpu_dep_enter();
     const int64_t kz0 = (int64_t)blockIdx.z * kper, kend = w.cols / 32 < kz0 + kper ? w.cols / 32 : kz0 + kper;
-    sq_tile<F, NT, X8>(w, x, T, kz0, kend, y + (int64_t)blockIdx.z * T * w.rows, add);
+    sq_tile<F, NT, X8>(w, x, NULL, T, kz0, kend, y + (int64_t)blockIdx.z * T * w.rows, add);
+}
+
+/* k_mmq_experts' work on the streaming kernel (CELER_GPU_MOE_STREAM=1, being measured): expert
+ * blockIdx.z's pairs in tiles of NT, the tile blockIdx.y; x's rows tok[s] of its pairs s (tok
+ * NULL: rows s), into the same rows s of y. */
+template <int F, int NT>
+__global__ void __launch_bounds__((sq_shape<F, NT>::THREADS), (sq_shape<F, NT>::BLOCKS))
+    k_mmq_s_experts(gpu_wdesc w, gpu_xq x, const int32_t *__restrict__ tok, const int32_t *__restrict__ starts,
+                    int64_t stride, float *__restrict__ y)
+{
+    gpu_dep_enter();
+    const int64_t s0 = starts[blockIdx.z] + (int64_t)blockIdx.y * NT, n = starts[blockIdx.z + 1] - s0;
+    if (n <= 0) return; /* the whole block: a group shorter than the longest */
+    w.data += (int64_t)blockIdx.z * stride;
+    y += s0 * w.rows;
+    if (tok) sq_tile<F, NT, false, true>(w, x, tok + s0, n < NT ? n : NT, 0, w.cols / 32, y, 0);
+    else {
+        x.q += s0 * x.nb * XQ_BLOCK, x.d += s0 * x.nb;
+        sq_tile<F, NT, false>(w, x, NULL, n < NT ? n : NT, 0, w.cols / 32, y, 0);
+    }
 }
 
 typedef void (*mmq_fn)(gpu_wdesc, gpu_xq, int64_t, int64_t, float *, int);
@@ -542,6 +583,22 @@ celer_status gpu_mmq_experts(gpu_backend *g, const gpu_wdesc *w, int fmt, const 
     unsigned br;
     if (gpu_grid(g, w->rows, MMQ_ROWS, &br, "mmq experts", err)) return err->code;
     typedef void (*experts_fn)(gpu_wdesc, gpu_xq, const int32_t *, const int32_t *, int64_t, float *);
+    if (g->moe_stream) { /* tiles of 32 pairs through the streaming kernel's stages */
+        enum { NT = 32, THREADS = sq_shape<GPU_Q4_0, NT>::THREADS /* either format */ };
+        const experts_fn fn   = fmt == GPU_Q4_0 ? k_mmq_s_experts<GPU_Q4_0, NT> : k_mmq_s_experts<GPU_Q8_0, NT>;
+        const size_t     smem = (size_t)SQ_STAGES *
+                            (size_t)(fmt == GPU_Q4_0 ? sq_shape<GPU_Q4_0, NT>::STAGE : sq_shape<GPU_Q8_0, NT>::STAGE);
+        const int64_t    bts  = (max_n + NT - 1) / NT;
+        unsigned         brs;
+        if (bts > GPU_MAX_GRID_YZ)
+            return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: %lld tokens for one expert: past the prefill grid",
+                              CELER_GPU_NAME, (long long)max_n);
+        if (gpu_allow_smem(g, (const void *)fn, smem, err) || gpu_grid(g, w->rows, SQ_ROWS, &brs, "mmq experts", err))
+            return err->code;
+        return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq experts", fn, dim3(brs, (unsigned)bts, (unsigned)n_expert),
+                                     THREADS, smem, *w, *xq, tok, starts,
+                                     w->rows * w->row_bytes, y);
+    }
     const dim3 grid(br, (unsigned)bt, (unsigned)n_expert);
     const experts_fn fn = fmt == GPU_Q4_0 ? k_mmq_experts<GPU_Q4_0, 64> : k_mmq_experts<GPU_Q8_0, 64>;
     return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq experts", fn, grid, MMQ_THREADS, 0, *w, *xq, tok, starts,
