@@ -397,6 +397,8 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->mvq_x8       = x8 && !strcmp(x8, "1");
     const char *ms  = getenv("CELER_GPU_MOE_STREAM"); /* 1: prefill experts through k_mmq_s's stages */
     g->moe_stream   = ms && !strcmp(ms, "1");
+    const char *mst = getenv("CELER_GPU_MMQ_STREAM"); /* 1: dense prefill products through k_mmq_s too */
+    g->mmq_stream   = mst && !strcmp(mst, "1");
     const char *mi  = getenv("CELER_GPU_ATT_MERGE_IN"); /* 0: decode attention's merge a kernel of its own */
     g->att_merge_in = !(mi && !strcmp(mi, "0"));
     const char *aw  = getenv("CELER_GPU_ATT_WIDE"); /* passes a wide block takes (0: short contexts split) */

@@ -72,6 +72,7 @@ typedef struct {
     bool     kv_f16;      /* CELER_GPU_KV_F16=1: the KV cache holds f16 values (gpu_kv.cuh) */
     bool     mvq_x8;      /* CELER_GPU_MVQ_X8=1: dense products of quantized weights on 8-bit activations */
     bool     moe_stream;  /* CELER_GPU_MOE_STREAM=1: prefill experts on the streaming kernel (gpu_mmq.cu) */
+    bool     mmq_stream;  /* CELER_GPU_MMQ_STREAM=1: dense prefill products on it too (gpu_mmq.cu) */
     bool     att_merge_in; /* decode attention's last split merges them (CELER_GPU_ATT_MERGE_IN=0: a kernel does) */
     int32_t  att_wide;     /* passes of a wide block that short contexts take unsplit (CELER_GPU_ATT_WIDE; 0: split) */
     bool     early;       /* kernels launched while the one before runs (gpu_dep_enter; CELER_GPU_EARLY=0: off) */

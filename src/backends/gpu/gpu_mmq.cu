@@ -473,24 +473,48 @@ __global__ void __launch_bounds__((sq_shape<F, NT>::THREADS), (sq_shape<F, NT>::
     sq_tile<F, NT, X8>(w, x, NULL, T, kz0, kend, y + (int64_t)blockIdx.z * T * w.rows, add);
 }
 
-/* k_mmq_experts' work on the streaming kernel (CELER_GPU_MOE_STREAM=1, being measured): expert
- * blockIdx.z's pairs in tiles of NT, the tile blockIdx.y; x's rows tok[s] of its pairs s (tok
- * NULL: rows s), into the same rows s of y. */
+/* Longer steps on the streaming kernel (being measured against the tiled kernel and the BLAS):
+ * tiles of NT tokens, the tile blockIdx.y, of group blockIdx.z — a MoE layer's expert, its pairs
+ * starts[e] .. starts[e + 1] and its weights `stride` bytes on from w's (CELER_GPU_MOE_STREAM=1),
+ * or with starts NULL one group of T tokens (CELER_GPU_MMQ_STREAM=1). Token s is x's row tok[s]
+ * (tok NULL: row s); its products go to y's row s (with add: added to it). */
 template <int F, int NT>
 __global__ void __launch_bounds__((sq_shape<F, NT>::THREADS), (sq_shape<F, NT>::BLOCKS))
-    k_mmq_s_experts(gpu_wdesc w, gpu_xq x, const int32_t *__restrict__ tok, const int32_t *__restrict__ starts,
-                    int64_t stride, float *__restrict__ y)
+    k_mmq_s_tiles(gpu_wdesc w, gpu_xq x, const int32_t *__restrict__ tok, const int32_t *__restrict__ starts, int64_t T,
+                  int64_t stride, float *__restrict__ y, int add)
 {
     gpu_dep_enter();
-    const int64_t s0 = starts[blockIdx.z] + (int64_t)blockIdx.y * NT, n = starts[blockIdx.z + 1] - s0;
+    const int64_t g0 = starts ? starts[blockIdx.z] : 0, s0 = g0 + (int64_t)blockIdx.y * NT;
+    const int64_t n  = (starts ? starts[blockIdx.z + 1] : T) - s0;
     if (n <= 0) return; /* the whole block: a group shorter than the longest */
     w.data += (int64_t)blockIdx.z * stride;
     y += s0 * w.rows;
-    if (tok) sq_tile<F, NT, false, true>(w, x, tok + s0, n < NT ? n : NT, 0, w.cols / 32, y, 0);
+    if (tok) sq_tile<F, NT, false, true>(w, x, tok + s0, n < NT ? n : NT, 0, w.cols / 32, y, add);
     else {
         x.q += s0 * x.nb * XQ_BLOCK, x.d += s0 * x.nb;
-        sq_tile<F, NT, false>(w, x, NULL, n < NT ? n : NT, 0, w.cols / 32, y, 0);
+        sq_tile<F, NT, false>(w, x, NULL, n < NT ? n : NT, 0, w.cols / 32, y, add);
     }
+}
+
+/* k_mmq_s_tiles over grid (rows, token tiles, groups). */
+static celer_status mmq_tiles(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const int32_t *tok,
+                              const int32_t *starts, int64_t groups, int64_t T, int64_t stride, float *y, bool add,
+                              celer_error *err)
+{
+    enum { NT = 32, THREADS = sq_shape<GPU_Q4_0, NT>::THREADS /* either format */ };
+    typedef void (*tiles_fn)(gpu_wdesc, gpu_xq, const int32_t *, const int32_t *, int64_t, int64_t, float *, int);
+    const tiles_fn fn   = fmt == GPU_Q4_0 ? k_mmq_s_tiles<GPU_Q4_0, NT> : k_mmq_s_tiles<GPU_Q8_0, NT>;
+    const size_t   smem = (size_t)SQ_STAGES *
+                        (size_t)(fmt == GPU_Q4_0 ? sq_shape<GPU_Q4_0, NT>::STAGE : sq_shape<GPU_Q8_0, NT>::STAGE);
+    const int64_t  bt   = (T + NT - 1) / NT;
+    unsigned       br;
+    if (bt > GPU_MAX_GRID_YZ || groups > GPU_MAX_GRID_YZ)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: %lld groups of up to %lld tokens: past the prefill grid",
+                          CELER_GPU_NAME, (long long)groups, (long long)T);
+    if (gpu_allow_smem(g, (const void *)fn, smem, err) || gpu_grid(g, w->rows, SQ_ROWS, &br, "mmq tiles", err))
+        return err->code;
+    return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq tiles", fn, dim3(br, (unsigned)bt, (unsigned)groups), THREADS, smem, *w,
+                                 *xq, tok, starts, T, stride, y, (int)add);
 }
 
 typedef void (*mmq_fn)(gpu_wdesc, gpu_xq, int64_t, int64_t, float *, int);
@@ -558,6 +582,7 @@ celer_status gpu_mmq_xq(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_x
     if (!gpu_mmq_has(g, fmt))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no integer prefill kernel for format %d", CELER_GPU_NAME, fmt);
     if (T <= GPU_MMQ_SMALL) return mmq_small(g, w, fmt, xq, T, y, add, err);
+    if (g->mmq_stream) return mmq_tiles(g, w, fmt, xq, NULL, NULL, 1, T, 0, y, add, err);
     const mmq_fn  fn = fmt == GPU_Q4_0 ? k_mmq<GPU_Q4_0, 64> : k_mmq<GPU_Q8_0, 64>;
     const int64_t bt = (T + 63) / 64;
     if (bt > GPU_MAX_GRID_YZ)
@@ -583,22 +608,8 @@ celer_status gpu_mmq_experts(gpu_backend *g, const gpu_wdesc *w, int fmt, const 
     unsigned br;
     if (gpu_grid(g, w->rows, MMQ_ROWS, &br, "mmq experts", err)) return err->code;
     typedef void (*experts_fn)(gpu_wdesc, gpu_xq, const int32_t *, const int32_t *, int64_t, float *);
-    if (g->moe_stream) { /* tiles of 32 pairs through the streaming kernel's stages */
-        enum { NT = 32, THREADS = sq_shape<GPU_Q4_0, NT>::THREADS /* either format */ };
-        const experts_fn fn   = fmt == GPU_Q4_0 ? k_mmq_s_experts<GPU_Q4_0, NT> : k_mmq_s_experts<GPU_Q8_0, NT>;
-        const size_t     smem = (size_t)SQ_STAGES *
-                            (size_t)(fmt == GPU_Q4_0 ? sq_shape<GPU_Q4_0, NT>::STAGE : sq_shape<GPU_Q8_0, NT>::STAGE);
-        const int64_t    bts  = (max_n + NT - 1) / NT;
-        unsigned         brs;
-        if (bts > GPU_MAX_GRID_YZ)
-            return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: %lld tokens for one expert: past the prefill grid",
-                              CELER_GPU_NAME, (long long)max_n);
-        if (gpu_allow_smem(g, (const void *)fn, smem, err) || gpu_grid(g, w->rows, SQ_ROWS, &brs, "mmq experts", err))
-            return err->code;
-        return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq experts", fn, dim3(brs, (unsigned)bts, (unsigned)n_expert),
-                                     THREADS, smem, *w, *xq, tok, starts,
-                                     w->rows * w->row_bytes, y);
-    }
+    if (g->moe_stream) /* tiles of 32 pairs through the streaming kernel's stages */
+        return mmq_tiles(g, w, fmt, xq, tok, starts, n_expert, max_n, w->rows * w->row_bytes, y, false, err);
     const dim3 grid(br, (unsigned)bt, (unsigned)n_expert);
     const experts_fn fn = fmt == GPU_Q4_0 ? k_mmq_experts<GPU_Q4_0, 64> : k_mmq_experts<GPU_Q8_0, 64>;
     return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq experts", fn, grid, MMQ_THREADS, 0, *w, *xq, tok, starts,
