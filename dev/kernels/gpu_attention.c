@@ -23,14 +23,6 @@ typedef struct {
     int64_t     n_heads, n_kv, hd;
 } shape;
 
-static void *dev_of(const float *h, size_t n)
-{
-    void *d;
-    if (gpu->ops->alloc(gpu, n * sizeof(float), &d, &err) || gpu->ops->write(gpu, d, h, n * sizeof(float), &err))
-        die("alloc");
-    return d;
-}
-
 /* Mean microseconds of one layer's attention, layers in turn: op by op, or in a step graph
  * (recorded once, then replayed). */
 static double time_us(celer_kv_cache *kg, int32_t layers, const float *dq, float *dout, const celer_batch *b,

@@ -25,14 +25,6 @@ typedef struct {
     int64_t     n_heads, n_kv, hd;
 } shape;
 
-static void *dev_of(const float *h, size_t n)
-{
-    void *d;
-    if (gpu->ops->alloc(gpu, n * sizeof(float), &d, &err) || gpu->ops->write(gpu, d, h, n * sizeof(float), &err))
-        die("alloc");
-    return d;
-}
-
 static void run(const shape *s, int32_t T, int reps)
 {
     const int64_t  kw = s->n_kv * s->hd, qw = s->n_heads * s->hd;

@@ -1,5 +1,6 @@
-/* What the GPU kernel harnesses share (gpu_matmul.c, gpu_attention.c): the two backends, the
- * error they report, a clock, the device's copy bandwidth and a relative error. Define
+/* What the GPU kernel harnesses share (gpu_matmul.c, gpu_attention.c, gpu_flash.c): the two
+ * backends, the error they report, a clock, the device's copy bandwidth, device copies of host
+ * values and a relative error. Define
  * HARNESS_NAME (the binary's name, for messages) before including. */
 #ifndef CELER_DEV_KERNELS_GPU_HARNESS_H
 #define CELER_DEV_KERNELS_GPU_HARNESS_H
@@ -60,6 +61,15 @@ static inline double copy_bandwidth(void)
     }
     gpu->ops->release(gpu, a), gpu->ops->release(gpu, b);
     return best;
+}
+
+/* n floats of h in fresh device memory. */
+static inline void *dev_of(const float *h, size_t n)
+{
+    void *d;
+    if (gpu->ops->alloc(gpu, n * sizeof(float), &d, &err) || gpu->ops->write(gpu, d, h, n * sizeof(float), &err))
+        die("alloc");
+    return d;
 }
 
 /* |a - b| / |b| over n values (|a - b| where b is all zeros). */
