@@ -29,6 +29,8 @@
 #            and Qwen3-0.6B in Q4_0 (celer bench, llama-bench beside it with LLAMA_BENCH), the 8B's
 #            batch of 32 (llama-batched-bench with LLAMA_BATCHED_BENCH); ~8 minutes with the files.
 #            ACCEPT picks rows: q4_0 q4_k_m q8_0 mlx 30b 0.6b batch (the default: all)
+#   mlx      issue 10's MLX row side by side: tg128 of the 8B in Q4_0 and in MLX affine4 g64 taken in
+#            turn, MLX_ROUNDS rounds (default 3), and MLX ÷ Q4_0 of their medians (~3 minutes)
 #   memory   peak device memory against the planner's estimate (CELER_GPU_STATS): celer generate
 #            (a 422-token prompt), bench -p 512 -n 16 and 300 decode steps from an empty context
 #            (bench -p 0 -n 300) of the 0.6B and the 8B Q4_0 (issue 10: within 10%, and no device
@@ -267,6 +269,37 @@ step_bench() {
     done
 }
 
+# The 8B's shape in Q8_0 without Llama 3's RoPE scaling (a GGUF keeps its frequencies, which
+# config.json cannot say), quantized to MLX affine 4-bit, groups of 64: its directory in m.
+synth_mlx() {
+    local q8=$SYNTH/llama-8b-shape-Q8_0.gguf
+    m=$SYNTH/llama-3.1-8b-mlx-affine4-g64
+    [ -f "$q8" ] || "$B/celer" synth --arch llama --layers 32 --embd 4096 --ff 14336 --heads 32 --kv-heads 8 \
+        --vocab 128256 --type Q8_0 -o "$q8" >"$OUT/logs/synth-llama-8b-shape-Q8_0.log" 2>&1
+    [ -d "$m" ] || "$B/celer" quantize "$q8" "$m" --bits 4 --group-size 64 >"$OUT/logs/quantize-mlx.log" 2>&1
+}
+
+# Issue 10's MLX row side by side: tg128 of the 8B's Q4_0 file and of its shape in MLX affine4 g64
+# taken in turn, MLX_ROUNDS rounds (default 3), and the ratio of their medians.
+step_mlx() {
+    local r q4 tq=() tm=() log
+    synth_big llama-3.1-8b && q4=$f
+    synth_mlx
+    for r in $(seq 1 "${MLX_ROUNDS:-3}"); do
+        for log in q4 mlx; do
+            "$B/celer" bench -m "$([ $log = q4 ] && echo "$q4" || echo "$m")" --backend cuda -p 0 -n 128 -r 3 \
+                >"$OUT/logs/mlx-$log-$r.txt" 2>&1
+        done
+        tq+=("$(grep -m1 tg128 "$OUT/logs/mlx-q4-$r.txt" | awk '{print $(NF-3)}')")
+        tm+=("$(grep -m1 tg128 "$OUT/logs/mlx-mlx-$r.txt" | awk '{print $(NF-3)}')")
+    done
+    result "mlx: tg128 Q4_0 (rounds)" "${tq[*]}"
+    result "mlx: tg128 MLX affine4 g64 (rounds)" "${tm[*]}"
+    result "mlx: MLX ÷ Q4_0 (medians; issue 10: >= 1)" "$(printf '%s\n' "${tq[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}' |
+        paste - <(printf '%s\n' "${tm[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}') |
+        awk '$1 > 0 {printf "%.3f", $2 / $1}')"
+}
+
 # Issue 10's table: the 8B in Q4_0, Q4_K_M, Q8_0 and MLX affine 4-bit g64 (celer quantize of the
 # Q8_0 file), the 30B-A3B and Qwen3-0.6B in Q4_0, and the 8B's batch of 32.
 step_acceptance() {
@@ -283,13 +316,7 @@ step_acceptance() {
         [ -f "$f" ] || [ "$row" = mlx ] ||
             "$B/celer" synth --shape "$shape" --type "$type" -o "$f" >"$OUT/logs/synth-$shape-$type.log" 2>&1
         case $row in
-        mlx) # the 8B's shape in Q8_0 without Llama 3's RoPE scaling (a GGUF keeps its frequencies,
-            # which config.json cannot say), quantized to MLX affine 4-bit, groups of 64
-            local m=$SYNTH/llama-3.1-8b-mlx-affine4-g64
-            [ -f "$f" ] || "$B/celer" synth --arch llama --layers 32 --embd 4096 --ff 14336 --heads 32 --kv-heads 8 \
-                --vocab 128256 --type Q8_0 -o "$f" >"$OUT/logs/synth-llama-8b-shape-Q8_0.log" 2>&1
-            [ -d "$m" ] || "$B/celer" quantize "$f" "$m" --bits 4 --group-size 64 >"$OUT/logs/quantize-mlx.log" 2>&1
-            bench_model "llama-3.1-8b MLX affine4 g64" "$m" ;;
+        mlx) synth_mlx && bench_model "llama-3.1-8b MLX affine4 g64" "$m" ;;
         batch) bench_batched "$shape $type" "$f" ;;
         *) bench_model "$shape $type" "$f" ;;
         esac
