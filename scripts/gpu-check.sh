@@ -279,25 +279,25 @@ synth_mlx() {
     [ -d "$m" ] || "$B/celer" quantize "$q8" "$m" --bits 4 --group-size 64 >"$OUT/logs/quantize-mlx.log" 2>&1
 }
 
+# The median of the numbers given.
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {if (NR) print a[int((NR + 1) / 2)]}'; }
+
 # Issue 10's MLX row side by side: tg128 of the 8B's Q4_0 file and of its shape in MLX affine4 g64
 # taken in turn, MLX_ROUNDS rounds (default 3), and the ratio of their medians.
 step_mlx() {
-    local r q4 tq=() tm=() log
+    local r q4 tq=() tm=()
     synth_big llama-3.1-8b && q4=$f
     synth_mlx
     for r in $(seq 1 "${MLX_ROUNDS:-3}"); do
-        for log in q4 mlx; do
-            "$B/celer" bench -m "$([ $log = q4 ] && echo "$q4" || echo "$m")" --backend cuda -p 0 -n 128 -r 3 \
-                >"$OUT/logs/mlx-$log-$r.txt" 2>&1
-        done
+        "$B/celer" bench -m "$q4" --backend cuda -p 0 -n 128 -r 3 >"$OUT/logs/mlx-q4-$r.txt" 2>&1
+        "$B/celer" bench -m "$m" --backend cuda -p 0 -n 128 -r 3 >"$OUT/logs/mlx-mlx-$r.txt" 2>&1
         tq+=("$(grep -m1 tg128 "$OUT/logs/mlx-q4-$r.txt" | awk '{print $(NF-3)}')")
         tm+=("$(grep -m1 tg128 "$OUT/logs/mlx-mlx-$r.txt" | awk '{print $(NF-3)}')")
     done
     result "mlx: tg128 Q4_0 (rounds)" "${tq[*]}"
     result "mlx: tg128 MLX affine4 g64 (rounds)" "${tm[*]}"
-    result "mlx: MLX ÷ Q4_0 (medians; issue 10: >= 1)" "$(printf '%s\n' "${tq[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}' |
-        paste - <(printf '%s\n' "${tm[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}') |
-        awk '$1 > 0 {printf "%.3f", $2 / $1}')"
+    result "mlx: MLX ÷ Q4_0 (medians; issue 10: >= 1)" \
+        "$(awk -v a="$(median "${tq[@]}")" -v b="$(median "${tm[@]}")" 'BEGIN {if (a > 0) printf "%.3f", b / a}')"
 }
 
 # Issue 10's table: the 8B in Q4_0, Q4_K_M, Q8_0 and MLX affine 4-bit g64 (celer quantize of the

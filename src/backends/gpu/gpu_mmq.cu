@@ -601,6 +601,8 @@ celer_status gpu_mmq_experts(gpu_backend *g, const gpu_wdesc *w, int fmt, const 
     if (!gpu_mmq_has(g, fmt))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no integer prefill kernel for format %d", CELER_GPU_NAME, fmt);
     if (max_n <= 0) return CELER_OK;
+    if (g->moe_stream) /* tiles of 32 pairs through the streaming kernel's stages */
+        return mmq_tiles(g, w, fmt, xq, tok, starts, n_expert, max_n, w->rows * w->row_bytes, y, false, err);
     const int64_t bt = (max_n + 63) / 64;
     if (bt > GPU_MAX_GRID_YZ || n_expert > GPU_MAX_GRID_YZ)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: %lld experts, %lld tokens for one: past the prefill grid",
@@ -608,8 +610,6 @@ celer_status gpu_mmq_experts(gpu_backend *g, const gpu_wdesc *w, int fmt, const 
     unsigned br;
     if (gpu_grid(g, w->rows, MMQ_ROWS, &br, "mmq experts", err)) return err->code;
     typedef void (*experts_fn)(gpu_wdesc, gpu_xq, const int32_t *, const int32_t *, int64_t, float *);
-    if (g->moe_stream) /* tiles of 32 pairs through the streaming kernel's stages */
-        return mmq_tiles(g, w, fmt, xq, tok, starts, n_expert, max_n, w->rows * w->row_bytes, y, false, err);
     const dim3 grid(br, (unsigned)bt, (unsigned)n_expert);
     const experts_fn fn = fmt == GPU_Q4_0 ? k_mmq_experts<GPU_Q4_0, 64> : k_mmq_experts<GPU_Q8_0, 64>;
     return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq experts", fn, grid, MMQ_THREADS, 0, *w, *xq, tok, starts,
