@@ -35,6 +35,9 @@
 #            (a 422-token prompt), bench -p 512 -n 16 and 300 decode steps from an empty context
 #            (bench -p 0 -n 300) of the 0.6B and the 8B Q4_0 (issue 10: within 10%, and no device
 #            allocation inside a replayed decode step)
+#   sample   sampled decode (bench --temp) with the draw on the GPU and on the host
+#            (CELER_GPU_SAMPLE=0), beside greedy: tg128 of the 0.6B and the 8B in Q4_0 at
+#            temperatures 0.1 and 1 (SAMPLE_TEMPS), taken in turn
 #   kernels  dev/kernels/gpu_matmul.c (each format's matmul time and weight bandwidth),
 #            gpu_attention.c (decode attention's time and cache bandwidth by context) and
 #            gpu_flash.c (prefill attention's time and rate by length) and gpu_moe.c (a 30B-A3B MoE
@@ -412,6 +415,26 @@ step_stalls() {
 }
 
 # Peak device memory against the planner's estimate (CELER_GPU_STATS's line): generate at the
+# What drawing sampled tokens on the GPU is worth: tg128 greedy, then at each temperature with
+# the draw on the GPU and on the host, in turn. Synthetic weights give flat distributions at
+# temperature 1 (every draw past the sorted tokens: left to the host), peaked ones at 0.1.
+step_sample() {
+    local shape t v log
+    for shape in ${SAMPLE_MODELS:-qwen3-0.6b llama-3.1-8b}; do
+        synth_big "$shape"
+        "$B/celer" bench -m "$f" --backend cuda -p 0 -n 128 -r 3 >"$OUT/logs/sample-$shape-greedy.txt" 2>&1
+        result "sample $shape greedy" "$(grep -m1 tg128 "$OUT/logs/sample-$shape-greedy.txt" | awk '{print $(NF-3)}')"
+        for t in ${SAMPLE_TEMPS:-0.1 1}; do
+            for v in 1 0; do
+                log="$OUT/logs/sample-$shape-t$t-gpu$v.txt"
+                CELER_GPU_SAMPLE=$v "$B/celer" bench -m "$f" --backend cuda -p 0 -n 128 -r 3 --temp "$t" >"$log" 2>&1
+                result "sample $shape T $t, draw on the $([ $v = 1 ] && echo GPU || echo host)" \
+                    "$(grep -m1 tg128 "$log" | awk '{print $(NF-3)}')"
+            done
+        done
+    done
+}
+
 # default context, and bench's prefill and decode (its engine sized for them), of the 0.6B and
 # the 8B in Q4_0. The plan holds what a long prompt takes (the BLAS path's buffers, from 64
 # tokens: gpu_blas.h), so generate's prompt is a long one; a short one leaves that unused.

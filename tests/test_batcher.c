@@ -8,6 +8,9 @@
  *   - a request cancelled while running ends "cancelled" and the others are unaffected; a
  *     cancelled waiting request never runs;
  *   - stop strings and max_tokens end requests as in the engine;
+ *   - seeded sampled draws (a low and an ordinary temperature, top-k, top-p) give batched what
+ *     they give alone, alone what the engine's generate gives, greedy and sampled requests mixed
+ *     in one batch (on a GPU: its sample op, rows it leaves undecided drawn on the host);
  *   - refusals: an empty prompt, one past the context, an id outside the vocabulary, more
  *     positions than the whole pool. */
 #include "models/synth.h"
@@ -170,6 +173,51 @@ static int test_model(const char *path, int vocab)
                     (long long)r[i].stats.n_gen, r[i].finish, alone[i].n, (long long)alone[i].stats.n_gen, alone[i].finish);
     CHECK(same(&r[0], &alone[0]) && same(&r[2], &alone[2]));
     celer_batcher_free(bc);
+
+    /* sampled: alone as the engine; mixed with greedy requests in batches of 4, as alone */
+    for (int v = 0; v < 2; v++) {
+        celer_gen_params sp     = p;
+        sp.sampling.temperature = v ? 0.8f : 0.1f;
+        sp.sampling.top_k       = v ? 40 : 0;
+        sp.sampling.top_p       = 0.9f;
+        sp.sampling.seed        = 1234 + (uint64_t)v;
+        static result sa[N_REQ], sb[N_REQ], se;
+        CHECK(celer_batcher_create(&b1, e, &one, &err) == CELER_OK);
+        for (int i = 0; i < N_REQ; i++)
+            if (run_all(b1, &q[i], 1, &sp, &sa[i])) return 1;
+        celer_batcher_free(b1);
+        celer_gen_params gp = sp;
+        gp.max_tokens       = q[0].max_tokens;
+        memset(&se, 0, sizeof se);
+        celer_engine_reset(e);
+        CHECK(celer_engine_generate(e, q[0].ids, q[0].n, &gp, on_text, &se, &se.stats, &err) == CELER_OK);
+        snprintf(se.finish, sizeof se.finish, "%s", se.stats.finish);
+        CHECK(same(&se, &sa[0]));
+        CHECK(celer_batcher_create(&b4, e, &four, &err) == CELER_OK);
+        for (int i = 0; i < N_REQ; i++) {
+            memset(&sb[i], 0, sizeof sb[i]);
+            gp            = i % 3 ? sp : p;
+            gp.max_tokens = q[i].max_tokens;
+            CHECK(celer_batcher_submit(b4, q[i].ids, q[i].n, &gp, on_text, on_done, &sb[i], NULL, &err) == CELER_OK);
+        }
+        for (busy = true; busy;) CHECK(celer_batcher_step(b4, &busy, &err) == CELER_OK);
+        celer_batcher_free(b4);
+        int differ = 0; /* from the greedy text: the draws are sampled */
+        for (int i = 0; i < N_REQ; i++) differ += !same(&sa[i], &alone[i]);
+        CHECK(!v || differ > 0);
+        /* with 8-bit activations on a GPU (CELER_GPU_MVQ_X8=1) a row's logits depend on its batch
+         * in their last bits: greedy tokens hold, sampled ones need the same probabilities */
+        const char *x8     = getenv("CELER_GPU_MVQ_X8");
+        bool        exact  = !(x8 && !strcmp(x8, "1"));
+        for (int i = 0; i < N_REQ; i++) {
+            if (i % 3 && !exact) continue;
+            const result *want = i % 3 ? &sa[i] : &alone[i];
+            if (!same(&sb[i], want))
+                fprintf(stderr, "%s: sampled %d, request %d: batched %zu bytes (%s); alone %zu (%s)\n", path, v, i,
+                        sb[i].n, sb[i].finish, want->n, want->finish);
+            CHECK(sb[i].done && !sb[i].failed && same(&sb[i], want));
+        }
+    }
 
     /* a stop string: the text before it, finish "stop"; as the engine does */
     if (alone[4].n > 4) {

@@ -97,6 +97,15 @@ typedef struct {
 
 typedef struct celer_backend celer_backend;
 
+/* One row's sampled draw (runtime/sampler.h defines it): the sampler's parameters after any
+ * penalty, and u, the generator's number in [0, 1) for this token. A temperature of 0 or less
+ * asks for the argmax. */
+typedef struct {
+    float   temperature, top_p, min_p;
+    int32_t top_k;
+    double  u;
+} celer_draw;
+
 typedef struct {
     const char        *name; /* "cpu", "cuda", "rocm" */
     celer_backend_kind kind;
@@ -118,6 +127,12 @@ typedef struct {
      * scan from the first value that takes only strictly larger ones). Waits for the work before
      * it. A greedy draw reads back one id a row instead of the row. */
     celer_status (*argmax)(celer_backend *be, const float *x, int64_t rows, int64_t n, int32_t *ids, celer_error *err);
+    /* ids (rows, host memory) = for each row of x (rows, n; backend memory) the token that
+     * celer_sampler_draw gives from it with d[row] (host memory), taken where the logits are; -1
+     * where the backend could not decide the draw there (the caller reads that row and draws on
+     * the host with the same d). Waits for the work before it. NULL: sampled rows are read. */
+    celer_status (*sample)(celer_backend *be, const float *x, int64_t rows, int64_t n, const celer_draw *d,
+                           int32_t *ids, celer_error *err);
     /* backend memory to host memory (waits for the work before it), host to backend, backend to backend */
     celer_status (*read)(celer_backend *be, const void *src, void *host_dst, size_t n, celer_error *err);
     celer_status (*write)(celer_backend *be, void *dst, const void *host_src, size_t n, celer_error *err);

@@ -51,8 +51,9 @@ struct celer_batcher {
     celer_request **slots;      /* (n_slots) */
     int32_t        *ids, *pos, *seq, *out_idx; /* (step_tokens) the step's batch */
     celer_request **out_req;    /* (n_slots) whose logits row each out_idx is */
-    int32_t        *argmax_ids; /* (n_slots) each row's argmax, when every draw of the step is greedy */
-    float          *logits;     /* (n_slots, n_vocab) host copy */
+    int32_t        *picked;     /* (n_slots) each output row's next token */
+    celer_draw     *draws;      /* (n_slots) each row's draw, when the backend takes them */
+    float          *logits;     /* (n_slots, n_vocab) host copy of the rows read */
     float          *scratch;    /* (n_vocab) the sampler's copy of a row whose raw logits are reported too */
     pthread_mutex_t mu;         /* guards the queue, next_id and cancel flags */
     celer_request  *head, *tail;
@@ -103,11 +104,12 @@ celer_status celer_batcher_create(celer_batcher **out, celer_engine *e, const ce
         b->seq     = malloc((size_t)b->step_tokens * sizeof *b->seq);
         b->out_idx = malloc((size_t)b->n_slots * sizeof *b->out_idx);
         b->out_req = malloc((size_t)b->n_slots * sizeof *b->out_req);
-        b->argmax_ids = malloc((size_t)b->n_slots * sizeof *b->argmax_ids);
+        b->picked  = malloc((size_t)b->n_slots * sizeof *b->picked);
+        b->draws   = malloc((size_t)b->n_slots * sizeof *b->draws);
         b->logits  = malloc((size_t)b->n_slots * (size_t)hp->n_vocab * sizeof *b->logits);
         b->scratch = malloc((size_t)hp->n_vocab * sizeof *b->scratch);
-        if (!b->slots || !b->ids || !b->pos || !b->seq || !b->out_idx || !b->out_req || !b->argmax_ids || !b->logits ||
-            !b->scratch)
+        if (!b->slots || !b->ids || !b->pos || !b->seq || !b->out_idx || !b->out_req || !b->picked || !b->draws ||
+            !b->logits || !b->scratch)
             st = celer_fail(err, CELER_ERR_OOM, "batcher: out of memory");
     }
     if (st) {
@@ -147,7 +149,7 @@ void celer_batcher_free(celer_batcher *b)
     celer_acts_free(&b->acts, b->e->be);
     celer_kv_cache_free(&b->kv, b->e->be);
     free(b->slots), free(b->ids), free(b->pos), free(b->seq), free(b->out_idx), free(b->out_req), free(b->logits);
-    free(b->argmax_ids);
+    free(b->picked), free(b->draws);
     free(b->scratch);
     pthread_mutex_destroy(&b->mu);
     free(b);
@@ -294,25 +296,16 @@ static void report_logprobs(celer_request *r, const float *logits, int64_t n_voc
     r->p.on_token(r->user, id, (float)((double)logits[id] - lse), top, lp, n);
 }
 
-/* One sampled token of r: ends r, or appends the token for the next step. given is the token
- * when the backend's argmax drew it; -1: sampled here from logits_row, this step's host copy,
- * which the sampler modifies (or a copy of it, when the raw values are still needed for the
- * log-probabilities). */
-static void take_token(celer_batcher *b, celer_request *r, float *logits_row, float *scratch, int32_t given)
+/* One drawn token of r (logits_row: its raw logits, read when log-probabilities are reported):
+ * ends r, or appends the token for the next step. */
+static void take_token(celer_batcher *b, celer_request *r, const float *logits_row, int32_t id)
 {
-    const celer_engine *e       = b->e;
-    int64_t             n_vocab = e->model.hp.n_vocab;
+    const celer_engine *e = b->e;
     if (r->stats.n_gen >= r->p.max_tokens) { /* max_tokens 0: the prompt only */
         finish(b, r, "length", NULL);
         return;
     }
-    int32_t id = given;
-    if (id < 0) {
-        float *work = logits_row;
-        if (r->p.on_token) work = memcpy(scratch, logits_row, (size_t)n_vocab * sizeof *scratch);
-        id = celer_sampler_sample(&r->out.sm, work, r->tokens, (size_t)r->n_tokens);
-        if (r->p.on_token) report_logprobs(r, logits_row, n_vocab, id);
-    }
+    if (r->p.on_token) report_logprobs(r, logits_row, e->model.hp.n_vocab, id);
     if (r->stats.n_gen == 0) r->stats.t_first = now() - r->t_start, r->stats.t_prompt = r->stats.t_first;
     r->stats.n_gen++;
     const char *end;
@@ -324,6 +317,47 @@ static void take_token(celer_batcher *b, celer_request *r, float *logits_row, fl
     if (!end && (r->stats.n_gen >= r->p.max_tokens || r->n_tokens >= r->reserve)) end = "length";
     if (end) finish(b, r, end, NULL);
     else r->tokens[r->n_tokens++] = id;
+}
+
+/* Each output row's next token into b->picked. When every row's draw depends on its logits alone
+ * (no penalty, no log-probabilities reported), the backend draws: its argmax when all are greedy,
+ * else its sample op with each sampled row's generator number taken here (a row it leaves
+ * undecided is read and drawn here with that number). Otherwise every row is read and drawn here.
+ * A sampled row takes one generator number either way. */
+static celer_status pick_tokens(celer_batcher *b, int32_t n_out, celer_error *err)
+{
+    celer_backend *be     = b->e->be;
+    const int64_t  nv     = b->e->model.hp.n_vocab;
+    bool           greedy = true, on_backend = be->ops->sample != NULL;
+    for (int32_t i = 0; i < n_out; i++) {
+        const celer_sampling *sp = &b->out_req[i]->p.sampling;
+        bool                  g  = celer_sampling_is_argmax(sp) && !b->out_req[i]->p.on_token;
+        greedy &= g;
+        on_backend &= g || (celer_sampling_on_backend(sp) && !b->out_req[i]->p.on_token);
+    }
+    if (greedy) return be->ops->argmax(be, b->acts.logits, n_out, nv, b->picked, err);
+    if (on_backend) {
+        for (int32_t i = 0; i < n_out; i++) {
+            celer_request *r = b->out_req[i];
+            b->draws[i] = celer_sampling_is_argmax(&r->p.sampling) ? (celer_draw){0} : celer_sampler_next_draw(&r->out.sm);
+        }
+        if (be->ops->sample(be, b->acts.logits, n_out, nv, b->draws, b->picked, err)) return err->code;
+        for (int32_t i = 0; i < n_out; i++) {
+            if (b->picked[i] >= 0) continue;
+            float *row = b->logits + i * nv;
+            if (be->ops->read(be, b->acts.logits + i * nv, row, (size_t)nv * sizeof *row, err)) return err->code;
+            b->picked[i] = celer_sampler_draw(&b->out_req[i]->out.sm, row, &b->draws[i]);
+        }
+        return CELER_OK;
+    }
+    if (be->ops->read(be, b->acts.logits, b->logits, (size_t)(n_out * nv) * sizeof(float), err)) return err->code;
+    for (int32_t i = 0; i < n_out; i++) {
+        celer_request *r    = b->out_req[i];
+        float         *work = b->logits + i * nv; /* a copy when the raw values are reported too */
+        if (r->p.on_token) work = memcpy(b->scratch, work, (size_t)nv * sizeof *work);
+        b->picked[i] = celer_sampler_sample(&r->out.sm, work, r->tokens, (size_t)r->n_tokens);
+    }
+    return CELER_OK;
 }
 
 celer_status celer_batcher_step(celer_batcher *b, bool *busy, celer_error *err)
@@ -356,12 +390,7 @@ celer_status celer_batcher_step(celer_batcher *b, bool *busy, celer_error *err)
     celer_batch   bt = {.n_tokens = n, .pos = b->pos, .seq = b->seq};
     celer_status  st = celer_model_forward(&e->model, e->be, &b->kv, &bt, b->ids, b->out_idx, n_out, &b->acts, err);
     int64_t       nv = e->model.hp.n_vocab;
-    /* when every row's draw is greedy, the backend's argmax: one id a row leaves the device */
-    bool argmax = true;
-    for (int32_t i = 0; i < n_out; i++)
-        argmax &= !b->out_req[i]->p.on_token && celer_sampling_is_argmax(&b->out_req[i]->p.sampling);
-    if (!st && argmax) st = e->be->ops->argmax(e->be, b->acts.logits, n_out, nv, b->argmax_ids, err);
-    if (!st && !argmax) st = e->be->ops->read(e->be, b->acts.logits, b->logits, (size_t)(n_out * nv) * sizeof(float), err);
+    if (!st) st = pick_tokens(b, n_out, err);
     if (st) { /* the step failed: every running request fails with it */
         for (int32_t s = 0; s < b->n_slots; s++)
             if (b->slots[s]) finish(b, b->slots[s], "stop", err);
@@ -370,6 +399,6 @@ celer_status celer_batcher_step(celer_batcher *b, bool *busy, celer_error *err)
     for (int32_t s = 0; s < b->n_slots; s++)
         if (b->slots[s] && b->kv.seq_len[s] < b->slots[s]->n_run) b->kv.seq_len[s] = b->slots[s]->n_run;
     for (int32_t i = 0; i < n_out; i++)
-        take_token(b, b->out_req[i], b->logits + i * nv, b->scratch, argmax ? b->argmax_ids[i] : -1);
+        take_token(b, b->out_req[i], b->logits + i * nv, b->picked[i]);
     return CELER_OK;
 }

@@ -232,10 +232,8 @@ celer_status celer_engine_copy_bandwidth(celer_engine *e, size_t bytes, int reps
     return st;
 }
 
-/* Runs n tokens from position start; then *next (when given) is the argmax of the last one's
- * logits, taken on the backend, else the logits are copied to e->logits. */
-static celer_status run_tokens(celer_engine *e, const int32_t *ids, int32_t start, int32_t n, int32_t *next,
-                               celer_error *err)
+/* Runs n tokens from position start; the last one's logits stay on the backend (e->acts.logits). */
+static celer_status run_tokens(celer_engine *e, const int32_t *ids, int32_t start, int32_t n, celer_error *err)
 {
     for (int32_t done = 0; done < n;) {
         int32_t k = n - done < PREFILL_CHUNK ? n - done : PREFILL_CHUNK;
@@ -246,8 +244,33 @@ static celer_status run_tokens(celer_engine *e, const int32_t *ids, int32_t star
         if (celer_model_forward(&e->model, e->be, &e->kv, &b, ids + done, &last, 1, &e->acts, err)) return err->code;
         done += k;
     }
-    if (next) return e->be->ops->argmax(e->be, e->acts.logits, 1, e->model.hp.n_vocab, next, err);
+    return CELER_OK;
+}
+
+static celer_status read_logits(celer_engine *e, celer_error *err)
+{
     return e->be->ops->read(e->be, e->acts.logits, e->logits, (size_t)e->model.hp.n_vocab * sizeof(float), err);
+}
+
+/* The next token from the last run token's logits: a greedy draw is the backend's argmax, a
+ * sampled one its sample op where that decides it (one id leaves the device); else the logits
+ * are read into e->logits and drawn here, with the same generator number. */
+static celer_status next_token(celer_engine *e, celer_sampler *sm, int32_t *id, celer_error *err)
+{
+    const celer_backend_ops *op = e->be->ops;
+    const int64_t            nv = e->model.hp.n_vocab;
+    if (celer_sampling_is_argmax(&sm->p)) return op->argmax(e->be, e->acts.logits, 1, nv, id, err);
+    if (op->sample && celer_sampling_on_backend(&sm->p)) {
+        celer_draw d = celer_sampler_next_draw(sm);
+        if (op->sample(e->be, e->acts.logits, 1, nv, &d, id, err)) return err->code;
+        if (*id >= 0) return CELER_OK;
+        if (read_logits(e, err)) return err->code;
+        *id = celer_sampler_draw(sm, e->logits, &d);
+        return CELER_OK;
+    }
+    if (read_logits(e, err)) return err->code;
+    *id = celer_sampler_sample(sm, e->logits, e->tokens, (size_t)e->n_tokens);
+    return CELER_OK;
 }
 
 celer_status celer_engine_generate(celer_engine *e, const int32_t *prompt, size_t n_prompt, const celer_gen_params *p,
@@ -277,18 +300,18 @@ celer_status celer_engine_generate(celer_engine *e, const int32_t *prompt, size_
         return err->code;
     }
     double       t0 = now();
-    int32_t      greedy = -1, *next = celer_sampling_is_argmax(&p->sampling) ? &greedy : NULL;
-    celer_status st     = run_tokens(e, prompt + keep, keep, (int32_t)n_prompt - keep, next, err);
+    celer_status st = run_tokens(e, prompt + keep, keep, (int32_t)n_prompt - keep, err);
     e->n_tokens     = (int32_t)n_prompt;
-    s.t_prompt      = now() - t0;
-    double t1       = now();
+    int32_t id      = -1; /* the next token, picked as each run ends (the prompt's time includes it) */
+    if (!st) st = next_token(e, &out.sm, &id, err);
+    s.t_prompt = now() - t0;
+    double t1  = now();
     while (!st) {
         if (s.n_gen >= p->max_tokens) break;
         if (e->n_tokens >= e->n_ctx) {
             s.finish = "length";
             break;
         }
-        int32_t id = next ? greedy : celer_sampler_sample(&out.sm, e->logits, e->tokens, (size_t)e->n_tokens);
         if (s.n_gen == 0) s.t_first = now() - t0;
         s.n_gen++;
         const char *end;
@@ -298,8 +321,10 @@ celer_status celer_engine_generate(celer_engine *e, const int32_t *prompt, size_
             break;
         }
         e->tokens[e->n_tokens] = id;
-        if (!st && s.n_gen < p->max_tokens) st = run_tokens(e, &id, e->n_tokens, 1, next, err);
+        bool more              = s.n_gen < p->max_tokens;
+        if (more) st = run_tokens(e, &id, e->n_tokens, 1, err);
         e->n_tokens++;
+        if (more && !st) st = next_token(e, &out.sm, &id, err);
     }
     if (!st) st = celer_token_out_end(&out, on_text, user, err);
     /* the cache holds what was run: a token sampled but not run is not part of it */
@@ -335,10 +360,10 @@ celer_status celer_engine_eval(celer_engine *e, const int32_t *ids, size_t n, si
     e->n_tokens = keep;
     celer_status st = CELER_OK;
     if (n_out == 1) { /* the engine's own buffers: one row, as generate */
-        st = run_tokens(e, ids + keep, keep, (int32_t)n - keep, NULL, err);
-        if (!st) memcpy(logits, e->logits, (size_t)n_vocab * sizeof *logits);
+        st = run_tokens(e, ids + keep, keep, (int32_t)n - keep, err);
+        if (!st) st = e->be->ops->read(e->be, e->acts.logits, logits, (size_t)n_vocab * sizeof *logits, err);
     } else {
-        if (keep < first) st = run_tokens(e, ids + keep, keep, first - keep, NULL, err);
+        if (keep < first) st = run_tokens(e, ids + keep, keep, first - keep, err);
         celer_acts acts = {0};
         if (!st) st = celer_acts_init(&acts, &e->model, e->be, EVAL_CHUNK, EVAL_CHUNK, err);
         int32_t out_idx[EVAL_CHUNK];

@@ -35,6 +35,11 @@ static uint64_t next_u64(uint64_t s[4])
     return r;
 }
 
+bool celer_sampling_on_backend(const celer_sampling *p)
+{
+    return p->temperature > 0 && p->repeat_penalty == 1 && p->presence_penalty == 0 && p->frequency_penalty == 0;
+}
+
 double celer_sampler_uniform(uint64_t rng[4]) { return (double)(next_u64(rng) >> 11) * 0x1.0p-53; }
 
 celer_status celer_sampler_init(celer_sampler *s, const celer_sampling *p, int32_t n_vocab, celer_error *err)
@@ -119,17 +124,30 @@ static const struct celer_candidate *at(lazy_order *o, int32_t i)
     return &o->c[i];
 }
 
+celer_draw celer_sampler_next_draw(celer_sampler *s)
+{
+    const celer_sampling *p = &s->p;
+    return (celer_draw){.temperature = p->temperature, .top_p = p->top_p, .min_p = p->min_p, .top_k = p->top_k,
+                        .u = celer_sampler_uniform(s->rng)};
+}
+
 int32_t celer_sampler_sample(celer_sampler *s, float *logits, const int32_t *history, size_t n_history)
 {
     apply_penalties(s, logits, history, n_history);
-    const celer_sampling *p = &s->p;
-    int32_t               n = s->n_vocab;
+    if (s->p.temperature <= 0) return (int32_t)celer_argmax_row(logits, s->n_vocab);
+    celer_draw d = celer_sampler_next_draw(s);
+    return celer_sampler_draw(s, logits, &d);
+}
+
+int32_t celer_sampler_draw(celer_sampler *s, float *logits, const celer_draw *p)
+{
+    int32_t n = s->n_vocab;
     if (p->temperature <= 0) return (int32_t)celer_argmax_row(logits, n);
     /* softmax at temperature */
     float mx = logits[celer_argmax_row(logits, n)];
     double sum = 0;
     for (int32_t i = 0; i < n; i++) {
-        float e    = expf((logits[i] - mx) / p->temperature);
+        float e    = (float)exp((double)((logits[i] - mx) / p->temperature)); /* exp in double: a GPU's agrees */
         logits[i]  = e;
         sum       += e;
     }
@@ -148,6 +166,7 @@ int32_t celer_sampler_sample(celer_sampler *s, float *logits, const int32_t *his
     int32_t fill[N_BUCKETS];
     memcpy(fill, o.start, sizeof fill);
     for (int32_t j = 0; j < m; j++) s->cand[fill[bucket(pmax, s->tmp[j].p)]++] = s->tmp[j];
+    if (!m) return 0; /* no candidate: the logits held NaNs (the argmax's answer for a row of them) */
     /* the kept prefix */
     int32_t kept = m;
     if (p->top_k > 0 && kept > p->top_k) kept = p->top_k;
@@ -162,7 +181,7 @@ int32_t celer_sampler_sample(celer_sampler *s, float *logits, const int32_t *his
         for (int32_t j = 0; j < m; j++) total += s->tmp[j].p;
     else
         for (int32_t i = 0; i < kept; i++) total += at(&o, i)->p;
-    double r = celer_sampler_uniform(s->rng) * total;
+    double r = p->u * total;
     for (int32_t i = 0; i < kept; i++) {
         const struct celer_candidate *c = at(&o, i);
         r -= c->p;

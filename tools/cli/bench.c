@@ -4,7 +4,7 @@
  * is repeated R times after an untimed warm-up; the median and the spread are reported. With
  * --parallel S, the way llama-batched-bench does: S sequences of P prompt tokens prefilled
  * together, then decoded together for N tokens, through the batcher (the server's path);
- * aggregate tok/s. */
+ * aggregate tok/s. Tokens are greedy, as llama-bench's, or sampled (--temp, --top-k, --top-p). */
 #include "cli.h"
 
 #include <getopt.h>
@@ -14,7 +14,8 @@
 
 static void bench_usage(FILE *out)
 {
-    fprintf(out, "usage: celer bench [-m MODEL] [-p P] [-n N] [-d D] [-r R] [-P S] [--backend B] [--threads N] [--json]\n\n"
+    fprintf(out, "usage: celer bench [-m MODEL] [-p P] [-n N] [-d D] [-r R] [-P S] [--temp T] [--backend B] [--threads N]\n"
+                 "                   [--json]\n\n"
                  "Measures prefill (pp: P prompt tokens at once) and decode (tg: N tokens one by one) speed,\n"
                  "each from an empty context (or after D tokens: --depth), repeated R times after one untimed\n"
                  "warm-up. Decode is then set against the memory bound: the bytes one step reads (weights, and\n"
@@ -32,6 +33,9 @@ static void bench_usage(FILE *out)
                  "                     prefill is not timed; not with --parallel)\n"
                  "  -r, --reps R       repetitions (default 5)\n"
                  "  -P, --parallel S   S sequences together (1 to 256; default: one sequence, no batcher)\n"
+                 "      --temp T       sample each token at temperature T (default 0: greedy), seed 1\n"
+                 "      --top-k K      with --temp: keep the K most probable (default 0: all)\n"
+                 "      --top-p P      with --temp: keep the smallest set of probability P (default 1: all)\n"
                  "  -b, --backend B    auto, cpu, cuda or rocm (default auto: the best this build has)\n"
                  "  -t, --threads N    CPU threads (default: one per physical core)\n"
                  "      --json         one JSON object on stdout instead of the table\n"
@@ -90,15 +94,15 @@ static void batch_done(void *user, const celer_gen_stats *st, const celer_error 
 /* S sequences of P prompt tokens and N generated: prefill tok/s (S · P over the time to the last
  * first token) and decode tok/s (S · (N - 1) over the rest; the first token comes with the
  * prefill). */
-static celer_status run_batched(celer_engine *e, const int32_t *prompt, long P, long N, long S, double *pp,
-                                double *tg, celer_error *err)
+static celer_status run_batched(celer_engine *e, const int32_t *prompt, long P, long N, long S,
+                                const celer_sampling *sampling, double *pp, double *tg, celer_error *err)
 {
     long                 chunk = S * P < 4096 ? S * P : 4096;
     celer_batcher_config bc    = {.n_parallel = (int)S, .n_ctx = P + N + 16,
                                   .step_tokens = chunk > 256 ? (int)chunk : 256};
     celer_batcher       *b;
     if (celer_batcher_create(&b, e, &bc, err)) return err->code;
-    celer_gen_params gp = {.sampling = celer_sampling_default(), .ignore_eos = true, .max_tokens = (int32_t)N};
+    celer_gen_params gp = {.sampling = *sampling, .ignore_eos = true, .max_tokens = (int32_t)N};
     batch_run        run = {0};
     celer_status     st  = CELER_OK;
     double           t0  = cli_now_s();
@@ -129,12 +133,15 @@ int cmd_bench(int argc, char **argv)
         {"threads", required_argument, NULL, 't'}, {"json", no_argument, NULL, 'j'},
         {"backend", required_argument, NULL, 'b'}, {"help", no_argument, NULL, 'h'},
         {"parallel", required_argument, NULL, 'P'}, {"depth", required_argument, NULL, 'd'},
-        {0},
+        {"temp", required_argument, NULL, 'T'},     {"top-k", required_argument, NULL, 'K'},
+        {"top-p", required_argument, NULL, 'Q'},    {0},
     };
     const char         *model = NULL;
     long                P = 512, N = 128, R = 5, S = 0, D = 0, v;
     bool                json = false;
     celer_engine_config cfg  = {0};
+    celer_sampling      smp  = celer_sampling_default();
+    double              dv;
     int                 c;
     opterr = 0;
     optind = 1;
@@ -163,6 +170,19 @@ int cmd_bench(int argc, char **argv)
         case 'P':
             if (!cli_parse_long(optarg, 1, 256, &S))
                 return cli_usage_error("bench", "--parallel wants 1 to 256, got '%s'", optarg);
+            break;
+        case 'T':
+            if (!cli_parse_double(optarg, 0, 100, &dv)) return cli_usage_error("bench", "--temp wants 0 to 100, got '%s'", optarg);
+            smp.temperature = (float)dv, smp.seed = 1;
+            break;
+        case 'K':
+            if (!cli_parse_long(optarg, 0, 1 << 30, &v)) return cli_usage_error("bench", "--top-k wants 0 or more, got '%s'", optarg);
+            smp.top_k = (int32_t)v;
+            break;
+        case 'Q':
+            if (!cli_parse_double(optarg, 0, 1, &dv) || dv == 0)
+                return cli_usage_error("bench", "--top-p wants (0, 1], got '%s'", optarg);
+            smp.top_p = (float)dv;
             break;
         case 'j': json = true; break;
         case 'h': bench_usage(stdout); return EXIT_OK;
@@ -195,14 +215,14 @@ int cmd_bench(int argc, char **argv)
         x      = x * 6364136223846793005ull + 1442695040888963407ull;
         ids[i] = (int32_t)((x >> 33) % (uint64_t)n_vocab);
     }
-    celer_gen_params gp = {.sampling = celer_sampling_default(), .ignore_eos = true};
+    celer_gen_params gp = {.sampling = smp, .ignore_eos = true};
     /* r = -1: an untimed warm-up, as llama-bench's (one-time costs: the GPU's libraries load
      * their kernels and the backend allocates its buffers at the first step of a shape) */
     for (long r = -1; r < R && rc == EXIT_OK; r++) {
         celer_gen_stats st;
         double          t_pp = 0, t_tg = 0;
         if (S) {
-            if (run_batched(e, prompt, P, N, S, &t_pp, &t_tg, &err)) rc = cli_report(&err);
+            if (run_batched(e, prompt, P, N, S, &smp, &t_pp, &t_tg, &err)) rc = cli_report(&err);
         } else {
             if (P) { /* the context first (untimed, reused by the second call), then the prompt */
                 celer_engine_reset(e);
@@ -244,9 +264,10 @@ int cmd_bench(int argc, char **argv)
                    "\"depth\": %ld, \"pp\": {\"tokens\": %ld, \"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, "
                    "\"tg\": {\"tokens\": %ld, \"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, "
                    "\"weight_bytes_per_token\": %llu, \"kv_bytes_per_token\": %llu, \"copy_bytes_per_s\": %.0f, "
-                   "\"tg_bandwidth_share\": %.4f}\n",
+                   "\"tg_bandwidth_share\": %.4f, \"temperature\": %g, \"top_k\": %d, \"top_p\": %g}\n",
                    hp->arch, celer_engine_backend_name(e), celer_engine_threads(e), R, S, D, P, sp.median, sp.min,
-                   sp.max, N, sg.median, sg.min, sg.max, (unsigned long long)wb, (unsigned long long)kb, bw, share);
+                   sp.max, N, sg.median, sg.min, sg.max, (unsigned long long)wb, (unsigned long long)kb, bw, share,
+                   smp.temperature, smp.top_k, smp.top_p);
         } else {
             char sfx[24] = "", tp[48], tn[48]; /* the test's name: pp512, tg128 x32, tg128 @d4096 */
             if (S) snprintf(sfx, sizeof sfx, " x%ld", S);
@@ -265,6 +286,9 @@ int cmd_bench(int argc, char **argv)
                             "%.0f%% of the copy bandwidth %.2f GB/s (read + write)\n",
                             (double)wb / 1e6, (double)kb / 1e6, sg.median, (double)(wb + kb) * sg.median / 1e9,
                             100 * share, bw / 1e9);
+                if (smp.temperature > 0)
+                    printf("tg: each token sampled at temperature %g, top-k %d, top-p %g (seed 1)\n", smp.temperature,
+                           smp.top_k, smp.top_p);
             }
         }
     }

@@ -34,6 +34,8 @@ void cli_print_load_note(const celer_engine *e);
 int cli_parse_backend(const char *cmd, const char *opt, const char *arg, const char **backend);
 /* A whole decimal number of s within [lo, hi] into *v; false otherwise. */
 bool cli_parse_long(const char *s, long lo, long hi, long *v);
+/* The same for a decimal number (finite, lo <= x <= hi). */
+bool cli_parse_double(const char *s, double lo, double hi, double *v);
 /* Seconds on a monotonic clock. */
 double cli_now_s(void);
 

@@ -35,16 +35,6 @@ static void generate_usage(FILE *out)
             "  -h, --help               show this help\n\n" CLI_EXIT_CODES);
 }
 
-static bool parse_num(const char *s, double lo, double hi, double *v)
-{
-    char *end;
-    errno = 0;
-    double x = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(x) || x < lo || x > hi) return false;
-    *v = x;
-    return true;
-}
-
 int cmd_generate(int argc, char **argv)
 {
     enum { O_TEMP = 256, O_TOPK, O_TOPP, O_MINP, O_REP, O_PRES, O_FREQ, O_SEED, O_STOP, O_CHAT, O_NO_CHAT, O_SYSTEM,
@@ -78,38 +68,38 @@ int cmd_generate(int argc, char **argv)
         case 'm': model = arg; break;
         case 'p': prompt = arg; break;
         case 'n':
-            if (!parse_num(arg, 1, 1 << 24, &v) || v != floor(v))
+            if (!cli_parse_double(arg, 1, 1 << 24, &v) || v != floor(v))
                 return cli_usage_error("generate", "--max-tokens wants a whole number from 1, got '%s'", arg);
             gp.max_tokens = (int32_t)v;
             break;
         case O_TEMP:
-            if (!parse_num(arg, 0, 100, &v)) return cli_usage_error("generate", "--temp wants 0 to 100, got '%s'", arg);
+            if (!cli_parse_double(arg, 0, 100, &v)) return cli_usage_error("generate", "--temp wants 0 to 100, got '%s'", arg);
             gp.sampling.temperature = (float)v;
             break;
         case O_TOPK:
-            if (!parse_num(arg, 0, 1 << 24, &v)) return cli_usage_error("generate", "--top-k wants 0 or more, got '%s'", arg);
+            if (!cli_parse_double(arg, 0, 1 << 24, &v)) return cli_usage_error("generate", "--top-k wants 0 or more, got '%s'", arg);
             gp.sampling.top_k = (int32_t)v;
             break;
         case O_TOPP:
-            if (!parse_num(arg, 0, 1, &v) || v == 0) return cli_usage_error("generate", "--top-p wants (0, 1], got '%s'", arg);
+            if (!cli_parse_double(arg, 0, 1, &v) || v == 0) return cli_usage_error("generate", "--top-p wants (0, 1], got '%s'", arg);
             gp.sampling.top_p = (float)v;
             break;
         case O_MINP:
-            if (!parse_num(arg, 0, 1, &v)) return cli_usage_error("generate", "--min-p wants [0, 1], got '%s'", arg);
+            if (!cli_parse_double(arg, 0, 1, &v)) return cli_usage_error("generate", "--min-p wants [0, 1], got '%s'", arg);
             gp.sampling.min_p = (float)v;
             break;
         case O_REP:
-            if (!parse_num(arg, 0.01, 100, &v)) return cli_usage_error("generate", "--repeat-penalty wants 0.01 to 100, got '%s'", arg);
+            if (!cli_parse_double(arg, 0.01, 100, &v)) return cli_usage_error("generate", "--repeat-penalty wants 0.01 to 100, got '%s'", arg);
             gp.sampling.repeat_penalty = (float)v;
             break;
         case O_PRES:
         case O_FREQ:
-            if (!parse_num(arg, -2, 2, &v)) return cli_usage_error("generate", "%s wants -2 to 2, got '%s'", argv[optind - 2], arg);
+            if (!cli_parse_double(arg, -2, 2, &v)) return cli_usage_error("generate", "%s wants -2 to 2, got '%s'", argv[optind - 2], arg);
             if (c == O_PRES) gp.sampling.presence_penalty = (float)v;
             else gp.sampling.frequency_penalty = (float)v;
             break;
         case O_SEED:
-            if (!parse_num(arg, 0, 1.8e19, &v)) return cli_usage_error("generate", "--seed wants a number, got '%s'", arg);
+            if (!cli_parse_double(arg, 0, 1.8e19, &v)) return cli_usage_error("generate", "--seed wants a number, got '%s'", arg);
             gp.sampling.seed = (uint64_t)v;
             break;
         case O_STOP:
@@ -118,11 +108,11 @@ int cmd_generate(int argc, char **argv)
             stops[n_stops++] = arg;
             break;
         case 't':
-            if (!parse_num(arg, 1, 1024, &v)) return cli_usage_error("generate", "--threads wants 1 to 1024, got '%s'", arg);
+            if (!cli_parse_double(arg, 1, 1024, &v)) return cli_usage_error("generate", "--threads wants 1 to 1024, got '%s'", arg);
             cfg.n_threads = (int)v;
             break;
         case 'c':
-            if (!parse_num(arg, 16, 1 << 24, &v) || v != floor(v))
+            if (!cli_parse_double(arg, 16, 1 << 24, &v) || v != floor(v))
                 return cli_usage_error("generate", "--ctx wants 16 to 16777216 tokens, got '%s'", arg);
             cfg.n_ctx = (int64_t)v;
             break;

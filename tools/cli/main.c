@@ -107,6 +107,16 @@ bool cli_parse_long(const char *s, long lo, long hi, long *v)
     return true;
 }
 
+bool cli_parse_double(const char *s, double lo, double hi, double *v)
+{
+    char *end;
+    errno    = 0;
+    double x = strtod(s, &end);
+    if (errno || end == s || *end || !(x >= lo && x <= hi)) return false; /* NaN and infinities fail too */
+    *v = x;
+    return true;
+}
+
 const char *cli_bytes(uint64_t n, char *buf, size_t cap)
 {
     static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};

@@ -451,16 +451,6 @@ static cJSON *mismatch_json(const verify_ctx *v, const mismatch *m)
 
 /* ---- the command ------------------------------------------------------------ */
 
-static bool parse_double(const char *s, double lo, double hi, double *v)
-{
-    char *end;
-    errno    = 0;
-    double x = strtod(s, &end);
-    if (errno || end == s || *end || !(x >= lo && x <= hi)) return false; /* NaN fails too */
-    *v = x;
-    return true;
-}
-
 int cmd_verify(int argc, char **argv)
 {
     enum { O_MARGIN = 256 };
@@ -497,7 +487,7 @@ int cmd_verify(int argc, char **argv)
                 return cli_usage_error("verify", "--max-tokens wants 0 to 65536, got '%s'", optarg);
             break;
         case O_MARGIN:
-            if (!parse_double(optarg, 0, 1000, &margin))
+            if (!cli_parse_double(optarg, 0, 1000, &margin))
                 return cli_usage_error("verify", "--margin wants 0 to 1000 nats, got '%s'", optarg);
             break;
         case 'c':

@@ -308,8 +308,8 @@ static void gpu_free(celer_backend *be)
     if (g->stream) (void)gpuStreamSynchronize(g->stream);
     if (g->stats) gpu_stats_print(g);
     gpu_graphs_free(g);
-    gpu_buf *bufs[] = {&g->d_pos,  &g->d_seq,  &g->d_tables,    &g->d_ids,  &g->d_xq,
-                       &g->d_part, &g->d_attn, &g->d_att_count, &g->d_route};
+    gpu_buf *bufs[] = {&g->d_pos,  &g->d_seq,  &g->d_tables,    &g->d_ids,   &g->d_draw,
+                       &g->d_xq,   &g->d_part, &g->d_attn,      &g->d_att_count, &g->d_route};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu_release(be, bufs[i]->p);
     for (size_t i = 0; i < sizeof g->moe / sizeof g->moe[0]; i++) gpu_release(be, g->moe[i].p);
     for (int i = 0; i < g->n_freq; i++) gpu_release(be, g->freq[i].dev);
@@ -330,6 +330,7 @@ static const celer_backend_ops gpu_ops = {
     .weight_load   = gpu_weight_load,
     .weight_view   = gpu_weight_view,
     .argmax        = gpu_argmax,
+    .sample        = gpu_sample,
     .read          = gpu_read,
     .write         = gpu_write,
     .copy          = gpu_copy,
@@ -399,6 +400,8 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->moe_stream   = ms && !strcmp(ms, "1");
     const char *mst = getenv("CELER_GPU_MMQ_STREAM"); /* 1: dense prefill products through k_mmq_s too */
     g->mmq_stream   = mst && !strcmp(mst, "1");
+    const char *sa  = getenv("CELER_GPU_SAMPLE"); /* 0: sampled draws read their logits (gpu_sample.cu) */
+    g->sample_off   = sa && !strcmp(sa, "0");
     const char *mi  = getenv("CELER_GPU_ATT_MERGE_IN"); /* 0: decode attention's merge a kernel of its own */
     g->att_merge_in = !(mi && !strcmp(mi, "0"));
     const char *aw  = getenv("CELER_GPU_ATT_WIDE"); /* passes a wide block takes (0: short contexts split) */

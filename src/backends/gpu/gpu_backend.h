@@ -46,7 +46,7 @@ typedef struct {
     bool          failed;
     char          failure[256];
     /* the batch and the KV block tables as the kernels see them: uploaded when they change */
-    gpu_buf  d_pos, d_seq, d_tables, d_ids;
+    gpu_buf  d_pos, d_seq, d_tables, d_ids, d_draw;
     gpu_buf      d_xq;   /* activations quantized for the integer kernels (gpu_matvec.h) */
     const float *xq_src; /* whose n values d_xq holds, or NULL (gpu_quant_x) */
     int64_t      xq_n;
@@ -73,6 +73,7 @@ typedef struct {
     bool     mvq_x8;      /* CELER_GPU_MVQ_X8=1: dense products of quantized weights on 8-bit activations */
     bool     moe_stream;  /* CELER_GPU_MOE_STREAM=1: prefill experts on the streaming kernel (gpu_mmq.cu) */
     bool     mmq_stream;  /* CELER_GPU_MMQ_STREAM=1: dense prefill products on it too (gpu_mmq.cu) */
+    bool     sample_off;  /* CELER_GPU_SAMPLE=0: every sampled draw left to the host (gpu_sample.cu) */
     bool     att_merge_in; /* decode attention's last split merges them (CELER_GPU_ATT_MERGE_IN=0: a kernel does) */
     int32_t  att_wide;     /* passes of a wide block that short contexts take unsplit (CELER_GPU_ATT_WIDE; 0: split) */
     bool     early;       /* kernels launched while the one before runs (gpu_dep_enter; CELER_GPU_EARLY=0: off) */
@@ -285,8 +286,11 @@ celer_status gpu_get_rows(celer_backend *be, const celer_weight *w, const int32_
 /* gpu_norm.cu */
 celer_status gpu_rmsnorm(celer_backend *be, const float *x, const celer_weight *w, int64_t rows, int64_t d, float eps,
                          float *y, celer_error *err);
-/* gpu_ops.cu */
+/* gpu_sample.cu */
 celer_status gpu_argmax(celer_backend *be, const float *x, int64_t rows, int64_t n, int32_t *ids, celer_error *err);
+celer_status gpu_sample(celer_backend *be, const float *x, int64_t rows, int64_t n, const celer_draw *d, int32_t *ids,
+                        celer_error *err);
+/* gpu_ops.cu */
 celer_status gpu_add_bias(celer_backend *be, float *y, const celer_weight *b, int64_t T, celer_error *err);
 celer_status gpu_add(celer_backend *be, float *x, const float *y, int64_t n, celer_error *err);
 celer_status gpu_scale(celer_backend *be, float *x, int64_t n, float s, celer_error *err);

@@ -1,6 +1,6 @@
-/* Element-wise and row-wise ops on the GPU: greedy argmax, biases, adds, activations, RoPE and
- * the KV cache writes (RMSNorm is gpu_norm.cu). Element-wise kernels are grid-stride loops over
- * 64-bit indices, so any size is covered by a bounded grid. */
+/* Element-wise and row-wise ops on the GPU: biases, adds, activations, RoPE and the KV cache
+ * writes (RMSNorm is gpu_norm.cu, the argmax and sampled draws gpu_sample.cu). Element-wise
+ * kernels are grid-stride loops over 64-bit indices, so any size is covered by a bounded grid. */
 #include "backends/gpu/gpu_kv.cuh"
 #include "backends/gpu/gpu_matvec.h"
 #include "backends/gpu/gpu_rope.cuh"
@@ -11,85 +11,6 @@ enum { THREADS = 256 };
 
 #define GRID_STRIDE(i, n)                                                                                           \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
-
-/* ---- argmax of rows, for greedy draws ------------------------------------------------ */
-
-/* (value, index) pairs: the larger value, the lower index on ties; NaNs are never candidates. */
-static __device__ __forceinline__ void better(float v, int64_t i, float *bv, int64_t *bi)
-{
-    if (v > *bv || (v == *bv && i < *bi)) *bv = v, *bi = i;
-}
-
-/* Two passes: ARGMAX_PARTS blocks a row each scan a contiguous part of it (a 128k vocabulary
- * is 4,000 values a block, where one block a row was latency-bound at ~200 us), then a block a
- * row takes the best of the parts' (value, index) pairs. A row whose first value is NaN gives
- * 0, as the sequential scan does; so does a row of NaNs. */
-enum { ARGMAX_PARTS = 32, ARGMAX_MIN_PART = 1024 };
-
-static __device__ void block_best(float *bv, int64_t *bi, float *sv, int64_t *si)
-{
-    sv[threadIdx.x] = *bv, si[threadIdx.x] = *bi;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s) better(sv[threadIdx.x + s], si[threadIdx.x + s], &sv[threadIdx.x], &si[threadIdx.x]);
-        __syncthreads();
-    }
-    *bv = sv[0], *bi = si[0];
-}
-
-__global__ void k_argmax_parts(const float *__restrict__ x, int64_t n, int64_t part, float *__restrict__ pv,
-                               int64_t *__restrict__ pi)
-{
-    gpu_dep_enter();
-    __shared__ float   sv[THREADS];
-    __shared__ int64_t si[THREADS];
-    const float       *row = x + (int64_t)blockIdx.y * n;
-    const int64_t      lo = (int64_t)blockIdx.x * part, hi = lo + part < n ? lo + part : n;
-    float              bv = -INFINITY;
-    int64_t            bi = n;
-    for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
-        if (row[i] == row[i]) better(row[i], i, &bv, &bi);
-    block_best(&bv, &bi, sv, si);
-    if (threadIdx.x == 0) pv[blockIdx.y * gridDim.x + blockIdx.x] = bv, pi[blockIdx.y * gridDim.x + blockIdx.x] = bi;
-}
-
-__global__ void k_argmax_rows(const float *__restrict__ x, int64_t n, int parts, const float *__restrict__ pv,
-                              const int64_t *__restrict__ pi, int32_t *__restrict__ ids)
-{
-    gpu_dep_enter();
-    __shared__ float   sv[ARGMAX_PARTS];
-    __shared__ int64_t si[ARGMAX_PARTS];
-    float              bv = -INFINITY;
-    int64_t            bi = n;
-    if ((int)threadIdx.x < parts) bv = pv[blockIdx.x * parts + threadIdx.x], bi = pi[blockIdx.x * parts + threadIdx.x];
-    block_best(&bv, &bi, sv, si);
-    const float first = x[(int64_t)blockIdx.x * n];
-    if (threadIdx.x == 0) ids[blockIdx.x] = first != first || bi >= n ? 0 : (int32_t)bi;
-}
-
-celer_status gpu_argmax(celer_backend *be, const float *x, int64_t rows, int64_t n, int32_t *ids, celer_error *err)
-{
-    gpu_backend *g = gpu_of(be);
-    if (gpu_alive(g, err)) return err->code;
-    if (rows <= 0) return CELER_OK;
-    if (rows > GPU_MAX_GRID_YZ || n <= 0 || n > INT32_MAX)
-        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: argmax of %lld rows of %lld", CELER_GPU_NAME, (long long)rows,
-                          (long long)n);
-    int64_t parts = (n + ARGMAX_MIN_PART - 1) / ARGMAX_MIN_PART;
-    if (parts > ARGMAX_PARTS) parts = ARGMAX_PARTS;
-    const int64_t part = (n + parts - 1) / parts;
-    /* d_ids: the ids, then each part's index, then its value */
-    const size_t ib = ((size_t)rows * sizeof *ids + 15) / 16 * 16, pb = (size_t)(rows * parts);
-    if (gpu_buf_reserve(g, &g->d_ids, ib + pb * (sizeof(int64_t) + sizeof(float)), err)) return err->code;
-    int32_t *di = (int32_t *)g->d_ids.p;
-    int64_t *pi = (int64_t *)((char *)g->d_ids.p + ib);
-    float   *pv = (float *)(pi + pb);
-    if (GPU_LAUNCH(g, err, "argmax", k_argmax_parts, dim3((unsigned)parts, (unsigned)rows), THREADS, 0, x, n, part, pv,
-                   pi) ||
-        GPU_LAUNCH(g, err, "argmax", k_argmax_rows, (unsigned)rows, ARGMAX_PARTS, 0, x, n, (int)parts, pv, pi, di))
-        return err->code;
-    return g->base.ops->read(&g->base, di, ids, (size_t)rows * sizeof *ids, err);
-}
 
 /* ---- element-wise ------------------------------------------------------------------- */
 
