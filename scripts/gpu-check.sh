@@ -416,8 +416,8 @@ step_stalls() {
 
 # Peak device memory against the planner's estimate (CELER_GPU_STATS's line): generate at the
 # What drawing sampled tokens on the GPU is worth: tg128 greedy, then at each temperature with
-# the draw on the GPU and on the host, in turn. Synthetic weights give flat distributions at
-# temperature 1 (every draw past the sorted tokens: left to the host), peaked ones at 0.1.
+# the draw on the GPU and on the host, in turn (bench --temp: nothing cut, the walk in id order).
+# Synthetic weights give flat distributions at temperature 1, peaked ones at 0.1.
 step_sample() {
     local shape t v log
     for shape in ${SAMPLE_MODELS:-qwen3-0.6b llama-3.1-8b}; do

@@ -1,5 +1,5 @@
 /* The sampler's draw against its definition (runtime/sampler.h) computed the plain way: every
- * candidate sorted, the kept prefix cut, the sum, the walk. The sampler sorts only as far as the
+ * candidate sorted, the kept prefix cut, the sum, the walk (in id order when nothing was cut). The sampler sorts only as far as the
  * draw reaches; the token must be the same for every draw: peaked and flat distributions, ties,
  * vocabularies of 1 to 50,000, and top-k / top-p / min-p in combination.
  * The probabilities are the ones the sampler computed (it leaves them in the logits array), and
@@ -46,11 +46,20 @@ static int32_t reference(const float *p, int32_t n, const celer_sampling *sp, ui
         while (k < kept && acc < sp->top_p) acc += c[k++].p;
         kept = k > 0 ? k : 1;
     }
+    double r = celer_sampler_uniform(rng);
+    if (kept == m) { /* nothing cut: the walk in id order */
+        r *= all;
+        int32_t last = 0;
+        for (int32_t i = 0; i < n; i++)
+            if (p[i] >= floor_p && p[i] > 0) {
+                r -= p[i], last = i;
+                if (r < 0) return i;
+            }
+        return last;
+    }
     double total = 0;
-    if (kept == m) total = all;
-    else
-        for (int32_t i = 0; i < kept; i++) total += c[i].p;
-    double r = celer_sampler_uniform(rng) * total;
+    for (int32_t i = 0; i < kept; i++) total += c[i].p;
+    r *= total;
     for (int32_t i = 0; i < kept; i++) {
         r -= c[i].p;
         if (r < 0) return c[i].id;

@@ -152,40 +152,49 @@ int32_t celer_sampler_draw(celer_sampler *s, float *logits, const celer_draw *p)
         sum       += e;
     }
     for (int32_t i = 0; i < n; i++) logits[i] = (float)(logits[i] / sum);
-    /* the candidates in id order, then bucketed (stable) into s->cand */
+    /* the candidates in id order */
     const float pmax = logits[celer_argmax_row(logits, n)];
     const float floor_p = p->min_p > 0 ? p->min_p * pmax : 0;
-    int32_t     m = 0, count[N_BUCKETS] = {0};
+    int32_t     m = 0;
     for (int32_t i = 0; i < n; i++)
-        if (logits[i] >= floor_p && logits[i] > 0) {
-            s->tmp[m++] = (struct celer_candidate){logits[i], i};
-            count[bucket(pmax, logits[i])]++;
-        }
-    lazy_order o = {.c = s->cand};
-    for (int b = 0; b < N_BUCKETS; b++) o.start[b + 1] = o.start[b] + count[b];
-    int32_t fill[N_BUCKETS];
-    memcpy(fill, o.start, sizeof fill);
-    for (int32_t j = 0; j < m; j++) s->cand[fill[bucket(pmax, s->tmp[j].p)]++] = s->tmp[j];
+        if (logits[i] >= floor_p && logits[i] > 0) s->tmp[m++] = (struct celer_candidate){logits[i], i};
     if (!m) return 0; /* no candidate: the logits held NaNs (the argmax's answer for a row of them) */
-    /* the kept prefix */
+    /* the kept prefix, where a cut asks for the order: the candidates bucketed (stable) into s->cand */
     int32_t kept = m;
-    if (p->top_k > 0 && kept > p->top_k) kept = p->top_k;
-    if (p->top_p < 1) {
-        double  acc = 0;
-        int32_t k   = 0;
-        while (k < kept && acc < p->top_p) acc += at(&o, k++)->p;
-        kept = k > 0 ? k : 1;
+    if ((p->top_k > 0 && m > p->top_k) || p->top_p < 1) {
+        int32_t count[N_BUCKETS] = {0};
+        for (int32_t j = 0; j < m; j++) count[bucket(pmax, s->tmp[j].p)]++;
+        lazy_order o = {.c = s->cand};
+        for (int b = 0; b < N_BUCKETS; b++) o.start[b + 1] = o.start[b] + count[b];
+        int32_t fill[N_BUCKETS];
+        memcpy(fill, o.start, sizeof fill);
+        for (int32_t j = 0; j < m; j++) s->cand[fill[bucket(pmax, s->tmp[j].p)]++] = s->tmp[j];
+        if (p->top_k > 0 && kept > p->top_k) kept = p->top_k;
+        if (p->top_p < 1) {
+            double  acc = 0;
+            int32_t k   = 0;
+            while (k < kept && acc < p->top_p) acc += at(&o, k++)->p;
+            kept = k > 0 ? k : 1;
+        }
+        if (kept < m) {
+            double total = 0;
+            for (int32_t i = 0; i < kept; i++) total += at(&o, i)->p;
+            double r = p->u * total;
+            for (int32_t i = 0; i < kept; i++) {
+                const struct celer_candidate *c = at(&o, i);
+                r -= c->p;
+                if (r < 0) return c->id;
+            }
+            return at(&o, kept - 1)->id;
+        }
     }
+    /* nothing cut: the walk in id order */
     double total = 0;
-    if (kept == m)
-        for (int32_t j = 0; j < m; j++) total += s->tmp[j].p;
-    else
-        for (int32_t i = 0; i < kept; i++) total += at(&o, i)->p;
+    for (int32_t j = 0; j < m; j++) total += s->tmp[j].p;
     double r = p->u * total;
-    for (int32_t i = 0; i < kept; i++) {
-        const struct celer_candidate *c = at(&o, i);
-        r -= c->p;
-        if (r < 0) return c->id;
+    for (int32_t j = 0; j < m; j++) {
+        r -= s->tmp[j].p;
+        if (r < 0) return s->tmp[j].id;
     }
-    return at(&o, kept - 1)->id;
+    return s->tmp[m - 1].id;
 }

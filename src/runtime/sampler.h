@@ -8,11 +8,12 @@
  * in order of probability, highest first, lower id first on ties; kept, the first top-k of them,
  * then the shortest prefix whose probabilities (summed in that order, in double) reach top-p;
  * u uniform in [0, 1) from 53 bits of the generator, r = u times the kept probabilities' sum
- * (summed in that order; in id order when nothing was cut); the token is the first of the kept
- * at which the running sum passes r. Only as much of the order is sorted as the draw reaches
- * (the candidates are bucketed by the power of two of their ratio to the highest probability,
- * a bucket sorted when first reached): a full sort of a 128k vocabulary took milliseconds a
- * token. */
+ * (summed in that order); the token is the first of the kept at which the running sum passes r.
+ * When nothing was cut (no top-k or top-p took fewer than all the candidates) the sum and the
+ * walk go in id order instead, and nothing is sorted. Otherwise only as much of the order is
+ * sorted as the draw reaches (the candidates are bucketed by the power of two of their ratio to
+ * the highest probability, a bucket sorted when first reached): a full sort of a 128k
+ * vocabulary took milliseconds a token. */
 #ifndef CELER_RUNTIME_SAMPLER_H
 #define CELER_RUNTIME_SAMPLER_H
 

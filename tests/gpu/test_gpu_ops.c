@@ -27,8 +27,9 @@
  *     sequences: prefill, decode and a chunk; grouped-query heads; a sliding window): 1e-5;
  *   - argmax of rows: equal to the CPU's scan (ties, -inf, NaNs);
  *   - sampled draws: each token the sample op decides equal to the host sampler's draw with the
- *     same generator number (runtime/sampler.h); most draws of peaked rows decided on the device;
- *     rows of NaNs, of -inf and flat ones left to the host (-1);
+ *     same generator number (runtime/sampler.h); every draw with nothing cut (the walk in id
+ *     order) and most draws of peaked rows decided on the device; rows of NaNs and of -inf left
+ *     to the host (-1);
  *   - a norm of a few rows (sliced over blocks) and the same rows among many: equal bit for bit.
  * The port tables' fused kernels: test_gpu_ports.c; mixture of experts: test_gpu_moe.c. Run on a machine with a GPU (scripts/gpu-check.sh); built
  * only with CELER_CUDA or CELER_HIP. */
@@ -656,7 +657,7 @@ static void test_sample(void)
     static const float   ps[]    = {1.0f, 0.9f, 0.5f}, mins[] = {0.0f, 0.05f};
     static const float   temps[] = {0.0f, 0.3f, 1.0f, 4.0f};
     enum { R = 4 };
-    int draws = 0, decided = 0, peaked = 0, peaked_decided = 0, mismatches = 0;
+    int draws = 0, decided = 0, peaked = 0, peaked_decided = 0, uncut = 0, uncut_decided = 0, mismatches = 0;
     for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
         const int64_t n = ns[k];
         float        *x = malloc((size_t)(R * n) * sizeof *x), *work = malloc((size_t)n * sizeof *work);
@@ -682,9 +683,10 @@ static void test_sample(void)
                     memcpy(work, x + r * n, (size_t)n * sizeof *work);
                     int32_t want = celer_sampler_draw(&sm, work, &d[r]);
                     bool    is_peaked = shape == 1 && n >= 1000 && d[r].temperature > 0 && d[r].temperature <= 1;
-                    peaked += is_peaked;
+                    bool    is_uncut  = d[r].temperature > 0 && d[r].top_k == 0 && d[r].top_p >= 1;
+                    peaked += is_peaked, uncut += is_uncut;
                     if (got[r] < 0 && d[r].temperature > 0) continue;
-                    decided++, peaked_decided += is_peaked;
+                    decided++, peaked_decided += is_peaked, uncut_decided += is_uncut;
                     if (got[r] != want) {
                         mismatches++;
                         fprintf(stderr, "  sample n %lld shape %d T %g k %d p %g min-p %g u %.9f: %d, host %d\n",
@@ -712,9 +714,10 @@ static void test_sample(void)
         celer_sampler_free(&sm);
         free(x), free(work);
     }
-    printf("  sample: %d of %d draws decided on the device (%d of %d peaked ones), %d differ from the host's\n",
-           decided, draws, peaked_decided, peaked, mismatches);
+    printf("  sample: %d of %d draws decided on the device (%d of %d peaked ones, %d of %d with nothing cut), %d "
+           "differ from the host's\n", decided, draws, peaked_decided, peaked, uncut_decided, uncut, mismatches);
     CHECK(mismatches == 0);
+    CHECK(uncut_decided == uncut);
     CHECK(peaked_decided * 10 >= peaked * 9);
 }
 

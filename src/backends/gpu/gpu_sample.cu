@@ -10,7 +10,8 @@
  * the row's list, which one block sorts into the draw order (probability down, id up) and sums
  * as it runs. The cuts (top-k, then top-p) and the walk to u times the kept sum are decided on
  * the list when it reaches that far; a row whose draw goes past it (u deep in a long tail) is
- * left to the host: -1. Sums are fixed-point integers (a probability times 2^56, truncated):
+ * left to the host: -1. When nothing is cut the walk goes in id order: the part where the parts'
+ * sums pass u times the whole sum, then that part's values, a block-wide running sum at a time. Sums are fixed-point integers (a probability times 2^56, truncated):
  * exact, the same in any order, within 1e-11 of the host's sums in double; a float probability
  * differs from the host's only where the two sides' double exp differ in a last bit that
  * survives the rounding to float. */
@@ -277,9 +278,12 @@ static __device__ int32_t first_reaching(const u64 *cum, int32_t n, u64 want, bo
     return lo;
 }
 
+enum { WALK_IDS = -2 };
+
 /* The draw from the sorted list (its first L keys and their running sums; m candidates in all,
- * summing to all): the token, or -1 where the list does not reach far enough. */
-static __device__ int32_t decide(const celer_draw *d, const u64 *key, const u64 *cum, int32_t L, u64 m, u64 all)
+ * summing to all): the token; -1 where the list does not reach far enough; WALK_IDS when nothing
+ * is cut (the walk then goes in id order, over the whole row). */
+static __device__ int32_t decide(const celer_draw *d, const u64 *key, const u64 *cum, int32_t L, u64 m)
 {
     u64 kept = m;
     if (d->top_k > 0 && kept > (u64)d->top_k) kept = (u64)d->top_k;
@@ -295,13 +299,13 @@ static __device__ int32_t decide(const celer_draw *d, const u64 *key, const u64 
         }
         kept = k > 0 ? k : 1;
     }
-    if (kept != m && kept > (u64)L) return -1;
-    const u64     total = kept == m ? all : cum[kept - 1];
+    if (kept == m) return WALK_IDS;
+    if (kept > (u64)L) return -1;
+    const u64     total = cum[kept - 1];
     const u64     r     = (u64)(d->u * (double)total);
     const int32_t n     = kept < (u64)L ? (int32_t)kept : L;
     const int32_t i     = first_reaching(cum, n, r, true);
-    if (i < n) return (int32_t)(uint32_t)key[i];
-    return kept <= (u64)L ? (int32_t)(uint32_t)key[kept - 1] : -1;
+    return (int32_t)(uint32_t)key[i < n ? i : kept - 1];
 }
 
 /* Sorts key[0, S) ascending, S a power of two (bitonic). */
@@ -337,15 +341,52 @@ static __device__ void block_running_sum(const u64 *key, int32_t L, u64 *cum, u6
     __syncthreads();
 }
 
+/* The walk in id order, r = u times all: the part where the parts' sums pass r, then its
+ * candidates a block-wide running sum at a time, until one passes it. */
+static __device__ void walk_ids(const draw_row *r, int64_t n, int64_t part, int parts, const sample_part *sp, u64 all,
+                                u64 *red, int32_t *id)
+{
+    const u64 want = (u64)(r->d.u * (double)all);
+    u64       base = 0;
+    int       p    = 0;
+    while (p < parts && base + sp[p].all <= want) base += sp[p].all, p++;
+    if (p == parts) { /* rounding past the end: the host decides */
+        if (threadIdx.x == 0) *id = -1;
+        return;
+    }
+    const float   pmax = (float)(1.0 / r->sum), floor_p = r->d.min_p > 0 ? r->d.min_p * pmax : 0;
+    const int64_t lo = (int64_t)p * part, hi = lo + part < n ? lo + part : n;
+    for (int64_t at = lo; at < hi; at += DRAW_THREADS) {
+        const int64_t i = at + threadIdx.x;
+        float         q = i < hi ? (float)((double)e_of(r->x[i], r->mx, r->d.temperature) / r->sum) : 0;
+        const u64     v = q >= floor_p && q > 0 ? fixed_p(q) : 0;
+        red[threadIdx.x] = v;
+        __syncthreads();
+        for (int off = 1; off < DRAW_THREADS; off <<= 1) {
+            const u64 w = (int)threadIdx.x >= off ? red[threadIdx.x - off] : 0;
+            __syncthreads();
+            red[threadIdx.x] += w;
+            __syncthreads();
+        }
+        const u64 upto = base + red[threadIdx.x], chunk = red[DRAW_THREADS - 1];
+        if (v && upto > want && upto - v <= want) *id = (int32_t)i; /* one thread: the first to pass */
+        if (base + chunk > want) return;
+        base += chunk;
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) *id = -1; /* the part's sum said it passes here: not reached */
+}
+
 /* One block a row: the argmax for a greedy row; else the row's list sorted into the draw order,
  * summed as it runs, and the draw decided on it (-1: left to the host). */
 __global__ void __launch_bounds__(DRAW_THREADS)
-    k_draw(const float *__restrict__ x, int64_t n, int parts, const celer_draw *__restrict__ draws,
+    k_draw(const float *__restrict__ x, int64_t n, int64_t part, int parts, const celer_draw *__restrict__ draws,
            const float *__restrict__ pv, const int64_t *__restrict__ pi, const sample_part *__restrict__ sp,
            const unsigned int *__restrict__ n_top, const u64 *__restrict__ list, int32_t *__restrict__ ids)
 {
     gpu_dep_enter();
-    __shared__ u64 key[SAMPLE_TOP], cum[SAMPLE_TOP], red[DRAW_THREADS];
+    __shared__ u64     key[SAMPLE_TOP], cum[SAMPLE_TOP], red[DRAW_THREADS];
+    __shared__ int32_t verdict;
     const int      row = blockIdx.y;
     draw_row       r;
     if (!draw_row_open(&r, x, n, draws, pv, pi, sp, parts, true)) {
@@ -367,7 +408,13 @@ __global__ void __launch_bounds__(DRAW_THREADS)
     __syncthreads();
     block_sort(key, S);
     block_running_sum(key, (int32_t)L, cum, red);
-    if (threadIdx.x == 0) ids[row] = decide(&r.d, key, cum, (int32_t)L, m, all);
+    if (threadIdx.x == 0) verdict = decide(&r.d, key, cum, (int32_t)L, m);
+    __syncthreads();
+    if (verdict != WALK_IDS) {
+        if (threadIdx.x == 0) ids[row] = verdict;
+        return;
+    }
+    walk_ids(&r, n, part, parts, sp + row * parts, all, red, &ids[row]);
 }
 
 celer_status gpu_sample(celer_backend *be, const float *x, int64_t rows, int64_t n, const celer_draw *d, int32_t *ids,
@@ -408,8 +455,8 @@ celer_status gpu_sample(celer_backend *be, const float *x, int64_t rows, int64_t
         GPU_LAUNCH(g, err, "sample", k_draw_sum, grid, THREADS, 0, x, n, part, (int)parts, dd, pv, pi, sp, nt) ||
         GPU_LAUNCH(g, err, "sample", k_draw_count, grid, THREADS, 0, x, n, part, (int)parts, dd, pv, pi, sp) ||
         GPU_LAUNCH(g, err, "sample", k_draw_list, grid, THREADS, 0, x, n, part, (int)parts, dd, pv, pi, sp, nt, list) ||
-        GPU_LAUNCH(g, err, "sample", k_draw, dim3(1, (unsigned)rows), DRAW_THREADS, 0, x, n, (int)parts, dd, pv, pi, sp,
-                   nt, list, di))
+        GPU_LAUNCH(g, err, "sample", k_draw, dim3(1, (unsigned)rows), DRAW_THREADS, 0, x, n, part, (int)parts, dd, pv,
+                   pi, sp, nt, list, di))
         return err->code;
     return g->base.ops->read(&g->base, di, ids, (size_t)rows * sizeof *ids, err);
 }
