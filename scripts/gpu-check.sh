@@ -132,7 +132,7 @@ step_test() {
     # the ops, the ports and the experts again under settings that move them to other kernels
     local variants=("CELER_GPU_MMQ_FROM=0" "CELER_GPU_BLAS_FROM=0" "CELER_GPU_ATT_CHUNK=32" "CELER_GPU_BLAS_PASSES=1"
         "CELER_GPU_BLAS_PASSES=3" "CELER_GPU_KV_F16=1" "CELER_GPU_ATT_MERGE_IN=0" "CELER_GPU_MVQ_X8=1"
-        "CELER_GPU_ATT_WIDE=0" "CELER_GPU_MOE_STREAM=1" "CELER_GPU_MMQ_STREAM=1")
+        "CELER_GPU_ATT_WIDE=0")
     [ "$quick" = 1 ] && variants=()
     for v in "${variants[@]}"; do
         for t in test_gpu_ops test_gpu_ports test_gpu_moe; do

@@ -10,7 +10,6 @@
  *
  * Build against a GPU build (see README.md; `scripts/gpu-check.sh kernels` with KERNELS=gpu_moe)
  * and run: kernel_gpu_moe [REPS [TYPE]] (TYPE: Q4_0 or Q8_0, default both).
- * CELER_GPU_MOE_STREAM=1 moves the grouped steps to the streaming kernel, for the comparison;
  * CELER_TEST_BACKEND=cpu checks the harness against the CPU itself (0 error). */
 #define HARNESS_NAME "kernel_gpu_moe"
 #include "gpu_harness.h"

@@ -396,10 +396,6 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->kv_f16       = kf && !strcmp(kf, "1");
     const char *x8  = getenv("CELER_GPU_MVQ_X8"); /* 1: one-token products on 8 bits (gpu_matvec.cu) */
     g->mvq_x8       = x8 && !strcmp(x8, "1");
-    const char *ms  = getenv("CELER_GPU_MOE_STREAM"); /* 1: prefill experts through k_mmq_s's stages */
-    g->moe_stream   = ms && !strcmp(ms, "1");
-    const char *mst = getenv("CELER_GPU_MMQ_STREAM"); /* 1: dense prefill products through k_mmq_s too */
-    g->mmq_stream   = mst && !strcmp(mst, "1");
     const char *sa  = getenv("CELER_GPU_SAMPLE"); /* 0: sampled draws read their logits (gpu_sample.cu) */
     g->sample_off   = sa && !strcmp(sa, "0");
     const char *mi  = getenv("CELER_GPU_ATT_MERGE_IN"); /* 0: decode attention's merge a kernel of its own */

@@ -220,7 +220,6 @@ static const rows_fn   ROWS[GPU_FMT_COUNT]   = GPU_FMT_TABLE(k_get_rows);
 static bool blas_takes(const gpu_backend *g, int f, int64_t T)
 {
     if (f == GPU_F32) return g->blas_f32 && T > MV_SLICED; /* f32 there too: on by default */
-    if (g->mmq_stream && gpu_mmq_has(g, f)) return false; /* CELER_GPU_MMQ_STREAM=1: k_mmq_s's tiles instead */
     return g->blas_from > 0 && (gpu_mmq_has(g, f) ? T >= g->blas_from : T > MV_SLICED);
 }
 

@@ -275,7 +275,7 @@ template <int F, int NT> struct sq_shape {
  * once a block: the copies' index arithmetic at every stage, in loops the compiler could not
  * unroll, was as many instructions as the products (ncu on the 8B's batch of 32: 32
  * instructions an mma). */
-template <int F, int NT, bool MAP = false> struct sq_copies {
+template <int F, int NT> struct sq_copies {
     typedef sq_shape<F, NT> S;
     static constexpr int CPR = SQ_BQ * S::WB / 16;                            /* 16-byte pieces of a row's codes */
     static constexpr int NW  = (SQ_ROWS * CPR + S::THREADS - 1) / S::THREADS; /* a thread's pieces of each kind */
@@ -290,17 +290,13 @@ template <int F, int NT, bool MAP = false> struct sq_copies {
     const float2  *s;
     uint32_t       ok; /* bit j: weight piece j's row exists; 8 + j: token piece j's; 16 + j: scale piece j's;
                         * 24: ws's */
-    /* with a row map (MAP: the experts' tokens, read where they lie), each token piece's own
-     * source at k0 = 0: its token's row is the map's, not a fixed stride from piece 0's */
-    const int8_t *xm[MAP ? NX : 1];
-    const float2 *sm[MAP ? NS : 1];
 };
 
-template <int F, int NT, bool MAP>
-static __device__ __forceinline__ void sq_plan(sq_copies<F, NT, MAP> &c, const gpu_wdesc &w, const gpu_xq &x,
-                                               int64_t T, const int32_t *__restrict__ map, int64_t r0, int tid)
+template <int F, int NT>
+static __device__ __forceinline__ void sq_plan(sq_copies<F, NT> &c, const gpu_wdesc &w, const gpu_xq &x, int64_t T,
+                                               int64_t r0, int tid)
 {
-    typedef sq_copies<F, NT, MAP> C;
+    typedef sq_copies<F, NT> C;
     const int64_t rw = r0 + tid / C::CPR, tx = tid / (4 * SQ_BQ), ts = tid / SQ_BQ;
     c.ok             = r0 + tid < w.rows && tid < SQ_ROWS ? 1u << 24 : 0u;
 #pragma unroll
@@ -313,28 +309,16 @@ static __device__ __forceinline__ void sq_plan(sq_copies<F, NT, MAP> &c, const g
     c.ws = w.data + (c.ok >> 24 ? r0 + tid : 0) * w.row_bytes + w.scales_off;
     c.x  = x.q + (tx * x.nb + tid / 4 % SQ_BQ) * XQ_BLOCK + 16 * (tid % 4);
     c.s  = x.d + ts * x.nb + tid % SQ_BQ;
-    if constexpr (MAP) {
-#pragma unroll
-        for (int j = 0; j < C::NX; j++) {
-            const int64_t row = c.ok >> (8 + j) & 1 ? map[tx + C::TX * j] : 0;
-            c.xm[j]           = x.q + (row * x.nb + tid / 4 % SQ_BQ) * XQ_BLOCK + 16 * (tid % 4);
-        }
-#pragma unroll
-        for (int j = 0; j < C::NS; j++) {
-            const int64_t row = c.ok >> (16 + j) & 1 ? map[ts + C::TS * j] : 0;
-            c.sm[j]           = x.d + row * x.nb + tid % SQ_BQ;
-        }
-    }
 }
 
 /* Stage st: columns blocks k0 .. k0 + SQ_BQ (zeros past kend, past the rows, past the tokens);
  * a piece whose row or token does not exist reads nothing. */
-template <int F, int NT, bool X8, bool MAP>
-static __device__ __forceinline__ void sq_issue(int8_t *st, const sq_copies<F, NT, MAP> &c, const gpu_wdesc &w,
+template <int F, int NT, bool X8>
+static __device__ __forceinline__ void sq_issue(int8_t *st, const sq_copies<F, NT> &c, const gpu_wdesc &w,
                                                 const gpu_xq &x, int64_t k0, int64_t kend, int tid)
 {
-    typedef sq_shape<F, NT>        S;
-    typedef sq_copies<F, NT, MAP> C;
+    typedef sq_shape<F, NT>   S;
+    typedef sq_copies<F, NT> C;
     const bool whole = k0 + SQ_BQ <= kend; /* every stage but perhaps a part's last */
 #pragma unroll
     for (int j = 0; j < C::NW; j++) {
@@ -356,22 +340,17 @@ static __device__ __forceinline__ void sq_issue(int8_t *st, const sq_copies<F, N
     for (int j = 0; j < C::NX; j++) { /* a token block's 64 bytes: hi, hi, lo, lo */
         const int  i = tid + S::THREADS * j, tt = i / (4 * SQ_BQ), qb = i / 4 % SQ_BQ, piece = i % 4;
         const bool ok = (c.ok >> (8 + j) & 1) && (whole || k0 + qb < kend);
-        const int8_t *src;
-        if constexpr (MAP) src = c.xm[j] + k0 * XQ_BLOCK;
-        else src = c.x + ((int64_t)(C::TX * j) * x.nb + k0) * XQ_BLOCK;
         if (i < NT * SQ_BQ * 4 && !(X8 && piece >= 2))
             gpu_cp_async16(st + S::X_OFF + tt * S::XLD + (piece / 2) * 32 * SQ_BQ + 32 * qb + 16 * (piece % 2),
-                           ok ? src : x.q, ok);
+                           ok ? c.x + ((int64_t)(C::TX * j) * x.nb + k0) * XQ_BLOCK : x.q, ok);
     }
 #pragma unroll
     for (int j = 0; j < C::NS; j++) {
         const int  i = tid + S::THREADS * j;
         const bool ok = (c.ok >> (16 + j) & 1) && (whole || k0 + i % SQ_BQ < kend);
-        const float2 *src;
-        if constexpr (MAP) src = c.sm[j] + k0;
-        else src = c.s + (int64_t)(C::TS * j) * x.nb + k0;
         if (i < NT * SQ_BQ) /* by column block, then token: a lane's two tokens in one load */
-            gpu_cp_async8(st + S::XS_OFF + 8 * (i % SQ_BQ * NT + i / SQ_BQ), ok ? (const void *)src : x.d, ok);
+            gpu_cp_async8(st + S::XS_OFF + 8 * (i % SQ_BQ * NT + i / SQ_BQ),
+                          ok ? (const void *)(c.s + (int64_t)(C::TS * j) * x.nb + k0) : x.d, ok);
     }
     gpu_cp_commit();
 }
@@ -423,10 +402,10 @@ static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int 
 }
 
 /* Rows blockIdx.x · SQ_ROWS .. of w by the T (at most NT) tokens of x, column blocks kz0 ..
- * kend, into y (with add: added to it). Token t is x's row t, or with MAP its row map[t]. */
-template <int F, int NT, bool X8, bool MAP = false>
-static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq &x, const int32_t *__restrict__ map,
-                                               int64_t T, int64_t kz0, int64_t kend, float *__restrict__ y, int add)
+ * kend, into y (with add: added to it). */
+template <int F, int NT, bool X8>
+static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq &x, int64_t T, int64_t kz0,
+                                               int64_t kend, float *__restrict__ y, int add)
 {
     extern __shared__ __align__(16) int8_t sq_smem[];
     typedef sq_shape<F, NT> S;
@@ -438,10 +417,10 @@ static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq 
     for (int ni = 0; ni < S::NI; ni++)
 #pragma unroll
         for (int e = 0; e < 4; e++) acc[ni][e] = 0.0f;
-    sq_copies<F, NT, MAP> cp;
-    sq_plan<F, NT, MAP>(cp, w, x, T, map, r0, tid);
+    sq_copies<F, NT> cp;
+    sq_plan<F, NT>(cp, w, x, T, r0, tid);
     for (int s = 0; s < SQ_STAGES - 1; s++) { /* a group per stage, empty past the end: the waits count groups */
-        if (s < nst) sq_issue<F, NT, X8, MAP>(sq_smem + s * S::STAGE, cp, w, x, kz0 + s * SQ_BQ, kend, tid);
+        if (s < nst) sq_issue<F, NT, X8>(sq_smem + s * S::STAGE, cp, w, x, kz0 + s * SQ_BQ, kend, tid);
         else gpu_cp_commit();
     }
     for (int64_t it = 0; it < nst; it++) {
@@ -449,7 +428,7 @@ static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq 
         __syncthreads();              /* everyone's; and stage it - 1 is no longer read */
         const int64_t nx = it + SQ_STAGES - 1;
         if (nx < nst)
-            sq_issue<F, NT, X8, MAP>(sq_smem + (nx % SQ_STAGES) * S::STAGE, cp, w, x, kz0 + nx * SQ_BQ, kend, tid);
+            sq_issue<F, NT, X8>(sq_smem + (nx % SQ_STAGES) * S::STAGE, cp, w, x, kz0 + nx * SQ_BQ, kend, tid);
         else gpu_cp_commit();
         sq_compute<F, NT, X8>(sq_smem + (it % SQ_STAGES) * S::STAGE, rt, th, g, q, acc);
     }
@@ -470,51 +449,7 @@ __global__ void __launch_bounds__((sq_shape<F, NT>::THREADS), (sq_shape<F, NT>::
 {
     gpu_dep_enter();
     const int64_t kz0 = (int64_t)blockIdx.z * kper, kend = w.cols / 32 < kz0 + kper ? w.cols / 32 : kz0 + kper;
-    sq_tile<F, NT, X8>(w, x, NULL, T, kz0, kend, y + (int64_t)blockIdx.z * T * w.rows, add);
-}
-
-/* Longer steps on the streaming kernel (being measured against the tiled kernel and the BLAS):
- * tiles of NT tokens, the tile blockIdx.y, of group blockIdx.z — a MoE layer's expert, its pairs
- * starts[e] .. starts[e + 1] and its weights `stride` bytes on from w's (CELER_GPU_MOE_STREAM=1),
- * or with starts NULL one group of T tokens (CELER_GPU_MMQ_STREAM=1). Token s is x's row tok[s]
- * (tok NULL: row s); its products go to y's row s (with add: added to it). */
-template <int F, int NT>
-__global__ void __launch_bounds__((sq_shape<F, NT>::THREADS), (sq_shape<F, NT>::BLOCKS))
-    k_mmq_s_tiles(gpu_wdesc w, gpu_xq x, const int32_t *__restrict__ tok, const int32_t *__restrict__ starts, int64_t T,
-                  int64_t stride, float *__restrict__ y, int add)
-{
-    gpu_dep_enter();
-    const int64_t g0 = starts ? starts[blockIdx.z] : 0, s0 = g0 + (int64_t)blockIdx.y * NT;
-    const int64_t n  = (starts ? starts[blockIdx.z + 1] : T) - s0;
-    if (n <= 0) return; /* the whole block: a group shorter than the longest */
-    w.data += (int64_t)blockIdx.z * stride;
-    y += s0 * w.rows;
-    if (tok) sq_tile<F, NT, false, true>(w, x, tok + s0, n < NT ? n : NT, 0, w.cols / 32, y, add);
-    else {
-        x.q += s0 * x.nb * XQ_BLOCK, x.d += s0 * x.nb;
-        sq_tile<F, NT, false>(w, x, NULL, n < NT ? n : NT, 0, w.cols / 32, y, add);
-    }
-}
-
-/* k_mmq_s_tiles over grid (rows, token tiles, groups). */
-static celer_status mmq_tiles(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const int32_t *tok,
-                              const int32_t *starts, int64_t groups, int64_t T, int64_t stride, float *y, bool add,
-                              celer_error *err)
-{
-    enum { NT = 32, THREADS = sq_shape<GPU_Q4_0, NT>::THREADS /* either format */ };
-    typedef void (*tiles_fn)(gpu_wdesc, gpu_xq, const int32_t *, const int32_t *, int64_t, int64_t, float *, int);
-    const tiles_fn fn   = fmt == GPU_Q4_0 ? k_mmq_s_tiles<GPU_Q4_0, NT> : k_mmq_s_tiles<GPU_Q8_0, NT>;
-    const size_t   smem = (size_t)SQ_STAGES *
-                        (size_t)(fmt == GPU_Q4_0 ? sq_shape<GPU_Q4_0, NT>::STAGE : sq_shape<GPU_Q8_0, NT>::STAGE);
-    const int64_t  bt   = (T + NT - 1) / NT;
-    unsigned       br;
-    if (bt > GPU_MAX_GRID_YZ || groups > GPU_MAX_GRID_YZ)
-        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: %lld groups of up to %lld tokens: past the prefill grid",
-                          CELER_GPU_NAME, (long long)groups, (long long)T);
-    if (gpu_allow_smem(g, (const void *)fn, smem, err) || gpu_grid(g, w->rows, SQ_ROWS, &br, "mmq tiles", err))
-        return err->code;
-    return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq tiles", fn, dim3(br, (unsigned)bt, (unsigned)groups), THREADS, smem, *w,
-                                 *xq, tok, starts, T, stride, y, (int)add);
+    sq_tile<F, NT, X8>(w, x, T, kz0, kend, y + (int64_t)blockIdx.z * T * w.rows, add);
 }
 
 typedef void (*mmq_fn)(gpu_wdesc, gpu_xq, int64_t, int64_t, float *, int);
@@ -582,7 +517,6 @@ celer_status gpu_mmq_xq(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_x
     if (!gpu_mmq_has(g, fmt))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no integer prefill kernel for format %d", CELER_GPU_NAME, fmt);
     if (T <= GPU_MMQ_SMALL) return mmq_small(g, w, fmt, xq, T, y, add, err);
-    if (g->mmq_stream) return mmq_tiles(g, w, fmt, xq, NULL, NULL, 1, T, 0, y, add, err);
     const mmq_fn  fn = fmt == GPU_Q4_0 ? k_mmq<GPU_Q4_0, 64> : k_mmq<GPU_Q8_0, 64>;
     const int64_t bt = (T + 63) / 64;
     if (bt > GPU_MAX_GRID_YZ)
@@ -601,8 +535,6 @@ celer_status gpu_mmq_experts(gpu_backend *g, const gpu_wdesc *w, int fmt, const 
     if (!gpu_mmq_has(g, fmt))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no integer prefill kernel for format %d", CELER_GPU_NAME, fmt);
     if (max_n <= 0) return CELER_OK;
-    if (g->moe_stream) /* tiles of 32 pairs through the streaming kernel's stages */
-        return mmq_tiles(g, w, fmt, xq, tok, starts, n_expert, max_n, w->rows * w->row_bytes, y, false, err);
     const int64_t bt = (max_n + 63) / 64;
     if (bt > GPU_MAX_GRID_YZ || n_expert > GPU_MAX_GRID_YZ)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: %lld experts, %lld tokens for one: past the prefill grid",
