@@ -323,20 +323,27 @@ static __device__ void block_sort(u64 *key, int32_t S)
         }
 }
 
+/* The running sum of v over the block's threads in their order, through thread threadIdx.x;
+ * red (DRAW_THREADS) then holds them all, the block's sum last. */
+static __device__ u64 block_scan(u64 v, u64 *red)
+{
+    red[threadIdx.x] = v;
+    __syncthreads();
+    for (int off = 1; off < DRAW_THREADS; off <<= 1) {
+        const u64 w = (int)threadIdx.x >= off ? red[threadIdx.x - off] : 0;
+        __syncthreads();
+        red[threadIdx.x] += w;
+        __syncthreads();
+    }
+    return red[threadIdx.x];
+}
+
 /* cum[j] = the fixed-point probabilities of key[0 .. j] summed, j < L (two keys a thread). */
 static __device__ void block_running_sum(const u64 *key, int32_t L, u64 *cum, u64 *red)
 {
     const int32_t j = 2 * (int32_t)threadIdx.x;
     const u64     a = j < L ? fixed_p(key_p(key[j])) : 0, b = j + 1 < L ? fixed_p(key_p(key[j + 1])) : 0;
-    red[threadIdx.x] = a + b;
-    __syncthreads();
-    for (int off = 1; off < DRAW_THREADS; off <<= 1) {
-        const u64 v = (int)threadIdx.x >= off ? red[threadIdx.x - off] : 0;
-        __syncthreads();
-        red[threadIdx.x] += v;
-        __syncthreads();
-    }
-    const u64 before = red[threadIdx.x] - a - b;
+    const u64     before = block_scan(a + b, red) - a - b;
     cum[j] = before + a, cum[j + 1] = before + a + b;
     __syncthreads();
 }
@@ -360,15 +367,7 @@ static __device__ void walk_ids(const draw_row *r, int64_t n, int64_t part, int 
         const int64_t i = at + threadIdx.x;
         float         q = i < hi ? (float)((double)e_of(r->x[i], r->mx, r->d.temperature) / r->sum) : 0;
         const u64     v = q >= floor_p && q > 0 ? fixed_p(q) : 0;
-        red[threadIdx.x] = v;
-        __syncthreads();
-        for (int off = 1; off < DRAW_THREADS; off <<= 1) {
-            const u64 w = (int)threadIdx.x >= off ? red[threadIdx.x - off] : 0;
-            __syncthreads();
-            red[threadIdx.x] += w;
-            __syncthreads();
-        }
-        const u64 upto = base + red[threadIdx.x], chunk = red[DRAW_THREADS - 1];
+        const u64 upto = base + block_scan(v, red), chunk = red[DRAW_THREADS - 1];
         if (v && upto > want && upto - v <= want) *id = (int32_t)i; /* one thread: the first to pass */
         if (base + chunk > want) return;
         base += chunk;
