@@ -1,6 +1,6 @@
-/* What the GPU kernel harnesses share (gpu_matmul.c, gpu_attention.c, gpu_flash.c): the two
- * backends, the error they report, a clock, the device's copy bandwidth, device copies of host
- * values and a relative error. Define
+/* What the GPU kernel harnesses share (gpu_matmul.c, gpu_attention.c, gpu_flash.c, gpu_moe.c,
+ * gpu_norm.c): the two backends, the error they report, a clock, the device's copy bandwidth,
+ * device copies of host values and a relative error. Define
  * HARNESS_NAME (the binary's name, for messages) before including. */
 #ifndef CELER_DEV_KERNELS_GPU_HARNESS_H
 #define CELER_DEV_KERNELS_GPU_HARNESS_H
