@@ -11,9 +11,14 @@
  *   - seeded sampled draws (a low and an ordinary temperature, top-k, top-p) give batched what
  *     they give alone, alone what the engine's generate gives, greedy and sampled requests mixed
  *     in one batch (on a GPU: its sample op, rows it leaves undecided drawn on the host);
+ *   - the engine's and the batcher's use of a backend's sample op: a stand-in op that draws on
+ *     the host and leaves every third row undecided gives the tokens that drawing every row on
+ *     the host gives (the generator's numbers consumed alike, undecided rows read and drawn);
  *   - refusals: an empty prompt, one past the context, an id outside the vocabulary, more
  *     positions than the whole pool. */
 #include "models/synth.h"
+#include "runtime/engine_impl.h"
+#include "runtime/sampler.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +81,52 @@ static bool same(const result *a, const result *b)
 {
     return a->n == b->n && !memcmp(a->text, b->text, a->n) && a->stats.n_gen == b->stats.n_gen &&
            !strcmp(a->finish, b->finish);
+}
+
+/* A stand-in for a backend's sample op: every third row left undecided (-1), the others drawn on
+ * the host from the row as read, as celer_sampler_draw defines the op. */
+static const celer_backend_ops *stand_in_real;
+static celer_sampler            stand_in_sm;  /* the draw's scratch */
+static float                   *stand_in_row; /* (n_vocab) a row as read */
+static int                      stand_in_calls, stand_in_undecided;
+
+static celer_status stand_in_sample(celer_backend *be, const float *x, int64_t rows, int64_t n, const celer_draw *d,
+                                    int32_t *ids, celer_error *err)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        if (stand_in_calls++ % 3 == 0) {
+            ids[r] = -1, stand_in_undecided++;
+            continue;
+        }
+        if (stand_in_real->read(be, x + r * n, stand_in_row, (size_t)n * sizeof(float), err)) return err->code;
+        ids[r] = celer_sampler_draw(&stand_in_sm, stand_in_row, &d[r]);
+    }
+    return CELER_OK;
+}
+
+/* Request 0 through the engine's generate, then all of q mixed (every third greedy) in a batch
+ * of 4, with the sampling sp. */
+static int sample_runs(celer_engine *e, const request *q, const celer_gen_params *greedy, const celer_gen_params *sp,
+                       result *engine, result *batch)
+{
+    celer_error      err = {0};
+    celer_gen_params gp  = *sp;
+    gp.max_tokens        = q[0].max_tokens;
+    memset(engine, 0, sizeof *engine);
+    celer_engine_reset(e);
+    CHECK(celer_engine_generate(e, q[0].ids, q[0].n, &gp, on_text, engine, &engine->stats, &err) == CELER_OK);
+    celer_batcher       *b;
+    celer_batcher_config four = {.n_parallel = 4, .step_tokens = 16};
+    CHECK(celer_batcher_create(&b, e, &four, &err) == CELER_OK);
+    for (int i = 0; i < N_REQ; i++) {
+        memset(&batch[i], 0, sizeof batch[i]);
+        gp            = i % 3 ? *sp : *greedy;
+        gp.max_tokens = q[i].max_tokens;
+        CHECK(celer_batcher_submit(b, q[i].ids, q[i].n, &gp, on_text, on_done, &batch[i], NULL, &err) == CELER_OK);
+    }
+    for (bool busy = true; busy;) CHECK(celer_batcher_step(b, &busy, &err) == CELER_OK);
+    celer_batcher_free(b);
+    return 0;
 }
 
 static int test_model(const char *path, int vocab)
@@ -217,6 +268,31 @@ static int test_model(const char *path, int vocab)
                         sb[i].n, sb[i].finish, want->n, want->finish);
             CHECK(sb[i].done && !sb[i].failed && same(&sb[i], want));
         }
+    }
+
+    /* the sample op's use: the stand-in against no op at all (every row drawn on the host) */
+    {
+        celer_gen_params sp     = p;
+        sp.sampling.temperature = 0.7f;
+        sp.sampling.top_p       = 0.95f;
+        sp.sampling.seed        = 99;
+        static result     he, hb[N_REQ], oe, ob[N_REQ];
+        celer_backend_ops none = *e->be->ops, stand_in = *e->be->ops;
+        none.sample            = NULL;
+        stand_in.sample        = stand_in_sample;
+        stand_in_real          = e->be->ops;
+        CHECK(celer_sampler_init(&stand_in_sm, &sp.sampling, vocab, &err) == CELER_OK);
+        CHECK((stand_in_row = malloc((size_t)vocab * sizeof *stand_in_row)) != NULL);
+        e->be->ops = &none;
+        int rc     = sample_runs(e, q, &p, &sp, &he, hb);
+        e->be->ops = &stand_in;
+        rc |= sample_runs(e, q, &p, &sp, &oe, ob);
+        e->be->ops = stand_in_real;
+        celer_sampler_free(&stand_in_sm);
+        free(stand_in_row);
+        if (rc) return 1;
+        CHECK(same(&oe, &he) && stand_in_undecided > 0 && stand_in_calls > 3 * stand_in_undecided - 3);
+        for (int i = 0; i < N_REQ; i++) CHECK(ob[i].done && !ob[i].failed && same(&ob[i], &hb[i]));
     }
 
     /* a stop string: the text before it, finish "stop"; as the engine does */
