@@ -107,7 +107,6 @@ celer_status gpu_argmax(celer_backend *be, const float *x, int64_t rows, int64_t
     return g->base.ops->read(&g->base, di, ids, (size_t)rows * sizeof *ids, err);
 }
 
-
 /* ---- the sampler's draw -------------------------------------------------------------- */
 
 enum { DRAW_THREADS = 1024, SAMPLE_TOP = 2048, SAMPLE_STEPS = 8 };
@@ -280,9 +279,9 @@ static __device__ int32_t first_reaching(const u64 *cum, int32_t n, u64 want, bo
 
 enum { WALK_IDS = -2 };
 
-/* The draw from the sorted list (its first L keys and their running sums; m candidates in all,
- * summing to all): the token; -1 where the list does not reach far enough; WALK_IDS when nothing
- * is cut (the walk then goes in id order, over the whole row). */
+/* The draw from the sorted list (its first L keys and their running sums; m candidates in all):
+ * the token; -1 where the list does not reach far enough; WALK_IDS when nothing is cut (the walk
+ * then goes in id order, over the whole row). */
 static __device__ int32_t decide(const celer_draw *d, const u64 *key, const u64 *cum, int32_t L, u64 m)
 {
     u64 kept = m;
