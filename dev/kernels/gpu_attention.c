@@ -89,12 +89,10 @@ static void run(const shape *s, int32_t ctx, int reps, double copy_bw)
 
 int main(int argc, char **argv)
 {
-    int         reps = argc > 1 ? atoi(argv[1]) : 20;
+    const int   reps = harness_open(argc, argv, 20);
     const char *only = argc > 2 ? argv[2] : "";
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    harness_open();
     const double bw = copy_bandwidth();
-    printf("device copy bandwidth (read + write): %.0f GB/s; %d repeats, cache cold\n", bw / 1e9, reps < 1 ? 1 : reps);
+    printf("device copy bandwidth (read + write): %.0f GB/s; %d repeats, cache cold\n", bw / 1e9, reps);
     static const shape shapes[] = {
         {"llama-3.1-8b", 32, 8, 128}, /* four query heads a key head */
         {"qwen3-30b-a3b", 32, 4, 128}, /* eight */
@@ -103,8 +101,7 @@ int main(int argc, char **argv)
     static const int32_t ctxs[] = {128, 1024, 4096, 16384};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (size_t c = 0; c < sizeof ctxs / sizeof ctxs[0]; c++)
-            if (!strncmp(shapes[s].name, only, strlen(only))) run(&shapes[s], ctxs[c], reps < 1 ? 1 : reps, bw);
-    celer_backend_destroy(gpu);
-    celer_backend_destroy(cpu);
+            if (!strncmp(shapes[s].name, only, strlen(only))) run(&shapes[s], ctxs[c], reps, bw);
+    harness_close();
     return 0;
 }

@@ -77,11 +77,9 @@ static void run(const shape *s, int32_t T, int reps)
 
 int main(int argc, char **argv)
 {
-    int         reps = argc > 1 ? atoi(argv[1]) : 20;
+    const int   reps = harness_open(argc, argv, 20);
     const char *only = argc > 2 ? argv[2] : "";
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    harness_open();
-    printf("prefill attention, one sequence, causal; %d repeats, op by op\n", reps < 1 ? 1 : reps);
+    printf("prefill attention, one sequence, causal; %d repeats, op by op\n", reps);
     static const shape shapes[] = {
         {"llama-3.1-8b", 32, 8, 128},  /* four query heads a key head */
         {"qwen3-30b-a3b", 32, 4, 128}, /* eight */
@@ -91,8 +89,7 @@ int main(int argc, char **argv)
     static const int32_t Ts[] = {128, 512, 2048};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (size_t t = 0; t < sizeof Ts / sizeof Ts[0]; t++)
-            if (!strncmp(shapes[s].name, only, strlen(only))) run(&shapes[s], Ts[t], reps < 1 ? 1 : reps);
-    celer_backend_destroy(gpu);
-    celer_backend_destroy(cpu);
+            if (!strncmp(shapes[s].name, only, strlen(only))) run(&shapes[s], Ts[t], reps);
+    harness_close();
     return 0;
 }

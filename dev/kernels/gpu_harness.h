@@ -29,13 +29,24 @@ static inline void die(const char *what)
     exit(1);
 }
 
-/* The CPU backend and the GPU one (CELER_TEST_BACKEND names another: cpu checks the harness). */
-static inline void harness_open(void)
+/* The CPU backend and the GPU one (CELER_TEST_BACKEND names another: cpu checks the harness),
+ * stdout a line at a time (even into a pipe); the repeats argv[1] asks for (at least 1), else
+ * reps. */
+static inline int harness_open(int argc, char **argv, int reps)
 {
+    setvbuf(stdout, NULL, _IOLBF, 0);
     celer_backend_config cfg = {0};
     if (celer_backend_create(&cpu, "cpu", &cfg, &err)) die("cpu");
     if (celer_backend_create(&gpu, getenv("CELER_TEST_BACKEND") ? getenv("CELER_TEST_BACKEND") : "cuda", &cfg, &err))
         die("gpu");
+    reps = argc > 1 ? atoi(argv[1]) : reps;
+    return reps < 1 ? 1 : reps;
+}
+
+static inline void harness_close(void)
+{
+    celer_backend_destroy(gpu);
+    celer_backend_destroy(cpu);
 }
 
 /* Waits for the device: a read synchronizes. */

@@ -119,11 +119,9 @@ static fmt mlx_affine4(int64_t rows, int64_t k)
 
 int main(int argc, char **argv)
 {
-    int                  reps = argc > 1 ? atoi(argv[1]) : 50;
+    const int            reps = harness_open(argc, argv, 50);
     const char          *only = argc > 2 ? argv[2] : "";
     int64_t              only_rows = argc > 3 ? atoll(argv[3]) : 0;
-    setvbuf(stdout, NULL, _IOLBF, 0); /* a line at a time, even into a pipe */
-    harness_open();
     double bw = copy_bandwidth();
     printf("device copy bandwidth (read + write): %.0f GB/s; %d repeats, weights cold\n", bw / 1e9, reps);
     static const celer_ggml_type types[] = {CELER_GGML_Q4_0, CELER_GGML_Q4_1, CELER_GGML_Q5_0, CELER_GGML_Q5_1,
@@ -143,7 +141,6 @@ int main(int argc, char **argv)
         if (!strncmp(m.name, only, strlen(only)) && (!only_rows || rows == only_rows)) run(&m, reps, bw);
         free((void *)m.w.mlx_data.weight), free((void *)m.w.mlx_data.scales), free((void *)m.w.mlx_data.biases);
     }
-    celer_backend_destroy(gpu);
-    celer_backend_destroy(cpu);
+    harness_close();
     return 0;
 }

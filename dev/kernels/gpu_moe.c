@@ -100,19 +100,16 @@ static void run(celer_ggml_type type, int64_t T, bool skew, int reps)
 
 int main(int argc, char **argv)
 {
-    int         reps = argc > 1 ? atoi(argv[1]) : 20;
+    const int   reps = harness_open(argc, argv, 20);
     const char *only = argc > 2 ? argv[2] : "";
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    harness_open();
-    printf("MoE FFN, %d experts of %d x %d, %d a token; %d repeats, op by op\n", E, FF, D, K, reps < 1 ? 1 : reps);
+    printf("MoE FFN, %d experts of %d x %d, %d a token; %d repeats, op by op\n", E, FF, D, K, reps);
     static const celer_ggml_type types[] = {CELER_GGML_Q4_0, CELER_GGML_Q8_0};
     static const int64_t         Ts[]    = {1, 8, 32, 512};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         if (strncmp(celer_ggml_type_get(types[i])->name, only, strlen(only))) continue;
         for (size_t t = 0; t < sizeof Ts / sizeof Ts[0]; t++)
-            for (int skew = 0; skew < (Ts[t] >= 32 ? 2 : 1); skew++) run(types[i], Ts[t], skew, reps < 1 ? 1 : reps);
+            for (int skew = 0; skew < (Ts[t] >= 32 ? 2 : 1); skew++) run(types[i], Ts[t], skew, reps);
     }
-    celer_backend_destroy(gpu);
-    celer_backend_destroy(cpu);
+    harness_close();
     return 0;
 }

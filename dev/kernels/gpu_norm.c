@@ -89,10 +89,7 @@ static void run(int64_t rows, int64_t d, celer_add_rmsnorm_fn fused, int reps)
 
 int main(int argc, char **argv)
 {
-    int reps = argc > 1 ? atoi(argv[1]) : 20;
-    reps     = reps < 1 ? 1 : reps;
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    harness_open();
+    const int     reps = harness_open(argc, argv, 20);
     celer_port_fn fn    = NULL;
     celer_error   none  = {0};
     const bool    fused = !celer_port_select(&celer_port_add_rmsnorm, gpu->ops->kind, &fn, &none);
@@ -103,7 +100,6 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++)
         for (size_t j = 0; j < sizeof rs / sizeof rs[0]; j++)
             run(rs[j], ds[i], fused ? (celer_add_rmsnorm_fn)fn : NULL, reps);
-    celer_backend_destroy(gpu);
-    celer_backend_destroy(cpu);
+    harness_close();
     return 0;
 }

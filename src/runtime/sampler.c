@@ -13,10 +13,12 @@ celer_sampling celer_sampling_default(void)
                             .penalty_last_n = 64, .seed = 0};
 }
 
-bool celer_sampling_is_argmax(const celer_sampling *p)
+static bool no_penalty(const celer_sampling *p)
 {
-    return p->temperature <= 0 && p->repeat_penalty == 1 && p->presence_penalty == 0 && p->frequency_penalty == 0;
+    return p->repeat_penalty == 1 && p->presence_penalty == 0 && p->frequency_penalty == 0;
 }
+
+bool celer_sampling_is_argmax(const celer_sampling *p) { return p->temperature <= 0 && no_penalty(p); }
 
 static uint64_t splitmix(uint64_t *x)
 {
@@ -35,10 +37,7 @@ static uint64_t next_u64(uint64_t s[4])
     return r;
 }
 
-bool celer_sampling_on_backend(const celer_sampling *p)
-{
-    return p->temperature > 0 && p->repeat_penalty == 1 && p->presence_penalty == 0 && p->frequency_penalty == 0;
-}
+bool celer_sampling_on_backend(const celer_sampling *p) { return p->temperature > 0 && no_penalty(p); }
 
 double celer_sampler_uniform(uint64_t rng[4]) { return (double)(next_u64(rng) >> 11) * 0x1.0p-53; }
 
@@ -71,7 +70,7 @@ void celer_sampler_free(celer_sampler *s)
 static void apply_penalties(celer_sampler *s, float *logits, const int32_t *hist, size_t n)
 {
     const celer_sampling *p = &s->p;
-    if (p->repeat_penalty == 1 && p->presence_penalty == 0 && p->frequency_penalty == 0) return;
+    if (no_penalty(p)) return;
     size_t from = p->penalty_last_n >= 0 && n > (size_t)p->penalty_last_n ? n - (size_t)p->penalty_last_n : 0;
     for (size_t i = from; i < n; i++)
         if (hist[i] >= 0 && hist[i] < s->n_vocab) s->count[hist[i]]++;
