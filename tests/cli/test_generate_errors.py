@@ -389,6 +389,13 @@ BENCH_OPTIONS = [
     (["-d", "-1"], r"-d wants .*'-1'"),
     (["--depth", "x"], r"-d wants .*'x'"),
     (["-d", "8", "-P", "2"], r"--depth is for one sequence"),
+    (["--temp", "x"], r"--temp wants .*'x'"),
+    (["--temp", "-0.5"], r"--temp wants .*'-0.5'"),
+    (["--temp", "nan"], r"--temp wants .*'nan'"),
+    (["--top-k", "-1"], r"--top-k wants .*'-1'"),
+    (["--top-p", "0"], r"--top-p wants .*'0'"),
+    (["--top-p", "1.5"], r"--top-p wants .*'1.5'"),
+    (["--temp"], r"option --temp needs a value"),
 ]
 
 
@@ -405,6 +412,21 @@ def test_bench_parallel_runs(models: Path) -> None:
     o = json.loads(r.out)
     assert o["parallel"] == 3 and o["reps"] == 2 and o["pp"]["tokens"] == 8 and o["tg"]["tokens"] == 4, o
     assert o["pp"]["median"] > 0 and o["tg"]["median"] > 0, o
+
+
+def test_bench_sampled_runs(models: Path) -> None:
+    """--temp T (with --top-k, --top-p) samples each decoded token, seeded: named in the JSON
+    object and under the table."""
+    import json
+    r = celer("bench", "-m", models / "tiny.gguf", "-p", "0", "-n", "4", "-r", "1", "--temp", "0.8", "--top-k", "5",
+              "--top-p", "0.9", "--json")
+    assert r.returncode == 0, r.err
+    o = json.loads(r.out)
+    assert o["temperature"] == 0.8 and o["top_k"] == 5 and abs(o["top_p"] - 0.9) < 1e-6, o
+    assert o["tg"]["median"] > 0, o
+    r = celer("bench", "-m", models / "tiny.gguf", "-p", "0", "-n", "4", "-r", "1", "--temp", "0.8")
+    assert r.returncode == 0, r.err
+    assert "sampled at temperature 0.8, top-k 0, top-p 1 (seed 1)" in r.out, r.out
 
 
 def test_bench_depth_runs(models: Path) -> None:
