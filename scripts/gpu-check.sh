@@ -11,7 +11,8 @@
 #            CELER_GPU_BLAS_PASSES=1 and =3 (the BLAS path in one and in three f16 passes),
 #            CELER_GPU_KV_F16=1 (the KV cache in f16), CELER_GPU_ATT_MERGE_IN=0 (decode attention's
 #            merge in a kernel of its own), CELER_GPU_MVQ_X8=1 (8-bit activations; test_batcher
-#            too) and CELER_GPU_ATT_WIDE=0 (short contexts' decode attention split). TEST_JOBS
+#            too), CELER_GPU_ATT_WIDE=0 (short contexts' decode attention split) and
+#            CELER_GPU_SQ_WIDE=1 and =2 (the batch kernel's 128-row geometries). TEST_JOBS
 #            (default 6) of these run at once; TEST_QUICK=1 runs each program once, without memcheck
 #            and the variants (a minute instead of three, between changes; the whole step before a
 #            change is called tested)
@@ -133,7 +134,7 @@ step_test() {
     # the ops, the ports and the experts again under settings that move them to other kernels
     local variants=("CELER_GPU_MMQ_FROM=0" "CELER_GPU_BLAS_FROM=0" "CELER_GPU_ATT_CHUNK=32" "CELER_GPU_BLAS_PASSES=1"
         "CELER_GPU_BLAS_PASSES=3" "CELER_GPU_KV_F16=1" "CELER_GPU_ATT_MERGE_IN=0" "CELER_GPU_MVQ_X8=1"
-        "CELER_GPU_ATT_WIDE=0")
+        "CELER_GPU_ATT_WIDE=0" "CELER_GPU_SQ_WIDE=1" "CELER_GPU_SQ_WIDE=2")
     [ "$quick" = 1 ] && variants=()
     for v in "${variants[@]}"; do
         for t in test_gpu_ops test_gpu_ports test_gpu_moe; do

@@ -721,6 +721,65 @@ static void test_sample(void)
     CHECK(peaked_decided * 10 >= peaked * 9);
 }
 
+/* The batch kernel's other geometries (CELER_GPU_SQ_WIDE=1 and 2: 128 rows a block, gpu_mmq.cu)
+ * give the default's products bit for bit: Q4_0 and Q8_0, rows not a whole number of either
+ * geometry's blocks, columns ending in a short stage, 9 to 32 tokens. (Without the integer
+ * matrix units all three run the same kernels.) */
+static void test_batch_geometries(void)
+{
+    static const celer_ggml_type types[] = {CELER_GGML_Q4_0, CELER_GGML_Q8_0};
+    static const int64_t         Ts[]    = {9, 16, 17, 32};
+    enum { ROWS = 300, COLS = 992 /* 31 column blocks */, TMAX = 32 };
+    const char          *kind = getenv("CELER_TEST_BACKEND");
+    const char          *had  = getenv("CELER_GPU_SQ_WIDE");
+    char                 keep[16] = "";
+    if (had) snprintf(keep, sizeof keep, "%s", had);
+    celer_backend       *be[3] = {gpu, NULL, NULL};
+    celer_backend_config cfg   = {0};
+    for (int g = 1; g < 3; g++) {
+        setenv("CELER_GPU_SQ_WIDE", g == 1 ? "1" : "2", 1);
+        CHECK(celer_backend_create(&be[g], kind ? kind : "cuda", &cfg, &err) == CELER_OK);
+    }
+    if (had) setenv("CELER_GPU_SQ_WIDE", keep, 1);
+    else unsetenv("CELER_GPU_SQ_WIDE");
+    if (!be[1] || !be[2]) return;
+    float *x = malloc((size_t)(TMAX * COLS) * sizeof *x), *y[3];
+    for (int g = 0; g < 3; g++) y[g] = malloc((size_t)(TMAX * ROWS) * sizeof *y[g]);
+    random_acts(x, TMAX, COLS);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        void        *wd = random_weights(types[ti], ROWS, COLS, 0.1f);
+        celer_weight w[3];
+        void        *dx[3], *dy[3];
+        for (int g = 0; g < 3; g++) {
+            w[g] = (celer_weight){.type = types[ti], .rows = ROWS, .cols = COLS, .data = wd};
+            CHECK(be[g]->ops->weight_load(be[g], &w[g], &err) == CELER_OK);
+            CHECK(be[g]->ops->alloc(be[g], (size_t)(TMAX * COLS) * sizeof(float), &dx[g], &err) == CELER_OK);
+            CHECK(be[g]->ops->alloc(be[g], (size_t)(TMAX * ROWS) * sizeof(float), &dy[g], &err) == CELER_OK);
+            CHECK(be[g]->ops->write(be[g], dx[g], x, (size_t)(TMAX * COLS) * sizeof(float), &err) == CELER_OK);
+        }
+        for (size_t k = 0; k < sizeof Ts / sizeof Ts[0]; k++) {
+            const int64_t T = Ts[k];
+            for (int g = 0; g < 3; g++) {
+                CHECK(be[g]->ops->matmul(be[g], &w[g], dx[g], T, dy[g], &err) == CELER_OK);
+                CHECK(be[g]->ops->read(be[g], dy[g], y[g], (size_t)(T * ROWS) * sizeof(float), &err) == CELER_OK);
+            }
+            for (int g = 1; g < 3; g++) {
+                const bool same = !memcmp(y[0], y[g], (size_t)(T * ROWS) * sizeof(float));
+                if (!same)
+                    fprintf(stderr, "  %s T=%lld: CELER_GPU_SQ_WIDE=%d differs from the default geometry\n",
+                            celer_ggml_type_get(types[ti])->name, (long long)T, g);
+                CHECK(same);
+            }
+        }
+        for (int g = 0; g < 3; g++) be[g]->ops->release(be[g], dx[g]), be[g]->ops->release(be[g], dy[g]);
+        free(wd);
+    }
+    celer_backend_destroy(be[1]);
+    celer_backend_destroy(be[2]);
+    free(x);
+    for (int g = 0; g < 3; g++) free(y[g]);
+}
+
 int main(void)
 {
     setenv("CELER_GPU_BLAS_CHUNK_MB", "0.25", 0); /* several chunks of f16 rows a weight (the bounds above) */
@@ -737,5 +796,6 @@ int main(void)
     test_sample();
     test_graph_reuse();
     test_xq_held();
+    test_batch_geometries();
     return gpu_test_close("test_gpu_ops");
 }

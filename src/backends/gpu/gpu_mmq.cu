@@ -248,9 +248,19 @@ __global__ void k_mmq_sum(const float *__restrict__ part, int parts, int64_t n, 
  * nibbles when read; the sums are the same as the tiled kernel's. X8 (activations quantized to 8
  * bits, gpu_matvec.h: their lo codes zeros): the lo codes neither copied nor multiplied, half the
  * activations' copies and half the mma. */
-enum { SQ_ROWS = 64, SQ_BQ = 8, SQ_STAGES = 3, SQ_THREADS = 128 /* a block's row tiles, 16 rows a warp */ };
+enum { SQ_ROWS = 64, SQ_BQ = 8, SQ_STAGES = 3 };
 
-template <int F, int NT> struct sq_shape {
+/* The block's geometry G: 0, 64 rows, SQ_BQ column blocks a stage, SQ_STAGES stages (the
+ * default); 1 and 2 (CELER_GPU_SQ_WIDE=1, =2: not yet measured), 128 rows a block, a warp each
+ * 16-row tile with every token (a half of the activations' reads through the L2 a row), 8 column
+ * blocks in 2 stages or 4 in 3. A product's sums are the same bit for bit in all three: each
+ * output is one lane's sum over the column blocks in order, and the column parts are the same. */
+template <int G> struct sq_geom {
+    static constexpr int ROWS = G ? 128 : SQ_ROWS, BQ = G == 2 ? 4 : SQ_BQ, STAGES = G == 1 ? 2 : SQ_STAGES;
+};
+
+template <int F, int NT, int G = 0> struct sq_shape {
+    static constexpr int SQ_ROWS = sq_geom<G>::ROWS, SQ_BQ = sq_geom<G>::BQ, SQ_STAGES = sq_geom<G>::STAGES;
     static constexpr int WB     = F == GPU_Q4_0 ? 16 : 32;  /* code bytes of a block */
     static constexpr int WLD    = SQ_BQ * WB + 16;          /* a row's stride (16 bytes of padding: no bank conflicts) */
     static constexpr int XLD    = 2 * SQ_BQ * 32 + 16;      /* a token's: hi codes, then lo codes */
@@ -258,13 +268,14 @@ template <int F, int NT> struct sq_shape {
     static constexpr int X_OFF  = WS_OFF + SQ_ROWS * 2 * SQ_BQ;
     static constexpr int XS_OFF = X_OFF + NT * XLD;         /* the tokens' (d, d · S), NT a column block */
     static constexpr int STAGE  = XS_OFF + NT * SQ_BQ * 8;
-    static constexpr int HALVES = NT >= 16 ? 2 : 1;         /* token parts: a warp each for a row tile */
-    static constexpr int THREADS = SQ_THREADS * HALVES;
+    static constexpr int HALVES = NT >= 16 && !G ? 2 : 1;   /* token parts: a warp each for a row tile */
+    static constexpr int RT     = SQ_ROWS / 16;             /* row tiles */
+    static constexpr int THREADS = 32 * RT * HALVES;
     static constexpr int NI     = NT / 8 / HALVES;          /* a warp's 8-token tiles */
     /* blocks an SM as the stages' shared memory allows on sm_90 (227 KB, 1 KB a block reserved): the
      * registers a thread may take, so that they do not allow fewer */
     static constexpr int FIT    = 227 * 1024 / (SQ_STAGES * STAGE + 1024);
-    static constexpr int BLOCKS = FIT > 1 ? FIT : 1;
+    static constexpr int BLOCKS = FIT < 2 ? 1 : G && FIT > 2 ? 2 : FIT; /* wide: 128 registers a thread */
 };
 
 /* A thread's share of every stage's copies, the same at each stage but for the stage's first
@@ -275,8 +286,9 @@ template <int F, int NT> struct sq_shape {
  * once a block: the copies' index arithmetic at every stage, in loops the compiler could not
  * unroll, was as many instructions as the products (ncu on the 8B's batch of 32: 32
  * instructions an mma). */
-template <int F, int NT> struct sq_copies {
-    typedef sq_shape<F, NT> S;
+template <int F, int NT, int G> struct sq_copies {
+    typedef sq_shape<F, NT, G> S;
+    static constexpr int SQ_ROWS = S::SQ_ROWS, SQ_BQ = S::SQ_BQ;
     static constexpr int CPR = SQ_BQ * S::WB / 16;                            /* 16-byte pieces of a row's codes */
     static constexpr int NW  = (SQ_ROWS * CPR + S::THREADS - 1) / S::THREADS; /* a thread's pieces of each kind */
     static constexpr int NX  = (NT * SQ_BQ * 4 + S::THREADS - 1) / S::THREADS;
@@ -292,11 +304,12 @@ template <int F, int NT> struct sq_copies {
                         * 24: ws's */
 };
 
-template <int F, int NT>
-static __device__ __forceinline__ void sq_plan(sq_copies<F, NT> &c, const gpu_wdesc &w, const gpu_xq &x, int64_t T,
+template <int F, int NT, int G>
+static __device__ __forceinline__ void sq_plan(sq_copies<F, NT, G> &c, const gpu_wdesc &w, const gpu_xq &x, int64_t T,
                                                int64_t r0, int tid)
 {
-    typedef sq_copies<F, NT> C;
+    typedef sq_copies<F, NT, G> C;
+    constexpr int SQ_ROWS = C::SQ_ROWS, SQ_BQ = C::SQ_BQ;
     const int64_t rw = r0 + tid / C::CPR, tx = tid / (4 * SQ_BQ), ts = tid / SQ_BQ;
     c.ok             = r0 + tid < w.rows && tid < SQ_ROWS ? 1u << 24 : 0u;
 #pragma unroll
@@ -313,12 +326,13 @@ static __device__ __forceinline__ void sq_plan(sq_copies<F, NT> &c, const gpu_wd
 
 /* Stage st: columns blocks k0 .. k0 + SQ_BQ (zeros past kend, past the rows, past the tokens);
  * a piece whose row or token does not exist reads nothing. */
-template <int F, int NT, bool X8>
-static __device__ __forceinline__ void sq_issue(int8_t *st, const sq_copies<F, NT> &c, const gpu_wdesc &w,
+template <int F, int NT, bool X8, int G>
+static __device__ __forceinline__ void sq_issue(int8_t *st, const sq_copies<F, NT, G> &c, const gpu_wdesc &w,
                                                 const gpu_xq &x, int64_t k0, int64_t kend, int tid)
 {
-    typedef sq_shape<F, NT>   S;
-    typedef sq_copies<F, NT> C;
+    typedef sq_shape<F, NT, G>   S;
+    typedef sq_copies<F, NT, G> C;
+    constexpr int SQ_ROWS = S::SQ_ROWS, SQ_BQ = S::SQ_BQ;
     const bool whole = k0 + SQ_BQ <= kend; /* every stage but perhaps a part's last */
 #pragma unroll
     for (int j = 0; j < C::NW; j++) {
@@ -328,11 +342,13 @@ static __device__ __forceinline__ void sq_issue(int8_t *st, const sq_copies<F, N
             gpu_cp_async16(st + i / C::CPR * S::WLD + 16 * k,
                            ok ? c.w + (int64_t)(C::RW * j) * w.row_bytes + k0 * S::WB : w.data, ok);
     }
-    if (tid < SQ_ROWS) { /* a row's SQ_BQ scales: 16 bytes */
+    if (tid < SQ_ROWS) { /* a row's SQ_BQ scales: 16 bytes (8 in geometry 2) */
         uint16_t      *dst = (uint16_t *)(st + S::WS_OFF + 2 * SQ_BQ * tid);
         const uint8_t *hs  = c.ws + 2 * k0;
         const bool     ok  = c.ok >> 24 & 1;
-        if (whole) gpu_cp_async16(dst, hs, ok);
+        static_assert(SQ_BQ == 8 || SQ_BQ == 4, "a row's scales in one copy");
+        if (whole && SQ_BQ == 8) gpu_cp_async16(dst, hs, ok);
+        else if (whole) gpu_cp_async8(dst, hs, ok);
         else /* the last, short stage: no read past the row's scales */
             for (int i = 0; i < SQ_BQ; i++) dst[i] = ok && k0 + i < kend ? *(const uint16_t *)(hs + 2 * i) : 0;
     }
@@ -357,11 +373,12 @@ static __device__ __forceinline__ void sq_issue(int8_t *st, const sq_copies<F, N
 
 /* acc (this lane's elements of the warp's 16 rows, row tile rt, × its tokens, half th of NT) +=
  * stage st's products. */
-template <int F, int NT, bool X8>
+template <int F, int NT, bool X8, int G>
 static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int th, int g, int q,
-                                                  float (&acc)[sq_shape<F, NT>::NI][4])
+                                                  float (&acc)[sq_shape<F, NT, G>::NI][4])
 {
-    typedef sq_shape<F, NT> S;
+    typedef sq_shape<F, NT, G> S;
+    constexpr int SQ_BQ = S::SQ_BQ;
     const int       r  = 16 * rt + g;
     const int8_t   *w0 = st + r * S::WLD, *w8 = w0 + 8 * S::WLD;
     const uint16_t *ws = (const uint16_t *)(st + S::WS_OFF);
@@ -403,24 +420,25 @@ static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int 
 
 /* Rows blockIdx.x · SQ_ROWS .. of w by the T (at most NT) tokens of x, column blocks kz0 ..
  * kend, into y (with add: added to it). */
-template <int F, int NT, bool X8>
+template <int F, int NT, bool X8, int G>
 static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq &x, int64_t T, int64_t kz0,
                                                int64_t kend, float *__restrict__ y, int add)
 {
     extern __shared__ __align__(16) int8_t sq_smem[];
-    typedef sq_shape<F, NT> S;
+    typedef sq_shape<F, NT, G> S;
+    constexpr int SQ_ROWS = S::SQ_ROWS, SQ_BQ = S::SQ_BQ, SQ_STAGES = S::SQ_STAGES;
     const int     tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, q = lane % 4;
-    const int     rt = warp % (SQ_THREADS / 32), th = warp / (SQ_THREADS / 32); /* row tile, token half */
+    const int     rt = warp % S::RT, th = warp / S::RT; /* row tile, token half */
     const int64_t r0 = (int64_t)blockIdx.x * SQ_ROWS, nst = (kend - kz0 + SQ_BQ - 1) / SQ_BQ;
     float         acc[S::NI][4];
 #pragma unroll
     for (int ni = 0; ni < S::NI; ni++)
 #pragma unroll
         for (int e = 0; e < 4; e++) acc[ni][e] = 0.0f;
-    sq_copies<F, NT> cp;
-    sq_plan<F, NT>(cp, w, x, T, r0, tid);
+    sq_copies<F, NT, G> cp;
+    sq_plan<F, NT, G>(cp, w, x, T, r0, tid);
     for (int s = 0; s < SQ_STAGES - 1; s++) { /* a group per stage, empty past the end: the waits count groups */
-        if (s < nst) sq_issue<F, NT, X8>(sq_smem + s * S::STAGE, cp, w, x, kz0 + s * SQ_BQ, kend, tid);
+        if (s < nst) sq_issue<F, NT, X8, G>(sq_smem + s * S::STAGE, cp, w, x, kz0 + s * SQ_BQ, kend, tid);
         else gpu_cp_commit();
     }
     for (int64_t it = 0; it < nst; it++) {
@@ -428,9 +446,9 @@ static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq 
         __syncthreads();              /* everyone's; and stage it - 1 is no longer read */
         const int64_t nx = it + SQ_STAGES - 1;
         if (nx < nst)
-            sq_issue<F, NT, X8>(sq_smem + (nx % SQ_STAGES) * S::STAGE, cp, w, x, kz0 + nx * SQ_BQ, kend, tid);
+            sq_issue<F, NT, X8, G>(sq_smem + (nx % SQ_STAGES) * S::STAGE, cp, w, x, kz0 + nx * SQ_BQ, kend, tid);
         else gpu_cp_commit();
-        sq_compute<F, NT, X8>(sq_smem + (it % SQ_STAGES) * S::STAGE, rt, th, g, q, acc);
+        sq_compute<F, NT, X8, G>(sq_smem + (it % SQ_STAGES) * S::STAGE, rt, th, g, q, acc);
     }
 #pragma unroll
     for (int ni = 0; ni < S::NI; ni++)
@@ -442,14 +460,14 @@ static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq 
 }
 
 /* Columns blocks kz0 .. kz0 + kper of part blockIdx.z, into y + blockIdx.z · T · rows. */
-template <int F, int NT, bool X8>
+template <int F, int NT, bool X8, int G>
 /* (launch bounds parenthesized: HIP's macro splits at commas) */
-__global__ void __launch_bounds__((sq_shape<F, NT>::THREADS), (sq_shape<F, NT>::BLOCKS))
+__global__ void __launch_bounds__((sq_shape<F, NT, G>::THREADS), (sq_shape<F, NT, G>::BLOCKS))
     k_mmq_s(gpu_wdesc w, gpu_xq x, int64_t T, int64_t kper, float *__restrict__ y, int add)
 {
     gpu_dep_enter();
     const int64_t kz0 = (int64_t)blockIdx.z * kper, kend = w.cols / 32 < kz0 + kper ? w.cols / 32 : kz0 + kper;
-    sq_tile<F, NT, X8>(w, x, T, kz0, kend, y + (int64_t)blockIdx.z * T * w.rows, add);
+    sq_tile<F, NT, X8, G>(w, x, T, kz0, kend, y + (int64_t)blockIdx.z * T * w.rows, add);
 }
 
 typedef void (*mmq_fn)(gpu_wdesc, gpu_xq, int64_t, int64_t, float *, int);
@@ -486,29 +504,31 @@ static celer_status launch_parts(gpu_backend *g, mmq_fn fn, unsigned br, unsigne
                                  (int)add);
 }
 
-/* Up to GPU_MMQ_SMALL tokens: k_mmq_s in tiles of 8, 16 or 32 tokens. */
+/* Up to GPU_MMQ_SMALL tokens: k_mmq_s in tiles of 8, 16 or 32 tokens, in the geometry g->sq_geom. */
+#define SQ_FNS(G, X8, F) {k_mmq_s<F, 8, X8, G>, k_mmq_s<F, 16, X8, G>, k_mmq_s<F, 32, X8, G>}
+#define SQ_FNS_G(G)                                                                                                 \
+    {{SQ_FNS(G, false, GPU_Q4_0), SQ_FNS(G, false, GPU_Q8_0)}, {SQ_FNS(G, true, GPU_Q4_0), SQ_FNS(G, true, GPU_Q8_0)}}
+#define SQ_SIZES(G, F, what) {sq_shape<F, 8, G>::what, sq_shape<F, 16, G>::what, sq_shape<F, 32, G>::what}
+#define SQ_SIZES_G(G, what) {SQ_SIZES(G, GPU_Q4_0, what), SQ_SIZES(G, GPU_Q8_0, what)}
 static celer_status mmq_small(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, int64_t T, float *y,
                               bool add, celer_error *err)
 {
-    static const mmq_fn fns[2][2][3] = {
-        {{k_mmq_s<GPU_Q4_0, 8, false>, k_mmq_s<GPU_Q4_0, 16, false>, k_mmq_s<GPU_Q4_0, 32, false>},
-         {k_mmq_s<GPU_Q8_0, 8, false>, k_mmq_s<GPU_Q8_0, 16, false>, k_mmq_s<GPU_Q8_0, 32, false>}},
-        {{k_mmq_s<GPU_Q4_0, 8, true>, k_mmq_s<GPU_Q4_0, 16, true>, k_mmq_s<GPU_Q4_0, 32, true>},
-         {k_mmq_s<GPU_Q8_0, 8, true>, k_mmq_s<GPU_Q8_0, 16, true>, k_mmq_s<GPU_Q8_0, 32, true>}}};
-    static const int    stage[2][3] = {{sq_shape<GPU_Q4_0, 8>::STAGE, sq_shape<GPU_Q4_0, 16>::STAGE,
-                                        sq_shape<GPU_Q4_0, 32>::STAGE},
-                                       {sq_shape<GPU_Q8_0, 8>::STAGE, sq_shape<GPU_Q8_0, 16>::STAGE,
-                                        sq_shape<GPU_Q8_0, 32>::STAGE}};
-    const int    f = fmt == GPU_Q8_0, s = T <= 8 ? 0 : T <= 16 ? 1 : 2;
-    const mmq_fn fn   = fns[xq->x8][f][s];
-    const size_t smem = (size_t)SQ_STAGES * (size_t)stage[f][s];
-    unsigned     br;
+    static const mmq_fn fns[3][2][2][3]   = {SQ_FNS_G(0), SQ_FNS_G(1), SQ_FNS_G(2)};
+    static const int    stage[3][2][3]    = {SQ_SIZES_G(0, STAGE), SQ_SIZES_G(1, STAGE), SQ_SIZES_G(2, STAGE)};
+    static const int    threads[3][2][3]  = {SQ_SIZES_G(0, THREADS), SQ_SIZES_G(1, THREADS), SQ_SIZES_G(2, THREADS)};
+    static const int    stages[3] = {sq_geom<0>::STAGES, sq_geom<1>::STAGES, sq_geom<2>::STAGES};
+    static const int    rows[3]   = {sq_geom<0>::ROWS, sq_geom<1>::ROWS, sq_geom<2>::ROWS};
+    const int    G = g->sq_geom, f = fmt == GPU_Q8_0, s = T <= 8 ? 0 : T <= 16 ? 1 : 2;
+    const mmq_fn fn   = fns[G][xq->x8][f][s];
+    const size_t smem = (size_t)stages[G] * (size_t)stage[G][f][s];
+    unsigned     br, br64;
     if (gpu_allow_smem(g, (const void *)fn, smem, err)) return err->code;
-    if (gpu_grid(g, w->rows, SQ_ROWS, &br, "mmq", err)) return err->code;
+    if (gpu_grid(g, w->rows, rows[G], &br, "mmq", err) || gpu_grid(g, w->rows, SQ_ROWS, &br64, "mmq", err))
+        return err->code;
+    /* the column parts of the default geometry in all three (the same sums), whole stages of each */
     int64_t       kper;
-    const int64_t parts = column_parts(g, br, w->cols / 32, SQ_BQ, &kper);
-    const int     threads = s ? sq_shape<GPU_Q4_0, 16>::THREADS : sq_shape<GPU_Q4_0, 8>::THREADS; /* either format */
-    return launch_parts(g, fn, br, 1, parts, threads, smem, w, xq, T, kper, y, add, err);
+    const int64_t parts = column_parts(g, br64, w->cols / 32, SQ_BQ, &kper);
+    return launch_parts(g, fn, br, 1, parts, threads[G][f][s], smem, w, xq, T, kper, y, add, err);
 }
 
 celer_status gpu_mmq_xq(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, int64_t T, float *y,
