@@ -63,6 +63,7 @@ typedef struct {
     int         n_smem_fns;
     int      mmq_from;    /* steps of more tokens take the integer matrix units (gpu_mmq.h) */
     int      sq_geom;     /* CELER_GPU_SQ_WIDE=1 or 2: the batch kernel's 128-row geometries (gpu_mmq.cu) */
+    int      norm_slice;  /* CELER_GPU_NORM_SLICE=N: a decode step's norms in slices of N threads (gpu_norm.cu) */
     int      blas_from;   /* Q4_0/Q8_0 steps of this many tokens take the vendor BLAS; 0: none does (gpu_blas.h) */
     bool     blas_f32;    /* F32 weights' long steps take it (unless CELER_GPU_BLAS_FROM=0) */
     size_t   blas_chunk;  /* bytes of f16 weight rows the BLAS path dequantizes at a time */
