@@ -3,8 +3,8 @@
 # its numbers were taken). Steps, any of them in order (default: build test verify):
 #   build    configure and build the CUDA backend (build-cuda/), sm_90 unless CELER_CUDA_ARCHS says
 #   test     tests/test_ports, tests/test_batcher (its engines on the GPU: continuous batches of
-#            mixed prefill and decode), tests/gpu/test_gpu_ops, test_gpu_ports and test_gpu_moe, each
-#            again under compute-sanitizer --tool memcheck; the three also with
+#            mixed prefill and decode), tests/gpu/test_gpu_ops, test_gpu_ports, test_gpu_moe and
+#            test_gpu_sample, each again under compute-sanitizer --tool memcheck; the first three also with
 #            CELER_GPU_MMQ_FROM=0 (every Q4_0 / Q8_0 product on the integer matrix units, one-token
 #            steps too), CELER_GPU_BLAS_FROM=0 (long products off cuBLAS: the tiled f32 kernel),
 #            CELER_GPU_ATT_CHUNK=32 (decode attention in many splits, merged),
@@ -113,7 +113,7 @@ step_build() {
     touch_changed_sources
     cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCELER_CUDA=ON \
         -DCELER_CUDA_ARCHS="${CELER_CUDA_ARCHS:-90}" "${DEPS[@]}" >"$OUT/logs/configure.log" 2>&1 &&
-        cmake --build "$B" -j"$(nproc)" --target celer test_gpu_ops test_gpu_ports test_gpu_moe test_ports test_batcher >"$OUT/logs/build.log" 2>&1
+        cmake --build "$B" -j"$(nproc)" --target celer test_gpu_ops test_gpu_ports test_gpu_moe test_gpu_sample test_ports test_batcher >"$OUT/logs/build.log" 2>&1
     local rc=$?
     [ $rc = 0 ] && mv "$B/.celer-sources.new" "$B/.celer-sources"
     result "build (celer and the GPU tests)" "$([ $rc = 0 ] && echo ok || echo FAILED) in $((SECONDS - t0)) s"
@@ -142,7 +142,7 @@ step_test() {
     # a batch's requests equal to each run alone with 8-bit activations too (the precision a token
     # takes must not depend on the kernels its step picked)
     bg_test "$OUT/logs/test_batcher-MVQ_X8=1.log" env CELER_GPU_MVQ_X8=1 "$B/test_batcher"
-    for t in test_gpu_ops test_gpu_ports test_gpu_moe; do
+    for t in test_gpu_ops test_gpu_ports test_gpu_moe test_gpu_sample; do
         bg_test "$OUT/logs/$t.log" "$B/$t"
         [ $have_cs = 1 ] && bg_test "$OUT/logs/memcheck-$t.log" compute-sanitizer --tool memcheck --error-exitcode 9 "$B/$t"
     done
@@ -160,7 +160,7 @@ step_test() {
     for t in test_ports test_batcher test_batcher-MVQ_X8=1; do
         result "$t" "$([ "$(bg_rc "$OUT/logs/$t.log")" = 0 ] && echo passed || echo FAILED)"
     done
-    for t in test_gpu_ops test_gpu_ports test_gpu_moe; do
+    for t in test_gpu_ops test_gpu_ports test_gpu_moe test_gpu_sample; do
         result "$t" "$([ "$(bg_rc "$OUT/logs/$t.log")" = 0 ] && echo passed || echo FAILED) ($(grep -c '' "$OUT/logs/$t.log") lines)"
         tail -5 "$OUT/logs/$t.log"
         if [ $have_cs = 1 ]; then
