@@ -379,11 +379,8 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     const char *mf  = getenv("CELER_GPU_MMQ_FROM"); /* 0 .. 32: see gpu_mmq.h */
     g->mmq_from     = mf && *mf ? atoi(mf) : GPU_MMQ_FROM;
     if (g->mmq_from < 0 || g->mmq_from > GPU_MMQ_SMALL) g->mmq_from = GPU_MMQ_FROM;
-    const char *sw  = getenv("CELER_GPU_SQ_WIDE"); /* 1, 2: the batch kernel's wide geometries (gpu_mmq.cu) */
-    g->sq_geom      = sw && (!strcmp(sw, "1") || !strcmp(sw, "2")) ? atoi(sw) : 0;
-    const char *ns  = getenv("CELER_GPU_NORM_SLICE"); /* 64, 128, 256, 512 threads (gpu_norm.cu) */
-    const int   nsv = ns ? atoi(ns) : 0;
-    g->norm_slice   = nsv == 64 || nsv == 128 || nsv == 256 || nsv == 512 ? nsv : 0;
+    const char *sw  = getenv("CELER_GPU_SQ_WIDE"); /* 0, 1: the batch kernel's other geometries (gpu_mmq.cu) */
+    g->sq_geom      = sw && (!strcmp(sw, "0") || !strcmp(sw, "1")) ? atoi(sw) : 2;
     const char *bf  = getenv("CELER_GPU_BLAS_FROM"); /* tokens, 0: never (gpu_blas.h) */
     g->blas_from    = !CELER_GPU_BLAS ? 0 : bf && *bf ? atoi(bf) : GPU_BLAS_FROM;
     if (g->blas_from < 0) g->blas_from = 0;

@@ -62,8 +62,7 @@ typedef struct {
     const void *smem_fns[GPU_SMEM_FNS]; /* kernels allowed their shared memory past 48 KB (gpu_allow_smem) */
     int         n_smem_fns;
     int      mmq_from;    /* steps of more tokens take the integer matrix units (gpu_mmq.h) */
-    int      sq_geom;     /* CELER_GPU_SQ_WIDE=1 or 2: the batch kernel's 128-row geometries (gpu_mmq.cu) */
-    int      norm_slice;  /* CELER_GPU_NORM_SLICE=N: a decode step's norms in slices of N threads (gpu_norm.cu) */
+    int      sq_geom;     /* the batch kernel's geometry, 2 (CELER_GPU_SQ_WIDE=0 or 1: the others; gpu_mmq.cu) */
     int      blas_from;   /* Q4_0/Q8_0 steps of this many tokens take the vendor BLAS; 0: none does (gpu_blas.h) */
     bool     blas_f32;    /* F32 weights' long steps take it (unless CELER_GPU_BLAS_FROM=0) */
     size_t   blas_chunk;  /* bytes of f16 weight rows the BLAS path dequantizes at a time */
@@ -231,13 +230,17 @@ static inline void gpu_sign(gpu_backend *g, const void *what, dim3 grid, dim3 bl
  * products, float or integer; MoE routing), so that an MoE layer's router product and routing
  * leave the experts' input quantized as the norm before them left it. */
 #define GPU_LAUNCH_KEEPING_XQ(g, err, name, kernel, grid, block, smem, ...)                                         \
+    GPU_LAUNCH_KEEPING_XQ_AS(g, err, name, (g)->early, kernel, grid, block, smem, __VA_ARGS__)
+/* The same, launched early only where early_ok (and g->early): see gpu_mmq.cu's mmq_small for a
+ * kernel that loses when launched early. */
+#define GPU_LAUNCH_KEEPING_XQ_AS(g, err, name, early_ok, kernel, grid, block, smem, ...)                               \
     (gpu_signing(g) ? gpu_sign((g), (const void *)(kernel), dim3(grid), dim3(block), (size_t)(smem),               \
                                gpu_sig_args(0, __VA_ARGS__))                                                        \
                     : (void)0,                                                                                      \
      gpu_skip(g) ? CELER_OK                                                                                         \
                  : gpu_launch_done((g), (err), (name),                                                              \
                                    gpu_launch_kernel((kernel), dim3(grid), dim3(block), (size_t)(smem), (g)->stream, \
-                                                     (g)->early, __VA_ARGS__)))
+                                                     (g)->early && (early_ok), __VA_ARGS__)))
 #define GPU_LAUNCH(g, err, name, kernel, grid, block, smem, ...)                                                    \
     (gpu_forget_acts(g), GPU_LAUNCH_KEEPING_XQ(g, err, name, kernel, grid, block, smem, __VA_ARGS__))
 

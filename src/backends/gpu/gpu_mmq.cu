@@ -250,11 +250,13 @@ __global__ void k_mmq_sum(const float *__restrict__ part, int parts, int64_t n, 
  * activations' copies and half the mma. */
 enum { SQ_ROWS = 64, SQ_BQ = 8, SQ_STAGES = 3 };
 
-/* The block's geometry G: 0, 64 rows, SQ_BQ column blocks a stage, SQ_STAGES stages (the
- * default); 1 and 2 (CELER_GPU_SQ_WIDE=1, =2: not yet measured), 128 rows a block, a warp each
- * 16-row tile with every token (a half of the activations' reads through the L2 a row), 8 column
- * blocks in 2 stages or 4 in 3. A product's sums are the same bit for bit in all three: each
- * output is one lane's sum over the column blocks in order, and the column parts are the same. */
+/* The block's geometry G: 0 (CELER_GPU_SQ_WIDE=0), 64 rows, SQ_BQ column blocks a stage, SQ_STAGES
+ * stages; 1 and 2 (=1; 2 the default), 128 rows a block, a warp each 16-row tile with every token
+ * (a half of the activations' reads through the L2 a row), 8 column blocks in 2 stages or 4 in 3.
+ * The 8B's batch of 32 decoded 3,498, 3,964 and 4,159 tok/s in geometries 0, 1 and 2 (none
+ * launched early; docs/benchmarks/gpu-h200.md, eighteenth pass). A product's sums are the same
+ * bit for bit in all three: each output is one lane's sum over the column blocks in order, and
+ * the column parts are the same. */
 template <int G> struct sq_geom {
     static constexpr int ROWS = G ? 128 : SQ_ROWS, BQ = G == 2 ? 4 : SQ_BQ, STAGES = G == 1 ? 2 : SQ_STAGES;
 };
@@ -488,17 +490,18 @@ static int64_t column_parts(const gpu_backend *g, int64_t blocks, int64_t nq, in
 
 /* fn over grid (br, bt, parts) into y, or into the backend's part buffer and then summed (with
  * add: added to y). */
-static celer_status launch_parts(gpu_backend *g, mmq_fn fn, unsigned br, unsigned bt, int64_t parts, int threads,
-                                 size_t smem, const gpu_wdesc *w, const gpu_xq *xq, int64_t T, int64_t kper, float *y,
-                                 bool add, celer_error *err)
+static celer_status launch_parts(gpu_backend *g, mmq_fn fn, bool early, unsigned br, unsigned bt, int64_t parts,
+                                 int threads, size_t smem, const gpu_wdesc *w, const gpu_xq *xq, int64_t T,
+                                 int64_t kper, float *y, bool add, celer_error *err)
 {
     if (parts == 1)
-        return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq", fn, dim3(br, bt), threads, smem, *w, *xq, T, kper, y, (int)add);
+        return GPU_LAUNCH_KEEPING_XQ_AS(g, err, "mmq", early, fn, dim3(br, bt), threads, smem, *w, *xq, T, kper, y,
+                                        (int)add);
     const int64_t n = T * w->rows;
     if (gpu_buf_reserve(g, &g->d_part, (size_t)(parts * n) * sizeof(float), err)) return err->code;
     float *part = (float *)g->d_part.p;
-    if (GPU_LAUNCH_KEEPING_XQ(g, err, "mmq", fn, dim3(br, bt, (unsigned)parts), threads, smem, *w, *xq, T, kper, part,
-                              0))
+    if (GPU_LAUNCH_KEEPING_XQ_AS(g, err, "mmq", early, fn, dim3(br, bt, (unsigned)parts), threads, smem, *w, *xq, T,
+                                 kper, part, 0))
         return err->code;
     return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq_sum", k_mmq_sum, gpu_blocks(n, 256), 256, 0, part, (int)parts, n, y,
                                  (int)add);
@@ -528,7 +531,10 @@ static celer_status mmq_small(gpu_backend *g, const gpu_wdesc *w, int fmt, const
     /* the column parts of the default geometry in all three (the same sums), whole stages of each */
     int64_t       kper;
     const int64_t parts = column_parts(g, br64, w->cols / 32, SQ_BQ, &kper);
-    return launch_parts(g, fn, br, 1, parts, threads[G][f][s], smem, w, xq, T, kper, y, add, err);
+    /* never launched early: blocks placed while the kernel before still held SMs doubled up on
+     * the free ones (the grid is about one block an SM), and the 8B's batch of 32 decoded at
+     * 2,916 tok/s instead of 3,951 (docs/benchmarks/gpu-h200.md, eighteenth pass) */
+    return launch_parts(g, fn, false, br, 1, parts, threads[G][f][s], smem, w, xq, T, kper, y, add, err);
 }
 
 celer_status gpu_mmq_xq(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, int64_t T, float *y,
@@ -546,7 +552,7 @@ celer_status gpu_mmq_xq(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_x
     if (gpu_grid(g, w->rows, MMQ_ROWS, &br, "mmq", err)) return err->code;
     int64_t       kper;
     const int64_t parts = column_parts(g, (int64_t)br * bt, w->cols / 32, MMQ_BQ, &kper);
-    return launch_parts(g, fn, br, (unsigned)bt, parts, MMQ_THREADS, 0, w, xq, T, kper, y, add, err);
+    return launch_parts(g, fn, true, br, (unsigned)bt, parts, MMQ_THREADS, 0, w, xq, T, kper, y, add, err);
 }
 
 celer_status gpu_mmq_experts(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const int32_t *tok,

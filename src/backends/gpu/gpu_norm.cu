@@ -196,14 +196,13 @@ static celer_status norm_rows(gpu_backend *g, const char *name, float *x, const 
     const norm_fn  fn = o ? (vt ? k_norm_vec<true> : k_norm_loop<true>) : (vt ? k_norm_vec<false> : k_norm_loop<false>);
     gpu_xq_out     xo = {NULL, NULL, false};
     const bool     qz = vt && d % 32 == 0; /* h quantized for the product that reads it next */
-    /* rows short of the SMs, each a few slices (not in place, no o: see k_norm_slice); with
-     * CELER_GPU_NORM_SLICE=N (g->norm_slice), slices of N threads and a row of one slice too */
-    const int64_t  st     = g->norm_slice ? g->norm_slice : SLICE_THREADS;
-    const int64_t  slices = (d / 4 + st - 1) / st;
-    const bool     sliced = vt && !o && h != x && slices > (g->norm_slice ? 0 : 1) && slices <= GPU_MAX_GRID_YZ &&
-                        rows < g->prop.multiProcessorCount;
+    /* rows short of the SMs, each in slices (not in place, no o: see k_norm_slice), one slice
+     * too: a row of 1,024 values took 4.1 us in one k_norm_vec block of 64 threads, 2.1 us as one
+     * slice (docs/benchmarks/gpu-h200.md, eighteenth pass) */
+    const int64_t  slices = (d / 4 + SLICE_THREADS - 1) / SLICE_THREADS;
+    const bool     sliced = vt && !o && h != x && slices <= GPU_MAX_GRID_YZ && rows < g->prop.multiProcessorCount;
     if (qz && gpu_xq_buffer(g, rows * d, &xo, err)) return err->code;
-    if (sliced ? GPU_LAUNCH(g, err, name, k_norm_slice, dim3((unsigned)rows, (unsigned)slices), (unsigned)st, 0, x, wd,
+    if (sliced ? GPU_LAUNCH(g, err, name, k_norm_slice, dim3((unsigned)rows, (unsigned)slices), SLICE_THREADS, 0, x, wd,
                             d, eps, h, xo)
                : GPU_LAUNCH(g, err, name, fn, (unsigned)rows, vt ? vt : (unsigned)LOOP_THREADS, 0, x, o, wd, d, eps, h,
                             xo))
