@@ -12,7 +12,8 @@
 #            CELER_GPU_KV_F16=1 (the KV cache in f16), CELER_GPU_ATT_MERGE_IN=0 (decode attention's
 #            merge in a kernel of its own), CELER_GPU_MVQ_X8=1 (8-bit activations; test_batcher
 #            too), CELER_GPU_ATT_WIDE=0 (short contexts' decode attention split) and
-#            CELER_GPU_SQ_WIDE=0 and =1 (the batch kernel's other geometries). TEST_JOBS
+#            CELER_GPU_SQ_WIDE=0 and =1 (the batch kernel's other geometries),
+#            CELER_GPU_SQ_PARTS=128 (its column parts for 128-row grids). TEST_JOBS
 #            (default 6) of these run at once; TEST_QUICK=1 runs each program once, without memcheck
 #            and the variants (a minute instead of three, between changes; the whole step before a
 #            change is called tested)
@@ -148,7 +149,8 @@ step_test() {
     # the ops, the ports and the experts again under settings that move them to other kernels
     local variants=("CELER_GPU_MMQ_FROM=0" "CELER_GPU_BLAS_FROM=0" "CELER_GPU_ATT_CHUNK=32" "CELER_GPU_BLAS_PASSES=1"
         "CELER_GPU_BLAS_PASSES=3" "CELER_GPU_KV_F16=1" "CELER_GPU_ATT_MERGE_IN=0" "CELER_GPU_MVQ_X8=1"
-        "CELER_GPU_ATT_WIDE=0" "CELER_GPU_SQ_WIDE=0" "CELER_GPU_SQ_WIDE=1")
+        "CELER_GPU_ATT_WIDE=0" "CELER_GPU_SQ_WIDE=0" "CELER_GPU_SQ_WIDE=1"
+        "CELER_GPU_SQ_PARTS=128")
     [ "$quick" = 1 ] && variants=()
     for v in "${variants[@]}"; do
         for t in test_gpu_ops test_gpu_ports test_gpu_moe; do

@@ -613,14 +613,15 @@ static void test_graph_reuse(void)
 
 /* The batch kernel's three geometries (CELER_GPU_SQ_WIDE=0, 1 and 2, the default: 64 or 128 rows a
  * block, gpu_mmq.cu) give the same products bit for bit: Q4_0 and Q8_0, rows not a whole number
- * of either geometry's blocks, columns ending in a short stage, 9 to 32 tokens. (Without the
- * integer matrix units all three run the same kernels.) */
+ * of either geometry's blocks, columns ending in a short stage, in one column part and in
+ * several, 9 to 32 tokens. (Without the integer matrix units all three run the same kernels.) */
 static void test_batch_geometries(void)
 {
     static const celer_ggml_type types[] = {CELER_GGML_Q4_0, CELER_GGML_Q8_0};
     static const int64_t         Ts[]    = {9, 16, 17, 32};
     static const char *const     geom[3] = {"0", "1", "2"};
-    enum { ROWS = 300, COLS = 992 /* 31 column blocks */, TMAX = 32 };
+    static const int64_t         colss[] = {992, 4064}; /* 31 column blocks: one part; 127: several */
+    enum { ROWS = 300, CMAX = 4064, TMAX = 32 };
     const char          *kind = getenv("CELER_TEST_BACKEND");
     const char          *had  = getenv("CELER_GPU_SQ_WIDE");
     char                 keep[16] = "";
@@ -637,19 +638,22 @@ static void test_batch_geometries(void)
         for (int g = 0; g < 3; g++) celer_backend_destroy(be[g]);
         return;
     }
-    float *x = malloc((size_t)(TMAX * COLS) * sizeof *x), *y[3];
+    float *x = malloc((size_t)(TMAX * CMAX) * sizeof *x), *y[3];
     for (int g = 0; g < 3; g++) y[g] = malloc((size_t)(TMAX * ROWS) * sizeof *y[g]);
-    random_acts(x, TMAX, COLS);
-    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
-        void        *wd = random_weights(types[ti], ROWS, COLS, 0.1f);
+    const size_t nt = sizeof types / sizeof types[0], nc = sizeof colss / sizeof colss[0];
+    for (size_t c = 0; c < nt * nc; c++) {
+        const size_t  ti = c % nt;
+        const int64_t cols = colss[c / nt];
+        random_acts(x, TMAX, cols);
+        void        *wd = random_weights(types[ti], ROWS, cols, 0.1f);
         celer_weight w[3];
         void        *dx[3], *dy[3];
         for (int g = 0; g < 3; g++) {
-            w[g] = (celer_weight){.type = types[ti], .rows = ROWS, .cols = COLS, .data = wd};
+            w[g] = (celer_weight){.type = types[ti], .rows = ROWS, .cols = cols, .data = wd};
             CHECK(be[g]->ops->weight_load(be[g], &w[g], &err) == CELER_OK);
-            CHECK(be[g]->ops->alloc(be[g], (size_t)(TMAX * COLS) * sizeof(float), &dx[g], &err) == CELER_OK);
+            CHECK(be[g]->ops->alloc(be[g], (size_t)(TMAX * cols) * sizeof(float), &dx[g], &err) == CELER_OK);
             CHECK(be[g]->ops->alloc(be[g], (size_t)(TMAX * ROWS) * sizeof(float), &dy[g], &err) == CELER_OK);
-            CHECK(be[g]->ops->write(be[g], dx[g], x, (size_t)(TMAX * COLS) * sizeof(float), &err) == CELER_OK);
+            CHECK(be[g]->ops->write(be[g], dx[g], x, (size_t)(TMAX * cols) * sizeof(float), &err) == CELER_OK);
         }
         for (size_t k = 0; k < sizeof Ts / sizeof Ts[0]; k++) {
             const int64_t T = Ts[k];
@@ -660,8 +664,8 @@ static void test_batch_geometries(void)
             for (int g = 1; g < 3; g++) {
                 const bool same = !memcmp(y[0], y[g], (size_t)(T * ROWS) * sizeof(float));
                 if (!same)
-                    fprintf(stderr, "  %s T=%lld: CELER_GPU_SQ_WIDE=%d differs from =0\n",
-                            celer_ggml_type_get(types[ti])->name, (long long)T, g);
+                    fprintf(stderr, "  %s %lld columns, T=%lld: CELER_GPU_SQ_WIDE=%d differs from =0\n",
+                            celer_ggml_type_get(types[ti])->name, (long long)cols, (long long)T, g);
                 CHECK(same);
             }
         }

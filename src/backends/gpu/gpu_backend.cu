@@ -381,6 +381,8 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     if (g->mmq_from < 0 || g->mmq_from > GPU_MMQ_SMALL) g->mmq_from = GPU_MMQ_FROM;
     const char *sw  = getenv("CELER_GPU_SQ_WIDE"); /* 0, 1: the batch kernel's other geometries (gpu_mmq.cu) */
     g->sq_geom      = sw && (!strcmp(sw, "0") || !strcmp(sw, "1")) ? atoi(sw) : 2;
+    const char *sp  = getenv("CELER_GPU_SQ_PARTS"); /* 128: its column parts for 128-row grids (gpu_mmq.cu) */
+    g->sq_parts     = sp && !strcmp(sp, "128") ? 128 : 0;
     const char *bf  = getenv("CELER_GPU_BLAS_FROM"); /* tokens, 0: never (gpu_blas.h) */
     g->blas_from    = !CELER_GPU_BLAS ? 0 : bf && *bf ? atoi(bf) : GPU_BLAS_FROM;
     if (g->blas_from < 0) g->blas_from = 0;
@@ -420,6 +422,8 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     }
     const char *ea = getenv("CELER_GPU_EARLY"); /* 0: each kernel launched after the one before ends */
     g->early       = gpu_early_launch_ok(&g->prop) && !(ea && !strcmp(ea, "0"));
+    const char *lt = getenv("CELER_GPU_LATE"); /* launch names, comma-separated: never early */
+    if (lt && *lt) snprintf(g->late, sizeof g->late, ",%s,", lt);
     *out = &g->base;
     return CELER_OK;
 }

@@ -16,6 +16,7 @@ extern "C" {
 }
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <type_traits>
 
@@ -76,6 +77,8 @@ typedef struct {
     bool     att_merge_in; /* decode attention's last split merges them (CELER_GPU_ATT_MERGE_IN=0: a kernel does) */
     int32_t  att_wide;     /* passes of a wide block that short contexts take unsplit (CELER_GPU_ATT_WIDE; 0: split) */
     bool     early;       /* kernels launched while the one before runs (gpu_dep_enter; CELER_GPU_EARLY=0: off) */
+    char     late[128];   /* CELER_GPU_LATE: ",name,name," launches never early (gpu_late; "" none) */
+    int      sq_parts;    /* CELER_GPU_SQ_PARTS: the batch kernel's column parts for grids of these rows a block */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */
     int64_t  h_pos_n, h_seq_n, h_tables_n;
     /* RoPE frequency tables (gpu_rope_freqs), one per (base, rotated dimensions, divisors) */
@@ -221,6 +224,16 @@ static inline void gpu_sign(gpu_backend *g, const void *what, dim3 grid, dim3 bl
     g->sig     = gpu_sig_mix(gpu_sig_mix(h, smem), args);
 }
 
+/* Whether launches named name are never early: CELER_GPU_LATE lists them, comma-separated (for
+ * comparisons: which kernels lose when launched early, as the batch kernel did; see gpu_mmq.cu). */
+static inline bool gpu_late(const gpu_backend *g, const char *name)
+{
+    if (!g->late[0]) return false;
+    char key[64];
+    snprintf(key, sizeof key, ",%s,", name);
+    return strstr(g->late, key) != NULL;
+}
+
 /* Launches kernel<<<grid, block, smem>>>(args) on the backend's stream unless gpu_skip (early
  * where g->early: gpu_vendor.h's gpu_dep_enter), and checks the launch. kernel must be one
  * token (a name or a function pointer). GPU_LAUNCH also
@@ -240,7 +253,8 @@ static inline void gpu_sign(gpu_backend *g, const void *what, dim3 grid, dim3 bl
      gpu_skip(g) ? CELER_OK                                                                                         \
                  : gpu_launch_done((g), (err), (name),                                                              \
                                    gpu_launch_kernel((kernel), dim3(grid), dim3(block), (size_t)(smem), (g)->stream, \
-                                                     (g)->early && (early_ok), __VA_ARGS__)))
+                                                     (g)->early && (early_ok) && !gpu_late((g), (name)),      \
+                                                     __VA_ARGS__)))
 #define GPU_LAUNCH(g, err, name, kernel, grid, block, smem, ...)                                                    \
     (gpu_forget_acts(g), GPU_LAUNCH_KEEPING_XQ(g, err, name, kernel, grid, block, smem, __VA_ARGS__))
 

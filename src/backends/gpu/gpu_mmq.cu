@@ -524,13 +524,16 @@ static celer_status mmq_small(gpu_backend *g, const gpu_wdesc *w, int fmt, const
     const int    G = g->sq_geom, f = fmt == GPU_Q8_0, s = T <= 8 ? 0 : T <= 16 ? 1 : 2;
     const mmq_fn fn   = fns[G][xq->x8][f][s];
     const size_t smem = (size_t)stages[G] * (size_t)stage[G][f][s];
-    unsigned     br, br64;
+    unsigned     br, bp;
     if (gpu_allow_smem(g, (const void *)fn, smem, err)) return err->code;
-    if (gpu_grid(g, w->rows, rows[G], &br, "mmq", err) || gpu_grid(g, w->rows, SQ_ROWS, &br64, "mmq", err))
+    if (gpu_grid(g, w->rows, rows[G], &br, "mmq", err) ||
+        gpu_grid(g, w->rows, g->sq_parts ? g->sq_parts : SQ_ROWS, &bp, "mmq", err))
         return err->code;
-    /* the column parts of the default geometry in all three (the same sums), whole stages of each */
+    /* the same column parts in all three geometries (the same sums), whole stages of each: those
+     * of a grid of 64-row blocks (about one 128-row block an SM, where two fit), or with
+     * CELER_GPU_SQ_PARTS=128 of 128-row blocks (twice the parts, up to MMQ_MAX_PARTS) */
     int64_t       kper;
-    const int64_t parts = column_parts(g, br64, w->cols / 32, SQ_BQ, &kper);
+    const int64_t parts = column_parts(g, bp, w->cols / 32, SQ_BQ, &kper);
     /* never launched early: blocks placed while the kernel before still held SMs doubled up on
      * the free ones (the grid is about one block an SM), and the 8B's batch of 32 decoded at
      * 2,916 tok/s instead of 3,951 (docs/benchmarks/gpu-h200.md, eighteenth pass) */
