@@ -380,7 +380,9 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->mmq_from     = mf && *mf ? atoi(mf) : GPU_MMQ_FROM;
     if (g->mmq_from < 0 || g->mmq_from > GPU_MMQ_SMALL) g->mmq_from = GPU_MMQ_FROM;
     const char *sw  = getenv("CELER_GPU_SQ_WIDE"); /* 0, 1: the batch kernel's other geometries (gpu_mmq.cu) */
-    g->sq_geom      = sw && (!strcmp(sw, "0") || !strcmp(sw, "1")) ? atoi(sw) : 2;
+    g->sq_geom      = sw && (!strcmp(sw, "0") || !strcmp(sw, "1")) ? atoi(sw) : 2; /* SQ_GEOM_DEFAULT */
+    const char *ms  = getenv("CELER_GPU_MOE_STREAM"); /* 1: a MoE prefill's experts on the batch kernel */
+    g->moe_stream   = ms && !strcmp(ms, "1");
     const char *sp  = getenv("CELER_GPU_SQ_PARTS"); /* 128: its column parts for 128-row grids (gpu_mmq.cu) */
     g->sq_parts     = sp && !strcmp(sp, "128") ? 128 : 0;
     const char *bf  = getenv("CELER_GPU_BLAS_FROM"); /* tokens, 0: never (gpu_blas.h) */
@@ -422,8 +424,9 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     }
     const char *ea = getenv("CELER_GPU_EARLY"); /* 0: each kernel launched after the one before ends */
     g->early       = gpu_early_launch_ok(&g->prop) && !(ea && !strcmp(ea, "0"));
-    const char *lt = getenv("CELER_GPU_LATE"); /* launch names, comma-separated: never early */
+    const char *lt = getenv("CELER_GPU_LATE"); /* launch names, separated by commas or '+': never early */
     if (lt && *lt) snprintf(g->late, sizeof g->late, ",%s,", lt);
+    for (char *c = g->late; *c; c++) *c = *c == '+' ? ',' : *c;
     *out = &g->base;
     return CELER_OK;
 }

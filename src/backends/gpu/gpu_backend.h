@@ -78,6 +78,7 @@ typedef struct {
     int32_t  att_wide;     /* passes of a wide block that short contexts take unsplit (CELER_GPU_ATT_WIDE; 0: split) */
     bool     early;       /* kernels launched while the one before runs (gpu_dep_enter; CELER_GPU_EARLY=0: off) */
     char     late[128];   /* CELER_GPU_LATE: ",name,name," launches never early (gpu_late; "" none) */
+    bool     moe_stream;  /* CELER_GPU_MOE_STREAM=1: a MoE prefill's experts on the batch kernel (gpu_mmq.cu) */
     int      sq_parts;    /* CELER_GPU_SQ_PARTS: the batch kernel's column parts for grids of these rows a block */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */
     int64_t  h_pos_n, h_seq_n, h_tables_n;
@@ -224,8 +225,9 @@ static inline void gpu_sign(gpu_backend *g, const void *what, dim3 grid, dim3 bl
     g->sig     = gpu_sig_mix(gpu_sig_mix(h, smem), args);
 }
 
-/* Whether launches named name are never early: CELER_GPU_LATE lists them, comma-separated (for
- * comparisons: which kernels lose when launched early, as the batch kernel did; see gpu_mmq.cu). */
+/* Whether launches named name are never early: CELER_GPU_LATE lists them, separated by commas
+ * or '+' (gpu-check.sh's ab splits its items at commas), for comparisons: which kernels lose
+ * when launched early, as the batch kernel did (gpu_mmq.cu). */
 static inline bool gpu_late(const gpu_backend *g, const char *name)
 {
     if (!g->late[0]) return false;

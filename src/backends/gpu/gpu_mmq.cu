@@ -257,6 +257,7 @@ enum { SQ_ROWS = 64, SQ_BQ = 8, SQ_STAGES = 3 };
  * launched early; docs/benchmarks/gpu-h200.md, eighteenth pass). A product's sums are the same
  * bit for bit in all three: each output is one lane's sum over the column blocks in order, and
  * the column parts are the same. */
+enum { SQ_GEOM_DEFAULT = 2 }; /* gpu_backend.cu's default g->sq_geom; the experts' kernel's */
 template <int G> struct sq_geom {
     static constexpr int ROWS = G ? 128 : SQ_ROWS, BQ = G == 2 ? 4 : SQ_BQ, STAGES = G == 1 ? 2 : SQ_STAGES;
 };
@@ -288,7 +289,7 @@ template <int F, int NT, int G = 0> struct sq_shape {
  * once a block: the copies' index arithmetic at every stage, in loops the compiler could not
  * unroll, was as many instructions as the products (ncu on the 8B's batch of 32: 32
  * instructions an mma). */
-template <int F, int NT, int G> struct sq_copies {
+template <int F, int NT, int G, bool MAP = false> struct sq_copies {
     typedef sq_shape<F, NT, G> S;
     static constexpr int SQ_ROWS = S::SQ_ROWS, SQ_BQ = S::SQ_BQ;
     static constexpr int CPR = SQ_BQ * S::WB / 16;                            /* 16-byte pieces of a row's codes */
@@ -304,13 +305,17 @@ template <int F, int NT, int G> struct sq_copies {
     const float2  *s;
     uint32_t       ok; /* bit j: weight piece j's row exists; 8 + j: token piece j's; 16 + j: scale piece j's;
                         * 24: ws's */
+    /* with a row map (MAP: a MoE layer's pairs, each token's row read where it lies), each token
+     * piece's own source at k0 = 0: its token's row is the map's, not a fixed stride from piece 0's */
+    const int8_t *xm[MAP ? NX : 1];
+    const float2 *sm[MAP ? NS : 1];
 };
 
-template <int F, int NT, int G>
-static __device__ __forceinline__ void sq_plan(sq_copies<F, NT, G> &c, const gpu_wdesc &w, const gpu_xq &x, int64_t T,
-                                               int64_t r0, int tid)
+template <int F, int NT, int G, bool MAP>
+static __device__ __forceinline__ void sq_plan(sq_copies<F, NT, G, MAP> &c, const gpu_wdesc &w, const gpu_xq &x,
+                                               int64_t T, const int32_t *__restrict__ map, int64_t r0, int tid)
 {
-    typedef sq_copies<F, NT, G> C;
+    typedef sq_copies<F, NT, G, MAP> C;
     constexpr int SQ_ROWS = C::SQ_ROWS, SQ_BQ = C::SQ_BQ;
     const int64_t rw = r0 + tid / C::CPR, tx = tid / (4 * SQ_BQ), ts = tid / SQ_BQ;
     c.ok             = r0 + tid < w.rows && tid < SQ_ROWS ? 1u << 24 : 0u;
@@ -324,16 +329,28 @@ static __device__ __forceinline__ void sq_plan(sq_copies<F, NT, G> &c, const gpu
     c.ws = w.data + (c.ok >> 24 ? r0 + tid : 0) * w.row_bytes + w.scales_off;
     c.x  = x.q + (tx * x.nb + tid / 4 % SQ_BQ) * XQ_BLOCK + 16 * (tid % 4);
     c.s  = x.d + ts * x.nb + tid % SQ_BQ;
+    if constexpr (MAP) {
+#pragma unroll
+        for (int j = 0; j < C::NX; j++) {
+            const int64_t row = c.ok >> (8 + j) & 1 ? map[tx + C::TX * j] : 0;
+            c.xm[j]           = x.q + (row * x.nb + tid / 4 % SQ_BQ) * XQ_BLOCK + 16 * (tid % 4);
+        }
+#pragma unroll
+        for (int j = 0; j < C::NS; j++) {
+            const int64_t row = c.ok >> (16 + j) & 1 ? map[ts + C::TS * j] : 0;
+            c.sm[j]           = x.d + row * x.nb + tid % SQ_BQ;
+        }
+    }
 }
 
 /* Stage st: columns blocks k0 .. k0 + SQ_BQ (zeros past kend, past the rows, past the tokens);
  * a piece whose row or token does not exist reads nothing. */
-template <int F, int NT, bool X8, int G>
-static __device__ __forceinline__ void sq_issue(int8_t *st, const sq_copies<F, NT, G> &c, const gpu_wdesc &w,
+template <int F, int NT, bool X8, int G, bool MAP>
+static __device__ __forceinline__ void sq_issue(int8_t *st, const sq_copies<F, NT, G, MAP> &c, const gpu_wdesc &w,
                                                 const gpu_xq &x, int64_t k0, int64_t kend, int tid)
 {
-    typedef sq_shape<F, NT, G>   S;
-    typedef sq_copies<F, NT, G> C;
+    typedef sq_shape<F, NT, G>        S;
+    typedef sq_copies<F, NT, G, MAP> C;
     constexpr int SQ_ROWS = S::SQ_ROWS, SQ_BQ = S::SQ_BQ;
     const bool whole = k0 + SQ_BQ <= kend; /* every stage but perhaps a part's last */
 #pragma unroll
@@ -358,17 +375,22 @@ static __device__ __forceinline__ void sq_issue(int8_t *st, const sq_copies<F, N
     for (int j = 0; j < C::NX; j++) { /* a token block's 64 bytes: hi, hi, lo, lo */
         const int  i = tid + S::THREADS * j, tt = i / (4 * SQ_BQ), qb = i / 4 % SQ_BQ, piece = i % 4;
         const bool ok = (c.ok >> (8 + j) & 1) && (whole || k0 + qb < kend);
+        const int8_t *src;
+        if constexpr (MAP) src = c.xm[j] + k0 * XQ_BLOCK;
+        else src = c.x + ((int64_t)(C::TX * j) * x.nb + k0) * XQ_BLOCK;
         if (i < NT * SQ_BQ * 4 && !(X8 && piece >= 2))
             gpu_cp_async16(st + S::X_OFF + tt * S::XLD + (piece / 2) * 32 * SQ_BQ + 32 * qb + 16 * (piece % 2),
-                           ok ? c.x + ((int64_t)(C::TX * j) * x.nb + k0) * XQ_BLOCK : x.q, ok);
+                           ok ? src : x.q, ok);
     }
 #pragma unroll
     for (int j = 0; j < C::NS; j++) {
         const int  i = tid + S::THREADS * j;
         const bool ok = (c.ok >> (16 + j) & 1) && (whole || k0 + i % SQ_BQ < kend);
+        const float2 *src;
+        if constexpr (MAP) src = c.sm[j] + k0;
+        else src = c.s + (int64_t)(C::TS * j) * x.nb + k0;
         if (i < NT * SQ_BQ) /* by column block, then token: a lane's two tokens in one load */
-            gpu_cp_async8(st + S::XS_OFF + 8 * (i % SQ_BQ * NT + i / SQ_BQ),
-                          ok ? (const void *)(c.s + (int64_t)(C::TS * j) * x.nb + k0) : x.d, ok);
+            gpu_cp_async8(st + S::XS_OFF + 8 * (i % SQ_BQ * NT + i / SQ_BQ), ok ? (const void *)src : x.d, ok);
     }
     gpu_cp_commit();
 }
@@ -421,10 +443,10 @@ static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int 
 }
 
 /* Rows blockIdx.x · SQ_ROWS .. of w by the T (at most NT) tokens of x, column blocks kz0 ..
- * kend, into y (with add: added to it). */
-template <int F, int NT, bool X8, int G>
-static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq &x, int64_t T, int64_t kz0,
-                                               int64_t kend, float *__restrict__ y, int add)
+ * kend, into y (with add: added to it). Token t is x's row t, or with MAP its row map[t]. */
+template <int F, int NT, bool X8, int G, bool MAP = false>
+static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq &x, const int32_t *__restrict__ map,
+                                               int64_t T, int64_t kz0, int64_t kend, float *__restrict__ y, int add)
 {
     extern __shared__ __align__(16) int8_t sq_smem[];
     typedef sq_shape<F, NT, G> S;
@@ -437,10 +459,10 @@ static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq 
     for (int ni = 0; ni < S::NI; ni++)
 #pragma unroll
         for (int e = 0; e < 4; e++) acc[ni][e] = 0.0f;
-    sq_copies<F, NT, G> cp;
-    sq_plan<F, NT, G>(cp, w, x, T, r0, tid);
+    sq_copies<F, NT, G, MAP> cp;
+    sq_plan<F, NT, G, MAP>(cp, w, x, T, map, r0, tid);
     for (int s = 0; s < SQ_STAGES - 1; s++) { /* a group per stage, empty past the end: the waits count groups */
-        if (s < nst) sq_issue<F, NT, X8, G>(sq_smem + s * S::STAGE, cp, w, x, kz0 + s * SQ_BQ, kend, tid);
+        if (s < nst) sq_issue<F, NT, X8, G, MAP>(sq_smem + s * S::STAGE, cp, w, x, kz0 + s * SQ_BQ, kend, tid);
         else gpu_cp_commit();
     }
     for (int64_t it = 0; it < nst; it++) {
@@ -448,7 +470,8 @@ static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq 
         __syncthreads();              /* everyone's; and stage it - 1 is no longer read */
         const int64_t nx = it + SQ_STAGES - 1;
         if (nx < nst)
-            sq_issue<F, NT, X8, G>(sq_smem + (nx % SQ_STAGES) * S::STAGE, cp, w, x, kz0 + nx * SQ_BQ, kend, tid);
+            sq_issue<F, NT, X8, G, MAP>(sq_smem + (nx % SQ_STAGES) * S::STAGE, cp, w, x, kz0 + nx * SQ_BQ, kend,
+                                        tid);
         else gpu_cp_commit();
         sq_compute<F, NT, X8, G>(sq_smem + (it % SQ_STAGES) * S::STAGE, rt, th, g, q, acc);
     }
@@ -469,7 +492,31 @@ __global__ void __launch_bounds__((sq_shape<F, NT, G>::THREADS), (sq_shape<F, NT
 {
     gpu_dep_enter();
     const int64_t kz0 = (int64_t)blockIdx.z * kper, kend = w.cols / 32 < kz0 + kper ? w.cols / 32 : kz0 + kper;
-    sq_tile<F, NT, X8, G>(w, x, T, kz0, kend, y + (int64_t)blockIdx.z * T * w.rows, add);
+    sq_tile<F, NT, X8, G>(w, x, NULL, T, kz0, kend, y + (int64_t)blockIdx.z * T * w.rows, add);
+}
+
+/* A MoE layer's experts on the batch kernel (CELER_GPU_MOE_STREAM=1; being measured against
+ * k_mmq_experts), the default geometry: block (x, y) takes row block x of tile y of `tiles`
+ * (CELER_MOE_TILE ints a tile: its first pair, its pairs, at most NT, and its expert, whose weights
+ * lie `stride` bytes on from w's). Pair s's input is x's row tok[s] (tok NULL: row s); its
+ * products go to y's row s. The same sums as k_mmq_experts' (each output one lane's sum over
+ * the column blocks in order). */
+template <int F, int NT>
+__global__ void __launch_bounds__((sq_shape<F, NT, SQ_GEOM_DEFAULT>::THREADS),
+                                  (sq_shape<F, NT, SQ_GEOM_DEFAULT>::BLOCKS))
+    k_mmq_s_experts(gpu_wdesc w, gpu_xq x, const int32_t *__restrict__ tok, const int32_t *__restrict__ tiles,
+                    int64_t stride, float *__restrict__ y)
+{
+    gpu_dep_enter();
+    const int32_t *tl = tiles + CELER_MOE_TILE * (int64_t)blockIdx.y;
+    const int64_t  s0 = tl[0], n = tl[1];
+    w.data += tl[2] * stride;
+    y += s0 * w.rows;
+    if (tok) sq_tile<F, NT, false, SQ_GEOM_DEFAULT, true>(w, x, tok + s0, n, 0, w.cols / 32, y, 0);
+    else {
+        x.q += s0 * x.nb * XQ_BLOCK, x.d += s0 * x.nb;
+        sq_tile<F, NT, false, SQ_GEOM_DEFAULT>(w, x, NULL, n, 0, w.cols / 32, y, 0);
+    }
 }
 
 typedef void (*mmq_fn)(gpu_wdesc, gpu_xq, int64_t, int64_t, float *, int);
@@ -575,6 +622,30 @@ celer_status gpu_mmq_experts(gpu_backend *g, const gpu_wdesc *w, int fmt, const 
     const experts_fn fn = fmt == GPU_Q4_0 ? k_mmq_experts<GPU_Q4_0, 64> : k_mmq_experts<GPU_Q8_0, 64>;
     return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq experts", fn, grid, MMQ_THREADS, 0, *w, *xq, tok, starts,
                                  w->rows * w->row_bytes, y);
+}
+
+celer_status gpu_mmq_expert_tiles(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const int32_t *tok,
+                                  const int32_t *tiles, int64_t n_tiles, float *y, celer_error *err)
+{
+    typedef void (*experts_fn)(gpu_wdesc, gpu_xq, const int32_t *, const int32_t *, int64_t, float *);
+    typedef sq_shape<GPU_Q4_0, CELER_MOE_TILE_PAIRS, SQ_GEOM_DEFAULT> S4;
+    typedef sq_shape<GPU_Q8_0, CELER_MOE_TILE_PAIRS, SQ_GEOM_DEFAULT> S8;
+    static_assert(S4::THREADS == S8::THREADS && S4::SQ_STAGES == S8::SQ_STAGES, "one block shape");
+    if (!gpu_mmq_has(g, fmt))
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no integer prefill kernel for format %d", CELER_GPU_NAME, fmt);
+    if (n_tiles <= 0) return CELER_OK;
+    if (n_tiles > GPU_MAX_GRID_YZ)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: %lld tiles of experts' tokens: past the prefill grid",
+                          CELER_GPU_NAME, (long long)n_tiles);
+    const experts_fn fn = fmt == GPU_Q4_0 ? k_mmq_s_experts<GPU_Q4_0, CELER_MOE_TILE_PAIRS>
+                                          : k_mmq_s_experts<GPU_Q8_0, CELER_MOE_TILE_PAIRS>;
+    const size_t smem = (size_t)S4::SQ_STAGES * (size_t)(fmt == GPU_Q4_0 ? S4::STAGE : S8::STAGE);
+    unsigned     br;
+    if (gpu_allow_smem(g, (const void *)fn, smem, err) || gpu_grid(g, w->rows, S4::SQ_ROWS, &br, "mmq experts", err))
+        return err->code;
+    /* never launched early, as the batch kernel (mmq_small) */
+    return GPU_LAUNCH_KEEPING_XQ_AS(g, err, "mmq experts", false, fn, dim3(br, (unsigned)n_tiles), S4::THREADS, smem,
+                                    *w, *xq, tok, tiles, w->rows * w->row_bytes, y);
 }
 
 celer_status gpu_mmq(gpu_backend *g, const gpu_wdesc *w, int fmt, const float *x, int64_t T, float *y, bool add,

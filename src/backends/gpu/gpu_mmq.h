@@ -4,6 +4,9 @@
 #define CELER_BACKENDS_GPU_GPU_MMQ_H
 
 #include "backends/gpu/gpu_matvec.h"
+extern "C" {
+#include "backends/gpu/moe_tiles.h"
+}
 
 /* Steps of more than GPU_MMQ_FROM tokens take the integer matrix units (fewer: the decode
  * kernels, whose passes of 8 tokens each read the weights again; CELER_GPU_MMQ_FROM=N moves the
@@ -25,5 +28,11 @@ celer_status gpu_mmq_xq(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_x
  * activations x̂'s row tok[s] (tok on the device; NULL: row s), its output y's row s. */
 celer_status gpu_mmq_experts(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const int32_t *tok,
                              int64_t n_expert, const int32_t *starts, int64_t max_n, float *y, celer_error *err);
+
+/* The same on the batch kernel (CELER_GPU_MOE_STREAM=1, g->moe_stream): n_tiles tiles of pairs
+ * of one expert on the device, as celer_moe_tile_list writes them (moe_tiles.h); no block
+ * without work. */
+celer_status gpu_mmq_expert_tiles(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const int32_t *tok,
+                                  const int32_t *tiles, int64_t n_tiles, float *y, celer_error *err);
 
 #endif

@@ -108,6 +108,30 @@ static celer_status moe_ffn_device(gpu_backend *g, const celer_moe *moe, const f
                       (const int32_t *)NULL, w, T, K, d, out);
 }
 
+/* grouped_mmq's products on the batch kernel (CELER_GPU_MOE_STREAM=1): the groups' tiles listed
+ * on the host, uploaded once for the three products. */
+static celer_status stream_mmq(gpu_backend *g, const float *x, int64_t T, const int32_t *tok, int64_t N, int64_t d,
+                               int64_t ff, const int32_t *start, int64_t E, celer_act act, const gpu_wdesc dw[3],
+                               const int fw[3], float *G, float *U, float *Y, celer_error *err)
+{
+    gpu_buf      *b_tiles = &g->moe[6];
+    const size_t  bytes   = (size_t)(CELER_MOE_TILE * celer_moe_tiles_max(N, E)) * sizeof(int32_t);
+    int32_t      *h;
+    gpu_xq        xq;
+    if (gpu_host_stage(g, bytes, (void **)&h, err)) return err->code;
+    const int64_t n = celer_moe_tile_list(start, E, h);
+    if (gpu_buf_reserve(g, b_tiles, bytes, err) ||
+        gpu_upload(g, b_tiles->p, h, (size_t)(CELER_MOE_TILE * n) * sizeof(int32_t), err) ||
+        gpu_quant_x(g, x, T, d, false, &xq, err))
+        return err->code;
+    const int32_t *tiles = (const int32_t *)b_tiles->p;
+    if (gpu_mmq_expert_tiles(g, &dw[0], fw[0], &xq, tok, tiles, n, G, err) ||
+        gpu_mmq_expert_tiles(g, &dw[1], fw[1], &xq, tok, tiles, n, U, err) ||
+        g->base.ops->glu(&g->base, G, U, N * ff, act, err) || gpu_quant_x(g, G, N, ff, false, &xq, err))
+        return err->code;
+    return gpu_mmq_expert_tiles(g, &dw[2], fw[2], &xq, NULL, tiles, n, Y, err);
+}
+
 /* The products of the grouped path, expert groups at start[e] .. start[e + 1] of the N pairs,
  * pair s's input x's row tok[s] (T rows of d; tok on the device): every expert's group in one
  * launch a product, on the integer matrix units. x is quantized once, its rows read in place
@@ -120,6 +144,8 @@ static celer_status grouped_mmq(gpu_backend *g, const float *x, int64_t T, const
     int64_t  max_n   = 0;
     for (int64_t e = 0; e < E; e++) max_n = start[e + 1] - start[e] > max_n ? start[e + 1] - start[e] : max_n;
     gpu_xq xq;
+    if (g->moe_stream) /* the batch kernel over a list of the groups' tiles */
+        return stream_mmq(g, x, T, tok, N, d, ff, start, E, act, dw, fw, G, U, Y, err);
     if (gpu_buf_reserve(g, b_start, (size_t)(E + 1) * 4, err) ||
         gpu_upload(g, b_start->p, start, (size_t)(E + 1) * 4, err) || gpu_quant_x(g, x, T, d, false, &xq, err))
         return err->code;
