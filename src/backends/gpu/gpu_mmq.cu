@@ -236,14 +236,14 @@ __global__ void k_mmq_sum(const float *__restrict__ part, int parts, int64_t n, 
 
 /* ---- batches of decodes: the weights streamed through shared memory ------------------------ */
 
-/* Up to 32 tokens: a block takes 64 rows (16 a warp: one mma row tile) and every token of the
- * batch, and walks its columns SQ_BQ blocks a stage through SQ_STAGES shared-memory stages
- * filled by asynchronous copies (cp.async) SQ_STAGES - 1 stages ahead, so that each SM keeps tens
- * of kilobytes of weights in flight where the tiled kernel above waited on each stage's loads.
- * From 16 tokens a block has 8 warps, each row tile's tokens split in two halves: the stages'
- * shared memory (~29 KB for 32 tokens) leaves two blocks an SM, and with 4 warps a block the
- * schedulers waited on each warp's chain of fragment loads and products (ncu: 12% of the warps
- * active, 12% of DRAM throughput, for the 8B's 14336-row products of 32 tokens).
+/* Up to 32 tokens: a block takes a few row tiles of 16 (one mma row tile) and every token of the
+ * batch, and walks its columns a few blocks a stage through shared-memory stages filled by
+ * asynchronous copies (cp.async) a stage or two ahead, so that each SM keeps tens of kilobytes
+ * of weights in flight where the tiled kernel above waited on each stage's loads. By default
+ * (geometry 2, below) a block is 8 warps, each a 16-row tile with every token. Geometry 0 is 64
+ * rows: from 16 tokens 8 warps, each row tile's tokens split in two halves (with 4 warps a block
+ * the schedulers waited on each warp's chain of fragment loads and products: ncu, 12% of the
+ * warps active, 12% of DRAM throughput, for the 8B's 14336-row products of 32 tokens).
  * Q4_0 codes are staged as stored (16 bytes a block) and split into the fragments' low and high
  * nibbles when read; the sums are the same as the tiled kernel's. X8 (activations quantized to 8
  * bits, gpu_matvec.h: their lo codes zeros): the lo codes neither copied nor multiplied, half the
