@@ -63,7 +63,7 @@ typedef struct {
     const void *smem_fns[GPU_SMEM_FNS]; /* kernels allowed their shared memory past 48 KB (gpu_allow_smem) */
     int         n_smem_fns;
     int      mmq_from;    /* steps of more tokens take the integer matrix units (gpu_mmq.h) */
-    int      sq_geom;     /* the batch kernel's geometry, 2 (CELER_GPU_SQ_WIDE=0 or 1: the others; gpu_mmq.cu) */
+    int      sq_geom;     /* the batch kernel's geometry, 2 (CELER_GPU_SQ_WIDE=0 or 1: the others; gpu_mmq_small.cu) */
     int      blas_from;   /* Q4_0/Q8_0 steps of this many tokens take the vendor BLAS; 0: none does (gpu_blas.h) */
     bool     blas_f32;    /* F32 weights' long steps take it (unless CELER_GPU_BLAS_FROM=0) */
     size_t   blas_chunk;  /* bytes of f16 weight rows the BLAS path dequantizes at a time */
@@ -78,7 +78,7 @@ typedef struct {
     int32_t  att_wide;     /* passes of a wide block that short contexts take unsplit (CELER_GPU_ATT_WIDE; 0: split) */
     bool     early;       /* kernels launched while the one before runs (gpu_dep_enter; CELER_GPU_EARLY=0: off) */
     char     late[128];   /* CELER_GPU_LATE: ",name,name," launches never early (gpu_late; "" none) */
-    bool     moe_stream;  /* CELER_GPU_MOE_STREAM=1: a MoE prefill's experts on the batch kernel (gpu_mmq.cu) */
+    bool     moe_stream;  /* CELER_GPU_MOE_STREAM=1: a MoE prefill's experts on the batch kernel (gpu_mmq_small.cu) */
     int      sq_parts;    /* CELER_GPU_SQ_PARTS: the batch kernel's column parts for grids of these rows a block */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */
     int64_t  h_pos_n, h_seq_n, h_tables_n;
@@ -227,7 +227,7 @@ static inline void gpu_sign(gpu_backend *g, const void *what, dim3 grid, dim3 bl
 
 /* Whether launches named name are never early: CELER_GPU_LATE lists them, separated by commas
  * or '+' (gpu-check.sh's ab splits its items at commas), for comparisons: which kernels lose
- * when launched early, as the batch kernel did (gpu_mmq.cu). */
+ * when launched early, as the batch kernel did (gpu_mmq_small.cu). */
 static inline bool gpu_late(const gpu_backend *g, const char *name)
 {
     if (!g->late[0]) return false;
@@ -246,7 +246,7 @@ static inline bool gpu_late(const gpu_backend *g, const char *name)
  * leave the experts' input quantized as the norm before them left it. */
 #define GPU_LAUNCH_KEEPING_XQ(g, err, name, kernel, grid, block, smem, ...)                                         \
     GPU_LAUNCH_KEEPING_XQ_AS(g, err, name, (g)->early, kernel, grid, block, smem, __VA_ARGS__)
-/* The same, launched early only where early_ok (and g->early): see gpu_mmq.cu's mmq_small for a
+/* The same, launched early only where early_ok (and g->early): see gpu_mmq_small.cu's gpu_mmq_small for a
  * kernel that loses when launched early. */
 #define GPU_LAUNCH_KEEPING_XQ_AS(g, err, name, early_ok, kernel, grid, block, smem, ...)                               \
     (gpu_signing(g) ? gpu_sign((g), (const void *)(kernel), dim3(grid), dim3(block), (size_t)(smem),               \

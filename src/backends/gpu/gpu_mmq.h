@@ -35,4 +35,31 @@ celer_status gpu_mmq_experts(gpu_backend *g, const gpu_wdesc *w, int fmt, const 
 celer_status gpu_mmq_expert_tiles(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const int32_t *tok,
                                   const int32_t *tiles, int64_t n_tiles, float *y, celer_error *err);
 
+/* ---- shared by the tiled prefill kernel (gpu_mmq.cu) and the batch kernel (gpu_mmq_small.cu) */
+
+/* A product kernel over grid (row blocks, token tiles, column parts): (w, x̂, T, column blocks a
+ * part, y, add). */
+typedef void (*gpu_mmq_fn)(gpu_wdesc, gpu_xq, int64_t, int64_t, float *, int);
+/* Column parts for a grid of `blocks` over nq column blocks taken `step` at a time: the grid
+ * nearest to two blocks an SM; *kper: the column blocks of a part, whole steps. */
+int64_t gpu_mmq_column_parts(const gpu_backend *g, int64_t blocks, int64_t nq, int64_t step, int64_t *kper);
+/* fn over grid (br, bt, parts) into y, or into the backend's part buffer and then summed in part
+ * order (with add: added to y); launched early only where early (and g->early). */
+celer_status gpu_mmq_launch_parts(gpu_backend *g, gpu_mmq_fn fn, bool early, unsigned br, unsigned bt, int64_t parts,
+                                  int threads, size_t smem, const gpu_wdesc *w, const gpu_xq *xq, int64_t T,
+                                  int64_t kper, float *y, bool add, celer_error *err);
+/* gpu_mmq_xq's steps of more than GPU_MMQ_FROM and at most GPU_MMQ_SMALL tokens (the batch
+ * kernel). */
+celer_status gpu_mmq_small(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, int64_t T, float *y,
+                           bool add, celer_error *err);
+
+/* Bytes 0..15 of v minus 8, as signed bytes (no borrow between bytes). */
+static __device__ __forceinline__ int minus8(uint32_t v)
+{
+    return (int)((v | 0x80808080u) - 0x08080808u) ^ (int)0x80808080u;
+}
+
+/* An output: v, or with add y's value plus v (the add the product's output would meet next). */
+static __device__ __forceinline__ void mmq_put(float *y, float v, int add) { *y = add ? __fadd_rn(*y, v) : v; }
+
 #endif
