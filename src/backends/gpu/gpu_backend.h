@@ -246,8 +246,8 @@ static inline bool gpu_late(const gpu_backend *g, const char *name)
  * leave the experts' input quantized as the norm before them left it. */
 #define GPU_LAUNCH_KEEPING_XQ(g, err, name, kernel, grid, block, smem, ...)                                         \
     GPU_LAUNCH_KEEPING_XQ_AS(g, err, name, (g)->early, kernel, grid, block, smem, __VA_ARGS__)
-/* The same, launched early only where early_ok (and g->early): see gpu_mmq_small.cu's gpu_mmq_small for a
- * kernel that loses when launched early. */
+/* The same, launched early only where early_ok (and g->early): see gpu_mmq_small.cu's
+ * gpu_mmq_small for a kernel that loses when launched early. */
 #define GPU_LAUNCH_KEEPING_XQ_AS(g, err, name, early_ok, kernel, grid, block, smem, ...)                               \
     (gpu_signing(g) ? gpu_sign((g), (const void *)(kernel), dim3(grid), dim3(block), (size_t)(smem),               \
                                gpu_sig_args(0, __VA_ARGS__))                                                        \
