@@ -109,16 +109,14 @@ static celer_status moe_ffn_device(gpu_backend *g, const celer_moe *moe, const f
 }
 
 /* grouped_mmq's products on the batch kernel (CELER_GPU_MOE_STREAM=1): the groups' tiles listed
- * on the host, uploaded once for the three products. */
+ * on the host (into h, room for celer_moe_tiles_max of them), uploaded once for the three. */
 static celer_status stream_mmq(gpu_backend *g, const float *x, int64_t T, const int32_t *tok, int64_t N, int64_t d,
-                               int64_t ff, const int32_t *start, int64_t E, celer_act act, const gpu_wdesc dw[3],
-                               const int fw[3], float *G, float *U, float *Y, celer_error *err)
+                               int64_t ff, const int32_t *start, int64_t E, int32_t *h, celer_act act,
+                               const gpu_wdesc dw[3], const int fw[3], float *G, float *U, float *Y, celer_error *err)
 {
     gpu_buf      *b_tiles = &g->moe[6];
     const size_t  bytes   = (size_t)(CELER_MOE_TILE * celer_moe_tiles_max(N, E)) * sizeof(int32_t);
-    int32_t      *h;
     gpu_xq        xq;
-    if (gpu_host_stage(g, bytes, (void **)&h, err)) return err->code;
     const int64_t n = celer_moe_tile_list(start, E, h);
     if (gpu_buf_reserve(g, b_tiles, bytes, err) ||
         gpu_upload(g, b_tiles->p, h, (size_t)(CELER_MOE_TILE * n) * sizeof(int32_t), err) ||
@@ -134,18 +132,19 @@ static celer_status stream_mmq(gpu_backend *g, const float *x, int64_t T, const 
 
 /* The products of the grouped path, expert groups at start[e] .. start[e + 1] of the N pairs,
  * pair s's input x's row tok[s] (T rows of d; tok on the device): every expert's group in one
- * launch a product, on the integer matrix units. x is quantized once, its rows read in place
+ * launch a product, on the integer matrix units (with g->moe_stream, on the batch kernel: h is
+ * host room for its tile list, celer_moe_tiles_max tiles). x is quantized once, its rows read in place
  * (a gathered copy of the pairs' inputs and its quantization took 8% of a 30B-A3B pp512). */
 static celer_status grouped_mmq(gpu_backend *g, const float *x, int64_t T, const int32_t *tok, int64_t N, int64_t d,
-                                int64_t ff, const int32_t *start, int64_t E, celer_act act, const gpu_wdesc dw[3],
-                                const int fw[3], float *G, float *U, float *Y, celer_error *err)
+                                int64_t ff, const int32_t *start, int64_t E, int32_t *h, celer_act act,
+                                const gpu_wdesc dw[3], const int fw[3], float *G, float *U, float *Y, celer_error *err)
 {
     gpu_buf *b_start = &g->moe[6];
     int64_t  max_n   = 0;
     for (int64_t e = 0; e < E; e++) max_n = start[e + 1] - start[e] > max_n ? start[e + 1] - start[e] : max_n;
     gpu_xq xq;
     if (g->moe_stream) /* the batch kernel over a list of the groups' tiles */
-        return stream_mmq(g, x, T, tok, N, d, ff, start, E, act, dw, fw, G, U, Y, err);
+        return stream_mmq(g, x, T, tok, N, d, ff, start, E, h, act, dw, fw, G, U, Y, err);
     if (gpu_buf_reserve(g, b_start, (size_t)(E + 1) * 4, err) ||
         gpu_upload(g, b_start->p, start, (size_t)(E + 1) * 4, err) || gpu_quant_x(g, x, T, d, false, &xq, err))
         return err->code;
@@ -198,10 +197,12 @@ celer_status gpu_moe_ffn(celer_backend *be, const celer_moe *moe, const float *x
         gpu_graph_break(g, true);
         return CELER_OK;
     }
-    /* the choices, on the host: pairs sorted by expert (stable: by token within an expert) */
-    int32_t *h;
-    if (gpu_host_stage(g, (size_t)(N * 3 + E + 1) * sizeof *h, (void **)&h, err)) return err->code;
-    int32_t *hid = h, *tok = h + N, *at = h + 2 * N, *start = h + 3 * N;
+    /* the choices, on the host: pairs sorted by expert (stable: by token within an expert); after
+     * them the batch kernel's tile list (g->moe_stream) */
+    int32_t      *h;
+    const int64_t room = N * 3 + E + 1 + (g->moe_stream ? CELER_MOE_TILE * celer_moe_tiles_max(N, E) : 0);
+    if (gpu_host_stage(g, (size_t)room * sizeof *h, (void **)&h, err)) return err->code;
+    int32_t *hid = h, *tok = h + N, *at = h + 2 * N, *start = h + 3 * N, *tiles = start + E + 1;
     if (g->base.ops->read(&g->base, ids, hid, (size_t)N * sizeof *hid, err)) return err->code;
     memset(start, 0, (size_t)(E + 1) * sizeof *start);
     for (int64_t n = 0; n < N; n++) {
@@ -228,7 +229,7 @@ celer_status gpu_moe_ffn(celer_backend *be, const celer_moe *moe, const float *x
     float         *G = (float *)b_gate->p, *U = (float *)b_up->p, *Y = (float *)b_ys->p;
     celer_status   ps;
     if (st && gpu_mmq_has(g, fw[0]) && gpu_mmq_has(g, fw[2])) {
-        ps = grouped_mmq(g, x, T, dtok, N, d, ff, start, E, act, dw, fw, G, U, Y, err);
+        ps = grouped_mmq(g, x, T, dtok, N, d, ff, start, E, tiles, act, dw, fw, G, U, Y, err);
     } else { /* the matmul op takes contiguous rows: the pairs' inputs gathered */
         if (gpu_buf_reserve(g, b_xs, (size_t)(N * d) * 4, err) ||
             GPU_LAUNCH(g, err, "moe gather", k_gather, gpu_blocks(N * d, THREADS), THREADS, 0, x, dtok, N, d,
