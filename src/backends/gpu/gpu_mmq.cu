@@ -12,8 +12,8 @@
  * current tiles are multiplied, so their latency hides behind the matrix work (without that, a
  * block waited on memory at every iteration; ncu put the whole kernel at ~60 TOPS at pp512 on the
  * H200). Rows are padded by 4 bytes so that the fragment loads of a warp fall in distinct banks.
- * Batches of decodes take the streaming kernel of gpu_mmq_small.cu. A grid of fewer blocks than fill the
- * device twice (a batch of decodes: 4096 rows are 64 blocks) is split over the columns
+ * Batches of decodes take the streaming kernel of gpu_mmq_small.cu. A grid of fewer blocks than
+ * fill the device twice (a batch of decodes: 4096 rows are 64 blocks) is split over the columns
  * (blockIdx.z), each part's sums written apart and added in part order by a second kernel: every
  * block then walks fewer columns, and more of them hide each other's latency.
  *
@@ -32,7 +32,6 @@ bool gpu_mmq_has(const gpu_backend *g, int fmt)
 {
     return gpu_imma_ok(&g->prop) && (fmt == GPU_Q4_0 || fmt == GPU_Q8_0);
 }
-
 
 /* One iteration's global data in a thread's registers: MMQ_WUNITS weight blocks (codes, f16
  * scale) and XU token blocks (hi and lo codes, scale), zeros past the matrix. */
@@ -110,7 +109,6 @@ static __device__ __forceinline__ void mmq_put(const mmq_regs<XU> &st, int8_t (*
         xd[tt][qb] = st.xs[j];
     }
 }
-
 
 /* Rows blockIdx.x · 64 .. of w × tokens t0 .. t0 + NT (T of them), column blocks kz0 .. nq, into y
  * (T, w.rows; with add, added to it). Token t is x's row t, or with `rows` its row rows[t] (an

@@ -108,52 +108,51 @@ static celer_status moe_ffn_device(gpu_backend *g, const celer_moe *moe, const f
                       (const int32_t *)NULL, w, T, K, d, out);
 }
 
-/* grouped_mmq's products on the batch kernel (CELER_GPU_MOE_STREAM=1): the groups' tiles listed
- * on the host (into h, room for celer_moe_tiles_max of them), uploaded once for the three. */
-static celer_status stream_mmq(gpu_backend *g, const float *x, int64_t T, const int32_t *tok, int64_t N, int64_t d,
-                               int64_t ff, const int32_t *start, int64_t E, int32_t *h, celer_act act,
-                               const gpu_wdesc dw[3], const int fw[3], float *G, float *U, float *Y, celer_error *err)
+/* The expert groups on the device, as one of the two kernels takes them: the tiled kernel's
+ * starts and longest group, or with g->moe_stream the batch kernel's tile list. */
+typedef struct {
+    const int32_t *d;   /* starts (E + 1 values), or the tiles */
+    int64_t        n;   /* the longest group, or the tiles */
+    int64_t        n_e; /* the experts */
+} moe_groups;
+
+/* y = the groups' products with the stacked experts w (pair s's input x̂'s row tok[s]; tok NULL:
+ * row s). */
+static celer_status group_products(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const int32_t *tok,
+                                   const moe_groups *gr, float *y, celer_error *err)
 {
-    gpu_buf      *b_tiles = &g->moe[6];
-    const size_t  bytes   = (size_t)(CELER_MOE_TILE * celer_moe_tiles_max(N, E)) * sizeof(int32_t);
-    gpu_xq        xq;
-    const int64_t n = celer_moe_tile_list(start, E, h);
-    if (gpu_buf_reserve(g, b_tiles, bytes, err) ||
-        gpu_upload(g, b_tiles->p, h, (size_t)(CELER_MOE_TILE * n) * sizeof(int32_t), err) ||
-        gpu_quant_x(g, x, T, d, false, &xq, err))
-        return err->code;
-    const int32_t *tiles = (const int32_t *)b_tiles->p;
-    if (gpu_mmq_expert_tiles(g, &dw[0], fw[0], &xq, tok, tiles, n, G, err) ||
-        gpu_mmq_expert_tiles(g, &dw[1], fw[1], &xq, tok, tiles, n, U, err) ||
-        g->base.ops->glu(&g->base, G, U, N * ff, act, err) || gpu_quant_x(g, G, N, ff, false, &xq, err))
-        return err->code;
-    return gpu_mmq_expert_tiles(g, &dw[2], fw[2], &xq, NULL, tiles, n, Y, err);
+    if (g->moe_stream) return gpu_mmq_expert_tiles(g, w, fmt, xq, tok, gr->d, gr->n, y, err);
+    return gpu_mmq_experts(g, w, fmt, xq, tok, gr->n_e, gr->d, gr->n, y, err);
 }
 
 /* The products of the grouped path, expert groups at start[e] .. start[e + 1] of the N pairs,
  * pair s's input x's row tok[s] (T rows of d; tok on the device): every expert's group in one
- * launch a product, on the integer matrix units (with g->moe_stream, on the batch kernel: h is
- * host room for its tile list, celer_moe_tiles_max tiles). x is quantized once, its rows read in place
- * (a gathered copy of the pairs' inputs and its quantization took 8% of a 30B-A3B pp512). */
+ * launch a product, on the integer matrix units — the tiled kernel, or with g->moe_stream the
+ * batch kernel over a tile list written into h (host room for celer_moe_tiles_max tiles). x is
+ * quantized once, its rows read in place (a gathered copy of the pairs' inputs and its
+ * quantization took 8% of a 30B-A3B pp512). */
 static celer_status grouped_mmq(gpu_backend *g, const float *x, int64_t T, const int32_t *tok, int64_t N, int64_t d,
                                 int64_t ff, const int32_t *start, int64_t E, int32_t *h, celer_act act,
                                 const gpu_wdesc dw[3], const int fw[3], float *G, float *U, float *Y, celer_error *err)
 {
-    gpu_buf *b_start = &g->moe[6];
-    int64_t  max_n   = 0;
-    for (int64_t e = 0; e < E; e++) max_n = start[e + 1] - start[e] > max_n ? start[e + 1] - start[e] : max_n;
+    gpu_buf       *b_groups = &g->moe[6];
+    moe_groups     gr       = {NULL, 0, E};
+    const int32_t *src      = start; /* what goes up: count values */
+    int64_t        count    = E + 1;
+    if (g->moe_stream)
+        gr.n = celer_moe_tile_list(start, E, h), src = h, count = CELER_MOE_TILE * gr.n;
+    else
+        for (int64_t e = 0; e < E; e++) gr.n = start[e + 1] - start[e] > gr.n ? start[e + 1] - start[e] : gr.n;
     gpu_xq xq;
-    if (g->moe_stream) /* the batch kernel over a list of the groups' tiles */
-        return stream_mmq(g, x, T, tok, N, d, ff, start, E, h, act, dw, fw, G, U, Y, err);
-    if (gpu_buf_reserve(g, b_start, (size_t)(E + 1) * 4, err) ||
-        gpu_upload(g, b_start->p, start, (size_t)(E + 1) * 4, err) || gpu_quant_x(g, x, T, d, false, &xq, err))
+    if (gpu_buf_reserve(g, b_groups, (size_t)count * 4, err) ||
+        gpu_upload(g, b_groups->p, src, (size_t)count * 4, err) || gpu_quant_x(g, x, T, d, false, &xq, err))
         return err->code;
-    const int32_t *starts = (const int32_t *)b_start->p;
-    if (gpu_mmq_experts(g, &dw[0], fw[0], &xq, tok, E, starts, max_n, G, err) ||
-        gpu_mmq_experts(g, &dw[1], fw[1], &xq, tok, E, starts, max_n, U, err) ||
+    gr.d = (const int32_t *)b_groups->p;
+    if (group_products(g, &dw[0], fw[0], &xq, tok, &gr, G, err) ||
+        group_products(g, &dw[1], fw[1], &xq, tok, &gr, U, err) ||
         g->base.ops->glu(&g->base, G, U, N * ff, act, err) || gpu_quant_x(g, G, N, ff, false, &xq, err))
         return err->code;
-    return gpu_mmq_experts(g, &dw[2], fw[2], &xq, NULL, E, starts, max_n, Y, err);
+    return group_products(g, &dw[2], fw[2], &xq, NULL, &gr, Y, err);
 }
 
 /* The same a product per chosen expert, through the matmul op (any format). */
