@@ -612,7 +612,7 @@ static void test_graph_reuse(void)
 }
 
 /* The batch kernel's three geometries (CELER_GPU_SQ_WIDE=0, 1 and 2, the default: 64 or 128 rows a
- * block, gpu_mmq.cu) give the same products bit for bit: Q4_0 and Q8_0, rows not a whole number
+ * block, gpu_mmq_small.cu) give the same products bit for bit: Q4_0 and Q8_0, rows not a whole number
  * of either geometry's blocks, columns ending in a short stage, in one column part and in
  * several, 9 to 32 tokens. (Without the integer matrix units all three run the same kernels.) */
 static void test_batch_geometries(void)

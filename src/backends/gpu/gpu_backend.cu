@@ -381,10 +381,8 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     if (g->mmq_from < 0 || g->mmq_from > GPU_MMQ_SMALL) g->mmq_from = GPU_MMQ_FROM;
     const char *sw  = getenv("CELER_GPU_SQ_WIDE"); /* 0, 1: the batch kernel's other geometries (gpu_mmq_small.cu) */
     g->sq_geom      = sw && (!strcmp(sw, "0") || !strcmp(sw, "1")) ? atoi(sw) : 2; /* SQ_GEOM_DEFAULT */
-    const char *ms  = getenv("CELER_GPU_MOE_STREAM"); /* 1: a MoE prefill's experts on the batch kernel */
-    g->moe_stream   = ms && !strcmp(ms, "1");
-    const char *sp  = getenv("CELER_GPU_SQ_PARTS"); /* 128: its column parts for 128-row grids (gpu_mmq_small.cu) */
-    g->sq_parts     = sp && !strcmp(sp, "128") ? 128 : 0;
+    const char *ms  = getenv("CELER_GPU_MOE_STREAM"); /* 0: a MoE prefill's experts on the tiled kernel */
+    g->moe_stream   = !(ms && !strcmp(ms, "0"));
     const char *bf  = getenv("CELER_GPU_BLAS_FROM"); /* tokens, 0: never (gpu_blas.h) */
     g->blas_from    = !CELER_GPU_BLAS ? 0 : bf && *bf ? atoi(bf) : GPU_BLAS_FROM;
     if (g->blas_from < 0) g->blas_from = 0;

@@ -78,8 +78,7 @@ typedef struct {
     int32_t  att_wide;     /* passes of a wide block that short contexts take unsplit (CELER_GPU_ATT_WIDE; 0: split) */
     bool     early;       /* kernels launched while the one before runs (gpu_dep_enter; CELER_GPU_EARLY=0: off) */
     char     late[128];   /* CELER_GPU_LATE: ",name,name," launches never early (gpu_late; "" none) */
-    bool     moe_stream;  /* CELER_GPU_MOE_STREAM=1: a MoE prefill's experts on the batch kernel (gpu_mmq_small.cu) */
-    int      sq_parts;    /* CELER_GPU_SQ_PARTS: the batch kernel's column parts for grids of these rows a block */
+    bool     moe_stream;  /* a MoE prefill's experts on the batch kernel (gpu_mmq_small.cu); CELER_GPU_MOE_STREAM=0: not */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */
     int64_t  h_pos_n, h_seq_n, h_tables_n;
     /* RoPE frequency tables (gpu_rope_freqs), one per (base, rotated dimensions, divisors) */

@@ -29,7 +29,7 @@ celer_status gpu_mmq_xq(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_x
 celer_status gpu_mmq_experts(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const int32_t *tok,
                              int64_t n_expert, const int32_t *starts, int64_t max_n, float *y, celer_error *err);
 
-/* The same on the batch kernel (CELER_GPU_MOE_STREAM=1, g->moe_stream): n_tiles tiles of pairs
+/* The same on the batch kernel (g->moe_stream, the default): n_tiles tiles of pairs
  * of one expert on the device, as celer_moe_tile_list writes them (moe_tiles.h); no block
  * without work. */
 celer_status gpu_mmq_expert_tiles(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const int32_t *tok,

@@ -1,6 +1,6 @@
 /* Products of a batch of decodes (9 to 32 tokens: the server's continuous batch) on the integer
  * matrix units, with the weights streamed through shared memory, and a MoE prefill's experts on
- * the same kernel (CELER_GPU_MOE_STREAM=1). The activations' format, the mma fragments and the
+ * the same kernel. The activations' format, the mma fragments and the
  * sums are those of the tiled prefill kernel (gpu_mmq.cu), so a token's products do not depend
  * on which of the two computes them. */
 #include "backends/gpu/gpu_mmq.h"
@@ -264,8 +264,8 @@ __global__ void __launch_bounds__((sq_shape<F, NT, G>::THREADS), (sq_shape<F, NT
     sq_tile<F, NT, X8, G>(w, x, NULL, T, kz0, kend, y + (int64_t)blockIdx.z * T * w.rows, add);
 }
 
-/* A MoE layer's experts on the batch kernel (CELER_GPU_MOE_STREAM=1; being measured against
- * k_mmq_experts), the default geometry: block (x, y) takes row block x of tile y of `tiles`
+/* A MoE prefill's experts on the batch kernel (CELER_GPU_MOE_STREAM=0: on k_mmq_experts instead;
+ * a 30B-A3B pp512 ran 24% faster this way), the default geometry: block (x, y) takes row block x of tile y of `tiles`
  * (CELER_MOE_TILE ints a tile: its first pair, its pairs, at most NT, and its expert, whose weights
  * lie `stride` bytes on from w's). Pair s's input is x's row tok[s] (tok NULL: row s); its
  * products go to y's row s. The same sums as k_mmq_experts' (each output one lane's sum over
@@ -308,11 +308,11 @@ celer_status gpu_mmq_small(gpu_backend *g, const gpu_wdesc *w, int fmt, const gp
     unsigned     br, bp;
     if (gpu_allow_smem(g, (const void *)fn, smem, err)) return err->code;
     if (gpu_grid(g, w->rows, rows[G], &br, "mmq", err) ||
-        gpu_grid(g, w->rows, g->sq_parts ? g->sq_parts : SQ_ROWS, &bp, "mmq", err))
+        gpu_grid(g, w->rows, SQ_ROWS, &bp, "mmq", err))
         return err->code;
     /* the same column parts in all three geometries (the same sums), whole stages of each: those
-     * of a grid of 64-row blocks (about one 128-row block an SM, where two fit), or with
-     * CELER_GPU_SQ_PARTS=128 of 128-row blocks (twice the parts, up to gpu_mmq.cu's MMQ_MAX_PARTS) */
+     * of a grid of 64-row blocks (about one 128-row block an SM, where two fit; the parts of
+     * 128-row grids were no faster in the batch of 32, docs/benchmarks/gpu-h200.md, nineteenth pass) */
     int64_t       kper;
     const int64_t parts = gpu_mmq_column_parts(g, bp, w->cols / 32, SQ_BQ, &kper);
     /* never launched early: blocks placed while the kernel before still held SMs doubled up on

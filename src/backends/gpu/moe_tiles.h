@@ -1,5 +1,5 @@
 /* A MoE prefill's expert groups cut into tiles for the batch kernel (gpu_mmq_small.cu's
- * k_mmq_s_experts, CELER_GPU_MOE_STREAM=1). Plain C, no GPU headers: tested on any host
+ * k_mmq_s_experts, the default). Plain C, no GPU headers: tested on any host
  * (tests/test_moe_tiles.c).
  *
  * The pairs (token, expert) are sorted by expert, expert e's at start[e] .. start[e + 1]. A tile
