@@ -177,6 +177,7 @@ int main(void)
     test_moe_route(128, 8);
     test_moe_route(60, 6);
     test_moe_route(16, 4);
+    test_moe_route(300, 40); /* past the held experts; a lane writes two choices */
     test_moe_router(CELER_GGML_F32, 128, 8, 1);
     test_moe_router(CELER_GGML_BF16, 60, 6, 1);
     test_moe_router(CELER_GGML_F16, 256, 8, 1);

@@ -30,15 +30,19 @@ static __device__ __forceinline__ void gpu_route_token(P l, int64_t E, int64_t K
                                                        int32_t *ids, float *w)
 {
     float mx = l[0], sum = 0.0f, kept = 0.0f, held[ROUTE_HELD];
-    for (int64_t e = lane; e < E; e += 32) mx = l[e] > mx ? l[e] : mx;
+#pragma unroll
+    for (int i = 0; i < ROUTE_HELD; i++) /* the held logits' loads in flight together */
+        held[i] = lane + 32 * i < E ? l[lane + 32 * i] : mx;
+#pragma unroll
+    for (int i = 0; i < ROUTE_HELD; i++) mx = held[i] > mx ? held[i] : mx;
+    for (int64_t e = lane + 32 * ROUTE_HELD; e < E; e += 32) mx = l[e] > mx ? l[e] : mx;
     for (int m = 16; m > 0; m >>= 1) {
         const float o = gpu_shfl_xor(mx, m);
         mx            = o > mx ? o : mx;
     }
 #pragma unroll
     for (int i = 0; i < ROUTE_HELD; i++) {
-        const int64_t e = lane + 32 * i;
-        held[i]         = e < E ? expf(l[e] - mx) : 0.0f;
+        held[i] = lane + 32 * i < E ? expf(held[i] - mx) : 0.0f;
         sum += held[i];
     }
     for (int64_t e = lane + 32 * ROUTE_HELD; e < E; e += 32) sum += expf(l[e] - mx);
@@ -58,13 +62,13 @@ static __device__ __forceinline__ void gpu_route_token(P l, int64_t E, int64_t K
             const int   oe = gpu_shfl_xor(best, m);
             if (oe >= 0 && (best < 0 || op > best_p || (op == best_p && oe < best))) best = oe, best_p = op;
         }
-        const float wj = best_p / sum;
-        if (live && lane == 0) ids[j] = best, w[j] = wj;
+        const float wj = best_p / sum; /* the same in every lane (so are best and sum) */
+        if (live && j % 32 == lane) ids[j] = best, w[j] = wj;
         kept += wj;
         last_p = best_p, last_e = best;
     }
-    if (renorm && live && lane == 0)
-        for (int64_t j = 0; j < K; j++) w[j] /= kept;
+    if (renorm && live) /* each lane its own choices: reads of its own writes, one round trip */
+        for (int64_t j = lane; j < K; j += 32) w[j] /= kept;
 }
 
 #endif
