@@ -255,11 +255,13 @@ static void test_get_rows(void)
 /* ---- element-wise and row-wise ------------------------------------------------------------- */
 
 /* rmsnorm and the port's add_rmsnorm at the widths that take each kernel: rows held in registers
- * (a head of 128, 640, a hidden size of 4096), rows walked in a loop (130: not a multiple of 4;
- * 16388: past what a block holds; and a row that starts off 16-byte alignment). */
+ * (a head of 128, 640, hidden sizes of 2048 and 4096), rows walked in a loop (130: not a multiple
+ * of 4; 16388: past what a block holds; and a row that starts off 16-byte alignment). A few rows
+ * (sliced over blocks; add_rmsnorm with CELER_GPU_NORM_ADD_SLICE=1) give the same values bit for
+ * bit as the same rows among many (a block each). */
 static void test_norms(void)
 {
-    static const int64_t ds[] = {128, 640, 4096, 130, 16388, 640};
+    static const int64_t ds[] = {128, 640, 4096, 130, 16388, 640, 2048};
     celer_port_fn        fn;
     CHECK(celer_port_select(&celer_port_add_rmsnorm, gpu->ops->kind, &fn, &err) == CELER_OK);
     for (size_t k = 0; k < sizeof ds / sizeof ds[0]; k++) {
@@ -289,16 +291,29 @@ static void test_norms(void)
         if (D % 32 == 0 && !off) { /* a few rows (sliced over blocks) equal the same rows of many (a block each) */
             enum { MANY = 1024 };
             float *mx = malloc((size_t)(MANY * D) * sizeof *mx), *mh = malloc((size_t)(MANY * D) * sizeof *mh);
-            for (int64_t r = 0; r < MANY; r++) memcpy(mx + r * D, x + (r % R) * D, (size_t)D * sizeof *x);
+            float *mo = malloc((size_t)(MANY * D) * sizeof *mo);
+            for (int64_t r = 0; r < MANY; r++)
+                memcpy(mx + r * D, x + (r % R) * D, (size_t)D * sizeof *x), memcpy(mo + r * D, o + (r % R) * D, (size_t)D * sizeof *o);
             float *dmx = dev_copy(mx, (size_t)(MANY * D) * sizeof *mx), *dmh = dev_zeros((size_t)(MANY * D));
-            CHECK(gpu->ops->write(gpu, dx, x, (size_t)N * sizeof *x, &err) == CELER_OK);
-            CHECK(gpu->ops->rmsnorm(gpu, dx, &ng, R, D, 1e-6f, dh, &err) == CELER_OK);
-            CHECK(gpu->ops->rmsnorm(gpu, dmx, &ng, MANY, D, 1e-6f, dmh, &err) == CELER_OK);
-            to_host(dh, h, (size_t)N * sizeof *h), to_host(dmh, mh, (size_t)(MANY * D) * sizeof *mh);
-            if (memcmp(h, mh, (size_t)N * sizeof *h)) fprintf(stderr, "  norms d=%lld: few rows differ from many\n", (long long)D);
-            CHECK(!memcmp(h, mh, (size_t)N * sizeof *h));
-            gpu->ops->release(gpu, dmx), gpu->ops->release(gpu, dmh);
-            free(mx), free(mh);
+            float *dmo = dev_copy(mo, (size_t)(MANY * D) * sizeof *mo);
+            for (int add = 0; add < 2; add++) {
+                CHECK(gpu->ops->write(gpu, dx, x, (size_t)N * sizeof *x, &err) == CELER_OK);
+                CHECK(add ? ((celer_add_rmsnorm_fn)fn)(gpu, dx, dob, &ng, R, D, 1e-6f, dh, &err) == CELER_OK
+                          : gpu->ops->rmsnorm(gpu, dx, &ng, R, D, 1e-6f, dh, &err) == CELER_OK);
+                CHECK(add ? ((celer_add_rmsnorm_fn)fn)(gpu, dmx, dmo, &ng, MANY, D, 1e-6f, dmh, &err) == CELER_OK
+                          : gpu->ops->rmsnorm(gpu, dmx, &ng, MANY, D, 1e-6f, dmh, &err) == CELER_OK);
+                to_host(dh, h, (size_t)N * sizeof *h), to_host(dmh, mh, (size_t)(MANY * D) * sizeof *mh);
+                bool same = !memcmp(h, mh, (size_t)N * sizeof *h);
+                if (add) { /* and the sums left in x */
+                    to_host(dx, out, (size_t)N * sizeof *out), to_host(dmx, mx, (size_t)N * sizeof *mx);
+                    same = same && !memcmp(out, mx, (size_t)N * sizeof *out);
+                }
+                if (!same) fprintf(stderr, "  norms d=%lld: %s of few rows differs from many\n", (long long)D,
+                                   add ? "add_rmsnorm" : "rmsnorm");
+                CHECK(same);
+            }
+            gpu->ops->release(gpu, dmx), gpu->ops->release(gpu, dmh), gpu->ops->release(gpu, dmo);
+            free(mx), free(mh), free(mo);
         }
         gpu->ops->release(gpu, bx), gpu->ops->release(gpu, bo), gpu->ops->release(gpu, bh);
         free(x), free(o), free(wv), free(c), free(h), free(out);

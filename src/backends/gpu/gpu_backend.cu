@@ -309,7 +309,8 @@ static void gpu_free(celer_backend *be)
     if (g->stats) gpu_stats_print(g);
     gpu_graphs_free(g);
     gpu_buf *bufs[] = {&g->d_pos,  &g->d_seq,  &g->d_tables,    &g->d_ids,   &g->d_draw,
-                       &g->d_xq,   &g->d_part, &g->d_attn,      &g->d_att_count, &g->d_route};
+                       &g->d_xq,   &g->d_part, &g->d_attn,      &g->d_att_count, &g->d_route,
+                       &g->d_norm_count};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu_release(be, bufs[i]->p);
     for (size_t i = 0; i < sizeof g->moe / sizeof g->moe[0]; i++) gpu_release(be, g->moe[i].p);
     for (int i = 0; i < g->n_freq; i++) gpu_release(be, g->freq[i].dev);
@@ -381,6 +382,8 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     if (g->mmq_from < 0 || g->mmq_from > GPU_MMQ_SMALL) g->mmq_from = GPU_MMQ_FROM;
     const char *sw  = getenv("CELER_GPU_SQ_WIDE"); /* 0, 1: the batch kernel's other geometries (gpu_mmq_small.cu) */
     g->sq_geom      = sw && (!strcmp(sw, "0") || !strcmp(sw, "1")) ? atoi(sw) : 2; /* SQ_GEOM_DEFAULT */
+    const char *na  = getenv("CELER_GPU_NORM_ADD_SLICE"); /* 1: a decode step's add_rmsnorm in slices */
+    g->norm_add_slice = na && !strcmp(na, "1");
     const char *ms  = getenv("CELER_GPU_MOE_STREAM"); /* 0: a MoE prefill's experts on the tiled kernel */
     g->moe_stream   = !(ms && !strcmp(ms, "0"));
     const char *bf  = getenv("CELER_GPU_BLAS_FROM"); /* tokens, 0: never (gpu_blas.h) */

@@ -58,6 +58,7 @@ typedef struct {
     bool         x16_x8;  /* of the values rounded to 8 bits */
     gpu_buf  d_part; /* partial products of a product split over its columns (gpu_mmq.cu) */
     gpu_buf  d_route; /* the fused MoE router's count of blocks done (gpu_matvec_plain.cu) */
+    gpu_buf  d_norm_count; /* the sliced add_rmsnorm's blocks done, a counter a row (gpu_norm.cu) */
     gpu_buf  d_attn; /* decode attention's splits (gpu_attention.cu) */
     gpu_buf  d_att_count; /* their tickets, with att_merge_in */
     const void *smem_fns[GPU_SMEM_FNS]; /* kernels allowed their shared memory past 48 KB (gpu_allow_smem) */
@@ -78,6 +79,7 @@ typedef struct {
     int32_t  att_wide;     /* passes of a wide block that short contexts take unsplit (CELER_GPU_ATT_WIDE; 0: split) */
     bool     early;       /* kernels launched while the one before runs (gpu_dep_enter; CELER_GPU_EARLY=0: off) */
     char     late[128];   /* CELER_GPU_LATE: ",name,name," launches never early (gpu_late; "" none) */
+    bool     norm_add_slice; /* CELER_GPU_NORM_ADD_SLICE=1: a decode step's add_rmsnorm sliced (gpu_norm.cu) */
     bool     moe_stream;  /* a MoE prefill's experts on the batch kernel (gpu_mmq_small.cu); CELER_GPU_MOE_STREAM=0: not */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */
     int64_t  h_pos_n, h_seq_n, h_tables_n;

@@ -50,9 +50,16 @@ static __device__ __forceinline__ float4 norm_scale4(float4 a, float s, float4 w
     return make_float4(a.x * s * w.x, a.y * s * w.y, a.z * s * w.z, a.w * s * w.w);
 }
 
-/* 1 / rms of the row x (d values, 16-byte aligned) as norm_lanes(d) lanes sum it, by the whole
- * block (blockDim.x a multiple of the warp); part: __shared__ float[NORM_MAX_THREADS / 32]. */
-static __device__ __forceinline__ float norm_row_inv(const float *x, int64_t d, float eps, float *part)
+static __device__ __forceinline__ float4 add4(float4 a, float4 b)
+{
+    return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+}
+
+/* 1 / rms of the row x (with ADD, of x + o; d values, 16-byte aligned) as norm_lanes(d) lanes sum
+ * it, by the whole block (blockDim.x a multiple of the warp); part: __shared__
+ * float[NORM_MAX_THREADS / 32]. */
+template <bool ADD>
+static __device__ __forceinline__ float norm_row_inv(const float *x, const float *o, int64_t d, float eps, float *part)
 {
     const int64_t L = norm_lanes(d), d4 = d / 4, nw = L / CELER_WARP;
     const int     lane = threadIdx.x % CELER_WARP;
@@ -63,7 +70,10 @@ static __device__ __forceinline__ float norm_row_inv(const float *x, int64_t d, 
 #pragma unroll
         for (int k = 0; k < NORM_V; k++) {
             const int64_t i = l + (int64_t)k * L;
-            if (i < d4) ss = __fadd_rn(ss, norm_sq4(((const float4 *)x)[i]));
+            if (i >= d4) continue;
+            float4 v = ((const float4 *)x)[i];
+            if (ADD) v = add4(v, ((const float4 *)o)[i]);
+            ss = __fadd_rn(ss, norm_sq4(v));
         }
         ss = gpu_warp_sum(ss);
         if (lane == 0) part[l / CELER_WARP] = ss;
@@ -76,11 +86,6 @@ static __device__ __forceinline__ float norm_row_inv(const float *x, int64_t d, 
     }
     __syncthreads();
     return norm_inv(part[0], d, eps);
-}
-
-static __device__ __forceinline__ float4 add4(float4 a, float4 b)
-{
-    return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
 }
 
 /* The row in registers: NORM_V float4 a thread at most, a thread a lane of the sum above.
@@ -130,24 +135,36 @@ __global__ void k_norm_vec(float *x, const float *__restrict__ o, const float *_
 /* A few rows (a decode step's), each over blockDim.x (SLICE_THREADS) float4s a block along y:
  * every block sums its row's squares whole (norm_row_inv: k_norm_vec's sum, so the same h), then
  * scales and quantizes its own slice, one float4 a thread. A one-block row left the step's one
- * SM a chain of NORM_V quantizations a thread; here four SMs take one each. x is only read (h
- * is not x, no o: another block's write could not land in a sum). */
-__global__ void k_norm_slice(const float *__restrict__ x, const float *__restrict__ w, int64_t d, float eps, float *h,
-                             gpu_xq_out xo)
+ * SM a chain of NORM_V quantizations a thread; here four SMs take one each. h is neither x nor
+ * o: another block's write could not land in a sum. With ADD (x += o in place) every block sums
+ * x + o and only the row's last block to finish writes x (count: a counter a row, at 0 between
+ * launches; that block puts it back), when no other can still be reading it. */
+template <bool ADD>
+__global__ void k_norm_slice(float *x, const float *__restrict__ o, const float *__restrict__ w, int64_t d, float eps,
+                             float *h, gpu_xq_out xo, unsigned *count)
 {
     gpu_dep_deferred(); /* the slice's weights are loaded before the wait (no kernel writes them) */
     __shared__ float part[NORM_MAX_THREADS / 32];
+    __shared__ bool  last;
     const int64_t    base = (int64_t)blockIdx.x * d, d4 = d / 4, i = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
     const bool       live = i < d4; /* the same for the 8 lanes of a block of 32 */
     const float4     wv   = live ? ((const float4 *)w)[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    gpu_dep_enter(); /* the kernel before wrote x */
-    const float      inv  = norm_row_inv(x + base, d, eps, part);
+    const float4    *xr = (const float4 *)(x + base), *orow = ADD ? (const float4 *)(o + base) : NULL;
+    gpu_dep_enter(); /* the kernel before wrote x (and o) */
+    const float      inv  = norm_row_inv<ADD>(x + base, (const float *)orow, d, eps, part);
     float4           r    = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (live) ((float4 *)h)[base / 4 + i] = r = norm_scale4(((const float4 *)x)[base / 4 + i], inv, wv);
+    if (live) ((float4 *)h)[base / 4 + i] = r = norm_scale4(ADD ? add4(xr[i], orow[i]) : xr[i], inv, wv);
     if (xo.q) {
         const float a[4] = {r.x, r.y, r.z, r.w};
         xq_put<4>(a, (int)(threadIdx.x % 8), (base / 4 + i) / 8, live, xo);
     }
+    if (!ADD) return;
+    __syncthreads(); /* the block's reads of x are done */
+    if (threadIdx.x == 0) last = atomicAdd(count + blockIdx.x, 1u) == gridDim.y - 1;
+    __syncthreads();
+    if (!last) return;
+    for (int64_t j = threadIdx.x; j < d4; j += blockDim.x) ((float4 *)x)[base / 4 + j] = add4(xr[j], orow[j]);
+    if (threadIdx.x == 0) count[blockIdx.x] = 0;
 }
 
 /* Any row: strided passes over memory. */
@@ -196,14 +213,23 @@ static celer_status norm_rows(gpu_backend *g, const char *name, float *x, const 
     const norm_fn  fn = o ? (vt ? k_norm_vec<true> : k_norm_loop<true>) : (vt ? k_norm_vec<false> : k_norm_loop<false>);
     gpu_xq_out     xo = {NULL, NULL, false};
     const bool     qz = vt && d % 32 == 0; /* h quantized for the product that reads it next */
-    /* rows short of the SMs, each in slices (not in place, no o: see k_norm_slice), one slice
+    /* rows short of the SMs, each in slices (h neither x nor o: see k_norm_slice), one slice
      * too: a row of 1,024 values took 4.1 us in one k_norm_vec block of 64 threads, 2.1 us as one
      * slice (docs/benchmarks/gpu-h200.md, eighteenth pass) */
     const int64_t  slices = (d / 4 + SLICE_THREADS - 1) / SLICE_THREADS;
-    const bool     sliced = vt && !o && h != x && slices <= GPU_MAX_GRID_YZ && rows < g->prop.multiProcessorCount;
+    const bool     sliced = vt && h != x && h != o && slices <= GPU_MAX_GRID_YZ && rows < g->prop.multiProcessorCount &&
+                        (!o || g->norm_add_slice);
+    /* the sliced add's counters, reserved at any add (a prefill's, op by op) so that none is
+     * allocated inside a recorded decode step; fresh memory is zeroed (gpu_alloc) */
+    if (o && g->norm_add_slice &&
+        gpu_buf_reserve(g, &g->d_norm_count, (size_t)g->prop.multiProcessorCount * sizeof(unsigned), err))
+        return err->code;
     if (qz && gpu_xq_buffer(g, rows * d, &xo, err)) return err->code;
-    if (sliced ? GPU_LAUNCH(g, err, name, k_norm_slice, dim3((unsigned)rows, (unsigned)slices), SLICE_THREADS, 0, x, wd,
-                            d, eps, h, xo)
+    unsigned *count = (unsigned *)g->d_norm_count.p;
+    if (sliced ? (o ? GPU_LAUNCH(g, err, name, k_norm_slice<true>, dim3((unsigned)rows, (unsigned)slices),
+                                 SLICE_THREADS, 0, x, o, wd, d, eps, h, xo, count)
+                    : GPU_LAUNCH(g, err, name, k_norm_slice<false>, dim3((unsigned)rows, (unsigned)slices),
+                                 SLICE_THREADS, 0, x, o, wd, d, eps, h, xo, count))
                : GPU_LAUNCH(g, err, name, fn, (unsigned)rows, vt ? vt : (unsigned)LOOP_THREADS, 0, x, o, wd, d, eps, h,
                             xo))
         return err->code;
