@@ -51,7 +51,7 @@ static double recorded_step_us(const fmt *f, const celer_weight *ws, int copies,
 
 static void run(const fmt *f, int reps, double copy_bw)
 {
-    static const int64_t Ts[] = {1, 8, 16, 32, 512};
+    static const int64_t Ts[] = {1, 2, 4, 8, 16, 32, 512};
     int64_t              rows = f->w.rows, k = f->w.cols;
     int                  copies = (int)(256.0 * 1048576.0 / (double)f->bytes) + 1; /* 256 MiB: 4x the L2 */
     if (copies > 64) copies = 64;
