@@ -4,10 +4,11 @@
  * choices read on the device (recordable in a step graph). Otherwise the FFN reads the choices
  * back to the host, groups the (token, slot) pairs by expert, and runs the gate, up and down
  * products over each chosen expert's group (a prefill chunk reads each chosen expert once): one
- * launch a product over all the experts where the integer matrix units take the format
- * (gpu_mmq_experts, reading each pair's token row in place), else a product per chosen expert on
- * the group's inputs gathered into one block. A last kernel sums each token's weighted expert
- * outputs. Unchosen experts are never touched. */
+ * launch a product over all the experts where the integer matrix units take the format (the
+ * batch kernel over a list of tiles of up to 32 of an expert's pairs, gpu_mmq_expert_tiles, or
+ * with CELER_GPU_MOE_STREAM=0 the tiled kernel, gpu_mmq_experts; both read each pair's token row
+ * in place), else a product per chosen expert on the group's inputs gathered into one block. A
+ * last kernel sums each token's weighted expert outputs. Unchosen experts are never touched. */
 #include "backends/gpu/gpu_mmq.h"
 #include "backends/gpu/gpu_route.cuh"
 
