@@ -14,7 +14,8 @@
 #            too), CELER_GPU_ATT_WIDE=0 (short contexts' decode attention split) and
 #            CELER_GPU_SQ_WIDE=0 and =1 (the batch kernel's other geometries),
 #            CELER_GPU_MOE_STREAM=0 (a MoE prefill's experts on the tiled kernel),
-#            CELER_GPU_NORM_ADD_SLICE=1 (a decode step's add_rmsnorm in slices). TEST_JOBS
+#            CELER_GPU_NORM_ADD_SLICE=1 (a decode step's add_rmsnorm in slices),
+#            CELER_GPU_MOE_COMBINE=1 (a MoE decode step's down products sum their selections). TEST_JOBS
 #            (default 6) of these run at once; TEST_QUICK=1 runs each program once, without memcheck
 #            and the variants (a minute instead of three, between changes; the whole step before a
 #            change is called tested)
@@ -151,7 +152,7 @@ step_test() {
     local variants=("CELER_GPU_MMQ_FROM=0" "CELER_GPU_BLAS_FROM=0" "CELER_GPU_ATT_CHUNK=32" "CELER_GPU_BLAS_PASSES=1"
         "CELER_GPU_BLAS_PASSES=3" "CELER_GPU_KV_F16=1" "CELER_GPU_ATT_MERGE_IN=0" "CELER_GPU_MVQ_X8=1"
         "CELER_GPU_ATT_WIDE=0" "CELER_GPU_SQ_WIDE=0" "CELER_GPU_SQ_WIDE=1"
-        "CELER_GPU_MOE_STREAM=0" "CELER_GPU_NORM_ADD_SLICE=1")
+        "CELER_GPU_MOE_STREAM=0" "CELER_GPU_NORM_ADD_SLICE=1" "CELER_GPU_MOE_COMBINE=1")
     [ "$quick" = 1 ] && variants=()
     for v in "${variants[@]}"; do
         for t in test_gpu_ops test_gpu_ports test_gpu_moe; do

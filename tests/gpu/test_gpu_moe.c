@@ -4,55 +4,92 @@
  *     1e-6 (relative L2); the fused router (the port moe_router) as the GPU's own two ops;
  *   - moe_ffn over experts loaded one by one and over views of one stacked tensor per projection
  *     (as models load them: decode-sized steps then keep the choices on the device): 1e-5 for
- *     float weights, 2e-2 for quantized ones (the CPU quantizes activations to 8 bits).
+ *     float weights, 2e-2 for quantized ones (the CPU quantizes activations to 8 bits); the
+ *     decode path's down products summing their selections themselves (CELER_GPU_MOE_COMBINE=1)
+ *     against the default's two launches, bit for bit.
  * Run on a machine with a GPU (scripts/gpu-check.sh); built only with CELER_CUDA or CELER_HIP. */
 #include "backends/ports.h"
 
 #include "gpu/gpu_test.h"
 
+enum { SE = 16, SK = 4, SD = 256, SFF = 512 }; /* test_moe_stacked's experts, choices, width, FF width */
+
+/* moe_ffn on backend b (the helpers' gpu while it runs) of the stacked experts' bytes raw, as
+ * views of one loaded tensor a projection (as models load them): og (T rows of SD). */
+static void stacked_ffn(celer_backend *b, celer_ggml_type t, int64_t T, void *const raw[3], const float *x,
+                        const int32_t *ic, const float *wc, float *og)
+{
+    celer_backend *was = gpu;
+    gpu                = b;
+    celer_weight st[3] = {{.type = t, .rows = SE * SFF, .cols = SD, .data = raw[0]},
+                          {.type = t, .rows = SE * SFF, .cols = SD, .data = raw[1]},
+                          {.type = t, .rows = SE * SD, .cols = SFF, .data = raw[2]}};
+    celer_weight gg[SE], ug[SE], dg[SE];
+    for (int i = 0; i < 3; i++) CHECK(gpu->ops->weight_load(gpu, &st[i], &err) == CELER_OK);
+    for (int e = 0; e < SE; e++) {
+        CHECK(gpu->ops->weight_view(gpu, &st[0], e * SFF, SFF, &gg[e], &err) == CELER_OK);
+        CHECK(gpu->ops->weight_view(gpu, &st[1], e * SFF, SFF, &ug[e], &err) == CELER_OK);
+        CHECK(gpu->ops->weight_view(gpu, &st[2], e * SD, SD, &dg[e], &err) == CELER_OK);
+    }
+    celer_moe mg   = {SE, SFF, gg, ug, dg};
+    float    *dx   = dev_copy(x, (size_t)(T * SD) * 4), *dout = dev_zeros((size_t)(T * SD));
+    float    *dw   = dev_copy(wc, (size_t)(T * SK) * 4);
+    int32_t  *di   = (int32_t *)dev_copy(ic, (size_t)(T * SK) * 4);
+    CHECK(gpu->ops->moe_ffn(gpu, &mg, dx, T, di, dw, SK, CELER_ACT_SILU, dout, &err) == CELER_OK);
+    to_host(dout, og, (size_t)(T * SD) * 4);
+    gpu->ops->release(gpu, dx), gpu->ops->release(gpu, dout), gpu->ops->release(gpu, dw), gpu->ops->release(gpu, di);
+    gpu = was;
+}
+
+/* A backend with CELER_GPU_MOE_COMBINE=1 (a decode step's down products sum their selections
+ * themselves), or NULL where none opens. */
+static celer_backend *gpu_combine;
+
 /* moe_ffn over experts that are views of one stacked tensor per projection (as models load
  * them): decode-sized steps take the device path (the choices never leave the GPU), larger
- * ones the grouped path; both against the CPU's moe_ffn on the same bytes. */
-static void test_moe_stacked(celer_ggml_type t, int64_t T)
+ * ones the grouped path; both against the CPU's moe_ffn on the same bytes. On the device path
+ * the down products that sum their selections themselves (gpu_combine) give the default's
+ * values bit for bit where its products run unsliced (rows / 16 blocks × T · SK selections of at
+ * least two blocks an SM), within the CPU's bound elsewhere. */
+static void test_moe_stacked(celer_ggml_type t, int64_t T, int sms)
 {
-    enum { E = 16, K = 4, D = 256, FF = 512 };
     const celer_ggml_type_info *ti = celer_ggml_type_get(t);
-    size_t                      rb_in = (size_t)(D / ti->block_elems) * ti->block_bytes;
-    size_t                      rb_ff = (size_t)(FF / ti->block_elems) * ti->block_bytes;
-    void *raw[3] = {random_weights(t, E * FF, D, 0.1f), random_weights(t, E * FF, D, 0.1f),
-                    random_weights(t, E * D, FF, 0.1f)};
-    celer_weight st[3] = {{.type = t, .rows = E * FF, .cols = D, .data = raw[0]},
-                          {.type = t, .rows = E * FF, .cols = D, .data = raw[1]},
-                          {.type = t, .rows = E * D, .cols = FF, .data = raw[2]}};
-    celer_weight gc[E], uc[E], dc[E], gg[E], ug[E], dg[E];
-    for (int i = 0; i < 3; i++) CHECK(gpu->ops->weight_load(gpu, &st[i], &err) == CELER_OK);
-    for (int e = 0; e < E; e++) {
-        gc[e] = (celer_weight){.type = t, .rows = FF, .cols = D, .data = (char *)raw[0] + e * FF * rb_in};
-        uc[e] = (celer_weight){.type = t, .rows = FF, .cols = D, .data = (char *)raw[1] + e * FF * rb_in};
-        dc[e] = (celer_weight){.type = t, .rows = D, .cols = FF, .data = (char *)raw[2] + e * D * rb_ff};
+    size_t                      rb_in = (size_t)(SD / ti->block_elems) * ti->block_bytes;
+    size_t                      rb_ff = (size_t)(SFF / ti->block_elems) * ti->block_bytes;
+    void *raw[3] = {random_weights(t, SE * SFF, SD, 0.1f), random_weights(t, SE * SFF, SD, 0.1f),
+                    random_weights(t, SE * SD, SFF, 0.1f)};
+    celer_weight gc[SE], uc[SE], dc[SE];
+    for (int e = 0; e < SE; e++) {
+        gc[e] = (celer_weight){.type = t, .rows = SFF, .cols = SD, .data = (char *)raw[0] + e * SFF * rb_in};
+        uc[e] = (celer_weight){.type = t, .rows = SFF, .cols = SD, .data = (char *)raw[1] + e * SFF * rb_in};
+        dc[e] = (celer_weight){.type = t, .rows = SD, .cols = SFF, .data = (char *)raw[2] + e * SD * rb_ff};
         CHECK(cpu->ops->weight_load(cpu, &gc[e], &err) == CELER_OK && cpu->ops->weight_load(cpu, &uc[e], &err) == CELER_OK &&
               cpu->ops->weight_load(cpu, &dc[e], &err) == CELER_OK);
-        CHECK(gpu->ops->weight_view(gpu, &st[0], e * FF, FF, &gg[e], &err) == CELER_OK);
-        CHECK(gpu->ops->weight_view(gpu, &st[1], e * FF, FF, &ug[e], &err) == CELER_OK);
-        CHECK(gpu->ops->weight_view(gpu, &st[2], e * D, D, &dg[e], &err) == CELER_OK);
     }
-    float   *logits = malloc((size_t)(T * E) * 4), *wc = malloc((size_t)(T * K) * 4);
-    int32_t *ic     = malloc((size_t)(T * K) * 4);
-    random_fill(logits, T * E, 3.0f);
-    CHECK(cpu->ops->moe_route(cpu, logits, T, E, K, true, ic, wc, &err) == CELER_OK);
-    celer_moe mc = {E, FF, gc, uc, dc}, mg = {E, FF, gg, ug, dg};
-    float    *x = malloc((size_t)(T * D) * 4), *oc = malloc((size_t)(T * D) * 4), *og = malloc((size_t)(T * D) * 4);
-    random_fill(x, T * D, 1.0f);
-    float   *dx = dev_copy(x, (size_t)(T * D) * 4), *dout = dev_zeros((size_t)(T * D)), *dw = dev_copy(wc, (size_t)(T * K) * 4);
-    int32_t *di = (int32_t *)dev_copy(ic, (size_t)(T * K) * 4);
-    CHECK(cpu->ops->moe_ffn(cpu, &mc, x, T, ic, wc, K, CELER_ACT_SILU, oc, &err) == CELER_OK);
-    CHECK(gpu->ops->moe_ffn(gpu, &mg, dx, T, di, dw, K, CELER_ACT_SILU, dout, &err) == CELER_OK);
-    to_host(dout, og, (size_t)(T * D) * 4);
-    double e = rel_l2f(og, oc, T * D);
+    float   *logits = malloc((size_t)(T * SE) * 4), *wc = malloc((size_t)(T * SK) * 4);
+    int32_t *ic     = malloc((size_t)(T * SK) * 4);
+    random_fill(logits, T * SE, 3.0f);
+    CHECK(cpu->ops->moe_route(cpu, logits, T, SE, SK, true, ic, wc, &err) == CELER_OK);
+    celer_moe mc = {SE, SFF, gc, uc, dc};
+    float    *x = malloc((size_t)(T * SD) * 4), *oc = malloc((size_t)(T * SD) * 4), *og = malloc((size_t)(T * SD) * 4);
+    float    *o2 = malloc((size_t)(T * SD) * 4);
+    random_fill(x, T * SD, 1.0f);
+    CHECK(cpu->ops->moe_ffn(cpu, &mc, x, T, ic, wc, SK, CELER_ACT_SILU, oc, &err) == CELER_OK);
+    stacked_ffn(gpu, t, T, raw, x, ic, wc, og);
+    double e = rel_l2f(og, oc, T * SD);
     if (!(e < 2e-2)) fprintf(stderr, "  moe_ffn stacked %s T=%lld: %.2e\n", ti->name, (long long)T, e);
     CHECK(e < 2e-2);
-    gpu->ops->release(gpu, dx), gpu->ops->release(gpu, dout), gpu->ops->release(gpu, dw), gpu->ops->release(gpu, di);
-    free(logits), free(wc), free(ic), free(x), free(oc), free(og);
+    if (gpu_combine) {
+        stacked_ffn(gpu_combine, t, T, raw, x, ic, wc, o2);
+        const bool   exact = T * SK <= 256 && (SD / 16) * T * SK >= 2 * (int64_t)sms;
+        const double e2    = rel_l2f(o2, oc, T * SD);
+        const bool   same  = !memcmp(o2, og, (size_t)(T * SD) * 4);
+        if (exact ? !same : !(e2 < 2e-2))
+            fprintf(stderr, "  moe_ffn stacked %s T=%lld, combining: %s (%.2e)\n", ti->name, (long long)T,
+                    same ? "equal" : "differs from the default", e2);
+        CHECK(exact ? same : e2 < 2e-2);
+    }
+    free(logits), free(wc), free(ic), free(x), free(oc), free(og), free(o2);
     for (int i = 0; i < 3; i++) free(raw[i]);
 }
 
@@ -188,10 +225,22 @@ int main(void)
     test_moe(CELER_GGML_F32, 37);
     test_moe(CELER_GGML_Q4_0, 1);
     test_moe(CELER_GGML_Q4_K, 300);
-    test_moe_stacked(CELER_GGML_Q4_0, 1);
-    test_moe_stacked(CELER_GGML_Q4_K, 5);
-    test_moe_stacked(CELER_GGML_Q6_K, 37);
-    test_moe_stacked(CELER_GGML_Q4_0, 300); /* past 256 pairs, Q4_0 / Q8_0: every expert in one launch */
-    test_moe_stacked(CELER_GGML_Q8_0, 70);
+    celer_device_facts   facts;
+    celer_backend_config cfg  = {0};
+    const char          *kind = getenv("CELER_TEST_BACKEND"), *had = getenv("CELER_GPU_MOE_COMBINE");
+    char                 keep[16] = "";
+    if (had) snprintf(keep, sizeof keep, "%s", had);
+    setenv("CELER_GPU_MOE_COMBINE", "1", 1);
+    CHECK(celer_backend_create(&gpu_combine, kind ? kind : "cuda", &cfg, &err) == CELER_OK);
+    if (had) setenv("CELER_GPU_MOE_COMBINE", keep, 1);
+    else unsetenv("CELER_GPU_MOE_COMBINE");
+    CHECK(celer_device_query(0, &facts, &err) == CELER_OK);
+    test_moe_stacked(CELER_GGML_Q4_0, 1, facts.compute_units);
+    test_moe_stacked(CELER_GGML_Q4_K, 5, facts.compute_units);
+    test_moe_stacked(CELER_GGML_Q6_K, 37, facts.compute_units);
+    test_moe_stacked(CELER_GGML_Q8_0, 8, facts.compute_units);
+    test_moe_stacked(CELER_GGML_Q4_0, 300, facts.compute_units); /* past 256 pairs, Q4_0 / Q8_0: every expert in one launch */
+    test_moe_stacked(CELER_GGML_Q8_0, 70, facts.compute_units);
+    celer_backend_destroy(gpu_combine);
     return gpu_test_close("test_gpu_moe");
 }

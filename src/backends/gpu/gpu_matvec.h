@@ -142,6 +142,17 @@ celer_status gpu_matvec_q8(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, c
 celer_status gpu_matvec_q8_sel(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
                                const gpu_mv_sel *sel, int64_t n_sel, float *const *y, celer_error *err);
 
+/* Whether a MoE decode step of K selections a token can take gpu_matvec_q8_combine. */
+bool         gpu_matvec_q8_combines(int64_t K);
+/* out (T, w.rows) = Σ_j wts[t K + j] · (selection t K + j's product): a MoE decode step's last
+ * products and their weighted sum (gpu_moe.cu's k_combine) in one launch, over the T K
+ * selections of sel (per_x 1: selection n reads activation row n), K at most a few
+ * (gpu_matvec_q8_combines); the same values as gpu_matvec_q8_sel then k_combine where the former
+ * runs unsliced. */
+celer_status gpu_matvec_q8_combine(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq,
+                                   const gpu_mv_sel *sel, int64_t T, int64_t K, const float *wts, float *out,
+                                   celer_error *err);
+
 /* Whether the plain-float decode kernel (gpu_matvec_plain.cu) takes w (F32, F16 or BF16 rows on
  * 16-byte boundaries) by x (16-byte aligned). */
 bool         gpu_matvec_plain_takes(const gpu_wdesc *w, int fmt, const float *x);

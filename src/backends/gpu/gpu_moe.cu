@@ -54,7 +54,8 @@ __global__ void k_gather(const float *__restrict__ x, const int32_t *__restrict_
         xs[i] = x[(int64_t)tok[i / d] * d + i % d];
 }
 
-/* out[t] = Σ_j w[t, j] · ys[at[t, j]] (at NULL: ys[t · K + j]) */
+/* out[t] = Σ_j w[t, j] · ys[at[t, j]] (at NULL: ys[t · K + j]), j in order, each step one fused
+ * multiply-add (as gpu_matvec_q8_combine) */
 __global__ void k_combine(const float *__restrict__ ys, const int32_t *__restrict__ at, const float *__restrict__ w,
                           int64_t T, int64_t K, int64_t d, float *__restrict__ out)
 {
@@ -62,7 +63,7 @@ __global__ void k_combine(const float *__restrict__ ys, const int32_t *__restric
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < T * d; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t t = i / d, c = i % d;
         float         s = 0.0f;
-        for (int64_t j = 0; j < K; j++) s += w[t * K + j] * ys[(at ? (int64_t)at[t * K + j] : t * K + j) * d + c];
+        for (int64_t j = 0; j < K; j++) s = __fmaf_rn(w[t * K + j], ys[(at ? (int64_t)at[t * K + j] : t * K + j) * d + c], s);
         out[i] = s;
     }
 }
@@ -102,9 +103,11 @@ static celer_status moe_ffn_device(gpu_backend *g, const celer_moe *moe, const f
     gpu_mv_sel by_token = {ids, (int32_t)K, (int32_t)moe->n_expert}, each = {ids, 1, (int32_t)moe->n_expert};
     if (gpu_quant_x(g, x, T, dw[0].cols, false, &xq, err) ||
         gpu_matvec_q8_sel(g, dw, 2, fw[0], &xq, T, &by_token, N, gu, err) ||
-        g->base.ops->glu(&g->base, G, U, N * ff, act, err) || gpu_quant_x(g, G, N, ff, false, &xq, err) ||
-        gpu_matvec_q8_sel(g, &dw[2], 1, fw[2], &xq, N, &each, N, &Y, err))
+        g->base.ops->glu(&g->base, G, U, N * ff, act, err) || gpu_quant_x(g, G, N, ff, false, &xq, err))
         return err->code;
+    if (g->moe_combine && gpu_matvec_q8_combines(K)) /* the down products and their sum: one launch */
+        return gpu_matvec_q8_combine(g, &dw[2], fw[2], &xq, &each, T, K, w, out, err);
+    if (gpu_matvec_q8_sel(g, &dw[2], 1, fw[2], &xq, N, &each, N, &Y, err)) return err->code;
     return GPU_LAUNCH(g, err, "moe combine", k_combine, gpu_blocks(T * d, THREADS), THREADS, 0, Y,
                       (const int32_t *)NULL, w, T, K, d, out);
 }
