@@ -6,7 +6,8 @@
  *     (as models load them: decode-sized steps then keep the choices on the device): 1e-5 for
  *     float weights, 2e-2 for quantized ones (the CPU quantizes activations to 8 bits); the
  *     decode path's down products summing their selections themselves (CELER_GPU_MOE_COMBINE=1)
- *     against the default's two launches, bit for bit.
+ *     against the default's two launches, bit for bit; batches grouped by expert on the device
+ *     (CELER_GPU_MOE_GROUP=2) within the CPU's bound.
  * Run on a machine with a GPU (scripts/gpu-check.sh); built only with CELER_CUDA or CELER_HIP. */
 #include "backends/ports.h"
 
@@ -41,16 +42,23 @@ static void stacked_ffn(celer_backend *b, celer_ggml_type t, int64_t T, void *co
     gpu = was;
 }
 
-/* A backend with CELER_GPU_MOE_COMBINE=1 (a decode step's down products sum their selections
- * themselves), or NULL where none opens. */
-static celer_backend *gpu_combine;
+/* Backends with a variable of the decode path set (NULL where none opens): the down products
+ * summing their selections themselves (bit for bit the default where its products run
+ * unsliced), and batches of 2 tokens and more grouped by expert on the device (the batch
+ * kernel's sums, within the CPU's bound). */
+static struct {
+    const char    *var, *val;
+    bool           bitwise;
+    celer_backend *be;
+} variant[] = {{"CELER_GPU_MOE_COMBINE", "1", true, NULL}, {"CELER_GPU_MOE_GROUP", "2", false, NULL}};
+enum { N_VARIANTS = sizeof variant / sizeof variant[0] };
 
 /* moe_ffn over experts that are views of one stacked tensor per projection (as models load
  * them): decode-sized steps take the device path (the choices never leave the GPU), larger
- * ones the grouped path; both against the CPU's moe_ffn on the same bytes. On the device path
- * the down products that sum their selections themselves (gpu_combine) give the default's
- * values bit for bit where its products run unsliced (rows / 16 blocks × T · SK selections of at
- * least two blocks an SM), within the CPU's bound elsewhere. */
+ * ones the grouped path; both against the CPU's moe_ffn on the same bytes, and the variants'
+ * backends too: a bitwise one against the default where its products run unsliced (rows / 16
+ * blocks × T · SK selections of at least two blocks an SM), else within the CPU's bound. T = 64
+ * makes every token choose expert 0 first: its group spans two of the batch kernel's tiles. */
 static void test_moe_stacked(celer_ggml_type t, int64_t T, int sms)
 {
     const celer_ggml_type_info *ti = celer_ggml_type_get(t);
@@ -69,6 +77,8 @@ static void test_moe_stacked(celer_ggml_type t, int64_t T, int sms)
     float   *logits = malloc((size_t)(T * SE) * 4), *wc = malloc((size_t)(T * SK) * 4);
     int32_t *ic     = malloc((size_t)(T * SK) * 4);
     random_fill(logits, T * SE, 3.0f);
+    if (T == 64)
+        for (int64_t i = 0; i < T; i++) logits[i * SE] = 50.0f;
     CHECK(cpu->ops->moe_route(cpu, logits, T, SE, SK, true, ic, wc, &err) == CELER_OK);
     celer_moe mc = {SE, SFF, gc, uc, dc};
     float    *x = malloc((size_t)(T * SD) * 4), *oc = malloc((size_t)(T * SD) * 4), *og = malloc((size_t)(T * SD) * 4);
@@ -79,14 +89,15 @@ static void test_moe_stacked(celer_ggml_type t, int64_t T, int sms)
     double e = rel_l2f(og, oc, T * SD);
     if (!(e < 2e-2)) fprintf(stderr, "  moe_ffn stacked %s T=%lld: %.2e\n", ti->name, (long long)T, e);
     CHECK(e < 2e-2);
-    if (gpu_combine) {
-        stacked_ffn(gpu_combine, t, T, raw, x, ic, wc, o2);
-        const bool   exact = T * SK <= 256 && (SD / 16) * T * SK >= 2 * (int64_t)sms;
+    for (int v = 0; v < N_VARIANTS; v++) {
+        if (!variant[v].be) continue;
+        stacked_ffn(variant[v].be, t, T, raw, x, ic, wc, o2);
+        const bool   exact = variant[v].bitwise && T * SK <= 256 && (SD / 16) * T * SK >= 2 * (int64_t)sms;
         const double e2    = rel_l2f(o2, oc, T * SD);
         const bool   same  = !memcmp(o2, og, (size_t)(T * SD) * 4);
         if (exact ? !same : !(e2 < 2e-2))
-            fprintf(stderr, "  moe_ffn stacked %s T=%lld, combining: %s (%.2e)\n", ti->name, (long long)T,
-                    same ? "equal" : "differs from the default", e2);
+            fprintf(stderr, "  moe_ffn stacked %s T=%lld, %s=%s: %s (%.2e)\n", ti->name, (long long)T, variant[v].var,
+                    variant[v].val, same ? "equal" : "differs from the default", e2);
         CHECK(exact ? same : e2 < 2e-2);
     }
     free(logits), free(wc), free(ic), free(x), free(oc), free(og), free(o2);
@@ -227,20 +238,25 @@ int main(void)
     test_moe(CELER_GGML_Q4_K, 300);
     celer_device_facts   facts;
     celer_backend_config cfg  = {0};
-    const char          *kind = getenv("CELER_TEST_BACKEND"), *had = getenv("CELER_GPU_MOE_COMBINE");
-    char                 keep[16] = "";
-    if (had) snprintf(keep, sizeof keep, "%s", had);
-    setenv("CELER_GPU_MOE_COMBINE", "1", 1);
-    CHECK(celer_backend_create(&gpu_combine, kind ? kind : "cuda", &cfg, &err) == CELER_OK);
-    if (had) setenv("CELER_GPU_MOE_COMBINE", keep, 1);
-    else unsetenv("CELER_GPU_MOE_COMBINE");
+    const char          *kind = getenv("CELER_TEST_BACKEND");
+    for (int v = 0; v < N_VARIANTS; v++) {
+        const char *had = getenv(variant[v].var);
+        char        keep[16] = "";
+        if (had) snprintf(keep, sizeof keep, "%s", had);
+        setenv(variant[v].var, variant[v].val, 1);
+        CHECK(celer_backend_create(&variant[v].be, kind ? kind : "cuda", &cfg, &err) == CELER_OK);
+        if (had) setenv(variant[v].var, keep, 1);
+        else unsetenv(variant[v].var);
+    }
     CHECK(celer_device_query(0, &facts, &err) == CELER_OK);
     test_moe_stacked(CELER_GGML_Q4_0, 1, facts.compute_units);
     test_moe_stacked(CELER_GGML_Q4_K, 5, facts.compute_units);
     test_moe_stacked(CELER_GGML_Q6_K, 37, facts.compute_units);
     test_moe_stacked(CELER_GGML_Q8_0, 8, facts.compute_units);
+    test_moe_stacked(CELER_GGML_Q4_0, 32, facts.compute_units); /* a batch of 32 */
+    test_moe_stacked(CELER_GGML_Q8_0, 64, facts.compute_units); /* 256 pairs, one expert's in two tiles */
     test_moe_stacked(CELER_GGML_Q4_0, 300, facts.compute_units); /* past 256 pairs, Q4_0 / Q8_0: every expert in one launch */
     test_moe_stacked(CELER_GGML_Q8_0, 70, facts.compute_units);
-    celer_backend_destroy(gpu_combine);
+    for (int v = 0; v < N_VARIANTS; v++) celer_backend_destroy(variant[v].be);
     return gpu_test_close("test_gpu_moe");
 }

@@ -384,6 +384,9 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->sq_geom      = sw && (!strcmp(sw, "0") || !strcmp(sw, "1")) ? atoi(sw) : 2; /* SQ_GEOM_DEFAULT */
     const char *na  = getenv("CELER_GPU_NORM_ADD_SLICE"); /* 1: a decode step's add_rmsnorm in slices */
     g->norm_add_slice = na && !strcmp(na, "1");
+    const char *mg  = getenv("CELER_GPU_MOE_GROUP"); /* N: MoE decode steps of N tokens and more grouped on the device */
+    g->moe_group    = mg && *mg ? atoi(mg) : 0;
+    if (g->moe_group < 0) g->moe_group = 0;
     const char *mc  = getenv("CELER_GPU_MOE_COMBINE"); /* 1: a MoE decode step's combine in its down products */
     g->moe_combine  = mc && !strcmp(mc, "1");
     const char *ms  = getenv("CELER_GPU_MOE_STREAM"); /* 0: a MoE prefill's experts on the tiled kernel */

@@ -31,9 +31,11 @@ celer_status gpu_mmq_experts(gpu_backend *g, const gpu_wdesc *w, int fmt, const 
 
 /* The same on the batch kernel (g->moe_stream, the default): n_tiles tiles of pairs
  * of one expert on the device, as celer_moe_tile_list writes them (moe_tiles.h); no block
- * without work. */
+ * without work. With live (on the device), only the first *live of them: the tiles of a decode
+ * step's choices, grouped on the device (gpu_moe.cu), n_tiles the most there can be. */
 celer_status gpu_mmq_expert_tiles(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const int32_t *tok,
-                                  const int32_t *tiles, int64_t n_tiles, float *y, celer_error *err);
+                                  const int32_t *tiles, int64_t n_tiles, const int32_t *live, float *y,
+                                  celer_error *err);
 
 /* ---- shared by the tiled prefill kernel (gpu_mmq.cu) and the batch kernel (gpu_mmq_small.cu) */
 

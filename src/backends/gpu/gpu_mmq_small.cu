@@ -265,18 +265,20 @@ __global__ void __launch_bounds__((sq_shape<F, NT, G>::THREADS), (sq_shape<F, NT
 }
 
 /* A MoE prefill's experts on the batch kernel (CELER_GPU_MOE_STREAM=0: on k_mmq_experts instead;
- * a 30B-A3B pp512 ran 24% faster this way), the default geometry: block (x, y) takes row block x of tile y of `tiles`
- * (CELER_MOE_TILE ints a tile: its first pair, its pairs, at most NT, and its expert, whose weights
- * lie `stride` bytes on from w's). Pair s's input is x's row tok[s] (tok NULL: row s); its
+ * a 30B-A3B pp512 ran 24% faster this way), the default geometry: block (x, y) takes row block x
+ * of tile y of `tiles` (CELER_MOE_TILE ints a tile: its first pair, its pairs, at most NT, and
+ * its expert, whose weights lie `stride` bytes on from w's); with live, only the first *live
+ * tiles (written on the device: the grid is the most there can be). Pair s's input is x's row tok[s] (tok NULL: row s); its
  * products go to y's row s. The same sums as k_mmq_experts' (each output one lane's sum over
  * the column blocks in order). */
 template <int F, int NT>
 __global__ void __launch_bounds__((sq_shape<F, NT, SQ_GEOM_DEFAULT>::THREADS),
                                   (sq_shape<F, NT, SQ_GEOM_DEFAULT>::BLOCKS))
     k_mmq_s_experts(gpu_wdesc w, gpu_xq x, const int32_t *__restrict__ tok, const int32_t *__restrict__ tiles,
-                    int64_t stride, float *__restrict__ y)
+                    const int32_t *__restrict__ live, int64_t stride, float *__restrict__ y)
 {
     gpu_dep_enter();
+    if (live && (int64_t)blockIdx.y >= *live) return; /* the whole block */
     const int32_t *tl = tiles + CELER_MOE_TILE * (int64_t)blockIdx.y;
     const int64_t  s0 = tl[0], n = tl[1];
     w.data += tl[2] * stride;
@@ -322,9 +324,11 @@ celer_status gpu_mmq_small(gpu_backend *g, const gpu_wdesc *w, int fmt, const gp
 }
 
 celer_status gpu_mmq_expert_tiles(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const int32_t *tok,
-                                  const int32_t *tiles, int64_t n_tiles, float *y, celer_error *err)
+                                  const int32_t *tiles, int64_t n_tiles, const int32_t *live, float *y,
+                                  celer_error *err)
 {
-    typedef void (*experts_fn)(gpu_wdesc, gpu_xq, const int32_t *, const int32_t *, int64_t, float *);
+    typedef void (*experts_fn)(gpu_wdesc, gpu_xq, const int32_t *, const int32_t *, const int32_t *, int64_t,
+                               float *);
     typedef sq_shape<GPU_Q4_0, CELER_MOE_TILE_PAIRS, SQ_GEOM_DEFAULT> S4;
     typedef sq_shape<GPU_Q8_0, CELER_MOE_TILE_PAIRS, SQ_GEOM_DEFAULT> S8;
     static_assert(S4::THREADS == S8::THREADS && S4::SQ_STAGES == S8::SQ_STAGES, "one block shape");
@@ -342,5 +346,5 @@ celer_status gpu_mmq_expert_tiles(gpu_backend *g, const gpu_wdesc *w, int fmt, c
         return err->code;
     /* never launched early, as the batch kernel (gpu_mmq_small) */
     return GPU_LAUNCH_KEEPING_XQ_AS(g, err, "mmq experts", false, fn, dim3(br, (unsigned)n_tiles), S4::THREADS, smem,
-                                    *w, *xq, tok, tiles, w->rows * w->row_bytes, y);
+                                    *w, *xq, tok, tiles, live, w->rows * w->row_bytes, y);
 }

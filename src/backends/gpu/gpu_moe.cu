@@ -8,7 +8,9 @@
  * batch kernel over a list of tiles of up to 32 of an expert's pairs, gpu_mmq_expert_tiles, or
  * with CELER_GPU_MOE_STREAM=0 the tiled kernel, gpu_mmq_experts; both read each pair's token row
  * in place), else a product per chosen expert on the group's inputs gathered into one block. A
- * last kernel sums each token's weighted expert outputs. Unchosen experts are never touched. */
+ * last kernel sums each token's weighted expert outputs. Unchosen experts are never touched.
+ * With CELER_GPU_MOE_GROUP=N, decode-sized steps of N tokens and more group their choices on the
+ * device instead (recordable still) and take the grouped path's kernels. */
 #include "backends/gpu/gpu_mmq.h"
 #include "backends/gpu/gpu_route.cuh"
 
@@ -112,6 +114,98 @@ static celer_status moe_ffn_device(gpu_backend *g, const celer_moe *moe, const f
                       (const int32_t *)NULL, w, T, K, d, out);
 }
 
+/* A decode step's N ≤ MOE_DEVICE_MAX choices (K a token, E ≤ GROUP_E_MAX experts) grouped by
+ * expert on the device, in one block, as gpu_moe_ffn groups a prefill's on the host: pair n's
+ * slot at[n] (expert by expert, in pair order within one), slot s's token tok[s], and the batch
+ * kernel's tiles as celer_moe_tile_list lists them, *n_tiles of them. A pair's rank among its
+ * expert's: its 32-pair chunk's earlier pairs of that expert (32 shuffles) and the earlier
+ * chunks' counts; the experts' pair and tile counts, a thread an expert, scanned in shared
+ * memory. */
+enum { GROUP_THREADS = MOE_DEVICE_MAX, GROUP_CHUNKS = GROUP_THREADS / 32, GROUP_E_MAX = GROUP_THREADS };
+__global__ void __launch_bounds__(GROUP_THREADS)
+    k_moe_group(const int32_t *__restrict__ ids, int32_t N, int32_t K, int32_t E, int32_t *__restrict__ tok,
+                int32_t *__restrict__ at, int32_t *__restrict__ tiles, int32_t *__restrict__ n_tiles)
+{
+    gpu_dep_enter(); /* the router wrote the choices */
+    __shared__ int32_t ccnt[GROUP_CHUNKS][GROUP_E_MAX], first[GROUP_E_MAX];
+    __shared__ int2    scan[GROUP_THREADS];
+    const int          n = (int)threadIdx.x, c = n / 32, l = n % 32, base = (int)threadIdx.x % CELER_WARP / 32 * 32;
+    const int32_t      e = n < N ? ids[n] : -1;
+    const bool         ok = e >= 0 && e < E; /* the router never gives another */
+    for (int k = 0; k < GROUP_CHUNKS; k++) ccnt[k][n] = 0;
+    int before = 0; /* this chunk's earlier pairs of the same expert */
+    for (int j = 0; j < 32; j++) {
+        const int32_t o = gpu_shfl(e, base + j);
+        before += j < l && o == e;
+    }
+    __syncthreads();
+    if (ok) atomicAdd(&ccnt[c][e], 1);
+    __syncthreads();
+    int2 own = make_int2(0, 0); /* expert n's pairs and tiles */
+    if (n < E)
+        for (int k = 0; k < GROUP_CHUNKS; k++) own.x += ccnt[k][n];
+    own.y     = (own.x + CELER_MOE_TILE_PAIRS - 1) / CELER_MOE_TILE_PAIRS;
+    scan[n]   = own;
+    __syncthreads();
+    for (int o = 1; o < GROUP_THREADS; o *= 2) { /* inclusive scan */
+        const int2 a = n >= o ? scan[n - o] : make_int2(0, 0);
+        __syncthreads();
+        scan[n].x += a.x, scan[n].y += a.y;
+        __syncthreads();
+    }
+    const int2 from = make_int2(scan[n].x - own.x, scan[n].y - own.y);
+    if (n < E) first[n] = from.x;
+    for (int j = 0; j < own.y; j++) {
+        int32_t *tl = tiles + CELER_MOE_TILE * (from.y + j);
+        const int left = own.x - CELER_MOE_TILE_PAIRS * j;
+        tl[0] = from.x + CELER_MOE_TILE_PAIRS * j, tl[1] = left < CELER_MOE_TILE_PAIRS ? left : CELER_MOE_TILE_PAIRS;
+        tl[2] = n;
+    }
+    if (n == GROUP_THREADS - 1) *n_tiles = scan[n].y;
+    __syncthreads();
+    if (n >= N) return;
+    if (!ok) {
+        at[n] = 0;
+        return;
+    }
+    for (int k = 0; k < c; k++) before += ccnt[k][e];
+    const int32_t s = first[e] + before;
+    at[n] = s, tok[s] = n / K;
+}
+
+/* A decode step of at least g->moe_group tokens (CELER_GPU_MOE_GROUP), its choices grouped on the
+ * device (k_moe_group) and each chosen expert read once for all its tokens on the batch kernel,
+ * where the path above reads an expert's weights for each of its choices: recordable like it,
+ * the grouped path's products and sums. */
+static celer_status moe_ffn_grouped_device(gpu_backend *g, const float *x, int64_t T, const int32_t *ids,
+                                           const float *w, int64_t K, int64_t E, int64_t d, int64_t ff,
+                                           celer_act act, float *out, const gpu_wdesc dw[3], const int fw[3],
+                                           celer_error *err)
+{
+    const int64_t N = T * K, most = celer_moe_tiles_max(N, E);
+    gpu_buf *b_tok = &g->moe[0], *b_at = &g->moe[1], *b_gate = &g->moe[3], *b_up = &g->moe[4], *b_ys = &g->moe[5],
+            *b_groups = &g->moe[6];
+    if (gpu_buf_reserve(g, b_tok, (size_t)N * 4, err) || gpu_buf_reserve(g, b_at, (size_t)N * 4, err) ||
+        gpu_buf_reserve(g, b_gate, (size_t)(N * ff) * 4, err) || gpu_buf_reserve(g, b_up, (size_t)(N * ff) * 4, err) ||
+        gpu_buf_reserve(g, b_ys, (size_t)(N * d) * 4, err) ||
+        gpu_buf_reserve(g, b_groups, (size_t)(CELER_MOE_TILE * most + 1) * 4, err))
+        return err->code;
+    int32_t *tok = (int32_t *)b_tok->p, *at = (int32_t *)b_at->p, *tiles = (int32_t *)b_groups->p;
+    int32_t *live = tiles + CELER_MOE_TILE * most;
+    float   *G = (float *)b_gate->p, *U = (float *)b_up->p, *Y = (float *)b_ys->p;
+    gpu_xq   xq;
+    if (GPU_LAUNCH_KEEPING_XQ(g, err, "moe group", k_moe_group, 1, GROUP_THREADS, 0, ids, (int32_t)N, (int32_t)K,
+                              (int32_t)E, tok, at, tiles, live) ||
+        gpu_quant_x(g, x, T, d, false, &xq, err) ||
+        gpu_mmq_expert_tiles(g, &dw[0], fw[0], &xq, tok, tiles, most, live, G, err) ||
+        gpu_mmq_expert_tiles(g, &dw[1], fw[1], &xq, tok, tiles, most, live, U, err) ||
+        g->base.ops->glu(&g->base, G, U, N * ff, act, err) || gpu_quant_x(g, G, N, ff, false, &xq, err) ||
+        gpu_mmq_expert_tiles(g, &dw[2], fw[2], &xq, NULL, tiles, most, live, Y, err))
+        return err->code;
+    return GPU_LAUNCH(g, err, "moe combine", k_combine, gpu_blocks(T * d, THREADS), THREADS, 0, Y, (const int32_t *)at,
+                      w, T, K, d, out);
+}
+
 /* The expert groups on the device, as one of the two kernels takes them: the tiled kernel's
  * starts and longest group, or with g->moe_stream the batch kernel's tile list. */
 typedef struct {
@@ -125,7 +219,7 @@ typedef struct {
 static celer_status group_products(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const int32_t *tok,
                                    const moe_groups *gr, float *y, celer_error *err)
 {
-    if (g->moe_stream) return gpu_mmq_expert_tiles(g, w, fmt, xq, tok, gr->d, gr->n, y, err);
+    if (g->moe_stream) return gpu_mmq_expert_tiles(g, w, fmt, xq, tok, gr->d, gr->n, NULL, y, err);
     return gpu_mmq_experts(g, w, fmt, xq, tok, gr->n_e, gr->d, gr->n, y, err);
 }
 
@@ -195,6 +289,9 @@ celer_status gpu_moe_ffn(celer_backend *be, const celer_moe *moe, const float *x
     const bool st = stacked(moe->gate, E, &dw[0], &fw[0]) && stacked(moe->up, E, &dw[1], &fw[1]) &&
                     stacked(moe->down, E, &dw[2], &fw[2]) && fw[0] == fw[1] && dw[0].cols == dw[1].cols &&
                     dw[2].cols == ff;
+    if (N <= MOE_DEVICE_MAX && st && g->moe_group > 0 && T >= g->moe_group && E <= GROUP_E_MAX &&
+        gpu_mmq_has(g, fw[0]) && gpu_mmq_has(g, fw[2]))
+        return moe_ffn_grouped_device(g, x, T, ids, w, K, E, d, ff, act, out, dw, fw, err);
     if (N <= MOE_DEVICE_MAX && st) return moe_ffn_device(g, moe, x, T, ids, w, K, act, out, dw, fw, err);
     if (g->rec != GPU_REC_EAGER) { /* it groups the tokens by expert on the host: not recordable */
         gpu_graph_break(g, true);
