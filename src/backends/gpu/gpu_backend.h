@@ -81,7 +81,7 @@ typedef struct {
     char     late[128];   /* CELER_GPU_LATE: ",name,name," launches never early (gpu_late; "" none) */
     bool     norm_add_slice; /* CELER_GPU_NORM_ADD_SLICE=1: a decode step's add_rmsnorm sliced (gpu_norm.cu) */
     int      moe_group;   /* CELER_GPU_MOE_GROUP=N: MoE decode steps of N tokens and more grouped on the device (gpu_moe.cu; 0: none) */
-    bool     moe_combine; /* CELER_GPU_MOE_COMBINE=1: a MoE decode step's down products sum themselves (gpu_matvec.cu) */
+    bool     moe_combine; /* CELER_GPU_MOE_COMBINE=1: a MoE decode step's down products sum themselves (gpu_matvec_combine.cu) */
     bool     moe_stream;  /* a MoE prefill's experts on the batch kernel (gpu_mmq_small.cu); CELER_GPU_MOE_STREAM=0: not */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */
     int64_t  h_pos_n, h_seq_n, h_tables_n;

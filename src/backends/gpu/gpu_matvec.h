@@ -1,5 +1,6 @@
-/* The integer decode kernels (gpu_matvec.cu): activations quantized once, dotted with each
- * weight format's codes four bytes at a time. */
+/* The integer decode kernels (gpu_matvec.cu, gpu_matvec_combine.cu; their units in
+ * gpu_mvq_units.cuh): activations quantized once, dotted with each weight format's codes four
+ * bytes at a time. */
 #ifndef CELER_BACKENDS_GPU_GPU_MATVEC_H
 #define CELER_BACKENDS_GPU_GPU_MATVEC_H
 

@@ -1,0 +1,88 @@
+/* CELER_GPU_MOE_COMBINE=1's kernel (gpu_moe.cu), on the integer decode kernels' units
+ * (gpu_mvq_units.cuh), and its launch. */
+#include "backends/gpu/gpu_mvq_units.cuh"
+
+/* A MoE decode step's last products and the weighted sum of each token's K (at most MVQ_CMB)
+ * selections in one launch (CELER_GPU_MOE_COMBINE=1, gpu_moe.cu): block (x, t) takes rows
+ * MVQ_ROWS x .. of token t's selections, a warp a selection at a time (wave64: two), each summed
+ * as k_mmvq's unsliced one-token pass sums a row, the selections' sums met in shared memory;
+ * then out[t] = Σ_j wts[t K + j] · y_j, j in order, as k_combine (gpu_moe.cu) sums them, where
+ * y_j is selection t K + j's product: the outputs of the two launches it replaces, bit for bit
+ * where that product ran unsliced (KS 1). Selection n reads activation row n. */
+enum { MVQ_CMB = 8, CMB_THREADS = 32 * MVQ_CMB };
+template <int F, int SD>
+__global__ void __launch_bounds__(CMB_THREADS)
+    k_mmvq_combine(gpu_wdesc w, gpu_xq x, gpu_mv_sel sel, int K, const float *__restrict__ wts, float *__restrict__ out)
+{
+    gpu_dep_enter(); /* the kernel before wrote the activations (and those before, the selections) */
+    __shared__ float part[MVQ_CMB][MVQ_ROWS];
+    mvq_fix_sdtype<SD>(w);
+    constexpr int U    = F == GPU_Q5_K || F == GPU_Q4_K || F == GPU_Q6_K ? 1 : MVQ_UNROLL;
+    const int64_t t    = blockIdx.y, r0 = (int64_t)blockIdx.x * MVQ_ROWS, nu = units<F>(w.cols);
+    const int     lane = threadIdx.x % CELER_WARP, wib = threadIdx.x / CELER_WARP, nwv = CMB_THREADS / CELER_WARP;
+    for (int j = wib; j < K; j += nwv) {
+        const int64_t n = t * K + j;
+        const int32_t e = sel.ids[n];
+        float         acc[MVQ_ROWS][1];
+#pragma unroll
+        for (int i = 0; i < MVQ_ROWS; i++) acc[i][0] = 0.0f;
+        if (e >= 0 && e < sel.n_expert) { /* the router never gives another */
+            const uint8_t *base = w.data + (int64_t)e * w.rows * w.row_bytes, *rows[MVQ_ROWS];
+#pragma unroll
+            for (int i = 0; i < MVQ_ROWS; i++) rows[i] = base + (r0 + i < w.rows ? r0 + i : 0) * w.row_bytes;
+            gpu_xq xn = x;
+            xn.q += n * x.nb * XQ_BLOCK, xn.d += n * x.nb;
+            raw_unit ru[U][MVQ_ROWS];
+            for (int64_t u = lane; u < nu; u += U * CELER_WARP) {
+                units_load<F, U>(w, rows, u, nu, CELER_WARP, ru);
+#pragma unroll
+                for (int k = 0; k < U; k++)
+                    if (u + k * CELER_WARP < nu) units_dot<F, 1, false>(w, ru[k], u + k * CELER_WARP, xn, 1, acc);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < MVQ_ROWS; i++) acc[i][0] = gpu_warp_sum(acc[i][0]);
+        if (lane == 0)
+#pragma unroll
+            for (int i = 0; i < MVQ_ROWS; i++) part[j][i] = acc[i][0];
+    }
+    __syncthreads();
+    const int i = (int)threadIdx.x;
+    if (i >= MVQ_ROWS || r0 + i >= w.rows) return;
+    float s = 0.0f;
+    for (int j = 0; j < K; j++) s = __fmaf_rn(wts[t * K + j], part[j][i], s);
+    out[t * w.rows + r0 + i] = s;
+}
+
+typedef void (*cmb_fn)(gpu_wdesc, gpu_xq, gpu_mv_sel, int, const float *, float *);
+#define CMB_ROW(F, SD) {F, SD, k_mmvq_combine<F, SD>}
+static const struct {
+    int    fmt, sd; /* as MVQ's */
+    cmb_fn fn;
+} CMB[] = {
+    CMB_ROW(GPU_Q4_0, -1),   CMB_ROW(GPU_Q4_1, -1),   CMB_ROW(GPU_Q5_0, -1),   CMB_ROW(GPU_Q5_1, -1),
+    CMB_ROW(GPU_Q8_0, -1),   CMB_ROW(GPU_Q4_K, -1),   CMB_ROW(GPU_Q5_K, -1),   CMB_ROW(GPU_Q6_K, -1),
+    CMB_ROW(GPU_AFFINE4, 0), CMB_ROW(GPU_AFFINE4, 1), CMB_ROW(GPU_AFFINE4, 2), CMB_ROW(GPU_AFFINE8, 0),
+    CMB_ROW(GPU_AFFINE8, 1), CMB_ROW(GPU_AFFINE8, 2),
+};
+
+bool gpu_matvec_q8_combines(int64_t K) { return K >= 1 && K <= MVQ_CMB; }
+
+celer_status gpu_matvec_q8_combine(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq,
+                                   const gpu_mv_sel *sel, int64_t T, int64_t K, const float *wts, float *out,
+                                   celer_error *err)
+{
+    cmb_fn fn = NULL;
+    for (size_t i = 0; i < sizeof CMB / sizeof CMB[0]; i++)
+        if (CMB[i].fmt == fmt && (CMB[i].sd < 0 || CMB[i].sd == w->sdtype)) fn = CMB[i].fn;
+    if (!fn || !gpu_matvec_q8_combines(K) || sel->per_x != 1)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no combining decode kernel for format %d, %lld selections",
+                          CELER_GPU_NAME, fmt, (long long)K);
+    unsigned blocks;
+    if (T < 1 || T > GPU_MAX_GRID_YZ)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: %lld tokens in one combining product", CELER_GPU_NAME,
+                          (long long)T);
+    if (gpu_grid(g, w->rows, MVQ_ROWS, &blocks, "matvec_q8 combine", err)) return err->code;
+    return GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8 combine", fn, dim3(blocks, (unsigned)T), CMB_THREADS, 0, *w, *xq,
+                                 *sel, (int)K, wts, out);
+}

@@ -1,0 +1,316 @@
+/* The integer decode kernels' units (gpu_matvec.cu's k_mmvq and gpu_matvec_combine.cu's
+ * k_mmvq_combine): a lane's block ("unit") of each of a warp's MVQ_ROWS rows of a weight format,
+ * loaded with 128-bit loads and dotted with the quantized activations four bytes at a time
+ * (gpu_dp4a), scales applied per block. MVQ_UNROLL units a lane are loaded before any is used
+ * (the K-quants one: see k_mmvq). */
+#ifndef CELER_BACKENDS_GPU_GPU_MVQ_UNITS_CUH
+#define CELER_BACKENDS_GPU_GPU_MVQ_UNITS_CUH
+
+#include "backends/gpu/gpu_matvec.h"
+
+enum { MVQ_ROWS = 4, MVQ_UNROLL = 2 };
+static const uint32_t M4 = 0x0f0f0f0fu;
+
+static __device__ __forceinline__ uint4 ld_u4(const uint8_t *p) { return *(const uint4 *)p; }
+static __device__ __forceinline__ uint2 ld_u2(const uint8_t *p) { return *(const uint2 *)p; }
+/* 16 bits at an even address (every header field of these layouts is): one load, not two. */
+static __device__ __forceinline__ uint32_t ld_h16(const uint8_t *p) { return *(const uint16_t *)p; }
+static __device__ __forceinline__ uint32_t ld_u32h(const uint8_t *p) { return ld_h16(p) | ld_h16(p + 2) << 16; }
+
+/* The codes of x block b of token t: hi[32] then lo[32], as 32-bit words. */
+static __device__ __forceinline__ const int *xq_words(const gpu_xq &x, int t, int64_t b)
+{
+    return (const int *)(x.q + ((int64_t)t * x.nb + b) * XQ_BLOCK);
+}
+
+/* An x block in registers: its hi and lo codes as words, and (d, d · S). */
+typedef struct {
+    int    h[8], l[8];
+    float2 dd;
+} xblk;
+
+/* X8 (activations quantized to 8 bits: their low codes are zeros, d · S the high codes' sum):
+ * the high level only, the low codes not loaded. */
+template <bool X8> static __device__ __forceinline__ xblk load_x(const gpu_xq &x, int t, int64_t b)
+{
+    const int4 *p  = (const int4 *)xq_words(x, t, b);
+    const int4  h0 = p[0], h1 = p[1], l0 = X8 ? make_int4(0, 0, 0, 0) : p[2], l1 = X8 ? make_int4(0, 0, 0, 0) : p[3];
+    xblk        r;
+    r.h[0] = h0.x, r.h[1] = h0.y, r.h[2] = h0.z, r.h[3] = h0.w;
+    r.h[4] = h1.x, r.h[5] = h1.y, r.h[6] = h1.z, r.h[7] = h1.w;
+    r.l[0] = l0.x, r.l[1] = l0.y, r.l[2] = l0.z, r.l[3] = l0.w;
+    r.l[4] = l1.x, r.l[5] = l1.y, r.l[6] = l1.z, r.l[7] = l1.w;
+    r.dd = x.d[(int64_t)t * x.nb + b];
+    return r;
+}
+
+/* 256 · (w · hi) + (w · lo) over the 32 values of x block a, word k of w against word k of hi
+ * and of lo (X8: 256 · (w · hi), the activations to 8 bits). */
+template <bool X8> static __device__ __forceinline__ float dot32(const int w[8], const xblk &a)
+{
+    int sh = 0, sl = 0;
+#pragma unroll
+    for (int k = 0; k < 8; k++) sh = gpu_dp4a(w[k], a.h[k], sh), sl = X8 ? 0 : gpu_dp4a(w[k], a.l[k], sl);
+    return (float)(256 * sh + sl);
+}
+
+/* Q4_0 .. Q5_1 (SPLIT): 16 bytes of codes, byte i holding value i (low nibble) and i + 16. */
+static __device__ __forceinline__ void nibbles(uint4 q, int w[8])
+{
+    const uint32_t v[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int k = 0; k < 4; k++) w[k] = (int)(v[k] & M4), w[4 + k] = (int)((v[k] >> 4) & M4);
+}
+
+/* Bits 0..3 of h, each to bit 4 of its own byte. */
+static __device__ __forceinline__ int bit4_bytes(uint32_t h)
+{
+    return (int)((((h & 15u) * 0x00204081u) & 0x01010101u) << 4);
+}
+
+template <int F> static __device__ __forceinline__ int64_t units(int64_t cols)
+{
+    return F == GPU_Q4_K || F == GPU_Q5_K ? cols / 64 : cols / 32;
+}
+
+/* A unit's bytes in registers: codes in v, scales and the like in h (per format below). */
+typedef struct {
+    uint4    v[5];
+    uint32_t h[2];
+} raw_unit;
+
+/* Q4_K / Q5_K: the 6-bit scales and mins of sub-blocks 2p and 2p + 1 from the header's 12 scale
+ * bytes B0..B11 (words s0..s2), as two bytes each (sub-block 2p's in the low one). Sub-blocks 0..3
+ * keep them in the low 6 bits of B0..B3 (scales) and B4..B7 (mins); 4..7 in the nibbles of
+ * B8..B11 with their high 2 bits in the top of B0..B7. A pair's bytes sit side by side in each
+ * word, 16 p % 2 bits up: a few word operations, where a byte picked by a run-time index at a
+ * time cost ~40 instructions a row. */
+static __device__ __forceinline__ void k_scale_min_pair(uint32_t s0, uint32_t s1, uint32_t s2, int p, uint32_t *sc,
+                                                        uint32_t *m)
+{
+    const int      sh = 16 * (p % 2);
+    const uint32_t a = s0 >> sh, b = s1 >> sh, c = s2 >> sh;
+    if (p < 2) *sc = a & 0x3f3fu, *m = b & 0x3f3fu;
+    else *sc = (c & 0x0f0fu) | ((a >> 2) & 0x3030u), *m = ((c >> 4) & 0x0f0fu) | ((b >> 2) & 0x3030u);
+}
+
+/* Q4_0 .. Q5_1 and Q8_0 in the SPLIT layout: a unit's code bytes, and its header's (d; m; qh). */
+template <int F> struct split_unit {
+    static constexpr int CB = F == GPU_Q8_0 ? 32 : 16;
+    static constexpr int HB = F == GPU_Q4_0 || F == GPU_Q8_0 ? 2 : F == GPU_Q4_1 ? 4 : F == GPU_Q5_0 ? 6 : 8;
+};
+
+template <int F>
+static __device__ __forceinline__ raw_unit unit_load(const gpu_wdesc &w, const uint8_t *row, int64_t u)
+{
+    raw_unit r;
+    if (F == GPU_Q4_0 || F == GPU_Q4_1 || F == GPU_Q5_0 || F == GPU_Q5_1) {
+        const int      hb = split_unit<F>::HB;
+        const uint8_t *h  = row + w.scales_off + hb * u; /* d, m, then qh */
+        r.v[0]            = ld_u4(row + 16 * u);
+        r.h[0]            = hb >= 4 ? ld_u32h(h) : ld_h16(h);
+        r.h[1]            = hb == 6 ? ld_u32h(h + 2) : hb == 8 ? ld_u32h(h + 4) : 0;
+    } else if (F == GPU_Q8_0) {
+        r.v[0] = ld_u4(row + 32 * u), r.v[1] = ld_u4(row + 32 * u + 16);
+        r.h[0] = ld_h16(row + w.scales_off + 2 * u);
+    } else if (F == GPU_Q4_K || F == GPU_Q5_K) { /* as stored: a unit is 64 values, sub-blocks 2p and 2p + 1 */
+        const bool     five = F == GPU_Q5_K;
+        const uint8_t *blk  = row + (five ? 176 : 144) * (u / 4);
+        const uint8_t *qs   = blk + (five ? 48 : 16) + 32 * (u % 4);
+        r.v[0] = ld_u4(blk), r.v[1] = ld_u4(qs), r.v[2] = ld_u4(qs + 16);
+        if (five) r.v[3] = ld_u4(blk + 16), r.v[4] = ld_u4(blk + 32);
+    } else if (F == GPU_Q6_K) { /* SPLIT: a unit is 8 of the 32 positions l of a half, 4 values each */
+        const int64_t  sb = u / 8;
+        const int      hf = (int)(u % 8) / 4, l0 = 8 * ((int)(u % 8) % 4);
+        const uint8_t *c  = row + 192 * sb, *h = row + w.scales_off + 18 * sb;
+        const uint2    A = ld_u2(c + 64 * hf + l0), B = ld_u2(c + 64 * hf + 32 + l0), H = ld_u2(c + 128 + 32 * hf + l0);
+        r.v[0]                   = make_uint4(A.x, A.y, B.x, B.y);
+        r.v[1]                   = make_uint4(H.x, H.y, 0, 0);
+        const uint8_t *sc        = h + 8 * hf + l0 / 16;
+        r.h[0] = (uint32_t)sc[0] | (uint32_t)sc[2] << 8 | (uint32_t)sc[4] << 16 | (uint32_t)sc[6] << 24;
+        r.h[1] = ld_h16(h + 16);
+    } else if (F == GPU_AFFINE4 || F == GPU_AFFINE8) { /* MLX_ROWS: a unit is a 32-value chunk */
+        const int64_t g = mlx_group_of(w, u);
+        if (F == GPU_AFFINE4) r.v[0] = ld_u4(row + 16 * u);
+        else r.v[0] = ld_u4(row + 32 * u), r.v[1] = ld_u4(row + 32 * u + 16);
+        if (w.sdtype == 0) { /* the group's scale and bias side by side (MLX_ROWS): one load */
+            const uint2 sb = *(const uint2 *)(row + w.scales_off + 8 * g);
+            r.h[0] = sb.x, r.h[1] = sb.y;
+        } else { /* both halves in h[0] (mlx_pair) */
+            r.h[0] = *(const uint32_t *)(row + w.scales_off + 4 * g);
+        }
+    }
+    return r;
+}
+
+/* A kernel's copy of an MLX descriptor with the scales' dtype SD fixed at compile time (SD < 0:
+ * as the weight says): the conversions below then fold to one (the three computed and one
+ * chosen, with a load of each width, were ~80 of the affine4 loop's 490 instructions). */
+template <int SD> static __device__ __forceinline__ void mvq_fix_sdtype(gpu_wdesc &w)
+{
+    if (SD >= 0) w.sdtype = SD;
+}
+template <int SD> static __device__ __forceinline__ void mvq_fix_sdtype(const gpu_wdesc &) {}
+
+/* The scale and bias of an MLX affine unit as unit_load left them (f32: h[0], h[1]; f16 and
+ * bf16: the low and high halves of h[0]). A bf16 half is the top of an f32: the bias's word
+ * masked, the scale's shifted, one instruction each (apart, as 16-bit values, four). */
+static __device__ __forceinline__ void mlx_pair(const raw_unit &r, int32_t t, float *sc, float *bi)
+{
+    if (t == 0) *sc = __uint_as_float(r.h[0]), *bi = __uint_as_float(r.h[1]);
+    else if (t == 1) *sc = dec_f16(r.h[0] & 0xffffu), *bi = dec_f16(r.h[0] >> 16);
+    else *sc = __uint_as_float(r.h[0] << 16), *bi = __uint_as_float(r.h[0] & 0xffff0000u);
+}
+
+/* Adds unit u of MVQ_ROWS rows (loaded in r) dotted with the activations of each live token
+ * to acc; each token's activations are loaded once for all the rows. */
+template <int F, int NT, bool X8>
+static __device__ __forceinline__ void units_dot(const gpu_wdesc &w, const raw_unit (&r)[MVQ_ROWS], int64_t u,
+                                                 const gpu_xq &x, int nt, float (&acc)[MVQ_ROWS][NT])
+{
+    if (F == GPU_Q4_0 || F == GPU_Q4_1 || F == GPU_Q5_0 || F == GPU_Q5_1 || F == GPU_Q8_0 || F == GPU_AFFINE8) {
+        /* one block of 32 a unit, each value A · q + B' for its row: Σ = A · Σ q x̂ + B · Σ x̂ */
+        const bool has_m = F == GPU_Q4_1 || F == GPU_Q5_1, five = F == GPU_Q5_0 || F == GPU_Q5_1;
+        int        q[MVQ_ROWS][8];
+        float      A[MVQ_ROWS], B[MVQ_ROWS];
+#pragma unroll
+        for (int i = 0; i < MVQ_ROWS; i++) {
+            if (F == GPU_Q8_0 || F == GPU_AFFINE8) { /* 32 code bytes; MLX's unsigned, taken as signed q - 128 */
+                const uint32_t v[8] = {r[i].v[0].x, r[i].v[0].y, r[i].v[0].z, r[i].v[0].w,
+                                       r[i].v[1].x, r[i].v[1].y, r[i].v[1].z, r[i].v[1].w};
+#pragma unroll
+                for (int k = 0; k < 8; k++) q[i][k] = (int)(F == GPU_AFFINE8 ? v[k] ^ 0x80808080u : v[k]);
+                if (F == GPU_Q8_0) A[i] = dec_f16(r[i].h[0]), B[i] = 0.0f;
+                else {
+                    float bias;
+                    mlx_pair(r[i], w.sdtype, &A[i], &bias);
+                    B[i] = 128.0f * A[i] + bias;
+                }
+                continue;
+            }
+            nibbles(r[i].v[0], q[i]);
+            if (five) {
+                const uint32_t qh = F == GPU_Q5_0 ? (r[i].h[0] >> 16) | (r[i].h[1] & 0xffff0000u) : r[i].h[1];
+#pragma unroll
+                for (int k = 0; k < 4; k++)
+                    q[i][k] |= bit4_bytes(qh >> (4 * k)), q[i][4 + k] |= bit4_bytes(qh >> (16 + 4 * k));
+            }
+            A[i] = dec_f16(r[i].h[0] & 0xffff);
+            B[i] = has_m ? dec_f16(r[i].h[0] >> 16) : -(five ? 16.0f : 8.0f) * A[i];
+        }
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            if (t >= nt) continue;
+            const xblk a = load_x<X8>(x, t, u);
+#pragma unroll
+            for (int i = 0; i < MVQ_ROWS; i++) acc[i][t] += A[i] * a.dd.x * dot32<X8>(q[i], a) + B[i] * a.dd.y;
+        }
+    } else if (F == GPU_Q4_K || F == GPU_Q5_K) {
+        const int p = (int)(u % 4);
+        int       lo[MVQ_ROWS][8], hi[MVQ_ROWS][8];
+        float     dl[MVQ_ROWS][2], ml[MVQ_ROWS][2]; /* d · scale and dmin · min of sub-blocks 2p, 2p + 1 */
+#pragma unroll
+        for (int i = 0; i < MVQ_ROWS; i++) {
+            const uint32_t v[8] = {r[i].v[1].x, r[i].v[1].y, r[i].v[1].z, r[i].v[1].w,
+                                   r[i].v[2].x, r[i].v[2].y, r[i].v[2].z, r[i].v[2].w};
+#pragma unroll
+            for (int k = 0; k < 8; k++) lo[i][k] = (int)(v[k] & M4), hi[i][k] = (int)((v[k] >> 4) & M4);
+            if (F == GPU_Q5_K) {
+                const uint32_t qh[8] = {r[i].v[3].x, r[i].v[3].y, r[i].v[3].z, r[i].v[3].w,
+                                        r[i].v[4].x, r[i].v[4].y, r[i].v[4].z, r[i].v[4].w};
+#pragma unroll
+                for (int k = 0; k < 8; k++) { /* each byte's bits 2p and 2p + 1, one run-time shift */
+                    const uint32_t t = qh[k] >> (2 * p);
+                    lo[i][k] |= (int)((t << 4) & 0x10101010u), hi[i][k] |= (int)((t << 3) & 0x10101010u);
+                }
+            }
+            uint32_t sc, m;
+            k_scale_min_pair(r[i].v[0].y, r[i].v[0].z, r[i].v[0].w, p, &sc, &m);
+            const float d = dec_f16(r[i].v[0].x & 0xffff), dmin = dec_f16(r[i].v[0].x >> 16);
+            dl[i][0] = d * (float)(sc & 0xff), dl[i][1] = d * (float)(sc >> 8);
+            ml[i][0] = dmin * (float)(m & 0xff), ml[i][1] = dmin * (float)(m >> 8);
+        }
+        const int64_t xb = 8 * (u / 4) + 2 * p;
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            if (t >= nt) continue;
+            const xblk a = load_x<X8>(x, t, xb), b = load_x<X8>(x, t, xb + 1);
+#pragma unroll
+            for (int i = 0; i < MVQ_ROWS; i++)
+                acc[i][t] += dl[i][0] * a.dd.x * dot32<X8>(lo[i], a) + dl[i][1] * b.dd.x * dot32<X8>(hi[i], b) -
+                             (ml[i][0] * a.dd.y + ml[i][1] * b.dd.y);
+        }
+    } else if (F == GPU_Q6_K) {
+        const int hf = (int)(u % 8) / 4, l0 = 8 * ((int)(u % 8) % 4);
+        /* [row][j][k]: the codes (0 .. 63; the -32 is taken from the activations' sum below) of x
+         * block 4 hf + j at positions l0 + 4k .. */
+        int   q[MVQ_ROWS][4][2];
+        float dl[MVQ_ROWS][4];
+#pragma unroll
+        for (int i = 0; i < MVQ_ROWS; i++) {
+            const uint32_t a[2] = {r[i].v[0].x, r[i].v[0].y}, b[2] = {r[i].v[0].z, r[i].v[0].w};
+            const uint32_t hh[2] = {r[i].v[1].x, r[i].v[1].y};
+#pragma unroll
+            for (int k = 0; k < 2; k++) {
+                q[i][0][k] = (int)((a[k] & M4) | (hh[k] & 0x03030303u) << 4);
+                q[i][1][k] = (int)((b[k] & M4) | ((hh[k] >> 2) & 0x03030303u) << 4);
+                q[i][2][k] = (int)(((a[k] >> 4) & M4) | ((hh[k] >> 4) & 0x03030303u) << 4);
+                q[i][3][k] = (int)(((b[k] >> 4) & M4) | ((hh[k] >> 6) & 0x03030303u) << 4);
+            }
+            const float d = dec_f16(r[i].h[1]);
+#pragma unroll
+            for (int j = 0; j < 4; j++) dl[i][j] = d * (float)(int8_t)(r[i].h[0] >> (8 * j));
+        }
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            if (t >= nt) continue;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int64_t xb = 8 * (u / 8) + 4 * hf + j;
+                const int2   *p  = (const int2 *)(xq_words(x, t, xb) + l0 / 4);
+                const int2    xh = p[0], xl = X8 ? make_int2(0, 0) : p[4]; /* hi at word l0 / 4, lo 32 bytes on */
+                const float   dx = x.d[(int64_t)t * x.nb + xb].x;
+                /* 32 · the 8 activations' codes summed (both levels): Σ (q - 32) x = Σ q x - 32 Σ x, in
+                 * integers, once for the rows (a subtraction from every code word cost 4 each) */
+                const int ones = 0x01010101;
+                const int sx32 = 32 * (256 * gpu_dp4a(ones, xh.y, gpu_dp4a(ones, xh.x, 0)) +
+                                       (X8 ? 0 : gpu_dp4a(ones, xl.y, gpu_dp4a(ones, xl.x, 0))));
+#pragma unroll
+                for (int i = 0; i < MVQ_ROWS; i++) {
+                    const int sh = gpu_dp4a(q[i][j][1], xh.y, gpu_dp4a(q[i][j][0], xh.x, 0));
+                    const int sl = X8 ? 0 : gpu_dp4a(q[i][j][1], xl.y, gpu_dp4a(q[i][j][0], xl.x, 0));
+                    acc[i][t] += dl[i][j] * dx * (float)(256 * sh + sl - sx32);
+                }
+            }
+        }
+    } else if (F == GPU_AFFINE4) { /* byte i: value i (low nibble) and i + 16 (MLX_ROWS), as Q4_0 */
+        int   q[MVQ_ROWS][8];
+        float sc[MVQ_ROWS], bi[MVQ_ROWS];
+#pragma unroll
+        for (int i = 0; i < MVQ_ROWS; i++) {
+            nibbles(r[i].v[0], q[i]);
+            mlx_pair(r[i], w.sdtype, &sc[i], &bi[i]);
+        }
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            if (t >= nt) continue;
+            const xblk a = load_x<X8>(x, t, u);
+#pragma unroll
+            for (int i = 0; i < MVQ_ROWS; i++) acc[i][t] += sc[i] * a.dd.x * dot32<X8>(q[i], a) + bi[i] * a.dd.y;
+        }
+    }
+}
+
+/* The units u, u + SW, .. (U of them, those below nu) of each of a warp's rows into ru. */
+template <int F, int U>
+static __device__ __forceinline__ void units_load(const gpu_wdesc &w, const uint8_t *const (&rows)[MVQ_ROWS],
+                                                  int64_t u, int64_t nu, int SW, raw_unit (&ru)[U][MVQ_ROWS])
+{
+#pragma unroll
+    for (int j = 0; j < U; j++)
+#pragma unroll
+        for (int i = 0; i < MVQ_ROWS; i++)
+            if (u + j * SW < nu) ru[j][i] = unit_load<F>(w, rows[i], u + j * SW);
+}
+
+#endif
