@@ -114,6 +114,41 @@ static celer_status moe_ffn_device(gpu_backend *g, const celer_moe *moe, const f
                       (const int32_t *)NULL, w, T, K, d, out);
 }
 
+/* The expert groups on the device, as one of the two kernels takes them: the tiled kernel's
+ * starts and longest group, or the batch kernel's tile list. */
+typedef struct {
+    bool           tiles; /* d holds tiles (the batch kernel's), not starts */
+    const int32_t *d;     /* starts (E + 1 values), or the tiles */
+    int64_t        n;     /* the longest group, or the tiles (with live: the most there can be) */
+    int64_t        n_e;   /* the experts */
+    const int32_t *live;  /* the tiles in use, on the device (k_moe_group), or NULL: all n */
+} moe_groups;
+
+/* y = the groups' products with the stacked experts w (pair s's input x̂'s row tok[s]; tok NULL:
+ * row s). */
+static celer_status group_products(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const int32_t *tok,
+                                   const moe_groups *gr, float *y, celer_error *err)
+{
+    if (gr->tiles) return gpu_mmq_expert_tiles(g, w, fmt, xq, tok, gr->d, gr->n, gr->live, y, err);
+    return gpu_mmq_experts(g, w, fmt, xq, tok, gr->n_e, gr->d, gr->n, y, err);
+}
+
+/* The grouped products of the N pairs (pair s's input x's row tok[s], T rows of d): gate and up,
+ * the GLU, down into Y's row s, one launch a product on the integer matrix units. x is quantized
+ * once, its rows read in place (a gathered copy of the pairs' inputs and its quantization took 8%
+ * of a 30B-A3B pp512). */
+static celer_status group_chain(gpu_backend *g, const float *x, int64_t T, const int32_t *tok, int64_t N, int64_t d,
+                                int64_t ff, const moe_groups *gr, celer_act act, const gpu_wdesc dw[3],
+                                const int fw[3], float *G, float *U, float *Y, celer_error *err)
+{
+    gpu_xq xq;
+    if (gpu_quant_x(g, x, T, d, false, &xq, err) || group_products(g, &dw[0], fw[0], &xq, tok, gr, G, err) ||
+        group_products(g, &dw[1], fw[1], &xq, tok, gr, U, err) ||
+        g->base.ops->glu(&g->base, G, U, N * ff, act, err) || gpu_quant_x(g, G, N, ff, false, &xq, err))
+        return err->code;
+    return group_products(g, &dw[2], fw[2], &xq, NULL, gr, Y, err);
+}
+
 /* A decode step's N ≤ MOE_DEVICE_MAX choices (K a token, E ≤ GROUP_E_MAX experts) grouped by
  * expert on the device, in one block, as gpu_moe_ffn groups a prefill's on the host: pair n's
  * slot at[n] (expert by expert, in pair order within one), slot s's token tok[s], and the batch
@@ -190,67 +225,38 @@ static celer_status moe_ffn_grouped_device(gpu_backend *g, const float *x, int64
         gpu_buf_reserve(g, b_ys, (size_t)(N * d) * 4, err) ||
         gpu_buf_reserve(g, b_groups, (size_t)(CELER_MOE_TILE * most + 1) * 4, err))
         return err->code;
-    int32_t *tok = (int32_t *)b_tok->p, *at = (int32_t *)b_at->p, *tiles = (int32_t *)b_groups->p;
-    int32_t *live = tiles + CELER_MOE_TILE * most;
-    float   *G = (float *)b_gate->p, *U = (float *)b_up->p, *Y = (float *)b_ys->p;
-    gpu_xq   xq;
+    int32_t         *tok = (int32_t *)b_tok->p, *at = (int32_t *)b_at->p, *tiles = (int32_t *)b_groups->p;
+    int32_t         *live = tiles + CELER_MOE_TILE * most;
+    float           *G = (float *)b_gate->p, *U = (float *)b_up->p, *Y = (float *)b_ys->p;
+    const moe_groups gr = {true, tiles, most, E, live};
     if (GPU_LAUNCH_KEEPING_XQ(g, err, "moe group", k_moe_group, 1, GROUP_THREADS, 0, ids, (int32_t)N, (int32_t)K,
                               (int32_t)E, tok, at, tiles, live) ||
-        gpu_quant_x(g, x, T, d, false, &xq, err) ||
-        gpu_mmq_expert_tiles(g, &dw[0], fw[0], &xq, tok, tiles, most, live, G, err) ||
-        gpu_mmq_expert_tiles(g, &dw[1], fw[1], &xq, tok, tiles, most, live, U, err) ||
-        g->base.ops->glu(&g->base, G, U, N * ff, act, err) || gpu_quant_x(g, G, N, ff, false, &xq, err) ||
-        gpu_mmq_expert_tiles(g, &dw[2], fw[2], &xq, NULL, tiles, most, live, Y, err))
+        group_chain(g, x, T, tok, N, d, ff, &gr, act, dw, fw, G, U, Y, err))
         return err->code;
     return GPU_LAUNCH(g, err, "moe combine", k_combine, gpu_blocks(T * d, THREADS), THREADS, 0, Y, (const int32_t *)at,
                       w, T, K, d, out);
 }
 
-/* The expert groups on the device, as one of the two kernels takes them: the tiled kernel's
- * starts and longest group, or with g->moe_stream the batch kernel's tile list. */
-typedef struct {
-    const int32_t *d;   /* starts (E + 1 values), or the tiles */
-    int64_t        n;   /* the longest group, or the tiles */
-    int64_t        n_e; /* the experts */
-} moe_groups;
-
-/* y = the groups' products with the stacked experts w (pair s's input x̂'s row tok[s]; tok NULL:
- * row s). */
-static celer_status group_products(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const int32_t *tok,
-                                   const moe_groups *gr, float *y, celer_error *err)
-{
-    if (g->moe_stream) return gpu_mmq_expert_tiles(g, w, fmt, xq, tok, gr->d, gr->n, NULL, y, err);
-    return gpu_mmq_experts(g, w, fmt, xq, tok, gr->n_e, gr->d, gr->n, y, err);
-}
-
-/* The products of the grouped path, expert groups at start[e] .. start[e + 1] of the N pairs,
- * pair s's input x's row tok[s] (T rows of d; tok on the device): every expert's group in one
- * launch a product, on the integer matrix units — the tiled kernel, or with g->moe_stream the
- * batch kernel over a tile list written into h (host room for celer_moe_tiles_max tiles). x is
- * quantized once, its rows read in place (a gathered copy of the pairs' inputs and its
- * quantization took 8% of a 30B-A3B pp512). */
+/* The products of the grouped path, expert groups at start[e] .. start[e + 1] of the N pairs
+ * (listed on the host), pair s's input x's row tok[s] (tok on the device): group_chain on the
+ * tiled kernel, or with g->moe_stream the batch kernel over a tile list written into h (host room
+ * for celer_moe_tiles_max tiles). */
 static celer_status grouped_mmq(gpu_backend *g, const float *x, int64_t T, const int32_t *tok, int64_t N, int64_t d,
                                 int64_t ff, const int32_t *start, int64_t E, int32_t *h, celer_act act,
                                 const gpu_wdesc dw[3], const int fw[3], float *G, float *U, float *Y, celer_error *err)
 {
     gpu_buf       *b_groups = &g->moe[6];
-    moe_groups     gr       = {NULL, 0, E};
+    moe_groups     gr       = {g->moe_stream, NULL, 0, E, NULL};
     const int32_t *src      = start; /* what goes up: count values */
     int64_t        count    = E + 1;
-    if (g->moe_stream)
+    if (gr.tiles)
         gr.n = celer_moe_tile_list(start, E, h), src = h, count = CELER_MOE_TILE * gr.n;
     else
         for (int64_t e = 0; e < E; e++) gr.n = start[e + 1] - start[e] > gr.n ? start[e + 1] - start[e] : gr.n;
-    gpu_xq xq;
-    if (gpu_buf_reserve(g, b_groups, (size_t)count * 4, err) ||
-        gpu_upload(g, b_groups->p, src, (size_t)count * 4, err) || gpu_quant_x(g, x, T, d, false, &xq, err))
+    if (gpu_buf_reserve(g, b_groups, (size_t)count * 4, err) || gpu_upload(g, b_groups->p, src, (size_t)count * 4, err))
         return err->code;
     gr.d = (const int32_t *)b_groups->p;
-    if (group_products(g, &dw[0], fw[0], &xq, tok, &gr, G, err) ||
-        group_products(g, &dw[1], fw[1], &xq, tok, &gr, U, err) ||
-        g->base.ops->glu(&g->base, G, U, N * ff, act, err) || gpu_quant_x(g, G, N, ff, false, &xq, err))
-        return err->code;
-    return group_products(g, &dw[2], fw[2], &xq, NULL, &gr, Y, err);
+    return group_chain(g, x, T, tok, N, d, ff, &gr, act, dw, fw, G, U, Y, err);
 }
 
 /* The same a product per chosen expert, through the matmul op (any format). */
@@ -289,10 +295,12 @@ celer_status gpu_moe_ffn(celer_backend *be, const celer_moe *moe, const float *x
     const bool st = stacked(moe->gate, E, &dw[0], &fw[0]) && stacked(moe->up, E, &dw[1], &fw[1]) &&
                     stacked(moe->down, E, &dw[2], &fw[2]) && fw[0] == fw[1] && dw[0].cols == dw[1].cols &&
                     dw[2].cols == ff;
-    if (N <= MOE_DEVICE_MAX && st && g->moe_group > 0 && T >= g->moe_group && E <= GROUP_E_MAX &&
-        gpu_mmq_has(g, fw[0]) && gpu_mmq_has(g, fw[2]))
-        return moe_ffn_grouped_device(g, x, T, ids, w, K, E, d, ff, act, out, dw, fw, err);
-    if (N <= MOE_DEVICE_MAX && st) return moe_ffn_device(g, moe, x, T, ids, w, K, act, out, dw, fw, err);
+    if (N <= MOE_DEVICE_MAX && st) { /* decode-sized: the choices stay on the device */
+        if (g->moe_group > 0 && T >= g->moe_group && E <= GROUP_E_MAX && gpu_mmq_has(g, fw[0]) &&
+            gpu_mmq_has(g, fw[2]))
+            return moe_ffn_grouped_device(g, x, T, ids, w, K, E, d, ff, act, out, dw, fw, err);
+        return moe_ffn_device(g, moe, x, T, ids, w, K, act, out, dw, fw, err);
+    }
     if (g->rec != GPU_REC_EAGER) { /* it groups the tokens by expert on the host: not recordable */
         gpu_graph_break(g, true);
         return CELER_OK;
