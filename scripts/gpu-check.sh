@@ -14,9 +14,11 @@
 #            too), CELER_GPU_ATT_WIDE=0 (short contexts' decode attention split) and
 #            CELER_GPU_SQ_WIDE=0 and =1 (the batch kernel's other geometries),
 #            CELER_GPU_MOE_STREAM=0 (a MoE prefill's experts on the tiled kernel),
-#            CELER_GPU_NORM_ADD_SLICE=1 (a decode step's add_rmsnorm in slices),
-#            CELER_GPU_MOE_COMBINE=1 (a MoE decode step's down products sum their selections),
-#            CELER_GPU_MOE_GROUP=2 (MoE batches grouped by expert on the device; test_batcher too). TEST_JOBS
+#            CELER_GPU_MMQ_FROM=8 (steps of up to 8 tokens on the decode kernels),
+#            CELER_GPU_NORM_ADD_SLICE=0 (a decode step's add_rmsnorm in one block a row),
+#            CELER_GPU_MOE_COMBINE=0 (a MoE decode step's combine in a kernel of its own),
+#            and test_batcher with CELER_GPU_MOE_GROUP=2 (MoE batches from 2 tokens grouped by expert
+#            on the device; the default groups from 8, test_gpu_moe both ways). TEST_JOBS
 #            (default 6) of these run at once; TEST_QUICK=1 runs each program once, without memcheck
 #            and the variants (a minute instead of three, between changes; the whole step before a
 #            change is called tested)
@@ -145,7 +147,7 @@ step_test() {
     # a batch's requests equal to each run alone with 8-bit activations too (the precision a token
     # takes must not depend on the kernels its step picked)
     bg_test "$OUT/logs/test_batcher-MVQ_X8=1.log" env CELER_GPU_MVQ_X8=1 "$B/test_batcher"
-    # and with its MoE batches grouped by expert on the device (the batch kernel's sums)
+    # and with its MoE batches (4 sequences) grouped by expert on the device (the batch kernel's sums)
     bg_test "$OUT/logs/test_batcher-MOE_GROUP=2.log" env CELER_GPU_MOE_GROUP=2 "$B/test_batcher"
     for t in test_gpu_ops test_gpu_ports test_gpu_moe test_gpu_sample; do
         bg_test "$OUT/logs/$t.log" "$B/$t"
@@ -155,8 +157,7 @@ step_test() {
     local variants=("CELER_GPU_MMQ_FROM=0" "CELER_GPU_BLAS_FROM=0" "CELER_GPU_ATT_CHUNK=32" "CELER_GPU_BLAS_PASSES=1"
         "CELER_GPU_BLAS_PASSES=3" "CELER_GPU_KV_F16=1" "CELER_GPU_ATT_MERGE_IN=0" "CELER_GPU_MVQ_X8=1"
         "CELER_GPU_ATT_WIDE=0" "CELER_GPU_SQ_WIDE=0" "CELER_GPU_SQ_WIDE=1"
-        "CELER_GPU_MOE_STREAM=0" "CELER_GPU_NORM_ADD_SLICE=1" "CELER_GPU_MOE_COMBINE=1"
-        "CELER_GPU_MOE_GROUP=2")
+        "CELER_GPU_MOE_STREAM=0" "CELER_GPU_MMQ_FROM=8" "CELER_GPU_NORM_ADD_SLICE=0" "CELER_GPU_MOE_COMBINE=0")
     [ "$quick" = 1 ] && variants=()
     for v in "${variants[@]}"; do
         for t in test_gpu_ops test_gpu_ports test_gpu_moe; do

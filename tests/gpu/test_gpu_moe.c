@@ -4,10 +4,10 @@
  *     1e-6 (relative L2); the fused router (the port moe_router) as the GPU's own two ops;
  *   - moe_ffn over experts loaded one by one and over views of one stacked tensor per projection
  *     (as models load them: decode-sized steps then keep the choices on the device): 1e-5 for
- *     float weights, 2e-2 for quantized ones (the CPU quantizes activations to 8 bits); the
- *     decode path's down products summing their selections themselves (CELER_GPU_MOE_COMBINE=1)
- *     against the default's two launches, bit for bit; batches grouped by expert on the device
- *     (CELER_GPU_MOE_GROUP=2) within the CPU's bound.
+ *     float weights, 2e-2 for quantized ones (the CPU quantizes activations to 8 bits); batches
+ *     (8 tokens and more) grouped by expert on the device and not (CELER_GPU_MOE_GROUP=0), both
+ *     within the CPU's bound; the decode path's down products summing their selections
+ *     themselves against the two launches they replace (CELER_GPU_MOE_COMBINE=0), bit for bit.
  * Run on a machine with a GPU (scripts/gpu-check.sh); built only with CELER_CUDA or CELER_HIP. */
 #include "backends/ports.h"
 
@@ -42,22 +42,45 @@ static void stacked_ffn(celer_backend *b, celer_ggml_type t, int64_t T, void *co
     gpu = was;
 }
 
-/* Backends with a variable of the decode path set (NULL where none opens): the down products
- * summing their selections themselves (bit for bit the default where its products run
- * unsliced), and batches of 2 tokens and more grouped by expert on the device (the batch
- * kernel's sums, within the CPU's bound). */
+/* Backends with variables of the decode path set (NULL where none opens): no batch grouped on
+ * the device (each choice reads its expert's rows; the down products sum their selections), and
+ * that with the down products and their sum in two launches, bit for bit the first where those
+ * products run unsliced (ref: the variant it equals; -1: none). */
 static struct {
-    const char    *var, *val;
-    bool           bitwise;
+    const char    *env[2]; /* NAME=VALUE, or NULL */
+    int            ref;
     celer_backend *be;
-} variant[] = {{"CELER_GPU_MOE_COMBINE", "1", true, NULL}, {"CELER_GPU_MOE_GROUP", "2", false, NULL}};
+    float         *out;
+} variant[] = {{{"CELER_GPU_MOE_GROUP=0", NULL}, -1, NULL, NULL},
+               {{"CELER_GPU_MOE_GROUP=0", "CELER_GPU_MOE_COMBINE=0"}, 0, NULL, NULL}};
 enum { N_VARIANTS = sizeof variant / sizeof variant[0] };
+
+/* variant v's backend: opened with its variables set, then the environment as it was */
+static void open_variant(int v, const char *kind)
+{
+    char                 name[2][64], keep[2][64];
+    bool                 had[2] = {false, false};
+    celer_backend_config cfg    = {0};
+    for (int i = 0; i < 2 && variant[v].env[i]; i++) {
+        const char *e = variant[v].env[i], *eq = strchr(e, '=');
+        snprintf(name[i], sizeof name[i], "%.*s", (int)(eq - e), e);
+        const char *was = getenv(name[i]);
+        if ((had[i] = was != NULL)) snprintf(keep[i], sizeof keep[i], "%s", was);
+        setenv(name[i], eq + 1, 1);
+    }
+    CHECK(celer_backend_create(&variant[v].be, kind ? kind : "cuda", &cfg, &err) == CELER_OK);
+    for (int i = 0; i < 2 && variant[v].env[i]; i++) {
+        if (had[i]) setenv(name[i], keep[i], 1);
+        else unsetenv(name[i]);
+    }
+}
 
 /* moe_ffn over experts that are views of one stacked tensor per projection (as models load
  * them): decode-sized steps take the device path (the choices never leave the GPU), larger
  * ones the grouped path; both against the CPU's moe_ffn on the same bytes, and the variants'
- * backends too: a bitwise one against the default where its products run unsliced (rows / 16
- * blocks × T · SK selections of at least two blocks an SM), else within the CPU's bound. T = 64
+ * backends too, within the CPU's bound, and one with a ref bit for bit against that variant
+ * where the products run unsliced (rows / 16 blocks × T · SK selections of at least two blocks
+ * an SM). T = 64
  * makes every token choose expert 0 first: its group spans two of the batch kernel's tiles. */
 static void test_moe_stacked(celer_ggml_type t, int64_t T, int sms)
 {
@@ -82,7 +105,6 @@ static void test_moe_stacked(celer_ggml_type t, int64_t T, int sms)
     CHECK(cpu->ops->moe_route(cpu, logits, T, SE, SK, true, ic, wc, &err) == CELER_OK);
     celer_moe mc = {SE, SFF, gc, uc, dc};
     float    *x = malloc((size_t)(T * SD) * 4), *oc = malloc((size_t)(T * SD) * 4), *og = malloc((size_t)(T * SD) * 4);
-    float    *o2 = malloc((size_t)(T * SD) * 4);
     random_fill(x, T * SD, 1.0f);
     CHECK(cpu->ops->moe_ffn(cpu, &mc, x, T, ic, wc, SK, CELER_ACT_SILU, oc, &err) == CELER_OK);
     stacked_ffn(gpu, t, T, raw, x, ic, wc, og);
@@ -90,17 +112,20 @@ static void test_moe_stacked(celer_ggml_type t, int64_t T, int sms)
     if (!(e < 2e-2)) fprintf(stderr, "  moe_ffn stacked %s T=%lld: %.2e\n", ti->name, (long long)T, e);
     CHECK(e < 2e-2);
     for (int v = 0; v < N_VARIANTS; v++) {
+        variant[v].out = malloc((size_t)(T * SD) * 4);
         if (!variant[v].be) continue;
-        stacked_ffn(variant[v].be, t, T, raw, x, ic, wc, o2);
-        const bool   exact = variant[v].bitwise && T * SK <= 256 && (SD / 16) * T * SK >= 2 * (int64_t)sms;
-        const double e2    = rel_l2f(o2, oc, T * SD);
-        const bool   same  = !memcmp(o2, og, (size_t)(T * SD) * 4);
-        if (exact ? !same : !(e2 < 2e-2))
-            fprintf(stderr, "  moe_ffn stacked %s T=%lld, %s=%s: %s (%.2e)\n", ti->name, (long long)T, variant[v].var,
-                    variant[v].val, same ? "equal" : "differs from the default", e2);
-        CHECK(exact ? same : e2 < 2e-2);
+        stacked_ffn(variant[v].be, t, T, raw, x, ic, wc, variant[v].out);
+        const int    r     = variant[v].ref;
+        const bool   exact = r >= 0 && variant[r].be && T * SK <= 256 && (SD / 16) * T * SK >= 2 * (int64_t)sms;
+        const double e2    = rel_l2f(variant[v].out, oc, T * SD);
+        const bool   same  = exact && !memcmp(variant[v].out, variant[r].out, (size_t)(T * SD) * 4);
+        if (!(e2 < 2e-2) || (exact && !same))
+            fprintf(stderr, "  moe_ffn stacked %s T=%lld, %s %s: %.2e%s\n", ti->name, (long long)T, variant[v].env[0],
+                    variant[v].env[1] ? variant[v].env[1] : "", e2, exact && !same ? ", differs bit for bit" : "");
+        CHECK(e2 < 2e-2 && (!exact || same));
     }
-    free(logits), free(wc), free(ic), free(x), free(oc), free(og), free(o2);
+    for (int v = 0; v < N_VARIANTS; v++) free(variant[v].out);
+    free(logits), free(wc), free(ic), free(x), free(oc), free(og);
     for (int i = 0; i < 3; i++) free(raw[i]);
 }
 
@@ -236,18 +261,8 @@ int main(void)
     test_moe(CELER_GGML_F32, 37);
     test_moe(CELER_GGML_Q4_0, 1);
     test_moe(CELER_GGML_Q4_K, 300);
-    celer_device_facts   facts;
-    celer_backend_config cfg  = {0};
-    const char          *kind = getenv("CELER_TEST_BACKEND");
-    for (int v = 0; v < N_VARIANTS; v++) {
-        const char *had = getenv(variant[v].var);
-        char        keep[16] = "";
-        if (had) snprintf(keep, sizeof keep, "%s", had);
-        setenv(variant[v].var, variant[v].val, 1);
-        CHECK(celer_backend_create(&variant[v].be, kind ? kind : "cuda", &cfg, &err) == CELER_OK);
-        if (had) setenv(variant[v].var, keep, 1);
-        else unsetenv(variant[v].var);
-    }
+    celer_device_facts facts;
+    for (int v = 0; v < N_VARIANTS; v++) open_variant(v, getenv("CELER_TEST_BACKEND"));
     CHECK(celer_device_query(0, &facts, &err) == CELER_OK);
     test_moe_stacked(CELER_GGML_Q4_0, 1, facts.compute_units);
     test_moe_stacked(CELER_GGML_Q4_K, 5, facts.compute_units);

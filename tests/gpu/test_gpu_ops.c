@@ -257,7 +257,7 @@ static void test_get_rows(void)
 /* rmsnorm and the port's add_rmsnorm at the widths that take each kernel: rows held in registers
  * (a head of 128, 640, hidden sizes of 2048 and 4096), rows walked in a loop (130: not a multiple
  * of 4; 16388: past what a block holds; and a row that starts off 16-byte alignment). A few rows
- * (sliced over blocks; add_rmsnorm with CELER_GPU_NORM_ADD_SLICE=1) give the same values bit for
+ * (sliced over blocks; add_rmsnorm's too unless CELER_GPU_NORM_ADD_SLICE=0) give the same values bit for
  * bit as the same rows among many (a block each). */
 static void test_norms(void)
 {
@@ -629,11 +629,11 @@ static void test_graph_reuse(void)
 /* The batch kernel's three geometries (CELER_GPU_SQ_WIDE=0, 1 and 2, the default: 64 or 128 rows a
  * block, gpu_mmq_small.cu) give the same products bit for bit: Q4_0 and Q8_0, rows not a whole number
  * of either geometry's blocks, columns ending in a short stage, in one column part and in
- * several, 9 to 32 tokens. (Without the integer matrix units all three run the same kernels.) */
+ * several, 3 to 32 tokens. (Without the integer matrix units all three run the same kernels.) */
 static void test_batch_geometries(void)
 {
     static const celer_ggml_type types[] = {CELER_GGML_Q4_0, CELER_GGML_Q8_0};
-    static const int64_t         Ts[]    = {9, 16, 17, 32};
+    static const int64_t         Ts[]    = {3, 9, 16, 17, 32};
     static const char *const     geom[3] = {"0", "1", "2"};
     static const int64_t         colss[] = {992, 4064}; /* 31 column blocks: one part; 127: several */
     enum { ROWS = 300, CMAX = 4064, TMAX = 32 };

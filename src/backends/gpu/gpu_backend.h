@@ -79,9 +79,9 @@ typedef struct {
     int32_t  att_wide;     /* passes of a wide block that short contexts take unsplit (CELER_GPU_ATT_WIDE; 0: split) */
     bool     early;       /* kernels launched while the one before runs (gpu_dep_enter; CELER_GPU_EARLY=0: off) */
     char     late[128];   /* CELER_GPU_LATE: ",name,name," launches never early (gpu_late; "" none) */
-    bool     norm_add_slice; /* CELER_GPU_NORM_ADD_SLICE=1: a decode step's add_rmsnorm sliced (gpu_norm.cu) */
-    int      moe_group;   /* CELER_GPU_MOE_GROUP=N: MoE decode steps of N tokens and more grouped on the device (gpu_moe.cu; 0: none) */
-    bool     moe_combine; /* CELER_GPU_MOE_COMBINE=1: a MoE decode step's down products sum themselves (gpu_matvec_combine.cu) */
+    bool     norm_add_slice; /* a decode step's add_rmsnorm sliced (gpu_norm.cu); CELER_GPU_NORM_ADD_SLICE=0: not */
+    int      moe_group;   /* MoE decode steps of this many tokens and more grouped on the device (GPU_MOE_GROUP) */
+    bool     moe_combine; /* MoE decode's down products sum their choices (gpu_matvec_combine.cu; MOE_COMBINE=0: not) */
     bool     moe_stream;  /* a MoE prefill's experts on the batch kernel (gpu_mmq_small.cu); CELER_GPU_MOE_STREAM=0: not */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */
     int64_t  h_pos_n, h_seq_n, h_tables_n;

@@ -1,9 +1,9 @@
-/* CELER_GPU_MOE_COMBINE=1's kernel (gpu_moe.cu), on the integer decode kernels' units
- * (gpu_mvq_units.cuh), and its launch. */
+/* A MoE decode step's combining down products (gpu_moe.cu; CELER_GPU_MOE_COMBINE=0: not), on
+ * the integer decode kernels' units (gpu_mvq_units.cuh), and its launch. */
 #include "backends/gpu/gpu_mvq_units.cuh"
 
 /* A MoE decode step's last products and the weighted sum of each token's K (at most MVQ_CMB)
- * selections in one launch (CELER_GPU_MOE_COMBINE=1, gpu_moe.cu): block (x, t) takes rows
+ * selections in one launch (gpu_moe.cu): block (x, t) takes rows
  * MVQ_ROWS x .. of token t's selections, a warp a selection at a time (wave64: two), each summed
  * as k_mmvq's unsliced one-token pass sums a row, the selections' sums met in shared memory;
  * then out[t] = Σ_j wts[t K + j] · y_j, j in order, as k_combine (gpu_moe.cu) sums them, where

@@ -9,9 +9,13 @@ extern "C" {
 }
 
 /* Steps of more than GPU_MMQ_FROM tokens take the integer matrix units (fewer: the decode
- * kernels, whose passes of 8 tokens each read the weights again; CELER_GPU_MMQ_FROM=N moves the
- * line, for comparisons); up to GPU_MMQ_SMALL tokens the streaming kernel, past it the tiled one. */
-enum { GPU_MMQ_FROM = 8, GPU_MMQ_SMALL = 32 };
+ * kernels; CELER_GPU_MMQ_FROM=N moves the line, for comparisons); up to GPU_MMQ_SMALL tokens the
+ * streaming kernel, past it the tiled one. The decode kernel's cost grows with the step's tokens
+ * (it reads a weight byte into two dot products a token), the batch kernel's hardly below 16: on
+ * the H200, 14336 x 4096 Q4_0 took 14.1 / 18.3 / 33.0 / 66.2 us at 1 / 2 / 4 / 8 tokens on the
+ * first, 27.8 / 27.9 / 28.4 us at 2 / 4 / 8 on the second (docs/benchmarks/gpu-h200.md,
+ * twentieth pass), and the 8B's 8 sequences decoding together went from 850 to 1,650 tok/s. */
+enum { GPU_MMQ_FROM = 2, GPU_MMQ_SMALL = 32 };
 
 /* Whether this device and build run the format (enum gpu_fmt) on the integer matrix units. */
 bool         gpu_mmq_has(const gpu_backend *g, int fmt);
@@ -36,6 +40,12 @@ celer_status gpu_mmq_experts(gpu_backend *g, const gpu_wdesc *w, int fmt, const 
 celer_status gpu_mmq_expert_tiles(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const int32_t *tok,
                                   const int32_t *tiles, int64_t n_tiles, const int32_t *live, float *y,
                                   celer_error *err);
+/* MoE decode steps of at least GPU_MOE_GROUP tokens (a server's batch) group their choices by
+ * expert on the device and take the kernel above, each chosen expert read once a step
+ * (CELER_GPU_MOE_GROUP=N moves the line, 0: never). On the H200 the 30B-A3B's 32 sequences
+ * decoding together went from 1,699 to 3,121 tok/s, its 8 from 1,009 to 1,057-1,069
+ * (docs/benchmarks/gpu-h200.md, twentieth pass); fewer were not measured. */
+enum { GPU_MOE_GROUP = 8 };
 
 /* ---- shared by the tiled prefill kernel (gpu_mmq.cu) and the batch kernel (gpu_mmq_small.cu) */
 

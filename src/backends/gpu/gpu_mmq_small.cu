@@ -1,4 +1,4 @@
-/* Products of a batch of decodes (9 to 32 tokens: the server's continuous batch) on the integer
+/* Products of a batch of decodes (3 to 32 tokens: the server's continuous batch) on the integer
  * matrix units, with the weights streamed through shared memory, and a MoE prefill's experts on
  * the same kernel. The activations' format, the mma fragments and the
  * sums are those of the tiled prefill kernel (gpu_mmq.cu), so a token's products do not depend

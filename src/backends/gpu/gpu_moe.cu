@@ -8,8 +8,9 @@
  * batch kernel over a list of tiles of up to 32 of an expert's pairs, gpu_mmq_expert_tiles, or
  * with CELER_GPU_MOE_STREAM=0 the tiled kernel, gpu_mmq_experts; both read each pair's token row
  * in place), else a product per chosen expert on the group's inputs gathered into one block. A
- * last kernel sums each token's weighted expert outputs. Unchosen experts are never touched.
- * With CELER_GPU_MOE_GROUP=N, decode-sized steps of N tokens and more group their choices on the
+ * last kernel sums each token's weighted expert outputs (a decode step's down products sum them
+ * themselves where they can: gpu_matvec_combine.cu). Unchosen experts are never touched.
+ * Decode-sized steps of GPU_MOE_GROUP tokens and more (gpu_mmq.h) group their choices on the
  * device instead (recordable still) and take the grouped path's kernels. */
 #include "backends/gpu/gpu_mmq.h"
 #include "backends/gpu/gpu_route.cuh"
@@ -208,7 +209,7 @@ __global__ void __launch_bounds__(GROUP_THREADS)
     at[n] = s, tok[s] = n / K;
 }
 
-/* A decode step of at least g->moe_group tokens (CELER_GPU_MOE_GROUP), its choices grouped on the
+/* A decode step of at least g->moe_group tokens (gpu_mmq.h's GPU_MOE_GROUP), its choices grouped on the
  * device (k_moe_group) and each chosen expert read once for all its tokens on the batch kernel,
  * where the path above reads an expert's weights for each of its choices: recordable like it,
  * the grouped path's products and sums. */
