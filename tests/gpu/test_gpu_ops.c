@@ -626,44 +626,47 @@ static void test_graph_reuse(void)
     for (int i = 0; i < 3; i++) free(raw[i]);
 }
 
-/* The batch kernel's three geometries (CELER_GPU_SQ_WIDE=0, 1 and 2, the default: 64 or 128 rows a
- * block, gpu_mmq_small.cu) give the same products bit for bit: Q4_0 and Q8_0, rows not a whole number
- * of either geometry's blocks, columns ending in a short stage, in one column part and in
- * several, 3 to 32 tokens. (Without the integer matrix units all three run the same kernels.) */
+/* The batch kernel's four geometries (CELER_GPU_SQ_WIDE=0, 1, 2, the default, and 3: 64 or 128 rows
+ * a block, 2 to 8 stages, gpu_mmq_small.cu) give the same products bit for bit: Q4_0 and Q8_0, rows
+ * not a whole number of either size of block, columns ending in a short stage, in one column part
+ * and in several, and fewer than any pipeline's depth; 3 to 32 tokens. (Without the integer
+ * matrix units all four run the same kernels.) */
 static void test_batch_geometries(void)
 {
     static const celer_ggml_type types[] = {CELER_GGML_Q4_0, CELER_GGML_Q8_0};
     static const int64_t         Ts[]    = {3, 9, 16, 17, 32};
-    static const char *const     geom[3] = {"0", "1", "2"};
-    static const int64_t         colss[] = {992, 4064}; /* 31 column blocks: one part; 127: several */
-    enum { ROWS = 300, CMAX = 4064, TMAX = 32 };
+    static const char *const     geom[]  = {"0", "1", "2", "3"};
+    static const int64_t         colss[] = {96, 992, 4064}; /* 3 column blocks, 31: one part; 127: several */
+    enum { ROWS = 300, CMAX = 4064, TMAX = 32, NG = sizeof geom / sizeof geom[0] };
     const char          *kind = getenv("CELER_TEST_BACKEND");
     const char          *had  = getenv("CELER_GPU_SQ_WIDE");
     char                 keep[16] = "";
     if (had) snprintf(keep, sizeof keep, "%s", had);
-    celer_backend       *be[3] = {NULL, NULL, NULL};
-    celer_backend_config cfg   = {0};
-    for (int g = 0; g < 3; g++) {
+    celer_backend       *be[NG] = {NULL};
+    celer_backend_config cfg    = {0};
+    for (int g = 0; g < NG; g++) {
         setenv("CELER_GPU_SQ_WIDE", geom[g], 1);
         CHECK(celer_backend_create(&be[g], kind ? kind : "cuda", &cfg, &err) == CELER_OK);
     }
     if (had) setenv("CELER_GPU_SQ_WIDE", keep, 1);
     else unsetenv("CELER_GPU_SQ_WIDE");
-    if (!be[0] || !be[1] || !be[2]) {
-        for (int g = 0; g < 3; g++) celer_backend_destroy(be[g]);
+    bool all = true;
+    for (int g = 0; g < NG; g++) all = all && be[g];
+    if (!all) {
+        for (int g = 0; g < NG; g++) celer_backend_destroy(be[g]);
         return;
     }
-    float *x = malloc((size_t)(TMAX * CMAX) * sizeof *x), *y[3];
-    for (int g = 0; g < 3; g++) y[g] = malloc((size_t)(TMAX * ROWS) * sizeof *y[g]);
+    float *x = malloc((size_t)(TMAX * CMAX) * sizeof *x), *y[NG];
+    for (int g = 0; g < NG; g++) y[g] = malloc((size_t)(TMAX * ROWS) * sizeof *y[g]);
     const size_t nt = sizeof types / sizeof types[0], nc = sizeof colss / sizeof colss[0];
     for (size_t c = 0; c < nt * nc; c++) {
         const size_t  ti = c % nt;
         const int64_t cols = colss[c / nt];
         random_acts(x, TMAX, cols);
         void        *wd = random_weights(types[ti], ROWS, cols, 0.1f);
-        celer_weight w[3];
-        void        *dx[3], *dy[3];
-        for (int g = 0; g < 3; g++) {
+        celer_weight w[NG];
+        void        *dx[NG], *dy[NG];
+        for (int g = 0; g < NG; g++) {
             w[g] = (celer_weight){.type = types[ti], .rows = ROWS, .cols = cols, .data = wd};
             CHECK(be[g]->ops->weight_load(be[g], &w[g], &err) == CELER_OK);
             CHECK(be[g]->ops->alloc(be[g], (size_t)(TMAX * cols) * sizeof(float), &dx[g], &err) == CELER_OK);
@@ -672,11 +675,11 @@ static void test_batch_geometries(void)
         }
         for (size_t k = 0; k < sizeof Ts / sizeof Ts[0]; k++) {
             const int64_t T = Ts[k];
-            for (int g = 0; g < 3; g++) {
+            for (int g = 0; g < NG; g++) {
                 CHECK(be[g]->ops->matmul(be[g], &w[g], dx[g], T, dy[g], &err) == CELER_OK);
                 CHECK(be[g]->ops->read(be[g], dy[g], y[g], (size_t)(T * ROWS) * sizeof(float), &err) == CELER_OK);
             }
-            for (int g = 1; g < 3; g++) {
+            for (int g = 1; g < NG; g++) {
                 const bool same = !memcmp(y[0], y[g], (size_t)(T * ROWS) * sizeof(float));
                 if (!same)
                     fprintf(stderr, "  %s %lld columns, T=%lld: CELER_GPU_SQ_WIDE=%d differs from =0\n",
@@ -684,12 +687,12 @@ static void test_batch_geometries(void)
                 CHECK(same);
             }
         }
-        for (int g = 0; g < 3; g++) be[g]->ops->release(be[g], dx[g]), be[g]->ops->release(be[g], dy[g]);
+        for (int g = 0; g < NG; g++) be[g]->ops->release(be[g], dx[g]), be[g]->ops->release(be[g], dy[g]);
         free(wd);
     }
-    for (int g = 0; g < 3; g++) celer_backend_destroy(be[g]);
+    for (int g = 0; g < NG; g++) celer_backend_destroy(be[g]);
     free(x);
-    for (int g = 0; g < 3; g++) free(y[g]);
+    for (int g = 0; g < NG; g++) free(y[g]);
 }
 
 int main(void)
