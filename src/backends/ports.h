@@ -39,6 +39,14 @@ typedef celer_status (*celer_matmuls_fn)(celer_backend *be, const celer_weight *
                                          int64_t T, float *const *y, celer_error *err);
 extern const celer_port celer_port_matmuls;
 
+/* h (T, gate.rows) = act(x · gateᵀ) · (x · upᵀ): a feed-forward block's gate and up products and
+ * their GLU (x (T, gate.cols); gate and up of one shape); u (T, up.rows) is the backend's to use.
+ * Fallback: matmuls of gate and up into h and u, then glu. */
+typedef celer_status (*celer_matmul_glu_fn)(celer_backend *be, const celer_weight *gate, const celer_weight *up,
+                                            const float *x, int64_t T, celer_act act, float *h, float *u,
+                                            celer_error *err);
+extern const celer_port celer_port_matmul_glu;
+
 /* y (T, w.rows) += x (T, w.cols) · wᵀ: a sub-layer's output added to the residual stream by the
  * product itself; tmp (T, w.rows) is the backend's to use. Fallback: matmul into tmp, then add. */
 typedef celer_status (*celer_matmul_add_fn)(celer_backend *be, const celer_weight *w, const float *x, int64_t T,

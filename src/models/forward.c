@@ -114,6 +114,20 @@ static celer_status matmuls(celer_backend *be, const celer_weight *const *w, int
     return CELER_OK;
 }
 
+/* h = act(x · gateᵀ) · (x · upᵀ) (u: the up product's room): in one pass where the backend can. */
+static celer_status matmul_glu(celer_backend *be, const celer_weight *gate, const celer_weight *up, const float *x,
+                               int64_t T, celer_act act, float *h, float *u, celer_error *err)
+{
+    celer_port_fn fn;
+    celer_error   none;
+    if (!celer_port_select(&celer_port_matmul_glu, be->ops->kind, &fn, &none))
+        return ((celer_matmul_glu_fn)fn)(be, gate, up, x, T, act, h, u, err);
+    const celer_weight *w[2] = {gate, up};
+    float *const        y[2] = {h, u};
+    TRY(matmuls(be, w, 2, x, T, y, err));
+    return be->ops->glu(be, h, u, T * gate->rows, act, err);
+}
+
 /* A sub-layer's input: x += o first when the sub-layer before left its output there (pend),
  * then h = rmsnorm(x) · norm and the n products y[i] = h · w[i]ᵀ (none: h only). */
 static celer_status norm_matmuls(const celer_model *m, celer_backend *be, int64_t T, const celer_weight *norm, bool pend,
@@ -222,10 +236,8 @@ static celer_status ffn_block(const celer_model *m, celer_backend *be, int64_t T
         *pend = true;
         return CELER_OK;
     }
-    const celer_weight *gu[]  = {&l->w_gate, &l->w_up};
-    float *const        out[] = {a->gate, a->up};
-    TRY(norm_matmuls(m, be, T, &l->ffn_norm, *pend, gu, 2, out, a, err));
-    TRY(be->ops->glu(be, a->gate, a->up, T * l->w_gate.rows, m->arch->act, err));
+    TRY(norm_matmuls(m, be, T, &l->ffn_norm, *pend, NULL, 0, NULL, a, err));
+    TRY(matmul_glu(be, &l->w_gate, &l->w_up, a->h, T, m->arch->act, a->gate, a->up, err));
     return out_product(m, be, T, &l->w_down, a->gate, m->arch->sandwich_norm ? &l->post_ffn_norm : NULL, a, pend, err);
 }
 

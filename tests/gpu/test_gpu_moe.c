@@ -7,7 +7,8 @@
  *     float weights, 2e-2 for quantized ones (the CPU quantizes activations to 8 bits); batches
  *     (8 tokens and more) grouped by expert on the device and not (CELER_GPU_MOE_GROUP=0), both
  *     within the CPU's bound; the decode path's down products summing their selections
- *     themselves against the two launches they replace (CELER_GPU_MOE_COMBINE=0), bit for bit.
+ *     themselves against the two launches they replace (CELER_GPU_MOE_COMBINE=0), and its gate
+ *     and up products and GLU in one launch (CELER_GPU_GLU_FUSE=1) against three, bit for bit.
  * Run on a machine with a GPU (scripts/gpu-check.sh); built only with CELER_CUDA or CELER_HIP. */
 #include "backends/ports.h"
 
@@ -44,15 +45,18 @@ static void stacked_ffn(celer_backend *b, celer_ggml_type t, int64_t T, void *co
 
 /* Backends with variables of the decode path set (NULL where none opens): no batch grouped on
  * the device (each choice reads its expert's rows; the down products sum their selections), and
- * that with the down products and their sum in two launches, bit for bit the first where those
- * products run unsliced (ref: the variant it equals; -1: none). */
+ * that with the down products and their sum in two launches, or with the gate and up products
+ * and their GLU in one, each bit for bit the first where the products it replaces run unsliced
+ * (ref: the variant it equals, -1: none; rows: those products' rows a selection). */
 static struct {
     const char    *env[2]; /* NAME=VALUE, or NULL */
     int            ref;
+    int64_t        rows;
     celer_backend *be;
     float         *out;
-} variant[] = {{{"CELER_GPU_MOE_GROUP=0", NULL}, -1, NULL, NULL},
-               {{"CELER_GPU_MOE_GROUP=0", "CELER_GPU_MOE_COMBINE=0"}, 0, NULL, NULL}};
+} variant[] = {{{"CELER_GPU_MOE_GROUP=0", NULL}, -1, 0, NULL, NULL},
+               {{"CELER_GPU_MOE_GROUP=0", "CELER_GPU_MOE_COMBINE=0"}, 0, SD, NULL, NULL},
+               {{"CELER_GPU_MOE_GROUP=0", "CELER_GPU_GLU_FUSE=1"}, 0, 2 * SFF, NULL, NULL}};
 enum { N_VARIANTS = sizeof variant / sizeof variant[0] };
 
 /* variant v's backend: opened with its variables set, then the environment as it was */
@@ -78,9 +82,9 @@ static void open_variant(int v, const char *kind)
 /* moe_ffn over experts that are views of one stacked tensor per projection (as models load
  * them): decode-sized steps take the device path (the choices never leave the GPU), larger
  * ones the grouped path; both against the CPU's moe_ffn on the same bytes, and the variants'
- * backends too, within the CPU's bound, and one with a ref bit for bit against that variant
- * where the products run unsliced (rows / 16 blocks × T · SK selections of at least two blocks
- * an SM). T = 64
+ * backends too, within the CPU's bound, and those with a ref bit for bit against that variant
+ * where the products they replace run unsliced (rows / 16 blocks × T · SK selections of at least
+ * two blocks an SM). T = 64
  * makes every token choose expert 0 first: its group spans two of the batch kernel's tiles. */
 static void test_moe_stacked(celer_ggml_type t, int64_t T, int sms)
 {
@@ -116,7 +120,8 @@ static void test_moe_stacked(celer_ggml_type t, int64_t T, int sms)
         if (!variant[v].be) continue;
         stacked_ffn(variant[v].be, t, T, raw, x, ic, wc, variant[v].out);
         const int    r     = variant[v].ref;
-        const bool   exact = r >= 0 && variant[r].be && T * SK <= 256 && (SD / 16) * T * SK >= 2 * (int64_t)sms;
+        const bool   exact = r >= 0 && variant[r].be && T * SK <= 256 &&
+                           (variant[v].rows / 16) * T * SK >= 2 * (int64_t)sms;
         const double e2    = rel_l2f(variant[v].out, oc, T * SD);
         const bool   same  = exact && !memcmp(variant[v].out, variant[r].out, (size_t)(T * SD) * 4);
         if (!(e2 < 2e-2) || (exact && !same))

@@ -4,7 +4,10 @@
  *   - add_rmsnorm and attn_inputs against their fallbacks run on the CPU backend: 1e-5 (the
  *     cache contents compared directly);
  *   - matmuls against the CPU's matmul per weight: 1e-3 (1e-2 where the BLAS path may take it);
- *   - matmul_add against the product and an add: equal bit for bit.
+ *   - matmul_add against the product and an add: equal bit for bit;
+ *   - matmul_glu, one token: with CELER_GPU_GLU_FUSE=1 (one launch) bit for bit the default's
+ *     products and glu where those run unsliced, a down product of its output too; the
+ *     default's against the CPU's fallback: 1e-2 (2e-2 with 8-bit activations).
  * Every other op: test_gpu_ops.c. Run on a machine with a GPU (scripts/gpu-check.sh); built only
  * with CELER_CUDA or CELER_HIP. */
 #include "backends/ports.h"
@@ -181,11 +184,86 @@ static void test_matmul_add(void)
     }
 }
 
+/* The port matmul_glu for one token on two backends, the default (the gate and up products,
+ * then glu) and one with CELER_GPU_GLU_FUSE=1 (gpu_matvec_glu.cu, one launch): h bit for bit
+ * where the default's products run unsliced (two weights of ff rows: ff / 8 blocks, at least two
+ * an SM), for ff a multiple of 32 (h quantized on the way out, into the buffer apart from the
+ * input's) and not (h in f32 only); then a down product reading h on each, which takes the
+ * quantized copy each left: the same bits. The default's h against the CPU's fallback (matmul,
+ * matmul, glu). Q4_0, Q8_0 and Q4_K; SiLU and GELU. */
+static void test_matmul_glu(void)
+{
+    enum { K = 512, D = 64 };
+    static const celer_ggml_type types[] = {CELER_GGML_Q4_0, CELER_GGML_Q8_0, CELER_GGML_Q4_K};
+    static const int64_t         ffs[]   = {2304, 2216};
+    celer_backend               *fused = NULL, *was = gpu;
+    celer_backend_config         cfg   = {0};
+    celer_device_facts           facts;
+    const char                  *kind = getenv("CELER_TEST_BACKEND"), *had = getenv("CELER_GPU_GLU_FUSE");
+    char                         keep[16] = "";
+    if (had) snprintf(keep, sizeof keep, "%s", had);
+    setenv("CELER_GPU_GLU_FUSE", "1", 1);
+    CHECK(celer_backend_create(&fused, kind ? kind : "cuda", &cfg, &err) == CELER_OK);
+    if (had) setenv("CELER_GPU_GLU_FUSE", keep, 1);
+    else unsetenv("CELER_GPU_GLU_FUSE");
+    CHECK(celer_device_query(0, &facts, &err) == CELER_OK);
+    celer_port_fn fn;
+    CHECK(celer_port_select(&celer_port_matmul_glu, gpu->ops->kind, &fn, &err) == CELER_OK);
+    if (!fused) return;
+    for (size_t c = 0; c < sizeof types / sizeof types[0] * 2; c++) {
+        const celer_ggml_type t   = types[c / 2];
+        const int64_t         ff  = ffs[c % 2];
+        const celer_act       act = c % 2 ? CELER_ACT_GELU_TANH : CELER_ACT_SILU;
+        void *rg = random_weights(t, ff, K, 0.1f), *ru = random_weights(t, ff, K, 0.1f);
+        void *rd = random_weights(CELER_GGML_Q8_0, D, ff - ff % 32, 0.1f);
+        float *x = malloc(K * sizeof *x), *h[2], *y[2], *hc = malloc((size_t)ff * sizeof *hc);
+        float *uc = malloc((size_t)ff * sizeof *uc);
+        random_acts(x, 1, K);
+        celer_backend *be[2] = {was, fused};
+        for (int b = 0; b < 2; b++) {
+            gpu = be[b];
+            celer_weight wg = {.type = t, .rows = ff, .cols = K, .data = rg}, wu = wg, wd;
+            wu.data = ru;
+            wd      = (celer_weight){.type = CELER_GGML_Q8_0, .rows = D, .cols = ff - ff % 32, .data = rd};
+            CHECK(gpu->ops->weight_load(gpu, &wg, &err) == CELER_OK && gpu->ops->weight_load(gpu, &wu, &err) == CELER_OK &&
+                  gpu->ops->weight_load(gpu, &wd, &err) == CELER_OK);
+            float *dx = dev_copy(x, K * sizeof *x), *dh = dev_zeros((size_t)ff), *du = dev_zeros((size_t)ff);
+            float *dy = dev_zeros(D);
+            h[b] = malloc((size_t)ff * sizeof *h[b]), y[b] = malloc(D * sizeof *y[b]);
+            CHECK(((celer_matmul_glu_fn)fn)(gpu, &wg, &wu, dx, 1, act, dh, du, &err) == CELER_OK);
+            to_host(dh, h[b], (size_t)ff * sizeof *h[b]);
+            if (ff % 32 == 0) { /* the down product reads h's quantized copy */
+                CHECK(gpu->ops->matmul(gpu, &wd, dh, 1, dy, &err) == CELER_OK);
+                to_host(dy, y[b], D * sizeof *y[b]);
+            }
+            gpu->ops->release(gpu, dx), gpu->ops->release(gpu, dh), gpu->ops->release(gpu, du), gpu->ops->release(gpu, dy);
+        }
+        gpu = was;
+        celer_weight cg = {.type = t, .rows = ff, .cols = K, .data = rg}, cu = cg;
+        cu.data = ru;
+        CHECK(cpu->ops->weight_load(cpu, &cg, &err) == CELER_OK && cpu->ops->weight_load(cpu, &cu, &err) == CELER_OK);
+        CHECK(cpu->ops->matmul(cpu, &cg, x, 1, hc, &err) == CELER_OK && cpu->ops->matmul(cpu, &cu, x, 1, uc, &err) == CELER_OK);
+        CHECK(cpu->ops->glu(cpu, hc, uc, ff, act, &err) == CELER_OK);
+        const double e = rel_l2f(h[0], hc, ff), bound = x8_mode() ? 2e-2 : 1e-2;
+        const bool   exact = 2 * (ff / 16) >= 2 * (int64_t)facts.compute_units;
+        const bool   same  = !memcmp(h[0], h[1], (size_t)ff * sizeof *h[0]) &&
+                          (ff % 32 || !memcmp(y[0], y[1], D * sizeof *y[0]));
+        if (!(e < bound) || (exact && !same))
+            fprintf(stderr, "  matmul_glu %s ff=%lld act %d: %.2e against the CPU, fused %s\n", celer_ggml_type_get(t)->name,
+                    (long long)ff, (int)act, e, same ? "equal" : "differs");
+        CHECK(e < bound && (!exact || same));
+        free(rg), free(ru), free(rd), free(x), free(hc), free(uc);
+        for (int b = 0; b < 2; b++) free(h[b]), free(y[b]);
+    }
+    celer_backend_destroy(fused);
+}
+
 int main(void)
 {
     if (gpu_test_open("test_gpu_ports")) return 1;
     test_fused();
     test_matmuls();
     test_matmul_add();
+    test_matmul_glu();
     return gpu_test_close("test_gpu_ports");
 }

@@ -309,8 +309,8 @@ static void gpu_free(celer_backend *be)
     if (g->stats) gpu_stats_print(g);
     gpu_graphs_free(g);
     gpu_buf *bufs[] = {&g->d_pos,  &g->d_seq,  &g->d_tables,    &g->d_ids,   &g->d_draw,
-                       &g->d_xq,   &g->d_part, &g->d_attn,      &g->d_att_count, &g->d_route,
-                       &g->d_norm_count};
+                       &g->d_xq,   &g->d_xq2,  &g->d_part,      &g->d_attn,      &g->d_att_count,
+                       &g->d_route, &g->d_norm_count};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu_release(be, bufs[i]->p);
     for (size_t i = 0; i < sizeof g->moe / sizeof g->moe[0]; i++) gpu_release(be, g->moe[i].p);
     for (int i = 0; i < g->n_freq; i++) gpu_release(be, g->freq[i].dev);
@@ -389,6 +389,8 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     if (g->moe_group < 0) g->moe_group = GPU_MOE_GROUP;
     const char *mc  = getenv("CELER_GPU_MOE_COMBINE"); /* 0: a MoE decode step's combine in a kernel of its own */
     g->moe_combine  = !(mc && !strcmp(mc, "0"));
+    const char *gf  = getenv("CELER_GPU_GLU_FUSE"); /* 1: one-token gate/up products and their GLU in one launch */
+    g->glu_fuse     = gf && !strcmp(gf, "1");
     const char *ms  = getenv("CELER_GPU_MOE_STREAM"); /* 0: a MoE prefill's experts on the tiled kernel */
     g->moe_stream   = !(ms && !strcmp(ms, "0"));
     const char *bf  = getenv("CELER_GPU_BLAS_FROM"); /* tokens, 0: never (gpu_blas.h) */

@@ -49,9 +49,11 @@ typedef struct {
     /* the batch and the KV block tables as the kernels see them: uploaded when they change */
     gpu_buf  d_pos, d_seq, d_tables, d_ids, d_draw;
     gpu_buf      d_xq;   /* activations quantized for the integer kernels (gpu_matvec.h) */
-    const float *xq_src; /* whose n values d_xq holds, or NULL (gpu_quant_x) */
+    gpu_buf      d_xq2;  /* the same, written by a kernel that reads d_xq (gpu_xq_buffer_apart) */
+    const float *xq_src; /* whose n values d_xq (xq_in2: d_xq2) holds, or NULL (gpu_quant_x) */
     int64_t      xq_n;
     bool         xq_x8;   /* the high level only (gpu_matvec.h) */
+    bool         xq_in2;
     const float *x16_src; /* whose n values the BLAS path's f16 halves hold, or NULL (gpu_blas.cu) */
     int64_t      x16_n;
     bool         x16_lo;  /* with their lo halves */
@@ -82,6 +84,7 @@ typedef struct {
     bool     norm_add_slice; /* a decode step's add_rmsnorm sliced (gpu_norm.cu); CELER_GPU_NORM_ADD_SLICE=0: not */
     int      moe_group;   /* MoE decode steps of this many tokens and more grouped on the device (GPU_MOE_GROUP) */
     bool     moe_combine; /* MoE decode's down products sum their choices (gpu_matvec_combine.cu; MOE_COMBINE=0: not) */
+    bool     glu_fuse;    /* CELER_GPU_GLU_FUSE=1: one-token gate/up products and their GLU in one launch (gpu_matvec_glu.cu) */
     bool     moe_stream;  /* a MoE prefill's experts on the batch kernel (gpu_mmq_small.cu); CELER_GPU_MOE_STREAM=0: not */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */
     int64_t  h_pos_n, h_seq_n, h_tables_n;

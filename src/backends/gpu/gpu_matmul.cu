@@ -323,6 +323,31 @@ extern "C" celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight 
     return CELER_OK;
 }
 
+/* The port celer_port_matmul_glu: with CELER_GPU_GLU_FUSE=1, a one-token step of weights with
+ * an integer decode kernel in one launch (gpu_matvec_glu.cu); anything else as its fallback. */
+extern "C" celer_status celer_gpu_matmul_glu(celer_backend *be, const celer_weight *gate, const celer_weight *up,
+                                             const float *x, int64_t T, celer_act act, float *h, float *u,
+                                             celer_error *err)
+{
+    gpu_backend *g = gpu_of(be);
+    gpu_wdesc    dg, du;
+    int          fg, fu;
+    if (gpu_alive(g, err)) return err->code;
+    if (g->glu_fuse && T == 1) {
+        if (gpu_weight_desc(gate, &dg, &fg, err) || gpu_weight_desc(up, &du, &fu, err)) return err->code;
+        if (fg == fu && gpu_matvec_q8_has(fg) && !blas_takes(g, fg, T) && dg.rows == du.rows && dg.cols == du.cols &&
+            dg.sdtype == du.sdtype) {
+            gpu_xq xq;
+            if (gpu_quant_x(g, x, T, gate->cols, g->mvq_x8, &xq, err)) return err->code;
+            return gpu_matvec_q8_glu(g, &dg, &du, fg, &xq, T, NULL, act, h, err);
+        }
+    }
+    const celer_weight *w[2] = {gate, up};
+    float *const        y[2] = {h, u};
+    if (celer_gpu_matmuls(be, w, 2, x, T, y, err)) return err->code;
+    return gpu_glu(be, h, u, T * gate->rows, act, err);
+}
+
 /* The port celer_port_matmul_add (product above). */
 extern "C" celer_status celer_gpu_matmul_add(celer_backend *be, const celer_weight *w, const float *x, int64_t T,
                                              float *y, float *tmp, celer_error *err)

@@ -31,14 +31,25 @@ __global__ void k_quant_x(const float *__restrict__ x, int64_t n_blocks, gpu_xq_
     xq_put<1>(v, i, blk, live, o);
 }
 
-celer_status gpu_xq_buffer(gpu_backend *g, int64_t n, gpu_xq_out *out, celer_error *err)
+/* n values' quantized blocks in buffer b: the codes, then the blocks' (d, d · S). */
+static celer_status xq_in(gpu_backend *g, gpu_buf *b, int64_t n, gpu_xq_out *out, celer_error *err)
 {
     const int64_t nb = n / 32;
-    if (gpu_buf_reserve(g, &g->d_xq, (size_t)nb * (XQ_BLOCK + sizeof(float2)), err)) return err->code;
-    out->q  = (int8_t *)g->d_xq.p;
-    out->dd = (float2 *)((int8_t *)g->d_xq.p + nb * XQ_BLOCK);
+    if (gpu_buf_reserve(g, b, (size_t)nb * (XQ_BLOCK + sizeof(float2)), err)) return err->code;
+    out->q  = (int8_t *)b->p;
+    out->dd = (float2 *)((int8_t *)b->p + nb * XQ_BLOCK);
     out->x8 = g->mvq_x8;
     return CELER_OK;
+}
+
+celer_status gpu_xq_buffer(gpu_backend *g, int64_t n, gpu_xq_out *out, celer_error *err)
+{
+    return xq_in(g, &g->d_xq, n, out, err);
+}
+
+celer_status gpu_xq_buffer_apart(gpu_backend *g, int64_t n, const gpu_xq *in, gpu_xq_out *out, celer_error *err)
+{
+    return xq_in(g, in->q == (const int8_t *)g->d_xq.p ? &g->d_xq2 : &g->d_xq, n, out, err);
 }
 
 celer_status gpu_quant_x(gpu_backend *g, const float *x, int64_t T, int64_t cols, bool x8, gpu_xq *xq,
@@ -48,7 +59,7 @@ celer_status gpu_quant_x(gpu_backend *g, const float *x, int64_t T, int64_t cols
     const bool held = g->xq_src == x && g->xq_n == T * cols && g->xq_x8 == x8;
     gpu_xq_out o;
     unsigned   blocks;
-    if (gpu_xq_buffer(g, T * cols, &o, err)) return err->code;
+    if (xq_in(g, held && g->xq_in2 ? &g->d_xq2 : &g->d_xq, T * cols, &o, err)) return err->code;
     o.x8  = x8;
     xq->q = o.q, xq->d = o.dd, xq->nb = cols / 32, xq->x8 = x8;
     if (held) return CELER_OK;

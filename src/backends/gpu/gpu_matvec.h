@@ -46,9 +46,11 @@ celer_status gpu_quant_x(gpu_backend *g, const float *x, int64_t T, int64_t cols
  * for a kernel that writes x to quantize it on the way out; after its launch the caller says so
  * with gpu_xq_held. */
 celer_status gpu_xq_buffer(gpu_backend *g, int64_t n, gpu_xq_out *out, celer_error *err);
+/* The same in the buffer that in's activations are not in, for a kernel that reads them. */
+celer_status gpu_xq_buffer_apart(gpu_backend *g, int64_t n, const gpu_xq *in, gpu_xq_out *out, celer_error *err);
 static inline void gpu_xq_held(gpu_backend *g, const float *x, int64_t n, const gpu_xq_out &out)
 {
-    g->xq_src = x, g->xq_n = n, g->xq_x8 = out.x8;
+    g->xq_src = x, g->xq_n = n, g->xq_x8 = out.x8, g->xq_in2 = out.q == (const int8_t *)g->d_xq2.p;
 }
 
 /* The step D = amax / 127 of a block whose largest |x| is amax, and *id = 1 / D (0 for an all-zero
@@ -153,6 +155,14 @@ bool         gpu_matvec_q8_combines(int64_t K);
 celer_status gpu_matvec_q8_combine(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq,
                                    const gpu_mv_sel *sel, int64_t T, int64_t K, const float *wts, float *out,
                                    celer_error *err);
+
+/* h (T, wg.rows) = act(x̂ · wgᵀ) · (x̂ · wuᵀ), one-token passes of T tokens (or with sel, its T
+ * selections), and h quantized on the way out (gpu_xq_held) where wg.rows is a multiple of 32:
+ * the gate and up weights (the same format, shape and scales' dtype) in one launch
+ * (gpu_matvec_glu.cu); the same values as gpu_matvec_q8 (or _sel) of both, then the glu op,
+ * where those products run unsliced. */
+celer_status gpu_matvec_q8_glu(gpu_backend *g, const gpu_wdesc *wg, const gpu_wdesc *wu, int fmt, const gpu_xq *xq,
+                               int64_t T, const gpu_mv_sel *sel, celer_act act, float *h, celer_error *err);
 
 /* Whether the plain-float decode kernel (gpu_matvec_plain.cu) takes w (F32, F16 or BF16 rows on
  * 16-byte boundaries) by x (16-byte aligned). */

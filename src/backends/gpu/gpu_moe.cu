@@ -104,10 +104,13 @@ static celer_status moe_ffn_device(gpu_backend *g, const celer_moe *moe, const f
     float     *G = (float *)b_gate->p, *U = (float *)b_up->p, *Y = (float *)b_ys->p;
     float     *gu[2] = {G, U};
     gpu_mv_sel by_token = {ids, (int32_t)K, (int32_t)moe->n_expert}, each = {ids, 1, (int32_t)moe->n_expert};
-    if (gpu_quant_x(g, x, T, dw[0].cols, false, &xq, err) ||
-        gpu_matvec_q8_sel(g, dw, 2, fw[0], &xq, T, &by_token, N, gu, err) ||
-        g->base.ops->glu(&g->base, G, U, N * ff, act, err) || gpu_quant_x(g, G, N, ff, false, &xq, err))
+    if (gpu_quant_x(g, x, T, dw[0].cols, false, &xq, err)) return err->code;
+    if (g->glu_fuse && dw[0].sdtype == dw[1].sdtype && dw[0].rows == dw[1].rows) { /* gate, up and GLU: one launch */
+        if (gpu_matvec_q8_glu(g, &dw[0], &dw[1], fw[0], &xq, N, &by_token, act, G, err)) return err->code;
+    } else if (gpu_matvec_q8_sel(g, dw, 2, fw[0], &xq, T, &by_token, N, gu, err) ||
+               g->base.ops->glu(&g->base, G, U, N * ff, act, err))
         return err->code;
+    if (gpu_quant_x(g, G, N, ff, false, &xq, err)) return err->code;
     if (g->moe_combine && gpu_matvec_q8_combines(K)) /* the down products and their sum: one launch */
         return gpu_matvec_q8_combine(g, &dw[2], fw[2], &xq, &each, T, K, w, out, err);
     if (gpu_matvec_q8_sel(g, &dw[2], 1, fw[2], &xq, N, &each, N, &Y, err)) return err->code;

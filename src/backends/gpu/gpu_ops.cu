@@ -1,6 +1,7 @@
 /* Element-wise and row-wise ops on the GPU: biases, adds, activations, RoPE and the KV cache
  * writes (RMSNorm is gpu_norm.cu, the argmax and sampled draws gpu_sample.cu). Element-wise
  * kernels are grid-stride loops over 64-bit indices, so any size is covered by a bounded grid. */
+#include "backends/gpu/gpu_glu.cuh"
 #include "backends/gpu/gpu_kv.cuh"
 #include "backends/gpu/gpu_matvec.h"
 #include "backends/gpu/gpu_rope.cuh"
@@ -30,16 +31,6 @@ __global__ void k_scale(float *x, int64_t n, float s)
 {
     gpu_dep_enter();
     GRID_STRIDE(i, n) x[i] *= s;
-}
-
-/* act(g) · u, the GLU's value (act a celer_act), each operation rounded as written (no contraction
- * left to the compiler). */
-static __device__ __forceinline__ float glu_value(float g, float u, int act)
-{
-    if (act == CELER_ACT_SILU) return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
-    const float c = __fmul_rn(__fmul_rn(__fmul_rn(0.044715f, g), g), g);
-    const float t = tanhf(__fmul_rn(0.7978845608028654f, __fadd_rn(g, c)));
-    return __fmul_rn(__fmul_rn(__fmul_rn(0.5f, g), __fadd_rn(1.0f, t)), u);
 }
 
 /* With xo.q (n a multiple of 32: a warp's lanes stay in the loop together), the result is also
