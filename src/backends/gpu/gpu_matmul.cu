@@ -323,8 +323,9 @@ extern "C" celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight 
     return CELER_OK;
 }
 
-/* The port celer_port_matmul_glu: with CELER_GPU_GLU_FUSE=1, a one-token step of weights with
- * an integer decode kernel in one launch (gpu_matvec_glu.cu); anything else as its fallback. */
+/* The port celer_port_matmul_glu: with CELER_GPU_GLU_FUSE=1, a one-token step whose products
+ * take the integer decode kernel in one launch (gpu_matvec_glu.cu); anything else as its
+ * fallback. */
 extern "C" celer_status celer_gpu_matmul_glu(celer_backend *be, const celer_weight *gate, const celer_weight *up,
                                              const float *x, int64_t T, celer_act act, float *h, float *u,
                                              celer_error *err)
@@ -335,8 +336,9 @@ extern "C" celer_status celer_gpu_matmul_glu(celer_backend *be, const celer_weig
     if (gpu_alive(g, err)) return err->code;
     if (g->glu_fuse && T == 1) {
         if (gpu_weight_desc(gate, &dg, &fg, err) || gpu_weight_desc(up, &du, &fu, err)) return err->code;
-        if (fg == fu && gpu_matvec_q8_has(fg) && !blas_takes(g, fg, T) && dg.rows == du.rows && dg.cols == du.cols &&
-            dg.sdtype == du.sdtype) {
+        /* where the products would take the decode kernel (CELER_GPU_MMQ_FROM=0 puts them elsewhere) */
+        const bool decode = gpu_matvec_q8_has(fg) && !blas_takes(g, fg, T) && !(T > g->mmq_from && gpu_mmq_has(g, fg));
+        if (decode && fg == fu && dg.rows == du.rows && dg.cols == du.cols && dg.sdtype == du.sdtype) {
             gpu_xq xq;
             if (gpu_quant_x(g, x, T, gate->cols, g->mvq_x8, &xq, err)) return err->code;
             return gpu_matvec_q8_glu(g, &dg, &du, fg, &xq, T, NULL, act, h, err);
