@@ -49,7 +49,8 @@
 #   kernels  dev/kernels/gpu_matmul.c (each format's matmul time and weight bandwidth),
 #            gpu_attention.c (decode attention's time and cache bandwidth by context) and
 #            gpu_flash.c (prefill attention's time and rate by length), gpu_moe.c (a 30B-A3B MoE
-#            layer's time by tokens, choices even or skewed) and gpu_norm.c (RMSNorm and the fused
+#            layer's time by tokens, choices even or skewed), gpu_glu.c (gate/up + GLU, the port as
+#            CELER_GPU_GLU_FUSE sets it) and gpu_norm.c (RMSNorm and the fused
 #            add + RMSNorm by width and rows, in a replayed step), tables printed whole; KERNELS picks them
 #   blas     the cuBLAS path (on by default from 64 tokens, two f16 passes) in one and in three
 #            passes (BLAS_PASSES): the verify step's models; and pp512 of the 8B and the 30B-A3B
@@ -357,7 +358,7 @@ step_kernels() {
     local libs=(-L/usr/local/cuda/lib64 -lcudart -lcublas -lstdc++ -lcjson -lm -lpthread -Wl,-rpath,/usr/local/cuda/lib64)
     [ -d "$DEB" ] && libs=(-I"$DEB/usr/include" -L"$DEB/usr/lib/x86_64-linux-gnu" "${libs[@]}")
     local k
-    for k in ${KERNELS:-gpu_matmul gpu_attention gpu_flash gpu_moe gpu_norm}; do
+    for k in ${KERNELS:-gpu_matmul gpu_attention gpu_flash gpu_moe gpu_norm gpu_glu}; do
         cc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -Isrc -Itests "dev/kernels/$k.c" -Wl,--start-group \
             "$B/libceler_core.a" "$B/libceler_gpu.a" -Wl,--end-group "${libs[@]}" -o "$B/kernel_$k" \
             >"$OUT/logs/kernels-build-$k.log" 2>&1 || { result "kernels $k (build)" FAILED; continue; }
