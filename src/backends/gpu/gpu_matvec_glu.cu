@@ -50,7 +50,10 @@ __global__ void __launch_bounds__(GLU_THREADS)
         units_load<F, 1>(wu, ru, lane, nu, CELER_WARP, lu);
         if (!entered) gpu_dep_enter(), entered = true; /* the loads above overlap the kernel that wrote x */
         for (int64_t u = lane; u < nu; u += CELER_WARP) {
-            if (u != lane) units_load<F, 1>(wg, rg, u, nu, CELER_WARP, lg), units_load<F, 1>(wu, ru, u, nu, CELER_WARP, lu);
+            if (u != lane) {
+                units_load<F, 1>(wg, rg, u, nu, CELER_WARP, lg);
+                units_load<F, 1>(wu, ru, u, nu, CELER_WARP, lu);
+            }
             units_dot<F, 1, X8>(wg, lg[0], u, x, 1, ag);
             units_dot<F, 1, X8>(wu, lu[0], u, x, 1, au);
         }
