@@ -17,14 +17,15 @@
  * nibbles when read; the sums are the same as the tiled kernel's. X8 (activations quantized to 8
  * bits, gpu_matvec.h: their lo codes zeros): the lo codes neither copied nor multiplied, half the
  * activations' copies and half the mma. */
-enum { SQ_ROWS = 64, SQ_BQ = 8, SQ_STAGES = 3, SQ_DEEP_STAGES = 8, SQ_DEEP_SMEM = 200 * 1024 };
+enum { SQ_ROWS = 64, SQ_BQ = 8, SQ_STAGES = 3, SQ_DEEP_STAGES = 8, SQ_DEEP_SMEM = 160 * 1024 };
 
 /* The block's geometry G: 0 (CELER_GPU_SQ_WIDE=0), 64 rows, SQ_BQ column blocks a stage, SQ_STAGES
  * stages; 1 and 2 (=1; 2 the default), 128 rows a block, a warp each 16-row tile with every token
  * (a half of the activations' reads through the L2 a row), 8 column blocks in 2 stages or 4 in 3.
  * The 8B's batch of 32 decoded 3,498, 3,964 and 4,159 tok/s in geometries 0, 1 and 2 (none
  * launched early; docs/benchmarks/gpu-h200.md, eighteenth pass). 3 (=3, an experiment): 2's
- * blocks with SQ_DEEP_STAGES stages, fewer where SQ_DEEP_SMEM would not hold them. A grid is
+ * blocks with SQ_DEEP_STAGES stages, fewer where SQ_DEEP_SMEM would not hold them (what a block
+ * of sm_80 may have: 163 KB). A grid is
  * about one block an SM (14336 rows: 112 blocks of 128), and with two stages ahead an SM keeps
  * 16 KB of Q4_0 codes in flight: 14336 x 4096 took 28 us at 2 to 8 tokens, 1.2 TB/s, what
  * Little's law gives for ~2 us of loaded latency (Q8_0's 32 KB: 2 TB/s; docs/benchmarks/gpu-h200.md,
