@@ -129,6 +129,32 @@ static inline int gpu_test_open(const char *name)
     return st != CELER_OK;
 }
 
+/* A second GPU backend opened with the variables env[0 .. n) ("NAME=VALUE") set, then the
+ * environment put back as it was; NULL (a failed check) where none opens. */
+static inline celer_backend *gpu_backend_with(const char *const *env, int n)
+{
+    enum { MAX_VARS = 4 };
+    char                 name[MAX_VARS][64], keep[MAX_VARS][64];
+    bool                 had[MAX_VARS];
+    celer_backend       *be   = NULL;
+    celer_backend_config cfg  = {0};
+    const char          *kind = getenv("CELER_TEST_BACKEND");
+    n                         = n < MAX_VARS ? n : MAX_VARS;
+    for (int i = 0; i < n; i++) {
+        const char *eq = strchr(env[i], '=');
+        snprintf(name[i], sizeof name[i], "%.*s", (int)(eq - env[i]), env[i]);
+        const char *was = getenv(name[i]);
+        if ((had[i] = was != NULL)) snprintf(keep[i], sizeof keep[i], "%s", was);
+        setenv(name[i], eq + 1, 1);
+    }
+    CHECK(celer_backend_create(&be, kind ? kind : "cuda", &cfg, &err) == CELER_OK);
+    for (int i = 0; i < n; i++) {
+        if (had[i]) setenv(name[i], keep[i], 1);
+        else unsetenv(name[i]);
+    }
+    return be;
+}
+
 /* Closes both backends and reports; the program's exit code. */
 static inline int gpu_test_close(const char *name)
 {

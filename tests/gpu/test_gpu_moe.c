@@ -59,26 +59,6 @@ static struct {
                {{"CELER_GPU_MOE_GROUP=0", "CELER_GPU_GLU_FUSE=1"}, 0, 2 * SFF, NULL, NULL}};
 enum { N_VARIANTS = sizeof variant / sizeof variant[0] };
 
-/* variant v's backend: opened with its variables set, then the environment as it was */
-static void open_variant(int v, const char *kind)
-{
-    char                 name[2][64], keep[2][64];
-    bool                 had[2] = {false, false};
-    celer_backend_config cfg    = {0};
-    for (int i = 0; i < 2 && variant[v].env[i]; i++) {
-        const char *e = variant[v].env[i], *eq = strchr(e, '=');
-        snprintf(name[i], sizeof name[i], "%.*s", (int)(eq - e), e);
-        const char *was = getenv(name[i]);
-        if ((had[i] = was != NULL)) snprintf(keep[i], sizeof keep[i], "%s", was);
-        setenv(name[i], eq + 1, 1);
-    }
-    CHECK(celer_backend_create(&variant[v].be, kind ? kind : "cuda", &cfg, &err) == CELER_OK);
-    for (int i = 0; i < 2 && variant[v].env[i]; i++) {
-        if (had[i]) setenv(name[i], keep[i], 1);
-        else unsetenv(name[i]);
-    }
-}
-
 /* moe_ffn over experts that are views of one stacked tensor per projection (as models load
  * them): decode-sized steps take the device path (the choices never leave the GPU), larger
  * ones the grouped path; both against the CPU's moe_ffn on the same bytes, and the variants'
@@ -267,7 +247,7 @@ int main(void)
     test_moe(CELER_GGML_Q4_0, 1);
     test_moe(CELER_GGML_Q4_K, 300);
     celer_device_facts facts;
-    for (int v = 0; v < N_VARIANTS; v++) open_variant(v, getenv("CELER_TEST_BACKEND"));
+    for (int v = 0; v < N_VARIANTS; v++) variant[v].be = gpu_backend_with(variant[v].env, variant[v].env[1] ? 2 : 1);
     CHECK(celer_device_query(0, &facts, &err) == CELER_OK);
     test_moe_stacked(CELER_GGML_Q4_0, 1, facts.compute_units);
     test_moe_stacked(CELER_GGML_Q4_K, 5, facts.compute_units);

@@ -635,21 +635,12 @@ static void test_batch_geometries(void)
 {
     static const celer_ggml_type types[] = {CELER_GGML_Q4_0, CELER_GGML_Q8_0};
     static const int64_t         Ts[]    = {3, 9, 16, 17, 32};
-    static const char *const     geom[]  = {"0", "1", "2", "3"};
+    static const char *const     geom[]  = {"CELER_GPU_SQ_WIDE=0", "CELER_GPU_SQ_WIDE=1", "CELER_GPU_SQ_WIDE=2",
+                                            "CELER_GPU_SQ_WIDE=3"};
     static const int64_t         colss[] = {96, 992, 4064}; /* 3 column blocks, 31: one part; 127: several */
     enum { ROWS = 300, CMAX = 4064, TMAX = 32, NG = sizeof geom / sizeof geom[0] };
-    const char          *kind = getenv("CELER_TEST_BACKEND");
-    const char          *had  = getenv("CELER_GPU_SQ_WIDE");
-    char                 keep[16] = "";
-    if (had) snprintf(keep, sizeof keep, "%s", had);
-    celer_backend       *be[NG] = {NULL};
-    celer_backend_config cfg    = {0};
-    for (int g = 0; g < NG; g++) {
-        setenv("CELER_GPU_SQ_WIDE", geom[g], 1);
-        CHECK(celer_backend_create(&be[g], kind ? kind : "cuda", &cfg, &err) == CELER_OK);
-    }
-    if (had) setenv("CELER_GPU_SQ_WIDE", keep, 1);
-    else unsetenv("CELER_GPU_SQ_WIDE");
+    celer_backend *be[NG];
+    for (int g = 0; g < NG; g++) be[g] = gpu_backend_with(&geom[g], 1);
     bool all = true;
     for (int g = 0; g < NG; g++) all = all && be[g];
     if (!all) {

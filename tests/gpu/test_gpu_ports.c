@@ -186,21 +186,6 @@ static void test_matmul_add(void)
     }
 }
 
-/* A backend opened with var set to val (then the environment as it was); NULL where none opens. */
-static celer_backend *backend_with(const char *var, const char *val)
-{
-    celer_backend       *be = NULL;
-    celer_backend_config cfg = {0};
-    const char          *kind = getenv("CELER_TEST_BACKEND"), *had = getenv(var);
-    char                 keep[16] = "";
-    if (had) snprintf(keep, sizeof keep, "%s", had);
-    setenv(var, val, 1);
-    CHECK(celer_backend_create(&be, kind ? kind : "cuda", &cfg, &err) == CELER_OK);
-    if (had) setenv(var, keep, 1);
-    else unsetenv(var);
-    return be;
-}
-
 /* The port rmsnorm_matmuls for one token (a layer's norm and its q, k and v products) on two
  * backends, the default (the norm op, then the products on the quantization it left) and one
  * with CELER_GPU_NORM_FUSE=1 (each block of the products' launch normalizes and quantizes the
@@ -211,7 +196,7 @@ static void test_rmsnorm_matmuls(void)
 {
     static const celer_ggml_type types[]     = {CELER_GGML_Q4_0, CELER_GGML_Q8_0, CELER_GGML_Q4_K};
     static const int64_t         shapes[][4] = {{1024, 2048, 1024, 1024}, {4096, 4096, 1024, 1024}}; /* d, q, k, v */
-    celer_backend               *fused = backend_with("CELER_GPU_NORM_FUSE", "1"), *was = gpu;
+    celer_backend               *fused = gpu_backend_with((const char *const[]){"CELER_GPU_NORM_FUSE=1"}, 1), *was = gpu;
     celer_port_fn                fn;
     CHECK(celer_port_select(&celer_port_rmsnorm_matmuls, gpu->ops->kind, &fn, &err) == CELER_OK);
     if (!fused) return;
@@ -275,7 +260,7 @@ static void test_matmul_glu(void)
     enum { K = 512, D = 64 };
     static const celer_ggml_type types[] = {CELER_GGML_Q4_0, CELER_GGML_Q8_0, CELER_GGML_Q4_K};
     static const int64_t         ffs[]   = {2304, 2216};
-    celer_backend               *fused = backend_with("CELER_GPU_GLU_FUSE", "1"), *was = gpu;
+    celer_backend               *fused = gpu_backend_with((const char *const[]){"CELER_GPU_GLU_FUSE=1"}, 1), *was = gpu;
     celer_device_facts           facts;
     CHECK(celer_device_query(0, &facts, &err) == CELER_OK);
     celer_port_fn fn;

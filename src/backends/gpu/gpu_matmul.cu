@@ -337,11 +337,9 @@ extern "C" celer_status celer_gpu_rmsnorm_matmuls(celer_backend *be, const float
     if (gpu_alive(g, err)) return err->code;
     bool fused = g->norm_fuse && T == 1 && n >= 1 && n <= GPU_MVQ_SET && norm->type == CELER_GGML_F32 &&
                  norm->cols == d && gpu_matvec_q8_norms(d, x, (const float *)norm->data);
-    for (int i = 0; fused && i < n; i++) {
+    for (int i = 0; fused && i < n; i++) { /* where the products would take the decode kernel, in one launch */
         if (gpu_weight_desc(w[i], &dw[i], &f[i], err)) return err->code;
-        /* where the products would take the decode kernel, all in one launch */
-        fused = gpu_matvec_q8_has(f[i]) && !blas_takes(g, f[i], T) && !(T > g->mmq_from && gpu_mmq_has(g, f[i])) &&
-                f[i] == f[0] && dw[i].sdtype == dw[0].sdtype && w[i]->cols == d;
+        fused = mvq_takes(g, f[i], T) && f[i] == f[0] && dw[i].sdtype == dw[0].sdtype && w[i]->cols == d;
     }
     if (fused) return gpu_matvec_q8_norm(g, dw, n, f[0], x, (const float *)norm->data, d, eps, y, err);
     if (gpu_rmsnorm(be, x, norm, T, d, eps, h, err)) return err->code;
@@ -362,8 +360,7 @@ extern "C" celer_status celer_gpu_matmul_glu(celer_backend *be, const celer_weig
     if (g->glu_fuse && T == 1) {
         if (gpu_weight_desc(gate, &dg, &fg, err) || gpu_weight_desc(up, &du, &fu, err)) return err->code;
         /* where the products would take the decode kernel (CELER_GPU_MMQ_FROM=0 puts them elsewhere) */
-        const bool decode = gpu_matvec_q8_has(fg) && !blas_takes(g, fg, T) && !(T > g->mmq_from && gpu_mmq_has(g, fg));
-        if (decode && fg == fu && dg.rows == du.rows && dg.cols == du.cols && dg.sdtype == du.sdtype) {
+        if (mvq_takes(g, fg, T) && fg == fu && dg.rows == du.rows && dg.cols == du.cols && dg.sdtype == du.sdtype) {
             gpu_xq xq;
             if (gpu_quant_x(g, x, T, gate->cols, g->mvq_x8, &xq, err)) return err->code;
             return gpu_matvec_q8_glu(g, &dg, &du, fg, &xq, T, NULL, act, h, err);

@@ -197,28 +197,24 @@ typedef void (*mmvq_fn)(mv_set, gpu_xq, int, int64_t, gpu_mv_sel, gpu_norm_in);
  * two one-token ones with X8; then the four one-token ones with NORM (MVQ_NORM + those offsets). */
 enum { MVQ_SLICED = 4, MVQ_X8 = 5, MVQ_X8_SLICED = 6, MVQ_NORM = 7, MVQ_FNS = 11 };
 #define MVQ_ROW(F, SD)                                                                                              \
-    F, SD, {                                                                                                        \
-        k_mmvq<F, 1, 1, false, SD>, k_mmvq<F, 2, 1, false, SD>, k_mmvq<F, 4, 1, false, SD>,                         \
-            k_mmvq<F, 8, 1, false, SD>, k_mmvq<F, 1, MVQ_KS, false, SD>, k_mmvq<F, 1, 1, true, SD>,                 \
-            k_mmvq<F, 1, MVQ_KS, true, SD>, k_mmvq<F, 1, 1, false, SD, true>,                                       \
-            k_mmvq<F, 1, MVQ_KS, false, SD, true>, k_mmvq<F, 1, 1, true, SD, true>,                                 \
-            k_mmvq<F, 1, MVQ_KS, true, SD, true>                                                                    \
+    {                                                                                                               \
+        F, SD, {                                                                                                    \
+            k_mmvq<F, 1, 1, false, SD>, k_mmvq<F, 2, 1, false, SD>, k_mmvq<F, 4, 1, false, SD>,                     \
+                k_mmvq<F, 8, 1, false, SD>, k_mmvq<F, 1, MVQ_KS, false, SD>, k_mmvq<F, 1, 1, true, SD>,             \
+                k_mmvq<F, 1, MVQ_KS, true, SD>, k_mmvq<F, 1, 1, false, SD, true>,                                   \
+                k_mmvq<F, 1, MVQ_KS, false, SD, true>, k_mmvq<F, 1, 1, true, SD, true>,                             \
+                k_mmvq<F, 1, MVQ_KS, true, SD, true>                                                                \
+        }                                                                                                           \
     }
 static const struct {
-    int     fmt, sd; /* sd: an MLX format's scales' dtype (gpu_wdesc.sdtype); -1 for the GGUF formats */
+    int     fmt, sd; /* as MVQ_FORMATS names them */
     mmvq_fn fn[MVQ_FNS];
-} MVQ[] = {
-    {MVQ_ROW(GPU_Q4_0, -1)},   {MVQ_ROW(GPU_Q4_1, -1)},   {MVQ_ROW(GPU_Q5_0, -1)},   {MVQ_ROW(GPU_Q5_1, -1)},
-    {MVQ_ROW(GPU_Q8_0, -1)},   {MVQ_ROW(GPU_Q4_K, -1)},   {MVQ_ROW(GPU_Q5_K, -1)},   {MVQ_ROW(GPU_Q6_K, -1)},
-    {MVQ_ROW(GPU_AFFINE4, 0)}, {MVQ_ROW(GPU_AFFINE4, 1)}, {MVQ_ROW(GPU_AFFINE4, 2)}, {MVQ_ROW(GPU_AFFINE8, 0)},
-    {MVQ_ROW(GPU_AFFINE8, 1)}, {MVQ_ROW(GPU_AFFINE8, 2)},
-};
+} MVQ[] = {MVQ_FORMATS(MVQ_ROW)};
 
 static const mmvq_fn *mvq_of(int fmt, int sdtype)
 {
-    for (size_t i = 0; i < sizeof MVQ / sizeof MVQ[0]; i++)
-        if (MVQ[i].fmt == fmt && (MVQ[i].sd < 0 || MVQ[i].sd == sdtype)) return MVQ[i].fn;
-    return NULL;
+    const auto *r = mvq_row(MVQ, fmt, sdtype);
+    return r ? r->fn : NULL;
 }
 
 bool gpu_matvec_q8_has(int fmt) { return mvq_of(fmt, 0) != NULL; }

@@ -57,14 +57,9 @@ __global__ void __launch_bounds__(CMB_THREADS)
 typedef void (*cmb_fn)(gpu_wdesc, gpu_xq, gpu_mv_sel, int, const float *, float *);
 #define CMB_ROW(F, SD) {F, SD, k_mmvq_combine<F, SD>}
 static const struct {
-    int    fmt, sd; /* as MVQ's */
+    int    fmt, sd; /* as MVQ_FORMATS names them */
     cmb_fn fn;
-} CMB[] = {
-    CMB_ROW(GPU_Q4_0, -1),   CMB_ROW(GPU_Q4_1, -1),   CMB_ROW(GPU_Q5_0, -1),   CMB_ROW(GPU_Q5_1, -1),
-    CMB_ROW(GPU_Q8_0, -1),   CMB_ROW(GPU_Q4_K, -1),   CMB_ROW(GPU_Q5_K, -1),   CMB_ROW(GPU_Q6_K, -1),
-    CMB_ROW(GPU_AFFINE4, 0), CMB_ROW(GPU_AFFINE4, 1), CMB_ROW(GPU_AFFINE4, 2), CMB_ROW(GPU_AFFINE8, 0),
-    CMB_ROW(GPU_AFFINE8, 1), CMB_ROW(GPU_AFFINE8, 2),
-};
+} CMB[] = {MVQ_FORMATS(CMB_ROW)};
 
 bool gpu_matvec_q8_combines(int64_t K) { return K >= 1 && K <= MVQ_CMB; }
 
@@ -72,9 +67,8 @@ celer_status gpu_matvec_q8_combine(gpu_backend *g, const gpu_wdesc *w, int fmt, 
                                    const gpu_mv_sel *sel, int64_t T, int64_t K, const float *wts, float *out,
                                    celer_error *err)
 {
-    cmb_fn fn = NULL;
-    for (size_t i = 0; i < sizeof CMB / sizeof CMB[0]; i++)
-        if (CMB[i].fmt == fmt && (CMB[i].sd < 0 || CMB[i].sd == w->sdtype)) fn = CMB[i].fn;
+    const auto  *row = mvq_row(CMB, fmt, w->sdtype);
+    const cmb_fn fn  = row ? row->fn : NULL;
     if (!fn || !gpu_matvec_q8_combines(K) || sel->per_x != 1)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no combining decode kernel for format %d, %lld selections",
                           CELER_GPU_NAME, fmt, (long long)K);

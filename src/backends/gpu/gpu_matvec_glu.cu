@@ -78,21 +78,15 @@ __global__ void __launch_bounds__(GLU_THREADS)
 typedef void (*glu_fn)(gpu_wdesc, gpu_wdesc, gpu_xq, gpu_mv_sel, int, float *, gpu_xq_out);
 #define GLU_ROW(F, SD) {F, SD, {k_mmvq_glu<F, false, SD>, k_mmvq_glu<F, true, SD>}}
 static const struct {
-    int    fmt, sd; /* as MVQ's (gpu_matvec.cu) */
+    int    fmt, sd; /* as MVQ_FORMATS names them */
     glu_fn fn[2];   /* X8 false, true */
-} GLU[] = {
-    GLU_ROW(GPU_Q4_0, -1),   GLU_ROW(GPU_Q4_1, -1),   GLU_ROW(GPU_Q5_0, -1),   GLU_ROW(GPU_Q5_1, -1),
-    GLU_ROW(GPU_Q8_0, -1),   GLU_ROW(GPU_Q4_K, -1),   GLU_ROW(GPU_Q5_K, -1),   GLU_ROW(GPU_Q6_K, -1),
-    GLU_ROW(GPU_AFFINE4, 0), GLU_ROW(GPU_AFFINE4, 1), GLU_ROW(GPU_AFFINE4, 2), GLU_ROW(GPU_AFFINE8, 0),
-    GLU_ROW(GPU_AFFINE8, 1), GLU_ROW(GPU_AFFINE8, 2),
-};
+} GLU[] = {MVQ_FORMATS(GLU_ROW)};
 
 celer_status gpu_matvec_q8_glu(gpu_backend *g, const gpu_wdesc *wg, const gpu_wdesc *wu, int fmt, const gpu_xq *xq,
                                int64_t T, const gpu_mv_sel *sel, celer_act act, float *h, celer_error *err)
 {
-    glu_fn fn = NULL;
-    for (size_t i = 0; i < sizeof GLU / sizeof GLU[0]; i++)
-        if (GLU[i].fmt == fmt && (GLU[i].sd < 0 || GLU[i].sd == wg->sdtype)) fn = GLU[i].fn[xq->x8];
+    const auto  *row = mvq_row(GLU, fmt, wg->sdtype);
+    const glu_fn fn  = row ? row->fn[xq->x8] : NULL;
     if (!fn || wu->sdtype != wg->sdtype || wu->rows != wg->rows || wu->cols != wg->cols)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no fused gate/up decode kernel for format %d (%lld x %lld)",
                           CELER_GPU_NAME, fmt, (long long)wg->rows, (long long)wg->cols);

@@ -313,4 +313,20 @@ static __device__ __forceinline__ void units_load(const gpu_wdesc &w, const uint
             if (u + j * SW < nu) ru[j][i] = unit_load<F>(w, rows[i], u + j * SW);
 }
 
+/* The formats the integer decode kernels are built for, ROW(format, sd) each: sd the scales' dtype
+ * of an MLX format (gpu_wdesc.sdtype), -1 for a GGUF format (its own). The kernel tables of
+ * gpu_matvec.cu, gpu_matvec_combine.cu and gpu_matvec_glu.cu. */
+#define MVQ_FORMATS(ROW)                                                                                            \
+    ROW(GPU_Q4_0, -1), ROW(GPU_Q4_1, -1), ROW(GPU_Q5_0, -1), ROW(GPU_Q5_1, -1), ROW(GPU_Q8_0, -1),                  \
+        ROW(GPU_Q4_K, -1), ROW(GPU_Q5_K, -1), ROW(GPU_Q6_K, -1), ROW(GPU_AFFINE4, 0), ROW(GPU_AFFINE4, 1),          \
+        ROW(GPU_AFFINE4, 2), ROW(GPU_AFFINE8, 0), ROW(GPU_AFFINE8, 1), ROW(GPU_AFFINE8, 2)
+
+/* Such a table's row for a weight of format fmt and scales' dtype sdtype, or NULL. */
+template <typename R, size_t N> static inline const R *mvq_row(const R (&t)[N], int fmt, int sdtype)
+{
+    for (size_t i = 0; i < N; i++)
+        if (t[i].fmt == fmt && (t[i].sd < 0 || t[i].sd == sdtype)) return &t[i];
+    return NULL;
+}
+
 #endif
