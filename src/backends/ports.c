@@ -33,13 +33,6 @@ const celer_port celer_port_matmuls = {
     .impl     = {GPU_SLOT(celer_gpu_matmuls)},
 };
 
-const celer_port celer_port_rmsnorm_matmuls = {
-    .name     = "rmsnorm_matmuls",
-    .does     = "normalizes a sub-layer's input and multiplies it by up to three weights in one pass",
-    .fallback = "rmsnorm, then matmuls",
-    .impl     = {GPU_SLOT(celer_gpu_rmsnorm_matmuls)},
-};
-
 const celer_port celer_port_matmul_glu = {
     .name     = "matmul_glu",
     .does     = "multiplies a feed-forward block's input by its gate and up weights and applies the GLU in one pass",
@@ -61,10 +54,9 @@ const celer_port celer_port_moe_router = {
     .impl     = {GPU_SLOT(celer_gpu_moe_router)},
 };
 
-const celer_port *const celer_ports[] = {&celer_port_add_rmsnorm,     &celer_port_attn_inputs,
-                                         &celer_port_matmuls,         &celer_port_rmsnorm_matmuls,
-                                         &celer_port_matmul_glu,      &celer_port_matmul_add,
-                                         &celer_port_moe_router,      NULL};
+const celer_port *const celer_ports[] = {&celer_port_add_rmsnorm,  &celer_port_attn_inputs, &celer_port_matmuls,
+                                         &celer_port_matmul_glu,   &celer_port_matmul_add,  &celer_port_moe_router,
+                                         NULL};
 
 static const char *const KIND_NAMES[CELER_BACKEND_KIND_COUNT] = {"cpu", "cuda", "rocm"};
 

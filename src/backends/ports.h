@@ -39,15 +39,6 @@ typedef celer_status (*celer_matmuls_fn)(celer_backend *be, const celer_weight *
                                          int64_t T, float *const *y, celer_error *err);
 extern const celer_port celer_port_matmuls;
 
-/* h (T, d) = rmsnorm(x) · norm (eps), then y[i] (T, w[i].rows) = h · w[i]ᵀ for n weights (1 to 3)
- * of d columns: a sub-layer's norm and its input products. h is the backend's to use (a fused
- * kernel may leave it unwritten). Fallback: rmsnorm, then matmuls. */
-typedef celer_status (*celer_rmsnorm_matmuls_fn)(celer_backend *be, const float *x, const celer_weight *norm,
-                                                 int64_t T, int64_t d, float eps, float *h,
-                                                 const celer_weight *const *w, int n, float *const *y,
-                                                 celer_error *err);
-extern const celer_port celer_port_rmsnorm_matmuls;
-
 /* h (T, gate.rows) = act(x · gateᵀ) · (x · upᵀ): a feed-forward block's gate and up products and
  * their GLU (x (T, gate.cols); gate and up of one shape); u (T, up.rows) is the backend's to use.
  * Fallback: matmuls of gate and up into h and u, then glu. */

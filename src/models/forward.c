@@ -129,15 +129,10 @@ static celer_status matmul_glu(celer_backend *be, const celer_weight *gate, cons
 }
 
 /* A sub-layer's input: x += o first when the sub-layer before left its output there (pend),
- * then h = rmsnorm(x) · norm and the n products y[i] = h · w[i]ᵀ (none: h only; with products,
- * the backend's port may fuse the norm into them and leave h unwritten). */
+ * then h = rmsnorm(x) · norm and the n products y[i] = h · w[i]ᵀ (none: h only). */
 static celer_status norm_matmuls(const celer_model *m, celer_backend *be, int64_t T, const celer_weight *norm, bool pend,
                                  const celer_weight *const *w, int n, float *const *y, celer_acts *a, celer_error *err)
 {
-    celer_port_fn fn;
-    celer_error   none;
-    if (!pend && n > 0 && !celer_port_select(&celer_port_rmsnorm_matmuls, be->ops->kind, &fn, &none))
-        return ((celer_rmsnorm_matmuls_fn)fn)(be, a->x, norm, T, m->hp.n_embd, m->norm_eps, a->h, w, n, y, err);
     if (pend) TRY(add_norm(m, be, T, norm, a, err));
     else TRY(be->ops->rmsnorm(be, a->x, norm, T, m->hp.n_embd, m->norm_eps, a->h, err));
     return n > 0 ? matmuls(be, w, n, a->h, T, y, err) : CELER_OK;

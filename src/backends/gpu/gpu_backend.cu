@@ -391,8 +391,6 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->moe_combine  = !(mc && !strcmp(mc, "0"));
     const char *gf  = getenv("CELER_GPU_GLU_FUSE"); /* 1: one-token gate/up products and their GLU in one launch */
     g->glu_fuse     = gf && !strcmp(gf, "1");
-    const char *nf  = getenv("CELER_GPU_NORM_FUSE"); /* 1: one-token rmsnorm in the products that read it */
-    g->norm_fuse    = nf && !strcmp(nf, "1");
     const char *ms  = getenv("CELER_GPU_MOE_STREAM"); /* 0: a MoE prefill's experts on the tiled kernel */
     g->moe_stream   = !(ms && !strcmp(ms, "0"));
     const char *bf  = getenv("CELER_GPU_BLAS_FROM"); /* tokens, 0: never (gpu_blas.h) */

@@ -323,29 +323,6 @@ extern "C" celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight 
     return CELER_OK;
 }
 
-/* The port celer_port_rmsnorm_matmuls: with CELER_GPU_NORM_FUSE=1, a one-token step whose
- * products would take the integer decode kernel in one launch (one format, the norm in each
- * block: gpu_matvec_q8_norm; h left unwritten); anything else as its fallback. */
-extern "C" celer_status celer_gpu_rmsnorm_matmuls(celer_backend *be, const float *x, const celer_weight *norm,
-                                                  int64_t T, int64_t d, float eps, float *h,
-                                                  const celer_weight *const *w, int n, float *const *y,
-                                                  celer_error *err)
-{
-    gpu_backend *g = gpu_of(be);
-    gpu_wdesc    dw[GPU_MVQ_SET];
-    int          f[GPU_MVQ_SET];
-    if (gpu_alive(g, err)) return err->code;
-    bool fused = g->norm_fuse && T == 1 && n >= 1 && n <= GPU_MVQ_SET && norm->type == CELER_GGML_F32 &&
-                 norm->cols == d && gpu_matvec_q8_norms(d, x, (const float *)norm->data);
-    for (int i = 0; fused && i < n; i++) { /* where the products would take the decode kernel, in one launch */
-        if (gpu_weight_desc(w[i], &dw[i], &f[i], err)) return err->code;
-        fused = mvq_takes(g, f[i], T) && f[i] == f[0] && dw[i].sdtype == dw[0].sdtype && w[i]->cols == d;
-    }
-    if (fused) return gpu_matvec_q8_norm(g, dw, n, f[0], x, (const float *)norm->data, d, eps, y, err);
-    if (gpu_rmsnorm(be, x, norm, T, d, eps, h, err)) return err->code;
-    return celer_gpu_matmuls(be, w, n, h, T, y, err);
-}
-
 /* The port celer_port_matmul_glu: with CELER_GPU_GLU_FUSE=1, a one-token step whose products
  * take the integer decode kernel in one launch (gpu_matvec_glu.cu); anything else as its
  * fallback. */

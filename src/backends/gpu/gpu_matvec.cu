@@ -9,7 +9,6 @@
  * Formats without a kernel here (F32, F16, BF16, MLX affine 2/3/5/6, mxfp4, mxfp8, nvfp4) take
  * the float decode kernel of gpu_matmul.cu. */
 #include "backends/gpu/gpu_mvq_units.cuh"
-#include "backends/gpu/gpu_norm.cuh"
 
 #include <string.h>
 
@@ -96,13 +95,9 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const mv_set &s)
  * loads in flight for the memory's latency (ncu: 12% of the warps active, ~2 TB/s). X8 (one-token
  * passes of activations quantized to 8 bits, gpu_matvec.h): the high level only; half the dot
  * instructions and activation loads of both levels, which bound this loop
- * (dev/kernels/gpu_readpat.cu): 8B tg128 +9%, Q4_K_M +28% on the H200. NORM (one token,
- * CELER_GPU_NORM_FUSE=1): the input is nin's row, normalized and quantized by the block itself
- * into shared memory (x.nb blocks at x.x8's levels; gpu_norm.cuh), as the norm kernel before it
- * would have: the same activations, one launch fewer. */
-template <int F, int NT, int KS, bool X8 = false, int SD = -1, bool NORM = false>
-__global__ void __launch_bounds__(MVQ_THREADS * KS)
-    k_mmvq(mv_set set, gpu_xq x, int nt, int64_t t0, gpu_mv_sel sel, gpu_norm_in nin)
+ * (dev/kernels/gpu_readpat.cu): 8B tg128 +9%, Q4_K_M +28% on the H200. */
+template <int F, int NT, int KS, bool X8 = false, int SD = -1>
+__global__ void __launch_bounds__(MVQ_THREADS * KS) k_mmvq(mv_set set, gpu_xq x, int nt, int64_t t0, gpu_mv_sel sel)
 {
     gpu_dep_deferred(); /* a lane's first units are loaded before the wait: no kernel writes weights */
     if (sel.ids) gpu_dep_enter(); /* the kernel before wrote the selections */
@@ -151,10 +146,6 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS)
     units_load<F, U>(w, rows, u0, nu, SW, ru);
     /* early (gpu_vendor.h): those loads overlap the kernel before, which wrote x and, with add, y */
     gpu_dep_enter();
-    if constexpr (NORM) {
-        extern __shared__ __align__(16) int8_t mvq_xs[];
-        x = norm_quant_row(nin, x.nb, x.x8, mvq_xs);
-    }
     for (int64_t u = u0; u < nu; u += U * SW) {
         if (u != u0) units_load<F, U>(w, rows, u, nu, SW, ru);
 #pragma unroll
@@ -191,19 +182,17 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS)
 
 /* ---- dispatch ------------------------------------------------------------------------------- */
 
-typedef void (*mmvq_fn)(mv_set, gpu_xq, int, int64_t, gpu_mv_sel, gpu_norm_in);
+typedef void (*mmvq_fn)(mv_set, gpu_xq, int, int64_t, gpu_mv_sel);
 
 /* A format's kernels: 1, 2, 4, 8 tokens a pass, one token in MVQ_KS column slices, the
- * two one-token ones with X8; then the four one-token ones with NORM (MVQ_NORM + those offsets). */
-enum { MVQ_SLICED = 4, MVQ_X8 = 5, MVQ_X8_SLICED = 6, MVQ_NORM = 7, MVQ_FNS = 11 };
+ * two one-token ones with X8. */
+enum { MVQ_SLICED = 4, MVQ_X8 = 5, MVQ_X8_SLICED = 6, MVQ_FNS = 7 };
 #define MVQ_ROW(F, SD)                                                                                              \
     {                                                                                                               \
         F, SD, {                                                                                                    \
             k_mmvq<F, 1, 1, false, SD>, k_mmvq<F, 2, 1, false, SD>, k_mmvq<F, 4, 1, false, SD>,                     \
                 k_mmvq<F, 8, 1, false, SD>, k_mmvq<F, 1, MVQ_KS, false, SD>, k_mmvq<F, 1, 1, true, SD>,             \
-                k_mmvq<F, 1, MVQ_KS, true, SD>, k_mmvq<F, 1, 1, false, SD, true>,                                   \
-                k_mmvq<F, 1, MVQ_KS, false, SD, true>, k_mmvq<F, 1, 1, true, SD, true>,                             \
-                k_mmvq<F, 1, MVQ_KS, true, SD, true>                                                                \
+                k_mmvq<F, 1, MVQ_KS, true, SD>                                                                      \
         }                                                                                                           \
     }
 static const struct {
@@ -219,11 +208,9 @@ static const mmvq_fn *mvq_of(int fmt, int sdtype)
 
 bool gpu_matvec_q8_has(int fmt) { return mvq_of(fmt, 0) != NULL; }
 
-/* gpu_matvec_q8, gpu_matvec_q8_sel and gpu_matvec_q8_norm (nin: one token, its row normalized
- * by the kernel, xq only its nb and levels), the products written (add false) or added to y. */
+/* gpu_matvec_q8 and gpu_matvec_q8_sel, the products written (add false) or added to y. */
 static celer_status mvq_launch(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
-                               const gpu_mv_sel *sel, int64_t n_sel, float *const *y, bool add, const gpu_norm_in *nin,
-                               celer_error *err)
+                               const gpu_mv_sel *sel, int64_t n_sel, float *const *y, bool add, celer_error *err)
 {
     if (n < 1 || n > GPU_MVQ_SET)
         return celer_fail(err, CELER_ERR_INVALID, "%s: %d weights in one decode product", CELER_GPU_NAME, n);
@@ -259,17 +246,10 @@ static celer_status mvq_launch(gpu_backend *g, const gpu_wdesc *w, int n, int fm
      * codes (the others read them as zeros: the same sums, at twice the work) */
     const int  t1 = xq->x8 ? (sliced ? MVQ_X8_SLICED : MVQ_X8) : (sliced ? MVQ_SLICED : 0);
     const int  t1_threads = sliced ? MVQ_THREADS * MVQ_KS : MVQ_THREADS;
-    const gpu_norm_in no_norm = {NULL, NULL, 0.0f};
     if (sel) /* one token each: a selection per grid row */
         return GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[t1], dim3((unsigned)total, (unsigned)n_sel), t1_threads, 0,
-                                     set, *xq, 1, (int64_t)0, *sel, no_norm);
+                                     set, *xq, 1, (int64_t)0, *sel);
     const gpu_mv_sel none = {NULL, 1, 0};
-    if (nin) { /* the NORM kernel of t1's kind: its row quantized into shared memory */
-        const int    ix   = MVQ_NORM + (xq->x8 ? 2 : 0) + (sliced ? 1 : 0);
-        const size_t smem = (size_t)xq->nb * (XQ_BLOCK + sizeof(float2));
-        return GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8 norm", fn[ix], (unsigned)total, t1_threads, smem, set, *xq, 1,
-                                     (int64_t)0, none, *nin);
-    }
     for (int64_t t0 = 0; t0 < T; t0 += GPU_MVQ_TOKENS) {
         const int nt = (int)(T - t0 < (int64_t)GPU_MVQ_TOKENS ? T - t0 : (int64_t)GPU_MVQ_TOKENS);
         const int ix = nt == 1 ? t1 : nt == 2 ? 1 : nt <= 4 ? 2 : 3;
@@ -277,7 +257,7 @@ static celer_status mvq_launch(gpu_backend *g, const gpu_wdesc *w, int n, int fm
         x.q += t0 * x.nb * XQ_BLOCK;
         x.d += t0 * x.nb;
         if (GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[ix], (unsigned)total, nt == 1 ? t1_threads : MVQ_THREADS, 0,
-                                  set, x, nt, t0, none, no_norm))
+                                  set, x, nt, t0, none))
             return err->code;
     }
     return CELER_OK;
@@ -286,35 +266,11 @@ static celer_status mvq_launch(gpu_backend *g, const gpu_wdesc *w, int n, int fm
 celer_status gpu_matvec_q8_sel(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
                                const gpu_mv_sel *sel, int64_t n_sel, float *const *y, celer_error *err)
 {
-    return mvq_launch(g, w, n, fmt, xq, T, sel, n_sel, y, false, NULL, err);
+    return mvq_launch(g, w, n, fmt, xq, T, sel, n_sel, y, false, err);
 }
 
 celer_status gpu_matvec_q8(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
                            float *const *y, bool add, celer_error *err)
 {
-    return mvq_launch(g, w, n, fmt, xq, T, NULL, 0, y, add, NULL, err);
-}
-
-/* At most this many columns (the row's quantized blocks in a block's shared memory: 36 KB, under
- * the 48 KB a kernel has without asking). */
-enum { MVQ_NORM_COLS = 16384 };
-
-bool gpu_matvec_q8_norms(int64_t d, const float *x, const float *w)
-{
-    return d % 32 == 0 && d <= MVQ_NORM_COLS && norm_lanes(d) > 0 && ((uintptr_t)x | (uintptr_t)w) % 16 == 0;
-}
-
-celer_status gpu_matvec_q8_norm(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const float *x, const float *nw,
-                                int64_t d, float eps, float *const *y, celer_error *err)
-{
-    if (!gpu_matvec_q8_norms(d, x, nw))
-        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no normalizing decode product for a row of %lld values",
-                          CELER_GPU_NAME, (long long)d);
-    for (int i = 0; i < n; i++)
-        if (w[i].cols != d)
-            return celer_fail(err, CELER_ERR_INVALID, "%s: a normalizing decode product of %lld columns by a row of %lld",
-                              CELER_GPU_NAME, (long long)w[i].cols, (long long)d);
-    const gpu_xq      xq  = {NULL, NULL, d / 32, g->mvq_x8};
-    const gpu_norm_in nin = {x, nw, eps};
-    return mvq_launch(g, w, n, fmt, &xq, 1, NULL, 0, y, false, &nin, err);
+    return mvq_launch(g, w, n, fmt, xq, T, NULL, 0, y, add, err);
 }

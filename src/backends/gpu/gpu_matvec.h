@@ -42,15 +42,6 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_xq_out &o) { return gpu
  * between (each forgets xq_src). */
 celer_status gpu_quant_x(gpu_backend *g, const float *x, int64_t T, int64_t cols, bool x8, gpu_xq *xq,
                          celer_error *err);
-/* A row for a product to normalize itself (RMSNorm, gpu_norm.cuh's norm_quant_row): x, its norm
- * weight w (both of the product's columns, 16-byte aligned) and eps. */
-typedef struct {
-    const float *x, *w;
-    float        eps;
-} gpu_norm_in;
-
-static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_norm_in &n) { return gpu_sig_args(h, n.x, n.w, n.eps); }
-
 /* The buffer for n quantized values (n / 32 blocks), at the dense products' levels (g->mvq_x8),
  * for a kernel that writes x to quantize it on the way out; after its launch the caller says so
  * with gpu_xq_held. */
@@ -153,15 +144,6 @@ celer_status gpu_matvec_q8(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, c
 /* The same over the n_sel selections of sel (T unused), one launch. */
 celer_status gpu_matvec_q8_sel(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
                                const gpu_mv_sel *sel, int64_t n_sel, float *const *y, celer_error *err);
-
-/* Whether gpu_matvec_q8_norm takes a row of d values at x with norm weight w. */
-bool         gpu_matvec_q8_norms(int64_t d, const float *x, const float *w);
-/* y[i] (1, w[i].rows) = ĥ · w[i]ᵀ for h = rmsnorm(x) · nw (one token of d values, eps), ĥ its
- * quantization at the dense products' levels (g->mvq_x8), n weights of format fmt: the norm in
- * each block of the products' launch (CELER_GPU_NORM_FUSE=1); the same values as the rmsnorm op
- * then gpu_matvec_q8 of h. h is not written. */
-celer_status gpu_matvec_q8_norm(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const float *x, const float *nw,
-                                int64_t d, float eps, float *const *y, celer_error *err);
 
 /* Whether a MoE decode step of K selections a token can take gpu_matvec_q8_combine. */
 bool         gpu_matvec_q8_combines(int64_t K);

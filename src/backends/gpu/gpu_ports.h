@@ -17,9 +17,6 @@ celer_status celer_gpu_attn_inputs(celer_backend *be, celer_kv_cache *kv, int32_
 
 celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight *const *w, int n, const float *x, int64_t T,
                                float *const *y, celer_error *err);
-celer_status celer_gpu_rmsnorm_matmuls(celer_backend *be, const float *x, const celer_weight *norm, int64_t T, int64_t d,
-                                      float eps, float *h, const celer_weight *const *w, int n, float *const *y,
-                                      celer_error *err);
 celer_status celer_gpu_matmul_glu(celer_backend *be, const celer_weight *gate, const celer_weight *up, const float *x,
                                   int64_t T, celer_act act, float *h, float *u, celer_error *err);
 celer_status celer_gpu_matmul_add(celer_backend *be, const celer_weight *w, const float *x, int64_t T, float *y,
