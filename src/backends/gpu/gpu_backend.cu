@@ -380,8 +380,8 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     const char *mf  = getenv("CELER_GPU_MMQ_FROM"); /* 0 .. 32: see gpu_mmq.h */
     g->mmq_from     = mf && *mf ? atoi(mf) : GPU_MMQ_FROM;
     if (g->mmq_from < 0 || g->mmq_from > GPU_MMQ_SMALL) g->mmq_from = GPU_MMQ_FROM;
-    const char *sw  = getenv("CELER_GPU_SQ_WIDE"); /* 0, 1, 3: the batch kernel's other geometries (gpu_mmq_small.cu) */
-    g->sq_geom      = sw && (!strcmp(sw, "0") || !strcmp(sw, "1") || !strcmp(sw, "3")) ? atoi(sw) : 2; /* SQ_GEOM_DEFAULT */
+    const char *sw  = getenv("CELER_GPU_SQ_WIDE"); /* 0, 1: the batch kernel's other geometries (gpu_mmq_small.cu) */
+    g->sq_geom      = sw && (!strcmp(sw, "0") || !strcmp(sw, "1")) ? atoi(sw) : 2; /* SQ_GEOM_DEFAULT */
     const char *na  = getenv("CELER_GPU_NORM_ADD_SLICE"); /* 0: a decode step's add_rmsnorm in one block a row */
     g->norm_add_slice = !(na && !strcmp(na, "0"));
     const char *mg  = getenv("CELER_GPU_MOE_GROUP"); /* N: MoE decode steps of N tokens and more grouped on the device */

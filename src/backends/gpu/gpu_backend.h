@@ -66,7 +66,7 @@ typedef struct {
     const void *smem_fns[GPU_SMEM_FNS]; /* kernels allowed their shared memory past 48 KB (gpu_allow_smem) */
     int         n_smem_fns;
     int      mmq_from;    /* steps of more tokens take the integer matrix units (gpu_mmq.h) */
-    int      sq_geom;     /* the batch kernel's geometry, 2 (CELER_GPU_SQ_WIDE=0, 1, 3: the others; gpu_mmq_small.cu) */
+    int      sq_geom;     /* the batch kernel's geometry, 2 (CELER_GPU_SQ_WIDE=0 or 1: the others; gpu_mmq_small.cu) */
     int      blas_from;   /* Q4_0/Q8_0 steps of this many tokens take the vendor BLAS; 0: none does (gpu_blas.h) */
     bool     blas_f32;    /* F32 weights' long steps take it (unless CELER_GPU_BLAS_FROM=0) */
     size_t   blas_chunk;  /* bytes of f16 weight rows the BLAS path dequantizes at a time */

@@ -17,28 +17,22 @@
  * nibbles when read; the sums are the same as the tiled kernel's. X8 (activations quantized to 8
  * bits, gpu_matvec.h: their lo codes zeros): the lo codes neither copied nor multiplied, half the
  * activations' copies and half the mma. */
-enum { SQ_ROWS = 64, SQ_BQ = 8, SQ_STAGES = 3, SQ_DEEP_STAGES = 8, SQ_DEEP_SMEM = 160 * 1024 };
+enum { SQ_ROWS = 64, SQ_BQ = 8, SQ_STAGES = 3 };
 
 /* The block's geometry G: 0 (CELER_GPU_SQ_WIDE=0), 64 rows, SQ_BQ column blocks a stage, SQ_STAGES
  * stages; 1 and 2 (=1; 2 the default), 128 rows a block, a warp each 16-row tile with every token
  * (a half of the activations' reads through the L2 a row), 8 column blocks in 2 stages or 4 in 3.
  * The 8B's batch of 32 decoded 3,498, 3,964 and 4,159 tok/s in geometries 0, 1 and 2 (none
- * launched early; docs/benchmarks/gpu-h200.md, eighteenth pass). 3 (=3, an experiment): 2's
- * blocks with SQ_DEEP_STAGES stages, fewer where SQ_DEEP_SMEM would not hold them (what a block
- * of sm_80 may have: 163 KB). A grid is
- * about one block an SM (14336 rows: 112 blocks of 128), and with two stages ahead an SM keeps
- * 16 KB of Q4_0 codes in flight: 14336 x 4096 took 28 us at 2 to 8 tokens, 1.2 TB/s, what
- * Little's law gives for ~2 us of loaded latency (Q8_0's 32 KB: 2 TB/s; docs/benchmarks/gpu-h200.md,
- * twentieth pass); seven ahead keep 56 KB. A product's sums are the same bit for bit in all
- * four: each output is one lane's sum over the column blocks in order, and the column parts are
- * the same. */
-enum { SQ_GEOM_DEFAULT = 2, SQ_GEOMS = 4 }; /* gpu_backend.cu's default g->sq_geom; the experts' kernel's */
+ * launched early; docs/benchmarks/gpu-h200.md, eighteenth pass). A product's sums are the same
+ * bit for bit in all three: each output is one lane's sum over the column blocks in order, and
+ * the column parts are the same. */
+enum { SQ_GEOM_DEFAULT = 2 }; /* gpu_backend.cu's default g->sq_geom; the experts' kernel's */
 template <int G> struct sq_geom {
-    static constexpr int ROWS = G ? 128 : SQ_ROWS, BQ = G >= 2 ? 4 : SQ_BQ, STAGES = G == 1 ? 2 : SQ_STAGES;
+    static constexpr int ROWS = G ? 128 : SQ_ROWS, BQ = G == 2 ? 4 : SQ_BQ, STAGES = G == 1 ? 2 : SQ_STAGES;
 };
 
 template <int F, int NT, int G = 0> struct sq_shape {
-    static constexpr int SQ_ROWS = sq_geom<G>::ROWS, SQ_BQ = sq_geom<G>::BQ;
+    static constexpr int SQ_ROWS = sq_geom<G>::ROWS, SQ_BQ = sq_geom<G>::BQ, SQ_STAGES = sq_geom<G>::STAGES;
     static constexpr int WB     = F == GPU_Q4_0 ? 16 : 32;  /* code bytes of a block */
     static constexpr int WLD    = SQ_BQ * WB + 16;          /* a row's stride (16 bytes of padding: no bank conflicts) */
     static constexpr int XLD    = 2 * SQ_BQ * 32 + 16;      /* a token's: hi codes, then lo codes */
@@ -46,8 +40,6 @@ template <int F, int NT, int G = 0> struct sq_shape {
     static constexpr int X_OFF  = WS_OFF + SQ_ROWS * 2 * SQ_BQ;
     static constexpr int XS_OFF = X_OFF + NT * XLD;         /* the tokens' (d, d · S), NT a column block */
     static constexpr int STAGE  = XS_OFF + NT * SQ_BQ * 8;
-    static constexpr int DEEP   = SQ_DEEP_SMEM / STAGE < SQ_DEEP_STAGES ? SQ_DEEP_SMEM / STAGE : SQ_DEEP_STAGES;
-    static constexpr int SQ_STAGES = G == 3 ? DEEP : sq_geom<G>::STAGES;
     static constexpr int HALVES = NT >= 16 && !G ? 2 : 1;   /* token parts: a warp each for a row tile */
     static constexpr int RT     = SQ_ROWS / 16;             /* row tiles */
     static constexpr int THREADS = 32 * RT * HALVES;
@@ -299,7 +291,6 @@ __global__ void __launch_bounds__((sq_shape<F, NT, SQ_GEOM_DEFAULT>::THREADS),
 }
 
 /* Up to GPU_MMQ_SMALL tokens: k_mmq_s in tiles of 8, 16 or 32 tokens, in the geometry g->sq_geom. */
-static_assert(sq_shape<GPU_Q8_0, 32, 3>::SQ_STAGES >= 3, "the deep geometry at least as deep as the default");
 #define SQ_FNS(G, X8, F) {k_mmq_s<F, 8, X8, G>, k_mmq_s<F, 16, X8, G>, k_mmq_s<F, 32, X8, G>}
 #define SQ_FNS_G(G)                                                                                                 \
     {{SQ_FNS(G, false, GPU_Q4_0), SQ_FNS(G, false, GPU_Q8_0)}, {SQ_FNS(G, true, GPU_Q4_0), SQ_FNS(G, true, GPU_Q8_0)}}
@@ -308,17 +299,14 @@ static_assert(sq_shape<GPU_Q8_0, 32, 3>::SQ_STAGES >= 3, "the deep geometry at l
 celer_status gpu_mmq_small(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, int64_t T, float *y,
                            bool add, celer_error *err)
 {
-    static const gpu_mmq_fn fns[SQ_GEOMS][2][2][3] = {SQ_FNS_G(0), SQ_FNS_G(1), SQ_FNS_G(2), SQ_FNS_G(3)};
-    static const int stage[SQ_GEOMS][2][3]   = {SQ_SIZES_G(0, STAGE), SQ_SIZES_G(1, STAGE), SQ_SIZES_G(2, STAGE),
-                                                SQ_SIZES_G(3, STAGE)};
-    static const int stages[SQ_GEOMS][2][3]  = {SQ_SIZES_G(0, SQ_STAGES), SQ_SIZES_G(1, SQ_STAGES),
-                                                SQ_SIZES_G(2, SQ_STAGES), SQ_SIZES_G(3, SQ_STAGES)};
-    static const int threads[SQ_GEOMS][2][3] = {SQ_SIZES_G(0, THREADS), SQ_SIZES_G(1, THREADS),
-                                                SQ_SIZES_G(2, THREADS), SQ_SIZES_G(3, THREADS)};
-    static const int rows[SQ_GEOMS] = {sq_geom<0>::ROWS, sq_geom<1>::ROWS, sq_geom<2>::ROWS, sq_geom<3>::ROWS};
-    const int        G = g->sq_geom, f = fmt == GPU_Q8_0, s = T <= 8 ? 0 : T <= 16 ? 1 : 2;
+    static const gpu_mmq_fn fns[3][2][2][3]   = {SQ_FNS_G(0), SQ_FNS_G(1), SQ_FNS_G(2)};
+    static const int    stage[3][2][3]    = {SQ_SIZES_G(0, STAGE), SQ_SIZES_G(1, STAGE), SQ_SIZES_G(2, STAGE)};
+    static const int    threads[3][2][3]  = {SQ_SIZES_G(0, THREADS), SQ_SIZES_G(1, THREADS), SQ_SIZES_G(2, THREADS)};
+    static const int    stages[3] = {sq_geom<0>::STAGES, sq_geom<1>::STAGES, sq_geom<2>::STAGES};
+    static const int    rows[3]   = {sq_geom<0>::ROWS, sq_geom<1>::ROWS, sq_geom<2>::ROWS};
+    const int    G = g->sq_geom, f = fmt == GPU_Q8_0, s = T <= 8 ? 0 : T <= 16 ? 1 : 2;
     const gpu_mmq_fn fn = fns[G][xq->x8][f][s];
-    const size_t     smem = (size_t)stages[G][f][s] * (size_t)stage[G][f][s];
+    const size_t smem = (size_t)stages[G] * (size_t)stage[G][f][s];
     unsigned     br, bp;
     if (gpu_allow_smem(g, (const void *)fn, smem, err)) return err->code;
     if (gpu_grid(g, w->rows, rows[G], &br, "mmq", err) ||
