@@ -1,6 +1,6 @@
 /* A feed-forward block's gate and up products and their GLU for one token through the GPU
- * backend's port matmul_glu: with CELER_GPU_GLU_FUSE=1 one launch (src/backends/gpu/
- * gpu_matvec_glu.cu), else the gate and up products in one launch, then k_glu. The shapes issue
+ * backend's port matmul_glu: by default one launch (src/backends/gpu/gpu_matvec_glu.cu), with
+ * CELER_GPU_GLU_FUSE=0 the gate and up products in one launch, then k_glu. The shapes issue
  * 10 measures — Llama-3.1-8B's 14336 x 4096 and Qwen3-0.6B's 3072 x 1024 — in Q4_0, Q8_0 and
  * Q4_K. For each: the check against the CPU (matmul, matmul, glu: relative L2 under 1e-2, the
  * CPU's 8-bit activations), the time of one call inside a replayed step graph (a call a copy of
@@ -8,7 +8,7 @@
  * them) and the weights' bytes a second.
  *
  * Build against a GPU build (`scripts/gpu-check.sh kernels` with KERNELS=gpu_glu) and run both
- * ways: kernel_gpu_glu [REPS], CELER_GPU_GLU_FUSE=1 kernel_gpu_glu [REPS]. */
+ * ways: kernel_gpu_glu [REPS], CELER_GPU_GLU_FUSE=0 kernel_gpu_glu [REPS]. */
 #define HARNESS_NAME "kernel_gpu_glu"
 #include "gpu_harness.h"
 
@@ -72,7 +72,7 @@ int main(int argc, char **argv)
     if (celer_port_select(&celer_port_matmul_glu, gpu->ops->kind, &fn, &err)) die("no matmul_glu port on this backend");
     const char *fuse = getenv("CELER_GPU_GLU_FUSE");
     printf("gate/up + GLU, one token, %s; %d steps\n",
-           fuse && !strcmp(fuse, "1") ? "fused (CELER_GPU_GLU_FUSE=1)" : "products, then glu", reps);
+           fuse && !strcmp(fuse, "0") ? "products, then glu (CELER_GPU_GLU_FUSE=0)" : "fused", reps);
     static const celer_ggml_type types[]     = {CELER_GGML_Q4_0, CELER_GGML_Q8_0, CELER_GGML_Q4_K};
     static const int64_t         shapes[][2] = {{14336, 4096}, {3072, 1024}}; /* Llama-3.1-8B's, Qwen3-0.6B's */
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)

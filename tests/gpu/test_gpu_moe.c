@@ -8,7 +8,7 @@
  *     (8 tokens and more) grouped by expert on the device and not (CELER_GPU_MOE_GROUP=0), both
  *     within the CPU's bound; the decode path's down products summing their selections
  *     themselves against the two launches they replace (CELER_GPU_MOE_COMBINE=0), and its gate
- *     and up products and GLU in one launch (CELER_GPU_GLU_FUSE=1) against three, bit for bit.
+ *     and up products and GLU in one launch against three (CELER_GPU_GLU_FUSE=0), bit for bit.
  * Run on a machine with a GPU (scripts/gpu-check.sh); built only with CELER_CUDA or CELER_HIP. */
 #include "backends/ports.h"
 
@@ -46,7 +46,7 @@ static void stacked_ffn(celer_backend *b, celer_ggml_type t, int64_t T, void *co
 /* Backends with variables of the decode path set (NULL where none opens): no batch grouped on
  * the device (each choice reads its expert's rows; the down products sum their selections), and
  * that with the down products and their sum in two launches, or with the gate and up products
- * and their GLU in one, each bit for bit the first where the products it replaces run unsliced
+ * and their GLU in three, each bit for bit the first where the products it replaces run unsliced
  * (ref: the variant it equals, -1: none; rows: those products' rows a selection). */
 static struct {
     const char    *env[2]; /* NAME=VALUE, or NULL */
@@ -56,7 +56,7 @@ static struct {
     float         *out;
 } variant[] = {{{"CELER_GPU_MOE_GROUP=0", NULL}, -1, 0, NULL, NULL},
                {{"CELER_GPU_MOE_GROUP=0", "CELER_GPU_MOE_COMBINE=0"}, 0, SD, NULL, NULL},
-               {{"CELER_GPU_MOE_GROUP=0", "CELER_GPU_GLU_FUSE=1"}, 0, 2 * SFF, NULL, NULL}};
+               {{"CELER_GPU_MOE_GROUP=0", "CELER_GPU_GLU_FUSE=0"}, 0, 2 * SFF, NULL, NULL}};
 enum { N_VARIANTS = sizeof variant / sizeof variant[0] };
 
 /* moe_ffn over experts that are views of one stacked tensor per projection (as models load

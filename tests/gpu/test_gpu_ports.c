@@ -5,8 +5,8 @@
  *     cache contents compared directly);
  *   - matmuls against the CPU's matmul per weight: 1e-3 (1e-2 where the BLAS path may take it);
  *   - matmul_add against the product and an add: equal bit for bit;
- *   - matmul_glu, one token: with CELER_GPU_GLU_FUSE=1 (one launch) bit for bit the default's
- *     products and glu where those run unsliced, a down product of its output too; the
+ *   - matmul_glu, one token: the default's one launch bit for bit the products and glu of
+ *     CELER_GPU_GLU_FUSE=0 where those run unsliced, a down product of its output too; the
  *     default's against the CPU's fallback: 1e-2 (2e-2 with 8-bit activations).
  * Every other op: test_gpu_ops.c. Run on a machine with a GPU (scripts/gpu-check.sh); built only
  * with CELER_CUDA or CELER_HIP. */
@@ -184,9 +184,9 @@ static void test_matmul_add(void)
     }
 }
 
-/* The port matmul_glu for one token on two backends, the default (the gate and up products,
- * then glu) and one with CELER_GPU_GLU_FUSE=1 (gpu_matvec_glu.cu, one launch): h bit for bit
- * where the default's products run unsliced (two weights of ff rows: ff / 8 blocks, at least two
+/* The port matmul_glu for one token on two backends, the default (gpu_matvec_glu.cu, one
+ * launch) and one with CELER_GPU_GLU_FUSE=0 (the gate and up products, then glu): h bit for bit
+ * where the second's products run unsliced (two weights of ff rows: ff / 8 blocks, at least two
  * an SM), for ff a multiple of 32 (h quantized on the way out, into the buffer apart from the
  * input's) and not (h in f32 only); then a down product reading h on each, which takes the
  * quantized copy each left: the same bits. The default's h against the CPU's fallback (matmul,
@@ -196,12 +196,12 @@ static void test_matmul_glu(void)
     enum { K = 512, D = 64 };
     static const celer_ggml_type types[] = {CELER_GGML_Q4_0, CELER_GGML_Q8_0, CELER_GGML_Q4_K};
     static const int64_t         ffs[]   = {2304, 2216};
-    celer_backend               *fused = gpu_backend_with((const char *const[]){"CELER_GPU_GLU_FUSE=1"}, 1), *was = gpu;
+    celer_backend               *apart = gpu_backend_with((const char *const[]){"CELER_GPU_GLU_FUSE=0"}, 1), *was = gpu;
     celer_device_facts           facts;
     CHECK(celer_device_query(0, &facts, &err) == CELER_OK);
     celer_port_fn fn;
     CHECK(celer_port_select(&celer_port_matmul_glu, gpu->ops->kind, &fn, &err) == CELER_OK);
-    if (!fused) return;
+    if (!apart) return;
     for (size_t c = 0; c < sizeof types / sizeof types[0] * 2; c++) {
         const celer_ggml_type t   = types[c / 2];
         const int64_t         ff  = ffs[c % 2];
@@ -211,7 +211,7 @@ static void test_matmul_glu(void)
         float *x = malloc(K * sizeof *x), *h[2], *y[2], *hc = malloc((size_t)ff * sizeof *hc);
         float *uc = malloc((size_t)ff * sizeof *uc);
         random_acts(x, 1, K);
-        celer_backend *be[2] = {was, fused};
+        celer_backend *be[2] = {was, apart};
         for (int b = 0; b < 2; b++) {
             gpu = be[b];
             celer_weight wg = {.type = t, .rows = ff, .cols = K, .data = rg}, wu = wg, wd;
@@ -241,13 +241,13 @@ static void test_matmul_glu(void)
         const bool   same  = !memcmp(h[0], h[1], (size_t)ff * sizeof *h[0]) &&
                           (ff % 32 || !memcmp(y[0], y[1], D * sizeof *y[0]));
         if (!(e < bound) || (exact && !same))
-            fprintf(stderr, "  matmul_glu %s ff=%lld act %d: %.2e against the CPU, fused %s\n", celer_ggml_type_get(t)->name,
+            fprintf(stderr, "  matmul_glu %s ff=%lld act %d: %.2e against the CPU, apart %s\n", celer_ggml_type_get(t)->name,
                     (long long)ff, (int)act, e, same ? "equal" : "differs");
         CHECK(e < bound && (!exact || same));
         free(rg), free(ru), free(rd), free(x), free(hc), free(uc);
         for (int b = 0; b < 2; b++) free(h[b]), free(y[b]);
     }
-    celer_backend_destroy(fused);
+    celer_backend_destroy(apart);
 }
 
 int main(void)

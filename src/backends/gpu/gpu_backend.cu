@@ -389,8 +389,8 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     if (g->moe_group < 0) g->moe_group = GPU_MOE_GROUP;
     const char *mc  = getenv("CELER_GPU_MOE_COMBINE"); /* 0: a MoE decode step's combine in a kernel of its own */
     g->moe_combine  = !(mc && !strcmp(mc, "0"));
-    const char *gf  = getenv("CELER_GPU_GLU_FUSE"); /* 1: one-token gate/up products and their GLU in one launch */
-    g->glu_fuse     = gf && !strcmp(gf, "1");
+    const char *gf  = getenv("CELER_GPU_GLU_FUSE"); /* 0: one-token gate/up products, then their GLU */
+    g->glu_fuse     = !(gf && !strcmp(gf, "0"));
     const char *ms  = getenv("CELER_GPU_MOE_STREAM"); /* 0: a MoE prefill's experts on the tiled kernel */
     g->moe_stream   = !(ms && !strcmp(ms, "0"));
     const char *bf  = getenv("CELER_GPU_BLAS_FROM"); /* tokens, 0: never (gpu_blas.h) */

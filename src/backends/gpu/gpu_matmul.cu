@@ -323,8 +323,8 @@ extern "C" celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight 
     return CELER_OK;
 }
 
-/* The port celer_port_matmul_glu: with CELER_GPU_GLU_FUSE=1, a one-token step whose products
- * take the integer decode kernel in one launch (gpu_matvec_glu.cu); anything else as its
+/* The port celer_port_matmul_glu: a one-token step whose products take the integer decode
+ * kernel in one launch (gpu_matvec_glu.cu; CELER_GPU_GLU_FUSE=0: not); anything else as its
  * fallback. */
 extern "C" celer_status celer_gpu_matmul_glu(celer_backend *be, const celer_weight *gate, const celer_weight *up,
                                              const float *x, int64_t T, celer_act act, float *h, float *u,

@@ -1,6 +1,6 @@
-/* A one-token pass's gate and up products and their GLU in one launch (CELER_GPU_GLU_FUSE=1: the
- * port celer_port_matmul_glu, gpu_matmul.cu, and a MoE decode step's experts, gpu_moe.cu), on the
- * integer decode kernels' units (gpu_mvq_units.cuh). */
+/* A one-token pass's gate and up products and their GLU in one launch (the port
+ * celer_port_matmul_glu, gpu_matmul.cu, and a MoE decode step's experts, gpu_moe.cu; the default,
+ * CELER_GPU_GLU_FUSE=0 runs them apart), on the integer decode kernels' units (gpu_mvq_units.cuh). */
 #include "backends/gpu/gpu_glu.cuh"
 #include "backends/gpu/gpu_mvq_units.cuh"
 
