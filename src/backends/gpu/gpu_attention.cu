@@ -91,6 +91,69 @@ static __device__ __forceinline__ void att_load(const KT *__restrict__ kc, const
     }
 }
 
+/* The outputs of heads row0 .. row0 + ng - 1 (rows of the step's output, consecutive): the merge
+ * of each one's splits' partial results (split z's max, sum and hd unnormalized values at
+ * part + (row · splits + z) · (hd + 2)), in split order, into out (and its quantization). The heads
+ * are merged together, as many at once as their weights fit s_w (cap floats; s_l takes a sum a
+ * head): warp w takes the maxima and sums of heads w, w + warps, ... (the loads of many splits in
+ * flight) and leaves each split's weight; then each thread sums MERGE_OUTS outputs over the
+ * splits at once, their loads in flight together — one chain of round trips to the L2 for all
+ * the heads, where one head after another made a chain each (~20 µs a layer of the 8B after 512
+ * tokens, 64 splits of 4 heads). Each output's sum runs in split order: the same values as one
+ * head at a time. P: how the partials are read (volatile: written by other blocks of the running
+ * kernel, past this SM's L1). Every thread of the block calls it. */
+enum { MERGE_OUTS = 4 };
+template <typename P>
+static __device__ __forceinline__ void merge_heads(P *part, int64_t row0, int ng, int32_t splits, int64_t hd,
+                                                   float *out, const gpu_xq_out &xo, float *s_w, int cap, float *s_l)
+{
+    const int     lane = threadIdx.x % CELER_WARP, wid = threadIdx.x / CELER_WARP, nw = blockDim.x / CELER_WARP;
+    const int     per  = cap / splits > 1 ? cap / splits : 1; /* heads a round (splits <= cap) */
+    const int64_t st   = hd + 2;
+    for (int r0 = 0; r0 < ng; r0 += per) {
+        const int nh = ng - r0 < per ? ng - r0 : per;
+        for (int g = wid; g < nh; g += nw) {
+            P    *pr = part + (row0 + r0 + g) * splits * st;
+            float M = -INFINITY, L = 0.0f;
+            for (int32_t z = lane; z < splits; z += CELER_WARP) M = fmaxf(M, pr[z * st]);
+            M = gpu_warp_max(M);
+            for (int32_t z = lane; z < splits; z += CELER_WARP) {
+                const float mz = pr[z * st], w = mz == -INFINITY ? 0.0f : expf(mz - M); /* -inf: no key there */
+                s_w[g * splits + z] = w, L += pr[z * st + 1] * w;
+            }
+            L = gpu_warp_sum(L);
+            if (lane == 0) s_l[g] = L;
+        }
+        __syncthreads();
+        const int64_t n = nh * hd;
+        for (int64_t r = threadIdx.x; r < n; r += MERGE_OUTS * (int64_t)blockDim.x) {
+            P           *pv[MERGE_OUTS];
+            const float *wv[MERGE_OUTS];
+            float        v[MERGE_OUTS];
+            bool         live[MERGE_OUTS];
+#pragma unroll
+            for (int k = 0; k < MERGE_OUTS; k++) {
+                const int64_t rk = r + k * (int64_t)blockDim.x, g = rk < n ? rk / hd : 0, i = rk % hd;
+                live[k] = rk < n, v[k] = 0.0f;
+                pv[k] = part + (row0 + r0 + g) * splits * st + 2 + i, wv[k] = s_w + g * splits;
+            }
+#pragma unroll 8
+            for (int32_t z = 0; z < splits; z++)
+#pragma unroll
+                for (int k = 0; k < MERGE_OUTS; k++)
+                    if (live[k]) v[k] += pv[k][z * st] * wv[k][z];
+#pragma unroll
+            for (int k = 0; k < MERGE_OUTS; k++) {
+                if (!live[k]) continue;
+                const int64_t rk = r + k * (int64_t)blockDim.x, g = rk / hd, i = rk % hd, row = row0 + r0 + g;
+                const float   L  = s_l[g];
+                put_out(out + row * hd, i, L > 0.0f ? v[k] / L : 0.0f, row * hd, xo);
+            }
+        }
+        __syncthreads(); /* s_w and s_l free for the next round */
+    }
+}
+
 /* HDC: the head-size class (128, 256 or 512; heads up to it, a multiple of 4). A lane holds NV
  * of a row's values, VW consecutive ones at VW lane + VW · warp · c (each load instruction of a
  * warp reads a contiguous run of the row); a block takes up to GMAX of one key head's query
@@ -206,7 +269,8 @@ __global__ void __launch_bounds__(THREADS) k_attention(
         } else
             put_out(out + (t * n_heads + h) * hd, i, L > 0.0f ? v / L : 0.0f, (t * n_heads + h) * hd, xo);
     }
-    if (!part || !count) return; /* one split, or k_attention_merge merges them */
+    if constexpr (GM == 1) return; /* wide blocks take every key in one split: no merge */
+    if (!part || !count) return;   /* one split, or k_attention_merge merges them */
     /* the last of the token's splits for these heads to finish merges them (count: one ticket a
      * (token, blockIdx.y), back at 0 after its last) */
     __shared__ int s_last;
@@ -220,43 +284,10 @@ __global__ void __launch_bounds__(THREADS) k_attention(
     __syncthreads();
     if (!s_last) return;
     __threadfence();
-    for (int g = 0; g < ng; g++) { /* s_acc is free: its weights and (max, sum) go there */
-        const int64_t row = t * n_heads + h0 + g;
-        merge_splits((const volatile float *)part + row * gridDim.z * (hd + 2), (int32_t)gridDim.z, hd, out + row * hd,
-                     row * hd, xo, &s_acc[0][0][0], &s_acc[0][0][0] + ATT_SPLITS_MAX);
-    }
-}
-
-/* One (token, head)'s output: the merge of its splits' partial results pr (split z's max, sum and
- * hd unnormalized values at pr + z · (hd + 2)), in split order, into o (and its quantization,
- * value base of the step's output on). The first warp takes the maxima and sums (loads of many
- * splits in flight, not one after another) and leaves each split's weight in s_w; then each
- * thread sums its values over the splits. P: how the partials are read (volatile: written by other
- * blocks of the running kernel, past this SM's L1). Every thread of the block calls it. */
-template <typename P>
-static __device__ __forceinline__ void merge_splits(P *pr, int32_t splits, int64_t hd, float *o, int64_t base,
-                                                    const gpu_xq_out &xo, float *s_w, float *s_ml)
-{
-    if (threadIdx.x < CELER_WARP) {
-        float M = -INFINITY, L = 0.0f;
-        for (int32_t z = threadIdx.x; z < splits; z += CELER_WARP) M = fmaxf(M, pr[z * (hd + 2)]);
-        M = gpu_warp_max(M);
-        for (int32_t z = threadIdx.x; z < splits; z += CELER_WARP) {
-            const float mz = pr[z * (hd + 2)], w = mz == -INFINITY ? 0.0f : expf(mz - M); /* -inf: no key there */
-            s_w[z] = w, L += pr[z * (hd + 2) + 1] * w;
-        }
-        L = gpu_warp_sum(L);
-        if (threadIdx.x == 0) s_ml[0] = M, s_ml[1] = L;
-    }
-    __syncthreads();
-    const float L = s_ml[1];
-    for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) {
-        float v = 0.0f;
-#pragma unroll 8
-        for (int32_t z = 0; z < splits; z++) v += pr[z * (hd + 2) + 2 + i] * s_w[z];
-        put_out(o, i, L > 0.0f ? v / L : 0.0f, base, xo);
-    }
-    __syncthreads(); /* s_w and s_ml free for the next head */
+    constexpr int SPACE = MAX_WARPS * GMAX * HDC; /* s_acc is free: the weights and sums go there */
+    static_assert(SPACE - GMAX >= ATT_SPLITS_MAX, "a head's weights fit the merge's space");
+    merge_heads((const volatile float *)part, t * n_heads + h0, ng, (int32_t)gridDim.z, hd, out, xo, &s_acc[0][0][0],
+                SPACE - GMAX, &s_acc[0][0][0] + SPACE - GMAX);
 }
 
 /* out (token, head) = the merge of its splits (at most ATT_SPLITS_MAX): one block a (token,
@@ -265,9 +296,8 @@ __global__ void k_attention_merge(const float *__restrict__ part, int32_t splits
                                   gpu_xq_out xo)
 {
     gpu_dep_enter();
-    __shared__ float s_w[ATT_SPLITS_MAX], s_ml[2];
-    merge_splits(part + (int64_t)blockIdx.x * splits * (hd + 2), splits, hd, out + (int64_t)blockIdx.x * hd,
-                 (int64_t)blockIdx.x * hd, xo, s_w, s_ml);
+    __shared__ float s_w[ATT_SPLITS_MAX], s_l[1];
+    merge_heads(part, (int64_t)blockIdx.x, 1, splits, hd, out, xo, s_w, ATT_SPLITS_MAX, s_l);
 }
 
 /* One launch of k_attention for the head-size class hdc over the cache's pools of values KT: with
