@@ -24,7 +24,9 @@ extern "C" {
 
 #include <math.h>
 
-enum { ATT_THREADS = 128, ATT_WIDE_THREADS = 512, HD_MAX = 512, ATT_SPLITS_MAX = 1024 };
+/* ATT_SPLITS_MAX: a block's heads' merge weights (GMAX of them, each up to this many splits)
+ * fit its accumulators' shared memory; longer contexts take longer splits (att_split.h) */
+enum { ATT_THREADS = 128, ATT_WIDE_THREADS = 512, HD_MAX = 512, ATT_SPLITS_MAX = 512 };
 
 /* Value i of an output row (its first value is value base of the step's output), and with xo.q
  * its quantization for the o-projection (the X32 format, gpu_matvec.h): a warp's 32 lanes hold
@@ -93,64 +95,58 @@ static __device__ __forceinline__ void att_load(const KT *__restrict__ kc, const
 
 /* The outputs of heads row0 .. row0 + ng - 1 (rows of the step's output, consecutive): the merge
  * of each one's splits' partial results (split z's max, sum and hd unnormalized values at
- * part + (row · splits + z) · (hd + 2)), in split order, into out (and its quantization). The heads
- * are merged together, as many at once as their weights fit s_w (cap floats; s_l takes a sum a
- * head): warp w takes the maxima and sums of heads w, w + warps, ... (the loads of many splits in
- * flight) and leaves each split's weight; then each thread sums MERGE_OUTS outputs over the
- * splits at once, their loads in flight together — one chain of round trips to the L2 for all
- * the heads, where one head after another made a chain each (~20 µs a layer of the 8B after 512
- * tokens, 64 splits of 4 heads). Each output's sum runs in split order: the same values as one
- * head at a time. P: how the partials are read (volatile: written by other blocks of the running
- * kernel, past this SM's L1). Every thread of the block calls it. */
+ * part + (row · splits + z) · (hd + 2)), in split order, into out (and its quantization). All the
+ * heads at once: warp w takes the maxima and sums of heads w, w + warps, ... (the loads of many
+ * splits in flight) and leaves each split's weight in s_w (ng · splits floats) and each head's
+ * sum in s_l; then each thread sums MERGE_OUTS outputs over the splits together, their loads in
+ * flight at once — one chain of round trips to the L2 for all the heads, where one head after
+ * another made a chain each (~20 µs a layer of the 8B after 512 tokens: 64 splits of 4 heads).
+ * Each output's sum runs in split order: the same values as one head at a time. P: how the
+ * partials are read (volatile: written by other blocks of the running kernel, past this SM's
+ * L1). Every thread of the block calls it. */
 enum { MERGE_OUTS = 4 };
 template <typename P>
 static __device__ __forceinline__ void merge_heads(P *part, int64_t row0, int ng, int32_t splits, int64_t hd,
-                                                   float *out, const gpu_xq_out &xo, float *s_w, int cap, float *s_l)
+                                                   float *out, const gpu_xq_out &xo, float *s_w, float *s_l)
 {
     const int     lane = threadIdx.x % CELER_WARP, wid = threadIdx.x / CELER_WARP, nw = blockDim.x / CELER_WARP;
-    const int     per  = cap / splits > 1 ? cap / splits : 1; /* heads a round (splits <= cap) */
-    const int64_t st   = hd + 2;
-    for (int r0 = 0; r0 < ng; r0 += per) {
-        const int nh = ng - r0 < per ? ng - r0 : per;
-        for (int g = wid; g < nh; g += nw) {
-            P    *pr = part + (row0 + r0 + g) * splits * st;
-            float M = -INFINITY, L = 0.0f;
-            for (int32_t z = lane; z < splits; z += CELER_WARP) M = fmaxf(M, pr[z * st]);
-            M = gpu_warp_max(M);
-            for (int32_t z = lane; z < splits; z += CELER_WARP) {
-                const float mz = pr[z * st], w = mz == -INFINITY ? 0.0f : expf(mz - M); /* -inf: no key there */
-                s_w[g * splits + z] = w, L += pr[z * st + 1] * w;
-            }
-            L = gpu_warp_sum(L);
-            if (lane == 0) s_l[g] = L;
+    const int64_t st = hd + 2, n = ng * hd;
+    for (int g = wid; g < ng; g += nw) {
+        P    *pr = part + (row0 + g) * splits * st;
+        float M = -INFINITY, L = 0.0f;
+        for (int32_t z = lane; z < splits; z += CELER_WARP) M = fmaxf(M, pr[z * st]);
+        M = gpu_warp_max(M);
+        for (int32_t z = lane; z < splits; z += CELER_WARP) {
+            const float mz = pr[z * st], w = mz == -INFINITY ? 0.0f : expf(mz - M); /* -inf: no key there */
+            s_w[g * splits + z] = w, L += pr[z * st + 1] * w;
         }
-        __syncthreads();
-        const int64_t n = nh * hd;
-        for (int64_t r = threadIdx.x; r < n; r += MERGE_OUTS * (int64_t)blockDim.x) {
-            P           *pv[MERGE_OUTS];
-            const float *wv[MERGE_OUTS];
-            float        v[MERGE_OUTS];
-            bool         live[MERGE_OUTS];
+        L = gpu_warp_sum(L);
+        if (lane == 0) s_l[g] = L;
+    }
+    __syncthreads();
+    for (int64_t r = threadIdx.x; r < n; r += MERGE_OUTS * (int64_t)blockDim.x) {
+        P           *pv[MERGE_OUTS];
+        const float *wv[MERGE_OUTS];
+        float        v[MERGE_OUTS];
+        bool         live[MERGE_OUTS];
 #pragma unroll
-            for (int k = 0; k < MERGE_OUTS; k++) {
-                const int64_t rk = r + k * (int64_t)blockDim.x, g = rk < n ? rk / hd : 0, i = rk % hd;
-                live[k] = rk < n, v[k] = 0.0f;
-                pv[k] = part + (row0 + r0 + g) * splits * st + 2 + i, wv[k] = s_w + g * splits;
-            }
+        for (int k = 0; k < MERGE_OUTS; k++) {
+            const int64_t rk = r + k * (int64_t)blockDim.x, g = rk < n ? rk / hd : 0, i = rk % hd;
+            live[k] = rk < n, v[k] = 0.0f;
+            pv[k] = part + (row0 + g) * splits * st + 2 + i, wv[k] = s_w + g * splits;
+        }
 #pragma unroll 8
-            for (int32_t z = 0; z < splits; z++)
+        for (int32_t z = 0; z < splits; z++)
 #pragma unroll
-                for (int k = 0; k < MERGE_OUTS; k++)
-                    if (live[k]) v[k] += pv[k][z * st] * wv[k][z];
+            for (int k = 0; k < MERGE_OUTS; k++)
+                if (live[k]) v[k] += pv[k][z * st] * wv[k][z];
 #pragma unroll
-            for (int k = 0; k < MERGE_OUTS; k++) {
-                if (!live[k]) continue;
-                const int64_t rk = r + k * (int64_t)blockDim.x, g = rk / hd, i = rk % hd, row = row0 + r0 + g;
-                const float   L  = s_l[g];
-                put_out(out + row * hd, i, L > 0.0f ? v[k] / L : 0.0f, row * hd, xo);
-            }
+        for (int k = 0; k < MERGE_OUTS; k++) {
+            if (!live[k]) continue;
+            const int64_t rk = r + k * (int64_t)blockDim.x, g = rk / hd, i = rk % hd, row = row0 + g;
+            const float   L  = s_l[g];
+            put_out(out + row * hd, i, L > 0.0f ? v[k] / L : 0.0f, row * hd, xo);
         }
-        __syncthreads(); /* s_w and s_l free for the next round */
     }
 }
 
@@ -284,10 +280,9 @@ __global__ void __launch_bounds__(THREADS) k_attention(
     __syncthreads();
     if (!s_last) return;
     __threadfence();
-    constexpr int SPACE = MAX_WARPS * GMAX * HDC; /* s_acc is free: the weights and sums go there */
-    static_assert(SPACE - GMAX >= ATT_SPLITS_MAX, "a head's weights fit the merge's space");
+    static_assert(MAX_WARPS * HDC >= ATT_SPLITS_MAX, "the heads' merge weights fit s_acc, free now");
     merge_heads((const volatile float *)part, t * n_heads + h0, ng, (int32_t)gridDim.z, hd, out, xo, &s_acc[0][0][0],
-                SPACE - GMAX, &s_acc[0][0][0] + SPACE - GMAX);
+                &s_m[0][0]);
 }
 
 /* out (token, head) = the merge of its splits (at most ATT_SPLITS_MAX): one block a (token,
@@ -297,7 +292,7 @@ __global__ void k_attention_merge(const float *__restrict__ part, int32_t splits
 {
     gpu_dep_enter();
     __shared__ float s_w[ATT_SPLITS_MAX], s_l[1];
-    merge_heads(part, (int64_t)blockIdx.x, 1, splits, hd, out, xo, s_w, ATT_SPLITS_MAX, s_l);
+    merge_heads(part, (int64_t)blockIdx.x, 1, splits, hd, out, xo, s_w, s_l);
 }
 
 /* One launch of k_attention for the head-size class hdc over the cache's pools of values KT: with
