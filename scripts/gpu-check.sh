@@ -272,8 +272,10 @@ bench_model() {
     fi
     [ -n "${BENCH_DEPTH:-}" ] || return 0
     local d=$BENCH_DEPTH
-    "$B/celer" bench -m "$model" --backend cuda -p 0 -n 128 -d "$d" -r 3 >"${log%.txt}-d$d.txt" 2>&1
+    CELER_GPU_STATS=1 "$B/celer" bench -m "$model" --backend cuda -p 0 -n 128 -d "$d" -r 3 >"${log%.txt}-d$d.txt" 2>&1
     result "celer bench $name @d$d" "$(grep -E 'tg128' "${log%.txt}-d$d.txt" | awk '{print $(NF-3), $(NF-2)}')"
+    # whether the steps at depth replay as at an empty context (a step op by op costs ~1 ms)
+    result "  its steps (CELER_GPU_STATS)" "$(grep -m1 -o 'steps:.*' "${log%.txt}-d$d.txt" | cut -c1-100)"
     if [ -n "${LLAMA_BENCH:-}" ] && [ -f "$model" ]; then
         "$LLAMA_BENCH" -m "$model" -p 0 -n 128 -d "$d" -r 3 -ngl 99 -fa 1 >"${log%.txt}-d$d-llama.txt" 2>&1
         result "llama-bench $name @d$d" "$(grep -E 'tg128' "${log%.txt}-d$d-llama.txt" | awk -F'|' '{print $(NF-2), $(NF-1)}' | tr -s ' ')"
