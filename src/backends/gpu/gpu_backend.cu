@@ -356,6 +356,14 @@ static const celer_backend_ops gpu_ops = {
     .moe_ffn       = gpu_moe_ffn,
 };
 
+/* Whether the variable name is set to exactly v (the switches below react to one value only:
+ * anything else, or unset, keeps the default). */
+static bool env_is(const char *name, const char *v)
+{
+    const char *s = getenv(name);
+    return s && !strcmp(s, v);
+}
+
 extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const celer_backend_config *cfg,
                                                  celer_error *err)
 {
@@ -375,24 +383,19 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->timeout_s   = cfg && cfg->timeout_s > 0 ? cfg->timeout_s : wd && atof(wd) > 0 ? atof(wd) : 120.0;
     g->upload_total = cfg ? cfg->upload_total : 0;
     g->cur          = -1;
-    const char *gr  = getenv("CELER_GPU_GRAPHS"); /* 0: every step op by op (for comparisons) */
-    g->graphs_off   = gr && !strcmp(gr, "0");
+    g->graphs_off   = env_is("CELER_GPU_GRAPHS", "0"); /* every step op by op (for comparisons) */
     const char *mf  = getenv("CELER_GPU_MMQ_FROM"); /* 0 .. 32: see gpu_mmq.h */
     g->mmq_from     = mf && *mf ? atoi(mf) : GPU_MMQ_FROM;
     if (g->mmq_from < 0 || g->mmq_from > GPU_MMQ_SMALL) g->mmq_from = GPU_MMQ_FROM;
-    const char *sw  = getenv("CELER_GPU_SQ_WIDE"); /* 0, 1: the batch kernel's other geometries (gpu_mmq_small.cu) */
-    g->sq_geom      = sw && (!strcmp(sw, "0") || !strcmp(sw, "1")) ? atoi(sw) : 2; /* SQ_GEOM_DEFAULT */
-    const char *na  = getenv("CELER_GPU_NORM_ADD_SLICE"); /* 0: a decode step's add_rmsnorm in one block a row */
-    g->norm_add_slice = !(na && !strcmp(na, "0"));
+    /* CELER_GPU_SQ_WIDE=0 or 1: the batch kernel's other geometries (gpu_mmq_small.cu; 2: SQ_GEOM_DEFAULT) */
+    g->sq_geom      = env_is("CELER_GPU_SQ_WIDE", "0") ? 0 : env_is("CELER_GPU_SQ_WIDE", "1") ? 1 : 2;
+    g->norm_add_slice = !env_is("CELER_GPU_NORM_ADD_SLICE", "0"); /* 0: add_rmsnorm in one block a row */
     const char *mg  = getenv("CELER_GPU_MOE_GROUP"); /* N: MoE decode steps of N tokens and more grouped on the device */
     g->moe_group    = mg && *mg ? atoi(mg) : GPU_MOE_GROUP;
     if (g->moe_group < 0) g->moe_group = GPU_MOE_GROUP;
-    const char *mc  = getenv("CELER_GPU_MOE_COMBINE"); /* 0: a MoE decode step's combine in a kernel of its own */
-    g->moe_combine  = !(mc && !strcmp(mc, "0"));
-    const char *gf  = getenv("CELER_GPU_GLU_FUSE"); /* 0: one-token gate/up products, then their GLU */
-    g->glu_fuse     = !(gf && !strcmp(gf, "0"));
-    const char *ms  = getenv("CELER_GPU_MOE_STREAM"); /* 0: a MoE prefill's experts on the tiled kernel */
-    g->moe_stream   = !(ms && !strcmp(ms, "0"));
+    g->moe_combine  = !env_is("CELER_GPU_MOE_COMBINE", "0"); /* 0: a MoE decode step's combine apart */
+    g->glu_fuse     = !env_is("CELER_GPU_GLU_FUSE", "0"); /* 0: one-token gate/up products, then their GLU */
+    g->moe_stream   = !env_is("CELER_GPU_MOE_STREAM", "0"); /* 0: a MoE prefill's experts on the tiled kernel */
     const char *bf  = getenv("CELER_GPU_BLAS_FROM"); /* tokens, 0: never (gpu_blas.h) */
     g->blas_from    = !CELER_GPU_BLAS ? 0 : bf && *bf ? atoi(bf) : GPU_BLAS_FROM;
     if (g->blas_from < 0) g->blas_from = 0;
@@ -402,22 +405,16 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     const char  *bc = getenv("CELER_GPU_BLAS_CHUNK_MB"); /* MiB, fractions too (the tests lower it) */
     const double mb = bc && atof(bc) > 0 ? atof(bc) : (double)GPU_BLAS_CHUNK_MB;
     g->blas_chunk   = (size_t)(mb * 1048576.0);
-    const char *fl  = getenv("CELER_GPU_FLASH"); /* 0: prefill attention off the matrix units */
-    g->flash_off    = fl && !strcmp(fl, "0");
+    g->flash_off    = env_is("CELER_GPU_FLASH", "0"); /* prefill attention off the matrix units */
     const char *ac  = getenv("CELER_GPU_ATT_CHUNK"); /* positions, 16 .. 65536 (for comparisons; att_split.h) */
     g->att_chunk    = ac && atoi(ac) >= 16 && atoi(ac) <= 65536 ? atoi(ac) : 0;
-    const char *kf  = getenv("CELER_GPU_KV_F16"); /* 1: f16 keys and values (not yet the default: unmeasured) */
-    g->kv_f16       = kf && !strcmp(kf, "1");
-    const char *x8  = getenv("CELER_GPU_MVQ_X8"); /* 1: one-token products on 8 bits (gpu_matvec.cu) */
-    g->mvq_x8       = x8 && !strcmp(x8, "1");
-    const char *sa  = getenv("CELER_GPU_SAMPLE"); /* 0: sampled draws read their logits (gpu_sample.cu) */
-    g->sample_off   = sa && !strcmp(sa, "0");
-    const char *mi  = getenv("CELER_GPU_ATT_MERGE_IN"); /* 0: decode attention's merge a kernel of its own */
-    g->att_merge_in = !(mi && !strcmp(mi, "0"));
+    g->kv_f16       = env_is("CELER_GPU_KV_F16", "1"); /* f16 keys and values (not yet the default: unmeasured) */
+    g->mvq_x8       = env_is("CELER_GPU_MVQ_X8", "1"); /* one-token products on 8 bits (gpu_matvec.cu) */
+    g->sample_off   = env_is("CELER_GPU_SAMPLE", "0"); /* sampled draws read their logits (gpu_sample.cu) */
+    g->att_merge_in = !env_is("CELER_GPU_ATT_MERGE_IN", "0"); /* 0: decode attention's merge a kernel of its own */
     const char *aw  = getenv("CELER_GPU_ATT_WIDE"); /* passes a wide block takes (0: short contexts split) */
     g->att_wide     = aw && *aw && atoi(aw) >= 0 && atoi(aw) <= 64 ? atoi(aw) : 1;
-    const char *st  = getenv("CELER_GPU_STATS"); /* 1: step and wait times on stderr at the end */
-    g->stats        = st && !strcmp(st, "1");
+    g->stats        = env_is("CELER_GPU_STATS", "1"); /* step and wait times on stderr at the end */
     snprintf(g->device_name, sizeof g->device_name, "%s", f.name);
     gpuError_t e = gpuSetDevice(device);
     if (e == gpuSuccess) e = gpuGetDeviceProperties(&g->prop, device);
@@ -430,8 +427,8 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
         gpu_free(&g->base);
         return st;
     }
-    const char *ea = getenv("CELER_GPU_EARLY"); /* 0: each kernel launched after the one before ends */
-    g->early       = gpu_early_launch_ok(&g->prop) && !(ea && !strcmp(ea, "0"));
+    /* CELER_GPU_EARLY=0: each kernel launched after the one before ends */
+    g->early       = gpu_early_launch_ok(&g->prop) && !env_is("CELER_GPU_EARLY", "0");
     const char *lt = getenv("CELER_GPU_LATE"); /* launch names, separated by commas or '+': never early */
     if (lt && *lt) snprintf(g->late, sizeof g->late, ",%s,", lt);
     for (char *c = g->late; *c; c++) *c = *c == '+' ? ',' : *c;

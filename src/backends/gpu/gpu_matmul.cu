@@ -337,7 +337,7 @@ extern "C" celer_status celer_gpu_matmul_glu(celer_backend *be, const celer_weig
     if (g->glu_fuse && T == 1) {
         if (gpu_weight_desc(gate, &dg, &fg, err) || gpu_weight_desc(up, &du, &fu, err)) return err->code;
         /* where the products would take the decode kernel (CELER_GPU_MMQ_FROM=0 puts them elsewhere) */
-        if (mvq_takes(g, fg, T) && fg == fu && dg.rows == du.rows && dg.cols == du.cols && dg.sdtype == du.sdtype) {
+        if (mvq_takes(g, fg, T) && fg == fu && gpu_matvec_q8_glus(&dg, &du)) {
             gpu_xq xq;
             if (gpu_quant_x(g, x, T, gate->cols, g->mvq_x8, &xq, err)) return err->code;
             return gpu_matvec_q8_glu(g, &dg, &du, fg, &xq, T, NULL, act, h, err);

@@ -163,6 +163,11 @@ celer_status gpu_matvec_q8_combine(gpu_backend *g, const gpu_wdesc *w, int fmt, 
  * where those products run unsliced. */
 celer_status gpu_matvec_q8_glu(gpu_backend *g, const gpu_wdesc *wg, const gpu_wdesc *wu, int fmt, const gpu_xq *xq,
                                int64_t T, const gpu_mv_sel *sel, celer_act act, float *h, celer_error *err);
+/* Whether gpu_matvec_q8_glu takes this pair of gate and up weights (of one format). */
+static inline bool gpu_matvec_q8_glus(const gpu_wdesc *wg, const gpu_wdesc *wu)
+{
+    return wg->sdtype == wu->sdtype && wg->rows == wu->rows && wg->cols == wu->cols;
+}
 
 /* Whether the plain-float decode kernel (gpu_matvec_plain.cu) takes w (F32, F16 or BF16 rows on
  * 16-byte boundaries) by x (16-byte aligned). */

@@ -87,7 +87,7 @@ celer_status gpu_matvec_q8_glu(gpu_backend *g, const gpu_wdesc *wg, const gpu_wd
 {
     const auto  *row = mvq_row(GLU, fmt, wg->sdtype);
     const glu_fn fn  = row ? row->fn[xq->x8] : NULL;
-    if (!fn || wu->sdtype != wg->sdtype || wu->rows != wg->rows || wu->cols != wg->cols)
+    if (!fn || !gpu_matvec_q8_glus(wg, wu))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no fused gate/up decode kernel for format %d (%lld x %lld)",
                           CELER_GPU_NAME, fmt, (long long)wg->rows, (long long)wg->cols);
     if (T < 1 || T > GPU_MAX_GRID_YZ)

@@ -105,7 +105,7 @@ static celer_status moe_ffn_device(gpu_backend *g, const celer_moe *moe, const f
     float     *gu[2] = {G, U};
     gpu_mv_sel by_token = {ids, (int32_t)K, (int32_t)moe->n_expert}, each = {ids, 1, (int32_t)moe->n_expert};
     if (gpu_quant_x(g, x, T, dw[0].cols, false, &xq, err)) return err->code;
-    if (g->glu_fuse && dw[0].sdtype == dw[1].sdtype && dw[0].rows == dw[1].rows) { /* gate, up and GLU: one launch */
+    if (g->glu_fuse && gpu_matvec_q8_glus(&dw[0], &dw[1])) { /* gate, up and GLU: one launch */
         if (gpu_matvec_q8_glu(g, &dw[0], &dw[1], fw[0], &xq, N, &by_token, act, G, err)) return err->code;
     } else if (gpu_matvec_q8_sel(g, dw, 2, fw[0], &xq, T, &by_token, N, gu, err) ||
                g->base.ops->glu(&g->base, G, U, N * ff, act, err))
