@@ -91,28 +91,45 @@ static int heads(void)
     return 0;
 }
 
-/* wide blocks: a step the split rule would split, whose keys fit one block's pass; the same
- * answer within a power of two of the context, and none once it grows past the pass */
+/* wide blocks: a step the split rule would split, whose keys fit the passes its group allows
+ * under the cap; the same answer within a power of two of the context, and none once it grows
+ * past them */
 static int wide(void)
 {
-    CHECK(celer_att_wide(0, 32, 128) && celer_att_wide(127, 32, 128)); /* the 8B's tg128 from empty */
-    CHECK(!celer_att_wide(128, 32, 128) && !celer_att_wide(4100, 32, 128));
-    CHECK(celer_att_wide(63, 16, 64) && !celer_att_wide(64, 16, 64)); /* heads of 256 values: 64 keys a pass */
-    CHECK(!celer_att_wide(10, ATT_SPLIT_BELOW, 128) && celer_att_wide(10, ATT_SPLIT_BELOW - 1, 128));
-    CHECK(!celer_att_wide(10, 0, 128) && !celer_att_wide(-1, 32, 128));
-    for (int32_t pass = 32; pass <= 128; pass *= 2) {
-        bool    prev = true;
-        int64_t prev_span = 0;
-        for (int32_t far = 0; far < 4096; far++) {
-            const bool w = celer_att_wide(far, 32, pass);
-            int64_t    span = 1;
-            while (span <= far) span *= 2;
-            CHECK(w == (far < pass));
-            CHECK(span != prev_span || w == prev);
-            CHECK(w || !prev || far == pass); /* once off, off for good */
-            prev = w, prev_span = span;
+    enum { P = ATT_WIDE_PASSES };
+    /* the measured cases (heads of 128 values, 128 keys a pass): the 8B (32 query heads over
+     * groups of 4) wide to 2,048 keys, the 0.6B (16 over groups of 2) to 1,024, the 30B-A3B (32
+     * over groups of 8) to the cap's 2,048 */
+    CHECK(celer_att_wide(0, 32, 4, 128, P) && celer_att_wide(127, 32, 4, 128, P));
+    CHECK(celer_att_wide(1151, 32, 4, 128, P) && !celer_att_wide(2048, 32, 4, 128, P));
+    CHECK(celer_att_wide(639, 16, 2, 128, P) && !celer_att_wide(1024, 16, 2, 128, P));
+    CHECK(celer_att_wide(2047, 32, 8, 128, P) && !celer_att_wide(2048, 32, 8, 128, P));
+    CHECK(!celer_att_wide(4100, 32, 4, 128, P));
+    /* batches past ATT_WIDE_ROWS rows: one pass */
+    CHECK(celer_att_wide(1151, ATT_WIDE_ROWS, 4, 128, P) && !celer_att_wide(128, ATT_WIDE_ROWS + 1, 4, 128, P));
+    CHECK(celer_att_wide(127, 8 * 32, 4, 128, P));
+    /* heads of 256 values: 64 keys a pass; a lower cap; none at cap 0 (CELER_GPU_ATT_WIDE=0) */
+    CHECK(celer_att_wide(1023, 4, 4, 64, P) && !celer_att_wide(1024, 4, 4, 64, P));
+    CHECK(celer_att_wide(127, 32, 4, 128, 1) && !celer_att_wide(128, 32, 4, 128, 1));
+    CHECK(!celer_att_wide(0, 32, 4, 128, 0));
+    /* full steps are not split, so not wide; nothing for no rows, no group or no position */
+    CHECK(!celer_att_wide(10, ATT_SPLIT_BELOW, 4, 128, P) && celer_att_wide(10, ATT_SPLIT_BELOW - 1, 4, 128, P));
+    CHECK(!celer_att_wide(10, 0, 4, 128, P) && !celer_att_wide(-1, 32, 4, 128, P) && !celer_att_wide(10, 32, 0, 128, P));
+    for (int64_t group = 1; group <= 16; group *= 2)
+        for (int32_t pass = 32; pass <= 128; pass *= 2) {
+            const int64_t keys = pass * (group * ATT_WIDE_PASSES_A_HEAD < P ? group * ATT_WIDE_PASSES_A_HEAD : P);
+            bool          prev = true;
+            int64_t       prev_span = 0;
+            for (int32_t far = 0; far < 8192; far++) {
+                const bool w = celer_att_wide(far, 32, group, pass, P);
+                int64_t    span = 1;
+                while (span <= far) span *= 2;
+                CHECK(w == (far < keys));
+                CHECK(span != prev_span || w == prev);
+                CHECK(w || !prev || far == keys); /* once off, off for good */
+                prev = w, prev_span = span;
+            }
         }
-    }
     return 0;
 }
 

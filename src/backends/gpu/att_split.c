@@ -32,9 +32,11 @@ int32_t celer_att_heads_for(int32_t far, int64_t tokens, int64_t kv_heads, int64
     return h > 1 ? (int32_t)h : 1;
 }
 
-bool celer_att_wide(int32_t far, int64_t rows, int32_t pass)
+bool celer_att_wide(int32_t far, int64_t rows, int64_t group, int32_t pass, int32_t cap)
 {
     int64_t span = 1;
     while (span <= far) span *= 2;
-    return rows > 0 && rows < ATT_SPLIT_BELOW && far >= 0 && span <= pass;
+    const int64_t by_group = rows > ATT_WIDE_ROWS ? 1 : group * ATT_WIDE_PASSES_A_HEAD;
+    const int64_t passes   = by_group < cap ? by_group : cap;
+    return rows > 0 && rows < ATT_SPLIT_BELOW && far >= 0 && group > 0 && span <= passes * pass;
 }

@@ -39,14 +39,27 @@ celer_att_split celer_att_split_for(int32_t far, int64_t rows, int32_t fixed_chu
  * the power of two above it. */
 int32_t celer_att_heads_for(int32_t far, int64_t tokens, int64_t kv_heads, int64_t group, int32_t gmax);
 
+/* ATT_WIDE_PASSES: the most passes a wide block takes by default (CELER_GPU_ATT_WIDE sets it);
+ * ATT_WIDE_PASSES_A_HEAD: the passes a key head's query head allows under that cap;
+ * ATT_WIDE_ROWS: steps of more rows take one pass (below) */
+enum { ATT_WIDE_PASSES = 16, ATT_WIDE_PASSES_A_HEAD = 4, ATT_WIDE_ROWS = 64 };
+
 /* Whether a step of rows rows (tokens × query heads) whose furthest position is far runs in wide
- * blocks, one a (token, query head), unsplit: when the keys 0 .. far fit what such a block takes
- * (pass: the keys of its passes, one by default, each the keys its warps load at once) and the
- * step is one the rule above would split. A split step's last block to finish merges the splits
- * (a fence, a ticket and two more reads of the partial results, each a round trip to the L2 after
- * the keys' own); at short contexts that chain, not the keys' bytes, was the step's attention time
- * (8B tg128 on the H200: attention 11 µs of a layer's 71). Depends on far only through the power
- * of two above it, as the split does. */
-bool celer_att_wide(int32_t far, int64_t rows, int32_t pass);
+ * blocks, one a (token, query head), unsplit: when the keys 0 .. far fit the passes such a block
+ * takes (pass: the keys its warps load at once; passes: ATT_WIDE_PASSES_A_HEAD a query head of
+ * the key head's group, at most cap) and the step is one the rule above would split. A split
+ * step's last block to finish merges the splits (a fence, a ticket and two more reads of the
+ * partial results, each a round trip to the L2 after the keys' own), and a block of several
+ * heads walks its keys for all of them: a cost the wide blocks do not pay, at the price of one
+ * block walking every key. Measured on the H200 (tg128 after 512, 1,024, 2,048 and 4,096 tokens;
+ * heads of 128 values, 128 keys a pass; docs/benchmarks/gpu-h200.md, twenty-second pass): wide
+ * blocks over 1,024 keys beat the split by 16-24% on groups of 2, 4 and 8 query heads; over
+ * 2,048 keys by 10% (group of 4) and 43% (group of 8) but lost 8% on the group of 2; over 4,096
+ * and 8,192 keys they lost on every model measured. Those were steps of one token (16 and 32
+ * rows); a step of more than ATT_WIDE_ROWS rows, a batch of sequences each with its own keys,
+ * would read every key head's keys once a query head where the split reads them once, so it
+ * keeps the one pass measured before (128 keys) until batches are measured. Depends on far only
+ * through the power of two above it, as the split does. */
+bool celer_att_wide(int32_t far, int64_t rows, int64_t group, int32_t pass, int32_t cap);
 
 #endif

@@ -11,8 +11,8 @@
  * block walking 4,000 keys waits on memory at every few of them. Each split writes
  * its max, sum and unnormalized output, and the last split of each (token, block of heads) to
  * finish merges them in split order (or a second kernel, CELER_GPU_ATT_MERGE_IN=0). At short
- * contexts, whose keys fit one pass of a 512-thread block, such steps run unsplit instead, a wide
- * block a query head (celer_att_wide): the merge's chain of round trips cost more than the keys.
+ * contexts, whose keys fit a few passes of a 512-thread block, such steps run unsplit instead, a
+ * wide block a query head (celer_att_wide): the merge cost more than walking the keys.
  *
  * Head sizes that are a multiple of 32 also leave the output quantized for the o-projection's
  * integer kernels (held quantization, gpu_matvec.h): that product then skips its quantizer. */
@@ -332,8 +332,8 @@ static int32_t att_far(const celer_batch *b)
 static bool att_wide(const gpu_backend *g, const celer_batch *b, const celer_attn *a, int hdc, int32_t far)
 {
     /* a lane holds hdc / warp values of a row, a warp 32 / that keys at once */
-    return g->att_wide > 0 && !g->att_chunk &&
-           celer_att_wide(far, b->n_tokens * a->n_heads, g->att_wide * (ATT_WIDE_THREADS * 32 / hdc));
+    return !g->att_chunk && celer_att_wide(far, b->n_tokens * a->n_heads, a->n_heads / a->n_kv_heads,
+                                           ATT_WIDE_THREADS * 32 / hdc, g->att_wide);
 }
 
 static int att_class(const celer_attn *a) { return a->head_dim <= 128 ? 128 : a->head_dim <= 256 ? 256 : 512; }

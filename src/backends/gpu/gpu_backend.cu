@@ -5,6 +5,7 @@
 #include "backends/gpu/gpu_mmq.h"
 
 extern "C" {
+#include "backends/gpu/att_split.h"
 #include "backends/gpu/gpu_device.h"
 }
 
@@ -412,8 +413,8 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->mvq_x8       = env_is("CELER_GPU_MVQ_X8", "1"); /* one-token products on 8 bits (gpu_matvec.cu) */
     g->sample_off   = env_is("CELER_GPU_SAMPLE", "0"); /* sampled draws read their logits (gpu_sample.cu) */
     g->att_merge_in = !env_is("CELER_GPU_ATT_MERGE_IN", "0"); /* 0: decode attention's merge a kernel of its own */
-    const char *aw  = getenv("CELER_GPU_ATT_WIDE"); /* passes a wide block takes (0: short contexts split) */
-    g->att_wide     = aw && *aw && atoi(aw) >= 0 && atoi(aw) <= 64 ? atoi(aw) : 1;
+    const char *aw  = getenv("CELER_GPU_ATT_WIDE"); /* most passes a wide block takes (0: every step split) */
+    g->att_wide     = aw && *aw && atoi(aw) >= 0 && atoi(aw) <= 64 ? atoi(aw) : ATT_WIDE_PASSES;
     g->stats        = env_is("CELER_GPU_STATS", "1"); /* step and wait times on stderr at the end */
     snprintf(g->device_name, sizeof g->device_name, "%s", f.name);
     gpuError_t e = gpuSetDevice(device);
