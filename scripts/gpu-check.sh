@@ -59,7 +59,8 @@
 #            30B-A3B, and the 8B's batch of 32
 #   profile  ncu over a few steps run op by op (CELER_GPU_GRAPHS=0; caches and clocks as they are):
 #            8B decode, 30B-A3B decode, the 8B's batch of 32 decodes, 8B and 30B-A3B pp512
-#            prefills (PROFILES picks: decode-8b decode-30b x32-8b pp512-8b pp512-30b); each
+#            prefills (PROFILES picks: decode-8b decode-30b x32-8b pp512-8b pp512-30b, and off by
+#            default d4096-8b d2048-30b: decode after 4,096 / 2,048 tokens, their prefill too); each
 #            kernel's time, DRAM throughput and occupancy (scripts/ncu-summary.py, top 12 printed)
 #   stalls   ncu's warp-state and launch sections for the small kernels of a decode step (8B: the
 #            one-block norm, attention, its inputs, the GLU; 30B-A3B: the router, the experts'
@@ -425,6 +426,8 @@ step_profile() {
     want x32-8b && profile x32-8b "$B/celer" bench -m "$m8" --backend cuda -p 16 -n 4 -P 32 -r 1
     want pp512-8b && profile pp512-8b "$B/celer" bench -m "$m8" --backend cuda -p 512 -n 1 -r 1
     want pp512-30b && profile pp512-30b "$B/celer" bench -m "$m30" --backend cuda -p 512 -n 1 -r 1
+    want d4096-8b && profile d4096-8b "$B/celer" bench -m "$m8" --backend cuda -p 0 -n 4 -d 4096 -r 1
+    want d2048-30b && profile d2048-30b "$B/celer" bench -m "$m30" --backend cuda -p 0 -n 4 -d 2048 -r 1
 }
 
 step_stalls() {
