@@ -88,18 +88,10 @@ foreach(src ${CELER_DEV_KERNELS})
 endforeach()
 
 # dev/patches wait for a device run (their README), each applied by scripts/gpu-check.sh's ab to a
-# copy of the tree: each must still apply, so that a change to the lines one touches shows here
-# rather than as a failed build in the device's few minutes.
-find_program(CELER_GIT git)
-file(GLOB CELER_DEV_PATCHES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/dev/patches/*.diff)
-if(CELER_GIT)
-  foreach(patch ${CELER_DEV_PATCHES})
-    get_filename_component(name ${patch} NAME_WE)
-    add_test(NAME dev_patch_${name} COMMAND ${CELER_GIT} apply --check ${patch} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-  endforeach()
-else()
-  message(STATUS "git not found: dev/patches are not checked against the tree")
-endif()
+# copy of the tree: each must still apply (with the patches it is stacked on), so that a change to
+# the lines one touches shows here rather than as a failed build in the device's few minutes.
+add_test(NAME lint_dev_patches
+         COMMAND ${CELER_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/tests/lint/check_dev_patches.py ${PROJECT_SOURCE_DIR} --self-test)
 
 # Every GPU kernel begins by waiting for the kernel before it, or loads only weights before it
 # waits (gpu_vendor.h: early launches).
