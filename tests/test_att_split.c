@@ -133,9 +133,40 @@ static int wide(void)
     return 0;
 }
 
+/* a wide step's split: chunks of at least a pass, no more blocks than multiprocessors, the same
+ * within a power of two of the context */
+static int wide_split(void)
+{
+    /* the H200's 132: the 8B's 32 heads after 1,024 tokens in 4 splits of 512, the 0.6B's 16 in 8 */
+    celer_att_split s = celer_att_wide_split(1151, 32, 128, 132);
+    CHECK(s.splits == 4 && s.chunk == 512);
+    s = celer_att_wide_split(639, 16, 128, 132);
+    CHECK(s.splits == 8 && s.chunk == 128);
+    /* one pass of keys, or rows enough for the GPU: one split */
+    CHECK(celer_att_wide_split(127, 32, 128, 132).splits == 1 && celer_att_wide_split(2047, 132, 128, 132).splits == 1);
+    CHECK(celer_att_wide_split(2047, 1, 128, 1024).splits == ATT_WIDE_SPLITS_MAX);
+    CHECK(celer_att_wide_split(10, 0, 128, 132).splits == 1 && celer_att_wide_split(-1, 32, 128, 132).splits == 1);
+    for (int64_t rows = 1; rows <= 96; rows += 5)
+        for (int32_t sms = 1; sms <= 264; sms = sms * 2 + 1) {
+            celer_att_split prev = {0, 0};
+            int64_t         prev_span = 0;
+            for (int32_t far = 0; far < 8192; far++) {
+                const celer_att_split w = celer_att_wide_split(far, rows, 64, sms);
+                if (covers(w, far)) return 1;
+                CHECK(w.splits <= ATT_WIDE_SPLITS_MAX && (w.splits == 1 || rows * w.splits <= sms));
+                CHECK(w.splits == 1 || (pow2(w.chunk) && w.chunk >= 64));
+                int64_t span = 1;
+                while (span <= far) span *= 2;
+                CHECK(span != prev_span || (w.chunk == prev.chunk && w.splits == prev.splits));
+                prev = w, prev_span = span;
+            }
+        }
+    return 0;
+}
+
 int main(void)
 {
-    if (by_context() || fixed() || heads() || wide()) return 1;
+    if (by_context() || fixed() || heads() || wide() || wide_split()) return 1;
     printf("test_att_split: passed\n");
     return 0;
 }

@@ -40,3 +40,13 @@ bool celer_att_wide(int32_t far, int64_t rows, int64_t group, int32_t pass, int3
     const int64_t passes   = by_group < cap ? by_group : cap;
     return rows > 0 && rows < ATT_SPLIT_BELOW && far >= 0 && group > 0 && span <= passes * pass;
 }
+
+celer_att_split celer_att_wide_split(int32_t far, int64_t rows, int32_t pass, int32_t sms)
+{
+    int64_t span = 1;
+    while (span <= far) span *= 2;
+    int64_t splits = 1;
+    while (rows * splits * 2 <= sms && span / (splits * 2) >= pass && splits * 2 <= ATT_WIDE_SPLITS_MAX) splits *= 2;
+    if (splits == 1 || rows <= 0 || far < 0 || pass <= 0) return (celer_att_split){0, 1};
+    return (celer_att_split){(int32_t)(span / splits), (int32_t)splits};
+}

@@ -41,8 +41,9 @@ int32_t celer_att_heads_for(int32_t far, int64_t tokens, int64_t kv_heads, int64
 
 /* ATT_WIDE_PASSES: the most passes a wide block takes by default (CELER_GPU_ATT_WIDE sets it);
  * ATT_WIDE_PASSES_A_HEAD: the passes a key head's query head allows under that cap;
- * ATT_WIDE_ROWS: steps of more rows take one pass (below) */
-enum { ATT_WIDE_PASSES = 16, ATT_WIDE_PASSES_A_HEAD = 4, ATT_WIDE_ROWS = 64 };
+ * ATT_WIDE_ROWS: steps of more rows take one pass (below); ATT_WIDE_SPLITS_MAX: the most splits
+ * of a wide step (celer_att_wide_split) */
+enum { ATT_WIDE_PASSES = 16, ATT_WIDE_PASSES_A_HEAD = 4, ATT_WIDE_ROWS = 64, ATT_WIDE_SPLITS_MAX = 16 };
 
 /* Whether a step of rows rows (tokens × query heads) whose furthest position is far runs in wide
  * blocks, one a (token, query head), unsplit: when the keys 0 .. far fit the passes such a block
@@ -61,5 +62,11 @@ enum { ATT_WIDE_PASSES = 16, ATT_WIDE_PASSES_A_HEAD = 4, ATT_WIDE_ROWS = 64 };
  * keeps the one pass measured before (128 keys) until batches are measured. Depends on far only
  * through the power of two above it, as the split does. */
 bool celer_att_wide(int32_t far, int64_t rows, int64_t group, int32_t pass, int32_t cap);
+
+/* The split of a wide step (celer_att_wide): one wide block a row leaves all but rows of the
+ * GPU's sms multiprocessors idle (a 512-thread block fills one), so the keys 0 .. far split in
+ * power-of-two chunks of at least one pass (pass keys) until the blocks would outnumber sms.
+ * Like the others, depends on far only through the power of two above it. */
+celer_att_split celer_att_wide_split(int32_t far, int64_t rows, int32_t pass, int32_t sms);
 
 #endif

@@ -11,8 +11,10 @@
  * block walking 4,000 keys waits on memory at every few of them. Each split writes
  * its max, sum and unnormalized output, and the last split of each (token, block of heads) to
  * finish merges them in split order (or a second kernel, CELER_GPU_ATT_MERGE_IN=0). At short
- * contexts, whose keys fit a few passes of a 512-thread block, such steps run unsplit instead, a
- * wide block a query head (celer_att_wide): the merge cost more than walking the keys.
+ * contexts, whose keys fit a few passes of a 512-thread block, such steps run a wide block a
+ * query head instead (celer_att_wide), in a few long splits, one block an SM
+ * (celer_att_wide_split): the merge of many short splits of several heads cost more than walking
+ * the keys.
  *
  * Head sizes that are a multiple of 32 also leave the output quantized for the o-projection's
  * integer kernels (held quantization, gpu_matvec.h): that product then skips its quantizer. */
@@ -72,15 +74,15 @@ static __device__ __forceinline__ void att_slots(const int32_t *table, int32_t b
         slot[j] = j0 + j <= hi ? (int64_t)table[(j0 + j) / block_size] * block_size + (j0 + j) % block_size : -1;
 }
 
-/* A pass's keys and values of a warp (zeros for a slot of -1) into kr and vr: a lane's NV values
- * of each row, VW consecutive ones at VW lane + VW · warp · c. */
-template <int KPW, int NV, int VW, typename KT>
+/* Keys O .. O + K - 1 of a warp's pass and their values (zeros for a slot of -1) into those rows
+ * of kr and vr: a lane's NV values of each row, VW consecutive ones at VW lane + VW · warp · c. */
+template <int KPW, int NV, int VW, int O, int K, typename KT>
 static __device__ __forceinline__ void att_load(const KT *__restrict__ kc, const KT *__restrict__ vc,
                                                 const int64_t (&slot)[KPW], int64_t kw, int64_t off, int64_t hd,
                                                 int lane, float (&kr)[KPW][NV], float (&vr)[KPW][NV])
 {
 #pragma unroll
-    for (int j = 0; j < KPW; j++) {
+    for (int j = O; j < O + K; j++) {
         const KT *kp = kc + slot[j] * kw + off, *vp = vc + slot[j] * kw + off;
 #pragma unroll
         for (int c = 0; c < NV / VW; c++) {
@@ -93,6 +95,45 @@ static __device__ __forceinline__ void att_load(const KT *__restrict__ kc, const
     }
 }
 
+/* Keys j0 + O .. j0 + O + K - 1 (rows O .. of kr and vr; those past hi masked) into each of the
+ * ng heads' online softmax: the running max m, sum l and unnormalized output acc. The running
+ * max must be finite after the call: the first key of a call with O == 0 is live, and one with
+ * O > 0 follows it. */
+template <int O, int K, int KPW, int NV, int GMAX>
+static __device__ __forceinline__ void att_keys(const float (&qv)[GMAX][NV], const float (&kr)[KPW][NV],
+                                                const float (&vr)[KPW][NV], int32_t j0, int32_t hi, float scale,
+                                                int ng, int lane, float (&acc)[GMAX][NV], float (&m)[GMAX],
+                                                float (&l)[GMAX])
+{
+#pragma unroll
+    for (int g = 0; g < GMAX; g++) {
+        if (g >= ng) continue;
+        float d[K];
+#pragma unroll
+        for (int j = 0; j < K; j++) {
+            d[j] = 0.0f;
+#pragma unroll
+            for (int k = 0; k < NV; k++) d[j] += qv[g][k] * kr[O + j][k];
+        }
+        warp_sums<K>(d, lane);
+        float mx = m[g];
+#pragma unroll
+        for (int j = 0; j < K; j++) d[j] = j0 + O + j <= hi ? d[j] * scale : -INFINITY, mx = fmaxf(mx, d[j]);
+        const float corr = expf(m[g] - mx);
+        l[g] *= corr;
+#pragma unroll
+        for (int k = 0; k < NV; k++) acc[g][k] *= corr;
+#pragma unroll
+        for (int j = 0; j < K; j++) {
+            const float e = expf(d[j] - mx);
+            l[g] += e;
+#pragma unroll
+            for (int k = 0; k < NV; k++) acc[g][k] += e * vr[O + j][k];
+        }
+        m[g] = mx;
+    }
+}
+
 /* The outputs of heads row0 .. row0 + ng - 1 (rows of the step's output, consecutive): the merge
  * of each one's splits' partial results (split z's max, sum and hd unnormalized values at
  * part + (row · splits + z) · (hd + 2)), in split order, into out (and its quantization). All the
@@ -101,11 +142,12 @@ static __device__ __forceinline__ void att_load(const KT *__restrict__ kc, const
  * sum in s_l; then each thread sums MERGE_OUTS outputs over the splits together, their loads in
  * flight at once — one chain of round trips to the L2 for all the heads, where one head after
  * another made a chain each (~20 µs a layer of the 8B after 512 tokens: 64 splits of 4 heads).
- * Each output's sum runs in split order: the same values as one head at a time. P: how the
- * partials are read (volatile: written by other blocks of the running kernel, past this SM's
- * L1). Every thread of the block calls it. */
+ * Each output's sum runs in split order: the same values as one head at a time. U: the splits a
+ * thread's loads take at once (MERGE_OUTS · U loads in flight; 64 splits, 4 heads: 4 round
+ * trips at 16, 8 at 8). P: how the partials are read (volatile: written by other blocks of the
+ * running kernel, past this SM's L1). Every thread of the block calls it. */
 enum { MERGE_OUTS = 4 };
-template <typename P>
+template <int U, typename P>
 static __device__ __forceinline__ void merge_heads(P *part, int64_t row0, int ng, int32_t splits, int64_t hd,
                                                    float *out, const gpu_xq_out &xo, float *s_w, float *s_l)
 {
@@ -135,7 +177,7 @@ static __device__ __forceinline__ void merge_heads(P *part, int64_t row0, int ng
             live[k] = rk < n, v[k] = 0.0f;
             pv[k] = part + (row0 + g) * splits * st + 2 + i, wv[k] = s_w + g * splits;
         }
-#pragma unroll 8
+#pragma unroll U
         for (int32_t z = 0; z < splits; z++)
 #pragma unroll
             for (int k = 0; k < MERGE_OUTS; k++)
@@ -192,7 +234,7 @@ __global__ void __launch_bounds__(THREADS) k_attention(
     att_slots<KPW>(table, block_size, j0, hi, slot);
     gpu_dep_enter(); /* the kernel before wrote q and this step's keys and values */
     float kr[KPW][NV], vr[KPW][NV];
-    if (j0 <= hi) att_load<KPW, NV, VW>(kc, vc, slot, kw, kvh * hd, hd, lane, kr, vr); /* in flight from here */
+    if (j0 <= hi) att_load<KPW, NV, VW, 0, KPW>(kc, vc, slot, kw, kvh * hd, hd, lane, kr, vr); /* in flight */
     float qv[GMAX][NV], acc[GMAX][NV], m[GMAX], l[GMAX];
 #pragma unroll
     for (int g = 0; g < GMAX; g++) {
@@ -206,36 +248,17 @@ __global__ void __launch_bounds__(THREADS) k_attention(
                 qv[g][VW * c + e] = i < hd ? qr[i] : 0.0f, acc[g][VW * c + e] = 0.0f;
             }
     }
+    /* two halves of KH keys: the next pass's first half loads while this one's second is used */
+    constexpr int KH = KPW > 1 ? KPW / 2 : 1;
     for (; j0 <= hi; j0 += nw * KPW) {
-        att_slots<KPW>(table, block_size, j0 + nw * KPW, hi, slot); /* the next keys' (loads in flight) */
-#pragma unroll
-        for (int g = 0; g < GMAX; g++) {
-            if (g >= ng) continue;
-            float d[KPW];
-#pragma unroll
-            for (int j = 0; j < KPW; j++) {
-                d[j] = 0.0f;
-#pragma unroll
-                for (int k = 0; k < NV; k++) d[j] += qv[g][k] * kr[j][k];
-            }
-            warp_sums<KPW>(d, lane);
-            float mx = m[g];
-#pragma unroll
-            for (int j = 0; j < KPW; j++) d[j] = j0 + j <= hi ? d[j] * scale : -INFINITY, mx = fmaxf(mx, d[j]);
-            const float corr = expf(m[g] - mx); /* key j0 is live: mx is finite */
-            l[g] *= corr;
-#pragma unroll
-            for (int k = 0; k < NV; k++) acc[g][k] *= corr;
-#pragma unroll
-            for (int j = 0; j < KPW; j++) {
-                const float e = expf(d[j] - mx);
-                l[g] += e;
-#pragma unroll
-                for (int k = 0; k < NV; k++) acc[g][k] += e * vr[j][k];
-            }
-            m[g] = mx;
+        const int32_t jn = j0 + nw * KPW;
+        att_slots<KPW>(table, block_size, jn, hi, slot); /* the next keys' (loads in flight) */
+        att_keys<0, KH>(qv, kr, vr, j0, hi, scale, ng, lane, acc, m, l);
+        if (jn <= hi) att_load<KPW, NV, VW, 0, KH>(kc, vc, slot, kw, kvh * hd, hd, lane, kr, vr);
+        if constexpr (KPW > KH) {
+            if (j0 + KH <= hi) att_keys<KH, KPW - KH>(qv, kr, vr, j0, hi, scale, ng, lane, acc, m, l);
+            if (jn <= hi) att_load<KPW, NV, VW, KH, KPW - KH>(kc, vc, slot, kw, kvh * hd, hd, lane, kr, vr);
         }
-        if (j0 + nw * KPW <= hi) att_load<KPW, NV, VW>(kc, vc, slot, kw, kvh * hd, hd, lane, kr, vr);
     }
 #pragma unroll
     for (int g = 0; g < GMAX; g++) {
@@ -265,8 +288,8 @@ __global__ void __launch_bounds__(THREADS) k_attention(
         } else
             put_out(out + (t * n_heads + h) * hd, i, L > 0.0f ? v / L : 0.0f, (t * n_heads + h) * hd, xo);
     }
-    if constexpr (GM == 1) return; /* wide blocks take every key in one split: no merge */
-    if (!part || !count) return;   /* one split, or k_attention_merge merges them */
+    if constexpr (GM == 1 && HDC == 512) return; /* never split (att_wide_split): the merge spilled */
+    if (!part || !count) return;                 /* one split, or k_attention_merge merges them */
     /* the last of the token's splits for these heads to finish merges them (count: one ticket a
      * (token, blockIdx.y), back at 0 after its last) */
     __shared__ int s_last;
@@ -281,8 +304,9 @@ __global__ void __launch_bounds__(THREADS) k_attention(
     if (!s_last) return;
     __threadfence();
     static_assert(MAX_WARPS * HDC >= ATT_SPLITS_MAX, "the heads' merge weights fit s_acc, free now");
-    merge_heads((const volatile float *)part, t * n_heads + h0, ng, (int32_t)gridDim.z, hd, out, xo, &s_acc[0][0][0],
-                &s_m[0][0]);
+    /* 16 splits' loads of each output in flight (the heads of 512: 8, which left it 168 registers) */
+    merge_heads<HDC == 512 ? 8 : 16>((const volatile float *)part, t * n_heads + h0, ng, (int32_t)gridDim.z, hd, out,
+                                     xo, &s_acc[0][0][0], &s_m[0][0]);
 }
 
 /* out (token, head) = the merge of its splits (at most ATT_SPLITS_MAX): one block a (token,
@@ -292,7 +316,139 @@ __global__ void k_attention_merge(const float *__restrict__ part, int32_t splits
 {
     gpu_dep_enter();
     __shared__ float s_w[ATT_SPLITS_MAX], s_l[1];
-    merge_heads(part, (int64_t)blockIdx.x, 1, splits, hd, out, xo, s_w, s_l);
+    merge_heads<16>(part, (int64_t)blockIdx.x, 1, splits, hd, out, xo, s_w, s_l);
+}
+
+/* Decode attention a group of lanes a key: one block of ATT_THREADS a (token, query head, split).
+ * In each warp LPK = HDC / 16 lanes take a key, 16 of its values a lane (four 4-value loads, each
+ * a contiguous run of the row across the group), so a warp scores CELER_WARP / LPK keys at once
+ * and sums each over log2(LPK) shuffles, where k_attention spreads a key over the whole warp.
+ * Each group keeps an online softmax over its keys (KP a pass, loaded before any is used; the
+ * next pass's cache slots read while this one's are used), merged with the others' at the
+ * end; the splits merge as k_attention's do. A block serves one query head: the L2, not the
+ * block, serves a key head's keys to its other query heads. The arguments are k_attention's
+ * (hpb unused: 1). */
+template <int HDC, typename KT>
+__global__ void __launch_bounds__(ATT_THREADS) k_attention_lanes(
+    const float *__restrict__ q, const KT *__restrict__ kc, const KT *__restrict__ vc,
+    const int32_t *__restrict__ pos, const int32_t *__restrict__ seq, const int32_t *__restrict__ tables,
+    int32_t max_blocks, int32_t block_size, int64_t n_heads, int64_t n_kv_heads, int64_t hd, float scale,
+    int32_t window, int32_t hpb, int32_t chunk, float *__restrict__ part, float *__restrict__ out, gpu_xq_out xo,
+    int32_t *count)
+{
+    gpu_dep_deferred(); /* the token's position and sequence, uploaded before the step's kernels, are read first */
+    constexpr int NV = 16, LPK = HDC / NV, KP = 2, GROUPS = ATT_THREADS / LPK;
+    __shared__ float s_m[GROUPS], s_l[GROUPS], s_acc[GROUPS][HDC];
+    (void)hpb;
+    const int64_t t = blockIdx.x, h = blockIdx.y, kvh = h / (n_heads / n_kv_heads), kw = n_kv_heads * hd;
+    const int     r = threadIdx.x % LPK, grp = threadIdx.x / LPK; /* lane r of group grp */
+    const int     wgrp = threadIdx.x / CELER_WARP * (CELER_WARP / LPK); /* the warp's first group */
+    const int32_t p = pos[t], lo0 = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+    const int32_t z = blockIdx.z, lo = chunk && z * chunk > lo0 ? z * chunk : lo0;
+    const int32_t hi = chunk && (z + 1) * chunk - 1 < p ? (z + 1) * chunk - 1 : p; /* this split's last key */
+    const int32_t *table = tables + (int64_t)seq[t] * max_blocks;
+    /* the warp walks while its first group has keys (every lane of a warp takes part in the
+     * shuffles); a group past hi reads nothing (slot -1) and keeps an empty softmax */
+    int64_t slot[KP];
+    int32_t j0 = lo + grp * KP, jw = lo + wgrp * KP;
+    att_slots<KP>(table, block_size, j0, hi, slot);
+    gpu_dep_enter(); /* the kernel before wrote q and this step's keys and values */
+    const int64_t off = kvh * hd;
+    float         kr[KP][NV], vr[KP][NV];
+    auto          load = [&](int k) {
+#pragma unroll
+        for (int c = 0; c < NV / 4; c++) {
+            const int64_t i = 4 * r + 4 * LPK * c;
+            if (i < hd && slot[k] >= 0) kv_get_n<4>(kc + slot[k] * kw + off + i, &kr[k][4 * c]),
+                                        kv_get_n<4>(vc + slot[k] * kw + off + i, &vr[k][4 * c]);
+            else
+#pragma unroll
+                for (int e = 0; e < 4; e++) kr[k][4 * c + e] = 0.0f, vr[k][4 * c + e] = 0.0f;
+        }
+    };
+    if (jw <= hi)
+#pragma unroll
+        for (int k = 0; k < KP; k++) load(k);
+    float        qv[NV], acc[NV], m = -INFINITY, l = 0.0f;
+    const float *qr = q + (t * n_heads + h) * hd;
+#pragma unroll
+    for (int c = 0; c < NV / 4; c++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int64_t i = 4 * r + 4 * LPK * c + e;
+            qv[4 * c + e] = i < hd ? qr[i] : 0.0f, acc[4 * c + e] = 0.0f;
+        }
+    const int32_t step = GROUPS * KP;
+    for (; jw <= hi; j0 += step, jw += step) {
+        att_slots<KP>(table, block_size, j0 + step, hi, slot); /* the next keys' (loads in flight) */
+        float d[KP];
+#pragma unroll
+        for (int k = 0; k < KP; k++) {
+            d[k] = 0.0f;
+#pragma unroll
+            for (int v = 0; v < NV; v++) d[k] += qv[v] * kr[k][v];
+#pragma unroll
+            for (int o = 1; o < LPK; o *= 2) d[k] += gpu_shfl_xor(d[k], o);
+        }
+        float mx = m;
+#pragma unroll
+        for (int k = 0; k < KP; k++) d[k] = j0 + k <= hi ? d[k] * scale : -INFINITY, mx = fmaxf(mx, d[k]);
+        if (mx != -INFINITY) { /* the group has seen a key */
+            const float corr = expf(m - mx);
+            l *= corr;
+#pragma unroll
+            for (int v = 0; v < NV; v++) acc[v] *= corr;
+#pragma unroll
+            for (int k = 0; k < KP; k++) {
+                const float e = expf(d[k] - mx);
+                l += e;
+#pragma unroll
+                for (int v = 0; v < NV; v++) acc[v] += e * vr[k][v];
+            }
+            m = mx;
+        }
+        if (jw + step <= hi)
+#pragma unroll
+            for (int k = 0; k < KP; k++) load(k);
+    }
+    if (r == 0) s_m[grp] = m, s_l[grp] = l;
+#pragma unroll
+    for (int c = 0; c < NV / 4; c++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int64_t i = 4 * r + 4 * LPK * c + e;
+            if (i < hd) s_acc[grp][i] = acc[4 * c + e];
+        }
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) { /* consecutive threads, consecutive values */
+        float M = -INFINITY, L = 0.0f, v = 0.0f;
+        for (int w = 0; w < GROUPS; w++) M = fmaxf(M, s_m[w]);
+        for (int w = 0; w < GROUPS; w++) {
+            const float f = M == -INFINITY ? 0.0f : expf(s_m[w] - M); /* max -inf: no key here */
+            L += s_l[w] * f, v += s_acc[w][i] * f;
+        }
+        if (part) { /* this split's max, sum and unnormalized output */
+            float *pr = part + ((t * n_heads + h) * gridDim.z + z) * (hd + 2);
+            if (i == 0) pr[0] = M, pr[1] = L;
+            pr[2 + i] = v;
+        } else
+            put_out(out + (t * n_heads + h) * hd, i, L > 0.0f ? v / L : 0.0f, (t * n_heads + h) * hd, xo);
+    }
+    if (!part || !count) return; /* one split, or k_attention_merge merges them */
+    __shared__ int s_last;
+    __threadfence(); /* this block's partial results visible to the block that merges */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int32_t *c = count + t * gridDim.y + blockIdx.y;
+        s_last     = atomicAdd(c, 1) == (int32_t)gridDim.z - 1;
+        if (s_last) *c = 0;
+    }
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    static_assert(GROUPS * HDC >= ATT_SPLITS_MAX, "the merge weights fit s_acc, free now");
+    merge_heads<8>((const volatile float *)part, t * n_heads + h, 1, (int32_t)gridDim.z, hd, out, xo, &s_acc[0][0],
+                    &s_l[0]);
 }
 
 /* One launch of k_attention for the head-size class hdc over the cache's pools of values KT: with
@@ -301,18 +457,24 @@ __global__ void k_attention_merge(const float *__restrict__ part, int32_t splits
 template <typename KT>
 static celer_status att_launch(gpu_backend *g, int hdc, dim3 grid, const float *q, const celer_kv_cache *kv,
                                int32_t layer, const int32_t *pos, const int32_t *seq, const int32_t *tables,
-                               const celer_attn *a, bool wide, int32_t hpb, int32_t chunk, float *part, float *out,
-                               gpu_xq_out xo, int32_t *count, celer_error *err)
+                               const celer_attn *a, bool wide, bool lanes, int32_t hpb, int32_t chunk, float *part,
+                               float *out, gpu_xq_out xo, int32_t *count, celer_error *err)
 {
     typedef void (*fn_t)(const float *, const KT *, const KT *, const int32_t *, const int32_t *, const int32_t *,
                          int32_t, int32_t, int64_t, int64_t, int64_t, float, int32_t, int32_t, int32_t, float *,
                          float *, gpu_xq_out, int32_t *);
-    constexpr int W = ATT_WIDE_THREADS;
-    const fn_t    narrow = hdc == 128 ? k_attention<128, KT> : hdc == 256 ? k_attention<256, KT> : k_attention<512, KT>;
+    constexpr int W = ATT_WIDE_THREADS, T = ATT_THREADS;
+    /* heads of 128 values: the kernel for 2 or 4 heads a block where that is all a block serves
+     * (ptxas, sm_90: 148 / 168 registers against 208 for 8: 3 blocks an SM instead of 2) */
+    const fn_t narrow = hdc == 128   ? (hpb <= 2 ? k_attention<128, KT, T, 2> : hpb <= 4 ? k_attention<128, KT, T, 4>
+                                                                                 : k_attention<128, KT>)
+                        : hdc == 256 ? k_attention<256, KT>
+                                     : k_attention<512, KT>;
     const fn_t    broad  = hdc == 128   ? k_attention<128, KT, W, 1>
                            : hdc == 256 ? k_attention<256, KT, W, 1>
                                         : k_attention<512, KT, W, 1>;
-    const fn_t    fn = wide ? broad : narrow;
+    const fn_t    by_lanes = hdc == 128 ? k_attention_lanes<128, KT> : k_attention_lanes<256, KT>; /* not 512 */
+    const fn_t    fn = wide ? broad : lanes ? by_lanes : narrow;
     const int     threads = wide ? W : ATT_THREADS;
     return GPU_LAUNCH(g, err, "attention", fn, grid, threads, 0, q, (const KT *)kv->k[layer],
                       (const KT *)kv->v[layer], pos, seq, tables, kv->max_blocks, kv->block_size, a->n_heads,
@@ -334,6 +496,13 @@ static bool att_wide(const gpu_backend *g, const celer_batch *b, const celer_att
     /* a lane holds hdc / warp values of a row, a warp 32 / that keys at once */
     return !g->att_chunk && celer_att_wide(far, b->n_tokens * a->n_heads, a->n_heads / a->n_kv_heads,
                                            ATT_WIDE_THREADS * 32 / hdc, g->att_wide);
+}
+
+/* The split of a wide step (celer_att_wide_split; heads of up to 256 values: the wide kernel of
+ * 512 compiles no merge). */
+static celer_att_split att_wide_split(const gpu_backend *g, int32_t far, int64_t rows, int hdc)
+{
+    return celer_att_wide_split(far, rows, ATT_WIDE_THREADS * 32 / hdc, g->prop.multiProcessorCount);
 }
 
 static int att_class(const celer_attn *a) { return a->head_dim <= 128 ? 128 : a->head_dim <= 256 ? 256 : 512; }
@@ -362,10 +531,14 @@ celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cac
     const int64_t G    = a->n_heads / a->n_kv_heads, rows = b->n_tokens * a->n_heads;
     const int32_t far  = att_far(b);
     const bool    wide = att_wide(g, b, a, hdc, far);
-    const int32_t         hpb = wide ? 1 : celer_att_heads_for(far, b->n_tokens, a->n_kv_heads, G, att_gmax(hdc));
+    /* steps of few rows that do not take the wide blocks: a block a query head, a lane group a key
+     * (heads of up to 256 values: at 512 a group is a warp, k_attention's own shape) */
+    const bool            lanes = !wide && rows < ATT_SPLIT_BELOW && hdc < 512;
+    const int32_t         hpb = wide || lanes ? 1 : celer_att_heads_for(far, b->n_tokens, a->n_kv_heads, G, att_gmax(hdc));
     const int64_t         hy  = a->n_kv_heads * ((G + hpb - 1) / hpb);
-    const celer_att_split one = {0, 1};
-    const celer_att_split sp  = wide ? one : celer_att_split_for(far, b->n_tokens * hy, g->att_chunk, ATT_SPLITS_MAX);
+    const celer_att_split sp  = !wide      ? celer_att_split_for(far, b->n_tokens * hy, g->att_chunk, ATT_SPLITS_MAX)
+                                : hdc < 512 ? att_wide_split(g, far, rows, hdc)
+                                            : celer_att_split{0, 1};
     const int32_t         splits = sp.splits;
     const dim3            grid((unsigned)b->n_tokens, (unsigned)hy, (unsigned)splits);
     /* the output quantized on the way out for the o-projection that reads it next */
@@ -396,10 +569,10 @@ celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cac
     if (splits > 1 && !in) kxo.q = NULL, kxo.dd = NULL;
     int32_t      *count = in ? (int32_t *)g->d_att_count.p : NULL;
     const int32_t ch    = splits > 1 ? sp.chunk : 0;
-    if (kv->elem_bytes == 2 ? att_launch<uint16_t>(g, hdc, grid, q, kv, layer, pos, seq, tables, a, wide, hpb, ch, part,
-                                                   out, kxo, count, err)
-                            : att_launch<float>(g, hdc, grid, q, kv, layer, pos, seq, tables, a, wide, hpb, ch, part,
-                                                out, kxo, count, err))
+    if (kv->elem_bytes == 2 ? att_launch<uint16_t>(g, hdc, grid, q, kv, layer, pos, seq, tables, a, wide, lanes, hpb, ch,
+                                                   part, out, kxo, count, err)
+                            : att_launch<float>(g, hdc, grid, q, kv, layer, pos, seq, tables, a, wide, lanes, hpb, ch,
+                                                part, out, kxo, count, err))
         return err->code;
     if (splits > 1 && !in &&
         GPU_LAUNCH(g, err, "attention merge", k_attention_merge, (unsigned)rows, ATT_THREADS, 0, (const float *)part,
