@@ -196,6 +196,24 @@ static __device__ __forceinline__ void merge_heads(P *part, int64_t row0, int ng
  * of a row's values, VW consecutive ones at VW lane + VW · warp · c (each load instruction of a
  * warp reads a contiguous run of the row); a block takes up to GMAX of one key head's query
  * heads, so that each key and value it loads serves all of them, GMAX · NV accumulators a lane. */
+/* Whether this block is the last of its gridDim.z splits to finish, which then merges them all:
+ * each block takes a ticket from *count (one counter a (token, blockIdx.y)); the last resets it
+ * to 0 for the next step, every other split having taken its ticket. Called by every thread. */
+static __device__ __forceinline__ bool last_split(int32_t *count)
+{
+    __shared__ int s_last;
+    __threadfence(); /* this block's partial results visible to the block that merges */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        s_last = atomicAdd(count, 1) == (int32_t)gridDim.z - 1;
+        if (s_last) *count = 0;
+    }
+    __syncthreads();
+    if (!s_last) return false;
+    __threadfence(); /* the other splits' results, seen after their tickets */
+    return true;
+}
+
 static constexpr __host__ __device__ int att_gmax(int hdc) { return 1024 / hdc; }
 
 /* Split blockIdx.z of gridDim.z: keys [z · chunk, (z + 1) · chunk) of those visible (chunk 0: all,
@@ -290,19 +308,7 @@ __global__ void __launch_bounds__(THREADS) k_attention(
     }
     if constexpr (GM == 1 && HDC == 512) return; /* never split (att_wide_split): the merge spilled */
     if (!part || !count) return;                 /* one split, or k_attention_merge merges them */
-    /* the last of the token's splits for these heads to finish merges them (count: one ticket a
-     * (token, blockIdx.y), back at 0 after its last) */
-    __shared__ int s_last;
-    __threadfence(); /* this block's partial results visible to the block that merges */
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        int32_t *c = count + t * gridDim.y + blockIdx.y;
-        s_last     = atomicAdd(c, 1) == (int32_t)gridDim.z - 1;
-        if (s_last) *c = 0; /* every other split has taken its ticket: ready for the next step */
-    }
-    __syncthreads();
-    if (!s_last) return;
-    __threadfence();
+    if (!last_split(count + t * gridDim.y + blockIdx.y)) return;
     static_assert(MAX_WARPS * HDC >= ATT_SPLITS_MAX, "the heads' merge weights fit s_acc, free now");
     /* 16 splits' loads of each output in flight (the heads of 512: 8, which left it 168 registers) */
     merge_heads<HDC == 512 ? 8 : 16>((const volatile float *)part, t * n_heads + h0, ng, (int32_t)gridDim.z, hd, out,
@@ -435,17 +441,7 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attention_lanes(
             put_out(out + (t * n_heads + h) * hd, i, L > 0.0f ? v / L : 0.0f, (t * n_heads + h) * hd, xo);
     }
     if (!part || !count) return; /* one split, or k_attention_merge merges them */
-    __shared__ int s_last;
-    __threadfence(); /* this block's partial results visible to the block that merges */
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        int32_t *c = count + t * gridDim.y + blockIdx.y;
-        s_last     = atomicAdd(c, 1) == (int32_t)gridDim.z - 1;
-        if (s_last) *c = 0;
-    }
-    __syncthreads();
-    if (!s_last) return;
-    __threadfence();
+    if (!last_split(count + t * gridDim.y + blockIdx.y)) return;
     static_assert(GROUPS * HDC >= ATT_SPLITS_MAX, "the merge weights fit s_acc, free now");
     merge_heads<8>((const volatile float *)part, t * n_heads + h, 1, (int32_t)gridDim.z, hd, out, xo, &s_acc[0][0],
                     &s_l[0]);
