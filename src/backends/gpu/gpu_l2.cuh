@@ -18,7 +18,7 @@ static __device__ __forceinline__ void gpu_l2_prefetch(const gpu_l2_hint &h, uin
 #pragma unroll
     for (int r = 0; r < GPU_L2_RANGES; r++) {
         const uint64_t lines = (h.n[r] + L2_LINE - 1) / L2_LINE, a = lines * part / parts, b = lines * (part + 1) / parts;
-        for (uint64_t l = a + (uint64_t)tid; l < b; l += (uint64_t)n) gpu_l2_prefetch_line(h.p[r] + L2_LINE * l);
+        for (uint64_t l = a + (uint64_t)tid; l < b; l += (uint64_t)n) gpu_l2_prefetch_line(h.p[r] + L2_LINE * l, h.last);
     }
 }
 

@@ -375,6 +375,7 @@ extern "C" celer_status celer_gpu_prefetch(celer_backend *be, const celer_weight
         h.n[i] = (uint64_t)gpu_row_bytes(w[i]) * (uint64_t)w[i]->rows;
         total += h.n[i];
     }
+    h.last = g->l2_prefetch == 2;
     if (total <= g->l2_budget) g->l2_hint = h;
     return CELER_OK;
 }

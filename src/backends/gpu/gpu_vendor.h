@@ -119,7 +119,7 @@ static __device__ __forceinline__ void gpu_hmma_16x8x16(float c[4], const uint32
 }
 static __device__ __forceinline__ uint32_t gpu_half2_bits(float lo, float hi) { return (void)lo, (void)hi, 0u; }
 /* An L2 prefetch of the line at p: gfx90a and gfx1030 have no such instruction; nothing. */
-static __device__ __forceinline__ void gpu_l2_prefetch_line(const void *p) { (void)p; }
+static __device__ __forceinline__ void gpu_l2_prefetch_line(const void *p, bool last) { (void)p, (void)last; }
 /* Programmatic dependent launch: not in HIP; kernels run one after the other (see the CUDA half). */
 static __device__ __forceinline__ void gpu_dep_enter(void) {}
 static __device__ __forceinline__ void gpu_dep_deferred(void) {}
@@ -300,13 +300,15 @@ static __device__ __forceinline__ void gpu_hmma_16x8x16(float c[4], const uint32
 #endif
 }
 
-/* Asks the L2 for the line at p without waiting for it (sm_80 and later; gpu_l2.cuh). */
-static __device__ __forceinline__ void gpu_l2_prefetch_line(const void *p)
+/* Asks the L2 for the line at p without waiting for it (sm_80 and later; gpu_l2.cuh), with last
+ * to be evicted after the lines of normal priority. */
+static __device__ __forceinline__ void gpu_l2_prefetch_line(const void *p, bool last)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+    if (last) asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(p));
+    else asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 #else
-    (void)p;
+    (void)p, (void)last;
 #endif
 }
 
