@@ -54,16 +54,9 @@ const celer_port celer_port_moe_router = {
     .impl     = {GPU_SLOT(celer_gpu_moe_router)},
 };
 
-const celer_port celer_port_prefetch = {
-    .name     = "prefetch",
-    .does     = "asks the device's cache for weights a later product of the step reads",
-    .fallback = "nothing (a hint)",
-    .impl     = {GPU_SLOT(celer_gpu_prefetch)},
-};
-
-const celer_port *const celer_ports[] = {&celer_port_add_rmsnorm, &celer_port_attn_inputs, &celer_port_matmuls,
-                                         &celer_port_matmul_glu,  &celer_port_matmul_add,  &celer_port_moe_router,
-                                         &celer_port_prefetch,    NULL};
+const celer_port *const celer_ports[] = {&celer_port_add_rmsnorm,  &celer_port_attn_inputs, &celer_port_matmuls,
+                                         &celer_port_matmul_glu,   &celer_port_matmul_add,  &celer_port_moe_router,
+                                         NULL};
 
 static const char *const KIND_NAMES[CELER_BACKEND_KIND_COUNT] = {"cpu", "cuda", "rocm"};
 

@@ -61,12 +61,6 @@ typedef celer_status (*celer_moe_router_fn)(celer_backend *be, const celer_weigh
                                             celer_error *err);
 extern const celer_port celer_port_moe_router;
 
-/* A hint: the n weights (1 to 3) are read by a product later in the step; the backend may ask its
- * cache for them while the ops before run (the GPU: the next one-token product's blocks, as they
- * finish, with CELER_GPU_L2_PREFETCH=1). No values change. Fallback: nothing. */
-typedef celer_status (*celer_prefetch_fn)(celer_backend *be, const celer_weight *const *w, int n, celer_error *err);
-extern const celer_port celer_port_prefetch;
-
 /* Every port, for tests and `celer info`; NULL-terminated. */
 extern const celer_port *const celer_ports[];
 

@@ -102,16 +102,6 @@ static celer_status attn_inputs(const celer_model *m, celer_backend *be, celer_k
     return op->kv_write(be, kv, il, a->k, a->v, b, err);
 }
 
-/* The n weights are read by a product later in the step: a hint to the backend where it has the
- * port (the next one-token product asks the cache for them), nothing where it has not. */
-static celer_status prefetch(celer_backend *be, const celer_weight *const *w, int n, celer_error *err)
-{
-    celer_port_fn fn;
-    celer_error   none;
-    if (celer_port_select(&celer_port_prefetch, be->ops->kind, &fn, &none)) return CELER_OK;
-    return ((celer_prefetch_fn)fn)(be, w, n, err);
-}
-
 /* y[i] = x · w[i]ᵀ for the n weights: in one pass where the backend can. */
 static celer_status matmuls(celer_backend *be, const celer_weight *const *w, int n, const float *x, int64_t T,
                             float *const *y, celer_error *err)
@@ -174,16 +164,14 @@ static celer_status attention_block(const celer_model *m, celer_backend *be, cel
     const celer_backend_ops *op = be->ops;
     const celer_layer       *l  = &m->layers[il];
     int64_t                  T  = b->n_tokens;
-    const celer_weight *qkv[] = {&l->wq, &l->wk, &l->wv}, *wo[] = {&l->wo}, *gu[] = {&l->w_gate, &l->w_up};
+    const celer_weight *qkv[] = {&l->wq, &l->wk, &l->wv};
     float *const        out[] = {a->q, a->k, a->v};
-    TRY(prefetch(be, wo, 1, err)); /* carried by the q, k, v product: read after attention */
     TRY(norm_matmuls(m, be, T, &l->attn_norm, *pend, qkv, 3, out, a, err));
     if (l->bq.data) TRY(op->add_bias(be, a->q, &l->bq, T, err));
     if (l->bk.data) TRY(op->add_bias(be, a->k, &l->bk, T, err));
     if (l->bv.data) TRY(op->add_bias(be, a->v, &l->bv, T, err));
     TRY(attn_inputs(m, be, kv, b, il, a, err));
     TRY(op->attention(be, a->q, kv, il, b, &l->attn, a->att, err));
-    if (!l->moe.n_expert) TRY(prefetch(be, gu, 2, err)); /* carried by the output product */
     return out_product(m, be, T, &l->wo, a->att, m->arch->sandwich_norm ? &l->post_attn_norm : NULL, a, pend, err);
 }
 
@@ -248,15 +236,8 @@ static celer_status ffn_block(const celer_model *m, celer_backend *be, int64_t T
         *pend = true;
         return CELER_OK;
     }
-    const celer_weight *down[] = {&l->w_down};
-    TRY(prefetch(be, down, 1, err)); /* carried by the gate and up product */
     TRY(norm_matmuls(m, be, T, &l->ffn_norm, *pend, NULL, 0, NULL, a, err));
     TRY(matmul_glu(be, &l->w_gate, &l->w_up, a->h, T, m->arch->act, a->gate, a->up, err));
-    if (il + 1 < m->n_layers) { /* carried by the down product: the next layer's first */
-        const celer_layer  *n      = &m->layers[il + 1];
-        const celer_weight *next[] = {&n->wq, &n->wk, &n->wv};
-        TRY(prefetch(be, next, 3, err));
-    }
     return out_product(m, be, T, &l->w_down, a->gate, m->arch->sandwich_norm ? &l->post_ffn_norm : NULL, a, pend, err);
 }
 

@@ -7,9 +7,7 @@
  *   - matmul_add against the product and an add: equal bit for bit;
  *   - matmul_glu, one token: the default's one launch bit for bit the products and glu of
  *     CELER_GPU_GLU_FUSE=0 where those run unsliced, a down product of its output too; the
- *     default's against the CPU's fallback: 1e-2 (2e-2 with 8-bit activations);
- *   - prefetch: the products that carry its hint (CELER_GPU_L2_PREFETCH=1) equal bit for bit
- *     those of a backend without; a hint of no weights or more than three refused.
+ *     default's against the CPU's fallback: 1e-2 (2e-2 with 8-bit activations).
  * Every other op: test_gpu_ops.c. Run on a machine with a GPU (scripts/gpu-check.sh); built only
  * with CELER_CUDA or CELER_HIP. */
 #include "backends/ports.h"
@@ -252,64 +250,6 @@ static void test_matmul_glu(void)
     celer_backend_destroy(apart);
 }
 
-/* The port prefetch: on a backend with CELER_GPU_L2_PREFETCH=1, each product of one token after
- * a hint (the next weight's bytes asked of the L2 by its blocks) gives the values of the default
- * backend's same product, bit for bit: matmuls of three Q4_0 weights carrying a Q4_K weight,
- * matmul_glu carrying three, matmul_add carrying one, and a 5-token product after a hint (which
- * it does not carry). */
-static void test_prefetch(void)
-{
-    enum { K = 512, R = 96, N = 3 };
-    celer_backend *pf = gpu_backend_with((const char *const[]){"CELER_GPU_L2_PREFETCH=1"}, 1), *was = gpu;
-    celer_port_fn  fp, fm, fg, fa;
-    CHECK(celer_port_select(&celer_port_prefetch, gpu->ops->kind, &fp, &err) == CELER_OK);
-    CHECK(celer_port_select(&celer_port_matmuls, gpu->ops->kind, &fm, &err) == CELER_OK);
-    CHECK(celer_port_select(&celer_port_matmul_glu, gpu->ops->kind, &fg, &err) == CELER_OK);
-    CHECK(celer_port_select(&celer_port_matmul_add, gpu->ops->kind, &fa, &err) == CELER_OK);
-    if (!pf) return;
-    void *raw[N + 1];
-    for (int i = 0; i < N; i++) raw[i] = random_weights(CELER_GGML_Q4_0, R, K, 0.1f);
-    raw[N]   = random_weights(CELER_GGML_Q4_K, R, K, 0.1f);
-    float *x = malloc(5 * K * sizeof *x), *out[2];
-    random_acts(x, 5, K);
-    enum { OUT = N * R + R + R + 5 * R }; /* matmuls, glu, add, the 5-token product */
-    celer_backend *be[2] = {was, pf};
-    for (int b = 0; b < 2; b++) {
-        gpu = be[b];
-        celer_weight w[N + 1];
-        const celer_weight *pw[N + 1];
-        for (int i = 0; i <= N; i++) {
-            w[i] = (celer_weight){.type = i < N ? CELER_GGML_Q4_0 : CELER_GGML_Q4_K, .rows = R, .cols = K, .data = raw[i]};
-            CHECK(gpu->ops->weight_load(gpu, &w[i], &err) == CELER_OK);
-            pw[i] = &w[i];
-        }
-        const celer_weight *none[4] = {pw[0], pw[1], pw[2], pw[3]};
-        CHECK(((celer_prefetch_fn)fp)(gpu, none, 0, &err) == CELER_ERR_INVALID);
-        CHECK(((celer_prefetch_fn)fp)(gpu, none, 4, &err) == CELER_ERR_INVALID);
-        float *dx = dev_copy(x, 5 * K * sizeof *x), *dy = dev_zeros(OUT), *dt = dev_zeros(5 * R);
-        float *ys[N] = {dy, dy + R, dy + 2 * R};
-        CHECK(((celer_prefetch_fn)fp)(gpu, &pw[N], 1, &err) == CELER_OK);
-        CHECK(((celer_matmuls_fn)fm)(gpu, pw, N, dx, 1, ys, &err) == CELER_OK);
-        CHECK(((celer_prefetch_fn)fp)(gpu, pw, N, &err) == CELER_OK);
-        CHECK(((celer_matmul_glu_fn)fg)(gpu, pw[0], pw[1], dx, 1, CELER_ACT_SILU, dy + N * R, dt, &err) == CELER_OK);
-        CHECK(((celer_prefetch_fn)fp)(gpu, &pw[0], 1, &err) == CELER_OK);
-        CHECK(((celer_matmul_add_fn)fa)(gpu, pw[N], dx, 1, dy + N * R + R, dt, &err) == CELER_OK);
-        CHECK(((celer_prefetch_fn)fp)(gpu, &pw[1], 1, &err) == CELER_OK);
-        CHECK(gpu->ops->matmul(gpu, pw[2], dx, 5, dy + N * R + 2 * R, &err) == CELER_OK);
-        out[b] = malloc(OUT * sizeof *out[b]);
-        to_host(dy, out[b], OUT * sizeof *out[b]);
-        gpu->ops->release(gpu, dx), gpu->ops->release(gpu, dy), gpu->ops->release(gpu, dt);
-    }
-    gpu = was;
-    int bad = 0;
-    for (int i = 0; i < OUT; i++) bad += memcmp(&out[0][i], &out[1][i], sizeof(float)) != 0;
-    if (bad) fprintf(stderr, "  prefetch: %d of %d values differ from the backend without hints\n", bad, (int)OUT);
-    CHECK(bad == 0);
-    for (int i = 0; i <= N; i++) free(raw[i]);
-    free(x), free(out[0]), free(out[1]);
-    celer_backend_destroy(pf);
-}
-
 int main(void)
 {
     if (gpu_test_open("test_gpu_ports")) return 1;
@@ -317,6 +257,5 @@ int main(void)
     test_matmuls();
     test_matmul_add();
     test_matmul_glu();
-    test_prefetch();
     return gpu_test_close("test_gpu_ports");
 }

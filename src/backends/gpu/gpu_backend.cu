@@ -397,8 +397,6 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->moe_combine  = !env_is("CELER_GPU_MOE_COMBINE", "0"); /* 0: a MoE decode step's combine apart */
     g->glu_fuse     = !env_is("CELER_GPU_GLU_FUSE", "0"); /* 0: one-token gate/up products, then their GLU */
     g->moe_stream   = !env_is("CELER_GPU_MOE_STREAM", "0"); /* 0: a MoE prefill's experts on the tiled kernel */
-    /* 1: products ask the L2 for the next weights; 2: to be evicted last (experiments) */
-    g->l2_prefetch  = env_is("CELER_GPU_L2_PREFETCH", "1") ? 1 : env_is("CELER_GPU_L2_PREFETCH", "2") ? 2 : 0;
     const char *bf  = getenv("CELER_GPU_BLAS_FROM"); /* tokens, 0: never (gpu_blas.h) */
     g->blas_from    = !CELER_GPU_BLAS ? 0 : bf && *bf ? atoi(bf) : GPU_BLAS_FROM;
     if (g->blas_from < 0) g->blas_from = 0;
@@ -422,7 +420,6 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     gpuError_t e = gpuSetDevice(device);
     if (e == gpuSuccess) e = gpuGetDeviceProperties(&g->prop, device);
     if (e == gpuSuccess) e = gpuStreamCreateNonBlocking(&g->stream);
-    g->l2_budget = (uint64_t)g->prop.l2CacheSize / 2;
     size_t total_b = 0;
     if (e == gpuSuccess) e = gpuMemGetInfo(&g->free0, &total_b);
     g->free_min = g->free0;

@@ -28,15 +28,6 @@ typedef struct {
 
 enum { GPU_SMEM_FNS = 16 };
 
-/* Byte ranges of weights a later product of the step reads (celer_port_prefetch): the next
- * one-token product's blocks ask the L2 for them as they finish (gpu_l2.cuh). */
-enum { GPU_L2_RANGES = 3 };
-typedef struct {
-    const uint8_t *p[GPU_L2_RANGES];
-    uint64_t       n[GPU_L2_RANGES];
-    int            last; /* asked to be evicted last (CELER_GPU_L2_PREFETCH=2) */
-} gpu_l2_hint;
-
 typedef struct {
     celer_backend base;
     int           device;
@@ -95,9 +86,6 @@ typedef struct {
     bool     moe_combine; /* MoE decode's down products sum their choices (gpu_matvec_combine.cu; MOE_COMBINE=0: not) */
     bool     glu_fuse;    /* one-token gate/up and GLU in one launch (gpu_matvec_glu.cu; CELER_GPU_GLU_FUSE=0: not) */
     bool     moe_stream;  /* a MoE prefill's experts on the batch kernel (gpu_mmq_small.cu); CELER_GPU_MOE_STREAM=0: not */
-    int      l2_prefetch; /* CELER_GPU_L2_PREFETCH=1 (=2: evicted last): products carry celer_port_prefetch's hints */
-    uint64_t l2_budget;   /* the most bytes a hint asks for: half the L2 */
-    gpu_l2_hint l2_hint;  /* the hint for the next one-token product (gpu_l2_take), or none */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */
     int64_t  h_pos_n, h_seq_n, h_tables_n;
     /* RoPE frequency tables (gpu_rope_freqs), one per (base, rotated dimensions, divisors) */
@@ -232,18 +220,6 @@ static inline uint64_t gpu_sig_args(uint64_t h) { return h; }
 template <typename A, typename... R> static inline uint64_t gpu_sig_args(uint64_t h, const A &a, const R &...r)
 {
     return gpu_sig_args(gpu_sig_arg(h, a), r...);
-}
-static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_l2_hint &x)
-{
-    for (int i = 0; i < GPU_L2_RANGES; i++) h = gpu_sig_args(h, x.p[i], x.n[i]);
-    return gpu_sig_args(h, x.last);
-}
-/* The pending hint, cleared: what the product being launched carries. */
-static inline gpu_l2_hint gpu_l2_take(gpu_backend *g)
-{
-    gpu_l2_hint h = g->l2_hint;
-    memset(&g->l2_hint, 0, sizeof g->l2_hint);
-    return h;
 }
 /* Whether launches are signed: while a step is recorded or replayed (op by op, nothing compares). */
 static inline bool gpu_signing(const gpu_backend *g) { return g->rec == GPU_REC_CAPTURE || g->rec == GPU_REC_REPLAY; }

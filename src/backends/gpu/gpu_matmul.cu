@@ -356,30 +356,6 @@ extern "C" celer_status celer_gpu_matmul_add(celer_backend *be, const celer_weig
     return product(be, w, x, T, y, true, tmp, err);
 }
 
-/* The port celer_port_prefetch: the hint the next one-token product carries (gpu_l2.cuh), with
- * CELER_GPU_L2_PREFETCH=1 and where the weights' bytes are at most half the L2; else none. */
-extern "C" celer_status celer_gpu_prefetch(celer_backend *be, const celer_weight *const *w, int n, celer_error *err)
-{
-    gpu_backend *g = gpu_of(be);
-    (void)gpu_l2_take(g);
-    if (n < 1 || n > GPU_L2_RANGES)
-        return celer_fail(err, CELER_ERR_INVALID, "%s: a prefetch of %d weights (1 to %d)", CELER_GPU_NAME, n,
-                          GPU_L2_RANGES);
-    if (!g->l2_prefetch) return CELER_OK;
-    gpu_l2_hint h;
-    uint64_t    total = 0;
-    memset(&h, 0, sizeof h);
-    for (int i = 0; i < n; i++) {
-        if (!w[i]->data) return CELER_OK; /* not on the device: nothing to ask for */
-        h.p[i] = (const uint8_t *)w[i]->data;
-        h.n[i] = (uint64_t)gpu_row_bytes(w[i]) * (uint64_t)w[i]->rows;
-        total += h.n[i];
-    }
-    h.last = g->l2_prefetch == 2;
-    if (total <= g->l2_budget) g->l2_hint = h;
-    return CELER_OK;
-}
-
 /* MLX rows come from the host arrays, as mx.dequantize gives them (quant/mlx_quant.c). */
 static celer_status get_rows_mlx(gpu_backend *g, const celer_weight *w, const int32_t *ids, int64_t n, float *y,
                                  celer_error *err)

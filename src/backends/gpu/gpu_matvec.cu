@@ -8,7 +8,6 @@
  *
  * Formats without a kernel here (F32, F16, BF16, MLX affine 2/3/5/6, mxfp4, mxfp8, nvfp4) take
  * the float decode kernel of gpu_matmul.cu. */
-#include "backends/gpu/gpu_l2.cuh"
 #include "backends/gpu/gpu_mvq_units.cuh"
 
 #include <string.h>
@@ -72,20 +71,18 @@ celer_status gpu_quant_x(gpu_backend *g, const float *x, int64_t T, int64_t cols
 }
 
 /* Up to three weights of one format and one input: the blocks of a launch cover their rows in
- * turn (weight i has blocks b0[i] .. b0[i + 1]); with add, the products are added to y; pf: what
- * the blocks ask of the L2 as they finish (gpu_l2.cuh). */
+ * turn (weight i has blocks b0[i] .. b0[i + 1]); with add, the products are added to y. */
 typedef struct {
-    gpu_wdesc   w[GPU_MVQ_SET];
-    float      *y[GPU_MVQ_SET];
-    unsigned    b0[GPU_MVQ_SET + 1];
-    int         add;
-    gpu_l2_hint pf;
+    gpu_wdesc w[GPU_MVQ_SET];
+    float    *y[GPU_MVQ_SET];
+    unsigned  b0[GPU_MVQ_SET + 1];
+    int       add;
 } mv_set;
 
 static inline uint64_t gpu_sig_arg(uint64_t h, const mv_set &s)
 {
     for (int i = 0; i < GPU_MVQ_SET; i++) h = gpu_sig_args(h, s.w[i], s.y[i], s.b0[i]);
-    return gpu_sig_args(h, s.b0[GPU_MVQ_SET], s.add, s.pf);
+    return gpu_sig_args(h, s.b0[GPU_MVQ_SET], s.add);
 }
 
 /* MVQ_ROWS rows per warp, NT tokens (nt of them live) a pass. The lanes of a warp take
@@ -181,7 +178,6 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS) k_mmvq(mv_set set, gpu_xq x,
                 float *o = &y[t * w.rows + r0 + i];
                 *o       = set.add ? __fadd_rn(*o, acc[i][t]) : acc[i][t];
             }
-    gpu_l2_prefetch(set.pf, blockIdx.x, gridDim.x, threadIdx.x, MVQ_THREADS); /* the slice-0 warps, left */
 }
 
 /* ---- dispatch ------------------------------------------------------------------------------- */
@@ -241,8 +237,6 @@ static celer_status mvq_launch(gpu_backend *g, const gpu_wdesc *w, int n, int fm
     }
     set.b0[GPU_MVQ_SET] = (unsigned)total;
     set.add             = add;
-    set.pf              = gpu_l2_take(g);
-    if (sel || T != 1) memset(&set.pf, 0, sizeof set.pf); /* one-token products carry it */
     if (total > GPU_MAX_GRID_X)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: a decode product past the grid's limit", CELER_GPU_NAME);
     for (int i = n; i < GPU_MVQ_SET; i++) set.b0[i] = (unsigned)total; /* no blocks for the unused slots */

@@ -2,7 +2,6 @@
  * celer_port_matmul_glu, gpu_matmul.cu, and a MoE decode step's experts, gpu_moe.cu; the default,
  * CELER_GPU_GLU_FUSE=0 runs them apart), on the integer decode kernels' units (gpu_mvq_units.cuh). */
 #include "backends/gpu/gpu_glu.cuh"
-#include "backends/gpu/gpu_l2.cuh"
 #include "backends/gpu/gpu_mvq_units.cuh"
 
 /* Block (x, n): rows GLU_ROWS x .. of the gate and up weights for token (or selection) n, a set
@@ -15,8 +14,7 @@
 enum { GLU_ROWS = 32, GLU_SETS = GLU_ROWS / MVQ_ROWS, GLU_THREADS = 256 };
 template <int F, bool X8, int SD>
 __global__ void __launch_bounds__(GLU_THREADS)
-    k_mmvq_glu(gpu_wdesc wg, gpu_wdesc wu, gpu_xq x, gpu_mv_sel sel, int act, float *__restrict__ h, gpu_xq_out xo,
-               gpu_l2_hint pf)
+    k_mmvq_glu(gpu_wdesc wg, gpu_wdesc wu, gpu_xq x, gpu_mv_sel sel, int act, float *__restrict__ h, gpu_xq_out xo)
 {
     gpu_dep_deferred(); /* a lane's first units are loaded before the wait: no kernel writes weights */
     if (sel.ids) gpu_dep_enter(); /* the kernel before wrote the selections */
@@ -67,10 +65,7 @@ __global__ void __launch_bounds__(GLU_THREADS)
     }
     if (!entered) gpu_dep_enter();
     __syncthreads();
-    if (threadIdx.x >= CELER_WARP) { /* the other warps ask the L2 for the hint's share (gpu_l2.cuh) */
-        gpu_l2_prefetch(pf, blockIdx.x, gridDim.x, threadIdx.x - CELER_WARP, GLU_THREADS - CELER_WARP);
-        return;
-    }
+    if (threadIdx.x >= CELER_WARP) return;
     /* the first warp writes the block's rows (wave64: its second 32 lanes only join the shuffles) */
     const int     i    = (int)threadIdx.x % 32;
     const int64_t row  = (int64_t)blockIdx.x * GLU_ROWS + i;
@@ -80,7 +75,7 @@ __global__ void __launch_bounds__(GLU_THREADS)
     if (xo.q) xq_put<1>(v, i, (n * rows + row - i) / 32, live, xo);
 }
 
-typedef void (*glu_fn)(gpu_wdesc, gpu_wdesc, gpu_xq, gpu_mv_sel, int, float *, gpu_xq_out, gpu_l2_hint);
+typedef void (*glu_fn)(gpu_wdesc, gpu_wdesc, gpu_xq, gpu_mv_sel, int, float *, gpu_xq_out);
 #define GLU_ROW(F, SD) {F, SD, {k_mmvq_glu<F, false, SD>, k_mmvq_glu<F, true, SD>}}
 static const struct {
     int    fmt, sd; /* as MVQ_FORMATS names them */
@@ -102,12 +97,10 @@ celer_status gpu_matvec_q8_glu(gpu_backend *g, const gpu_wdesc *wg, const gpu_wd
     gpu_xq_out xo   = {NULL, NULL, false};
     const bool qz   = wg->rows % 32 == 0; /* h quantized for the down product, as k_glu does */
     gpu_mv_sel none = {NULL, 1, 0};
-    gpu_l2_hint pf  = gpu_l2_take(g);
-    if (sel || T != 1) memset(&pf, 0, sizeof pf); /* one-token products carry it */
     if (gpu_grid(g, wg->rows, GLU_ROWS, &blocks, "matvec_q8 glu", err) ||
         (qz && gpu_xq_buffer_apart(g, T * wg->rows, xq, &xo, err)) ||
         GPU_LAUNCH(g, err, "matvec_q8 glu", fn, dim3(blocks, (unsigned)T), GLU_THREADS, 0, *wg, *wu, *xq,
-                   sel ? *sel : none, (int)act, h, xo, pf))
+                   sel ? *sel : none, (int)act, h, xo))
         return err->code;
     if (qz) gpu_xq_held(g, h, T * wg->rows, xo);
     return CELER_OK;

@@ -118,8 +118,6 @@ static __device__ __forceinline__ void gpu_hmma_16x8x16(float c[4], const uint32
     (void)c, (void)a, (void)b0, (void)b1;
 }
 static __device__ __forceinline__ uint32_t gpu_half2_bits(float lo, float hi) { return (void)lo, (void)hi, 0u; }
-/* An L2 prefetch of the line at p: gfx90a and gfx1030 have no such instruction; nothing. */
-static __device__ __forceinline__ void gpu_l2_prefetch_line(const void *p, bool last) { (void)p, (void)last; }
 /* Programmatic dependent launch: not in HIP; kernels run one after the other (see the CUDA half). */
 static __device__ __forceinline__ void gpu_dep_enter(void) {}
 static __device__ __forceinline__ void gpu_dep_deferred(void) {}
@@ -297,18 +295,6 @@ static __device__ __forceinline__ void gpu_hmma_16x8x16(float c[4], const uint32
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 #else
     (void)c, (void)a, (void)b0, (void)b1;
-#endif
-}
-
-/* Asks the L2 for the line at p without waiting for it (sm_80 and later; gpu_l2.cuh), with last
- * to be evicted after the lines of normal priority. */
-static __device__ __forceinline__ void gpu_l2_prefetch_line(const void *p, bool last)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    if (last) asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(p));
-    else asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-#else
-    (void)p, (void)last;
 #endif
 }
 
