@@ -192,10 +192,6 @@ static __device__ __forceinline__ void merge_heads(P *part, int64_t row0, int ng
     }
 }
 
-/* HDC: the head-size class (128, 256 or 512; heads up to it, a multiple of 4). A lane holds NV
- * of a row's values, VW consecutive ones at VW lane + VW · warp · c (each load instruction of a
- * warp reads a contiguous run of the row); a block takes up to GMAX of one key head's query
- * heads, so that each key and value it loads serves all of them, GMAX · NV accumulators a lane. */
 /* Whether this block is the last of its gridDim.z splits to finish, which then merges them all:
  * each block takes a ticket from *count (one counter a (token, blockIdx.y)); the last resets it
  * to 0 for the next step, every other split having taken its ticket. Called by every thread. */
@@ -214,6 +210,10 @@ static __device__ __forceinline__ bool last_split(int32_t *count)
     return true;
 }
 
+/* HDC: the head-size class (128, 256 or 512; heads up to it, a multiple of 4). A lane holds NV
+ * of a row's values, VW consecutive ones at VW lane + VW · warp · c (each load instruction of a
+ * warp reads a contiguous run of the row); a block takes up to GMAX of one key head's query
+ * heads, so that each key and value it loads serves all of them, GMAX · NV accumulators a lane. */
 static constexpr __host__ __device__ int att_gmax(int hdc) { return 1024 / hdc; }
 
 /* Split blockIdx.z of gridDim.z: keys [z · chunk, (z + 1) · chunk) of those visible (chunk 0: all,
