@@ -95,9 +95,12 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const mv_set &s)
  * loads in flight for the memory's latency (ncu: 12% of the warps active, ~2 TB/s). X8 (one-token
  * passes of activations quantized to 8 bits, gpu_matvec.h): the high level only; half the dot
  * instructions and activation loads of both levels, which bound this loop
- * (dev/kernels/gpu_readpat.cu): 8B tg128 +9%, Q4_K_M +28% on the H200. */
+ * (dev/kernels/gpu_readpat.cu): 8B tg128 +9%, Q4_K_M +28% on the H200.
+ * Q4_K's sliced pass is held to two blocks an SM (152 registers a lane left one: 8 warps an SM,
+ * each few rounds of loads waiting with no other block's in flight; 128, no spills). */
 template <int F, int NT, int KS, bool X8 = false, int SD = -1>
-__global__ void __launch_bounds__(MVQ_THREADS * KS) k_mmvq(mv_set set, gpu_xq x, int nt, int64_t t0, gpu_mv_sel sel)
+__global__ void __launch_bounds__(MVQ_THREADS * KS, KS > 1 && F == GPU_Q4_K ? 2 : 0)
+    k_mmvq(mv_set set, gpu_xq x, int nt, int64_t t0, gpu_mv_sel sel)
 {
     gpu_dep_deferred(); /* a lane's first units are loaded before the wait: no kernel writes weights */
     if (sel.ids) gpu_dep_enter(); /* the kernel before wrote the selections */

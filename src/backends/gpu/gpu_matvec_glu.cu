@@ -5,20 +5,26 @@
 #include "backends/gpu/gpu_mvq_units.cuh"
 
 /* Block (x, n): rows GLU_ROWS x .. of the gate and up weights for token (or selection) n, a set
- * of MVQ_ROWS rows a warp at a time (wave64: two sets each), each warp dotting the same rows of
- * both weights, a unit of each a lane at a time; every row's sums are those of k_mmvq's unsliced
- * one-token pass (the units in the same order, the same warp sums), then h = act(gate) · up as
- * k_glu computes it, written in f32 and, with xo.q, quantized as k_glu quantizes it (the block's
- * 32 rows are one block of 32 values of h). With sel, selection n's expert's rows, its token's
- * activations and its own output row; without, token n. */
+ * of MVQ_ROWS rows a warp at a time (wave64: two sets each), a unit a lane at a time; every row's
+ * sums are those of k_mmvq's unsliced one-token pass (the units in the same order, the same warp
+ * sums), then h = act(gate) · up as k_glu computes it, written in f32 and, with xo.q, quantized as
+ * k_glu quantizes it (the block's 32 rows are one block of 32 values of h). With sel, selection
+ * n's expert's rows, its token's activations and its own output row; without, token n.
+ * A warp dots the same rows of both weights (a unit of each in flight), except for the K-quants
+ * (glu_apart): there a set is one weight's rows, as k_mmvq's warps take them, and each warp takes
+ * two sets in turn. Their units in registers held both weights' 198 registers a lane (Q4_K), one
+ * block of 8 warps an SM: each warp's few rounds of loads then waited with no other block's in
+ * flight (ncu, 8B Q4_K_M: 34.5 us, 40% of the DRAM's peak, against Q4_0's 22.8 and 61%). */
 enum { GLU_ROWS = 32, GLU_SETS = GLU_ROWS / MVQ_ROWS, GLU_THREADS = 256 };
+template <int F> static __host__ __device__ constexpr bool glu_apart() { return F == GPU_Q4_K; }
 template <int F, bool X8, int SD>
-__global__ void __launch_bounds__(GLU_THREADS)
+__global__ void __launch_bounds__(GLU_THREADS, glu_apart<F>() ? 2 : 0)
     k_mmvq_glu(gpu_wdesc wg, gpu_wdesc wu, gpu_xq x, gpu_mv_sel sel, int act, float *__restrict__ h, gpu_xq_out xo)
 {
     gpu_dep_deferred(); /* a lane's first units are loaded before the wait: no kernel writes weights */
     if (sel.ids) gpu_dep_enter(); /* the kernel before wrote the selections */
-    __shared__ float hv[GLU_ROWS];
+    constexpr bool   APART = glu_apart<F>();
+    __shared__ float gv[GLU_ROWS], uv[GLU_ROWS];
     mvq_fix_sdtype<SD>(wg), mvq_fix_sdtype<SD>(wu);
     const int64_t  n = blockIdx.y, rows = wg.rows;
     const uint8_t *bg = wg.data, *bu = wu.data;
@@ -32,36 +38,44 @@ __global__ void __launch_bounds__(GLU_THREADS)
     }
     const int lane = threadIdx.x % CELER_WARP, wib = threadIdx.x / CELER_WARP, nwv = GLU_THREADS / CELER_WARP;
     bool      entered = sel.ids != NULL;
-    for (int set = wib; set < GLU_SETS; set += nwv) {
-        const int64_t  r0 = (int64_t)blockIdx.x * GLU_ROWS + set * MVQ_ROWS;
+    for (int s = wib; s < GLU_SETS * (APART ? 2 : 1); s += nwv) {
+        /* APART: set s is rows s / 2 of the up weight (s odd) or the gate's; else rows s of both */
+        const int      set = APART ? s / 2 : s;
+        const bool     up  = APART && s % 2;
+        const int64_t  r0  = (int64_t)blockIdx.x * GLU_ROWS + set * MVQ_ROWS;
         const uint8_t *rg[MVQ_ROWS], *ru[MVQ_ROWS];
 #pragma unroll
         for (int i = 0; i < MVQ_ROWS; i++) {
             const int64_t r = r0 + i < rows ? r0 + i : 0;
-            rg[i] = bg + r * wg.row_bytes, ru[i] = bu + r * wu.row_bytes;
+            rg[i] = (up ? bu : bg) + r * wg.row_bytes, ru[i] = bu + r * wu.row_bytes;
         }
         const int64_t nu = r0 < rows ? units<F>(wg.cols) : 0;
         float         ag[MVQ_ROWS][1], au[MVQ_ROWS][1];
 #pragma unroll
         for (int i = 0; i < MVQ_ROWS; i++) ag[i][0] = 0.0f, au[i][0] = 0.0f;
-        /* one unit of each weight a lane: as many bytes in flight as k_mmvq's two of one */
+        /* one unit of each weight a lane (APART: of its one weight; rows of the same shape and
+         * format, so wg describes both) */
         raw_unit lg[1][MVQ_ROWS], lu[1][MVQ_ROWS];
         units_load<F, 1>(wg, rg, lane, nu, CELER_WARP, lg);
-        units_load<F, 1>(wu, ru, lane, nu, CELER_WARP, lu);
+        if (!APART) units_load<F, 1>(wu, ru, lane, nu, CELER_WARP, lu);
         if (!entered) gpu_dep_enter(), entered = true; /* the loads above overlap the kernel that wrote x */
         for (int64_t u = lane; u < nu; u += CELER_WARP) {
             if (u != lane) {
                 units_load<F, 1>(wg, rg, u, nu, CELER_WARP, lg);
-                units_load<F, 1>(wu, ru, u, nu, CELER_WARP, lu);
+                if (!APART) units_load<F, 1>(wu, ru, u, nu, CELER_WARP, lu);
             }
             units_dot<F, 1, X8>(wg, lg[0], u, x, 1, ag);
-            units_dot<F, 1, X8>(wu, lu[0], u, x, 1, au);
+            if (!APART) units_dot<F, 1, X8>(wu, lu[0], u, x, 1, au);
         }
 #pragma unroll
         for (int i = 0; i < MVQ_ROWS; i++) ag[i][0] = gpu_warp_sum(ag[i][0]), au[i][0] = gpu_warp_sum(au[i][0]);
         if (lane == 0)
 #pragma unroll
-            for (int i = 0; i < MVQ_ROWS; i++) hv[set * MVQ_ROWS + i] = glu_value(ag[i][0], au[i][0], act);
+            for (int i = 0; i < MVQ_ROWS; i++) {
+                if (up) uv[set * MVQ_ROWS + i] = ag[i][0];
+                else gv[set * MVQ_ROWS + i] = ag[i][0];
+                if (!APART) uv[set * MVQ_ROWS + i] = au[i][0];
+            }
     }
     if (!entered) gpu_dep_enter();
     __syncthreads();
@@ -70,7 +84,7 @@ __global__ void __launch_bounds__(GLU_THREADS)
     const int     i    = (int)threadIdx.x % 32;
     const int64_t row  = (int64_t)blockIdx.x * GLU_ROWS + i;
     const bool    live = threadIdx.x < 32 && row < rows;
-    const float   v[1] = {live ? hv[i] : 0.0f};
+    const float   v[1] = {live ? glu_value(gv[i], uv[i], act) : 0.0f};
     if (live) h[n * rows + row] = v[0];
     if (xo.q) xq_put<1>(v, i, (n * rows + row - i) / 32, live, xo);
 }
