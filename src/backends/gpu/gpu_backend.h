@@ -281,7 +281,9 @@ static inline void gpu_forget_acts(gpu_backend *g) { g->xq_src = NULL, g->x16_sr
  *   SPLIT     GGUF blocks whose payload is not 16-byte aligned in the file (Q4_0, Q4_1, Q5_0,
  *             Q5_1, Q8_0, Q6_K): each row holds every block's codes in block order, then every
  *             block's remaining bytes (its "header": scales, mins, high bits) in block order,
- *             padded to 16 bytes, so that the decode kernels read codes with 128-bit loads.
+ *             padded to 16 bytes, so that the decode kernels read codes with 128-bit loads;
+ *             Q6_K's codes and scales in the order its decode unit reads them (gpu_weights.cu's
+ *             fill_q6k), its d values after its scales, each unit four aligned loads.
  * In every layout a run of rows (an expert of a stacked tensor) is one contiguous range. */
 enum { GPU_LAYOUT_STORED = 0, GPU_LAYOUT_MLX_ROWS = 1, GPU_LAYOUT_SPLIT = 2 };
 typedef struct {

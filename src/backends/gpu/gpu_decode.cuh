@@ -136,12 +136,14 @@ static __device__ __forceinline__ float dec1(const gpu_wdesc &w, const uint8_t *
         if (five) q |= ((b[16 + j] >> s) & 1) << 4;
         return __fsub_rn(__fmul_rn(dl, (float)q), ml);
     }
-    if (F == GPU_Q6_K) { /* SPLIT: ql (128) and qh (64) a super-block, then its scales (16) and d */
-        const uint8_t *b  = row + 192 * (c / 8), *h = row + w.scales_off + 18 * (c / 8);
-        const int      s  = (int)(c % 8), half = s / 4, sr = s % 4, r = 32 * sr + j;
-        const int      lo = (b[64 * half + r % 64] >> (4 * (r / 64))) & 0x0f;
-        const int      hi = (b[128 + 32 * half + j] >> (2 * sr)) & 3;
-        const float    dl = __fmul_rn(dec_f16(ld16(h + 16)), (float)((const int8_t *)h)[(32 * s + j) / 16]);
+    if (F == GPU_Q6_K) { /* SPLIT in unit order (gpu_backend.h): value 128 hf + 32 sr + l of a super-block */
+        const int64_t  sb = c / 8, nb = w.cols / 256;
+        const int      s = (int)(c % 8), hf = s / 4, sr = s % 4;
+        const uint8_t *b  = row + 192 * sb;
+        const int      lo = (b[16 * (4 * hf + j / 8) + 8 * (sr % 2) + j % 8] >> (4 * (sr / 2))) & 0x0f;
+        const int      hi = (b[128 + 32 * hf + j] >> (2 * sr)) & 3;
+        const int8_t   sc = ((const int8_t *)row)[w.scales_off + 16 * sb + 4 * (2 * hf + j / 16) + sr];
+        const float    dl = __fmul_rn(dec_f16(ld16(row + w.scales_off + 16 * nb + 2 * sb)), (float)sc);
         return __fmul_rn(dl, (float)((lo | hi << 4) - 32));
     }
     if (F >= GPU_AFFINE2 && F <= GPU_AFFINE8) {

@@ -141,8 +141,11 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS, KS > 1 && F == GPU_Q4_K ? 2 
     /* MVQ_UNROLL units a lane loaded before any is used: bytes in flight (one unit a lane left a
      * decode step's SMs with half of what the memory's latency wants); the K-quants one: their
      * scales and minimums, unpacked for two units, held so many registers that an SM kept few warps
-     * (ptxas: Q4_K 210 → 128 registers with one, Q6_K 128 → 96; 8B Q4_K_M tg128 +7% on the H200) */
-    constexpr int U  = F == GPU_Q5_K || F == GPU_Q4_K || F == GPU_Q6_K ? 1 : MVQ_UNROLL;
+     * (ptxas: Q4_K 210 → 128 registers with one, Q6_K 128 → 96; 8B Q4_K_M tg128 +7% on the H200).
+     * Q6_K's sliced pass takes two again: in its unit-order layout (gpu_weights.cu) four loads a
+     * unit, 75 → 128 registers, and a grid of two blocks an SM wants the bytes (8B Q4_K_M, its
+     * down products: tg128 +1.7%) */
+    constexpr int U  = F == GPU_Q5_K || F == GPU_Q4_K || (F == GPU_Q6_K && KS == 1) ? 1 : MVQ_UNROLL;
     const int     SW = KS * CELER_WARP; /* units between a lane's consecutive ones */
     const int64_t u0 = ks * CELER_WARP + lane;
     raw_unit      ru[U][MVQ_ROWS];

@@ -119,16 +119,14 @@ static __device__ __forceinline__ raw_unit unit_load(const gpu_wdesc &w, const u
         const uint8_t *qs   = blk + (five ? 48 : 16) + 32 * (u % 4);
         r.v[0] = ld_u4(blk), r.v[1] = ld_u4(qs), r.v[2] = ld_u4(qs + 16);
         if (five) r.v[3] = ld_u4(blk + 16), r.v[4] = ld_u4(blk + 32);
-    } else if (F == GPU_Q6_K) { /* SPLIT: a unit is 8 of the 32 positions l of a half, 4 values each */
-        const int64_t  sb = u / 8;
-        const int      hf = (int)(u % 8) / 4, l0 = 8 * ((int)(u % 8) % 4);
-        const uint8_t *c  = row + 192 * sb, *h = row + w.scales_off + 18 * sb;
-        const uint2    A = ld_u2(c + 64 * hf + l0), B = ld_u2(c + 64 * hf + 32 + l0), H = ld_u2(c + 128 + 32 * hf + l0);
-        r.v[0]                   = make_uint4(A.x, A.y, B.x, B.y);
-        r.v[1]                   = make_uint4(H.x, H.y, 0, 0);
-        const uint8_t *sc        = h + 8 * hf + l0 / 16;
-        r.h[0] = (uint32_t)sc[0] | (uint32_t)sc[2] << 8 | (uint32_t)sc[4] << 16 | (uint32_t)sc[6] << 24;
-        r.h[1] = ld_h16(h + 16);
+    } else if (F == GPU_Q6_K) { /* SPLIT in unit order: a unit is 8 of the 32 positions l of a half, 4 values each */
+        const int64_t  sb = u / 8, k = u % 8;
+        const uint8_t *c  = row + 192 * sb;
+        const uint2    H  = ld_u2(c + 128 + 8 * k);
+        r.v[0]            = ld_u4(c + 16 * k);
+        r.v[1]            = make_uint4(H.x, H.y, 0, 0);
+        r.h[0]            = *(const uint32_t *)(row + w.scales_off + 16 * sb + 4 * (k / 2));
+        r.h[1]            = ld_h16(row + w.scales_off + (w.cols >> 4) + 2 * sb); /* d after 16 scale bytes a super-block */
     } else if (F == GPU_AFFINE4 || F == GPU_AFFINE8) { /* MLX_ROWS: a unit is a 32-value chunk */
         const int64_t g = mlx_group_of(w, u);
         if (F == GPU_AFFINE4) r.v[0] = ld_u4(row + 16 * u);

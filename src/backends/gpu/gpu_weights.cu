@@ -206,6 +206,31 @@ static void fill_split(const celer_weight *w, int64_t r0, int64_t n, size_t rb, 
     }
 }
 
+/* Q6_K in unit order (gpu_backend.h): a super-block's 32-value units of 8 positions l of a half
+ * hf each (k = 4 hf + l / 8), their low nibbles at 16 k (positions l, then l + 32, of ql), the
+ * high bits as stored at 128 on; then the row's scales, a super-block's 16 in 4 groups of the 4
+ * a unit pair reads (group 2 hf + p: scales 8 hf + p, + 2, + 4, + 6), then its d values. */
+static void fill_q6k(const celer_weight *w, int64_t r0, int64_t n, size_t rb, char *h)
+{
+    const int64_t nb = w->cols / 256;
+    for (int64_t r = 0; r < n; r++) {
+        const uint8_t *src   = (const uint8_t *)w->data + (size_t)(r0 + r) * (size_t)(nb * 210);
+        uint8_t       *codes = (uint8_t *)h + (size_t)r * rb, *sc = codes + 192 * nb, *d = sc + 16 * nb;
+        for (int64_t b = 0; b < nb; b++, src += 210) {
+            uint8_t *c = codes + 192 * b;
+            for (int k = 0; k < 8; k++) {
+                const int hf = k / 4, l0 = 8 * (k % 4);
+                memcpy(c + 16 * k, src + 64 * hf + l0, 8);
+                memcpy(c + 16 * k + 8, src + 64 * hf + 32 + l0, 8);
+            }
+            memcpy(c + 128, src + 128, 64);
+            for (int g = 0; g < 4; g++)
+                for (int j = 0; j < 4; j++) sc[16 * b + 4 * g + j] = src[192 + 8 * (g / 2) + g % 2 + 2 * j];
+            memcpy(d + 2 * b, src + 208, 2);
+        }
+    }
+}
+
 static celer_status load_mlx(gpu_backend *g, celer_weight *w, celer_error *err)
 {
     const celer_mlx_quant      *q = &w->mlx;
@@ -234,7 +259,9 @@ celer_status gpu_weight_load(celer_backend *be, celer_weight *w, celer_error *er
         return celer_fail(err, CELER_ERR_FORMAT, "%s: a %s row of %lld values is not whole blocks", CELER_GPU_NAME,
                           ti->name, (long long)w->cols);
     gpu_split sp;
-    if (gpu_split_of(w->type, &sp)) return load_rows(g, w, gpu_row_bytes(w), fill_split, GPU_LAYOUT_SPLIT, err);
+    if (gpu_split_of(w->type, &sp))
+        return load_rows(g, w, gpu_row_bytes(w), w->type == CELER_GGML_Q6_K ? fill_q6k : fill_split, GPU_LAYOUT_SPLIT,
+                         err);
     size_t bytes = (size_t)w->rows * gpu_row_bytes(w);
     void  *dst;
     if (weight_alloc(g, bytes, &dst, err) || put(g, dst, w->data, bytes, err)) return err->code;
