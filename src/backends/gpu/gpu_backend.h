@@ -272,16 +272,19 @@ static inline void gpu_forget_acts(gpu_backend *g) { g->xq_src = NULL, g->x16_sr
 
 /* ---- weights on the device (gpu_weights.cu) ---- */
 /* How a weight's rows lie on the device:
- *   STORED    GGUF blocks as in the file (F32, F16, BF16, Q4_K, Q5_K: their payloads are
- *             already 16-byte aligned);
+ *   STORED    GGUF blocks as in the file (F32, F16, BF16, Q5_K: their payloads are already
+ *             16-byte aligned);
  *   MLX_ROWS  an MLX matrix, row after row: the row's codes (as stored, but 4-bit affine ones
  *             in Q4_0's order: byte i of a 32-value chunk holds values i and i + 16), then its
  *             scales (affine: each group's scale and bias side by side, one load for both),
  *             padded to 16 bytes;
  *   SPLIT     GGUF blocks whose payload is not 16-byte aligned in the file (Q4_0, Q4_1, Q5_0,
- *             Q5_1, Q8_0, Q6_K): each row holds every block's codes in block order, then every
- *             block's remaining bytes (its "header": scales, mins, high bits) in block order,
- *             padded to 16 bytes, so that the decode kernels read codes with 128-bit loads;
+ *             Q5_1, Q8_0, Q6_K), or whose headers between the codes spread a warp's loads (Q4_K:
+ *             a warp's header and code loads at 144-byte strides ask ~27 cache lines for 64
+ *             values of a row a lane, Q4_0's 10 for as many): each row holds every block's codes in
+ *             block order, then every block's remaining bytes (its "header": scales, mins, high
+ *             bits) in block order, padded to 16 bytes, so that the decode kernels read codes
+ *             with 128-bit loads;
  *             Q6_K's codes and scales in the order its decode unit reads them (gpu_weights.cu's
  *             fill_q6k), its d values after its scales, each unit four aligned loads.
  * In every layout a run of rows (an expert of a stacked tensor) is one contiguous range. */

@@ -125,14 +125,15 @@ static __device__ __forceinline__ float dec1(const gpu_wdesc &w, const uint8_t *
     }
     if (F == GPU_Q8_0) /* SPLIT: 32 code bytes a block, then the scales */
         return __fmul_rn((float)(int8_t)row[32 * c + j], dec_f16(ld16(row + w.scales_off + 2 * c)));
-    if (F == GPU_Q4_K || F == GPU_Q5_K) {
+    if (F == GPU_Q4_K || F == GPU_Q5_K) { /* Q4_K SPLIT: 128 code bytes a block, then the headers; Q5_K as stored */
         const bool     five = F == GPU_Q5_K;
-        const uint8_t *b    = row + (five ? 176 : 144) * (c / 8);
+        const uint8_t *b    = row + (five ? 176 : 128) * (c / 8);                  /* the block's codes (Q5_K: block) */
+        const uint8_t *hd   = five ? b : row + w.scales_off + 16 * (c / 8);        /* d, dmin, then the scales */
         const int      s    = (int)(c % 8);
         int            sc, m;
-        k_scale_min(b + 4, s, &sc, &m);
-        const float dl = __fmul_rn(dec_f16(ld16(b)), (float)sc), ml = __fmul_rn(dec_f16(ld16(b + 2)), (float)m);
-        int         q  = (b[(five ? 48 : 16) + 32 * (s / 2) + j] >> (4 * (s % 2))) & 0x0f;
+        k_scale_min(hd + 4, s, &sc, &m);
+        const float dl = __fmul_rn(dec_f16(ld16(hd)), (float)sc), ml = __fmul_rn(dec_f16(ld16(hd + 2)), (float)m);
+        int         q  = (b[(five ? 48 : 0) + 32 * (s / 2) + j] >> (4 * (s % 2))) & 0x0f;
         if (five) q |= ((b[16 + j] >> s) & 1) << 4;
         return __fsub_rn(__fmul_rn(dl, (float)q), ml);
     }

@@ -3,7 +3,7 @@
  * 8-bit levels, ~15 bits), and each weight format's codes are dotted with them four bytes at a
  * time (gpu_dp4a), scales applied per block. A warp takes MVQ_ROWS rows, its lanes consecutive
  * blocks ("units") of them, codes read with 128-bit loads (the SPLIT and MLX_ROWS layouts of
- * gpu_backend.h put them on 16-byte boundaries; Q4_K's and Q5_K's are there as stored); up to
+ * gpu_backend.h put them on 16-byte boundaries; Q5_K's are there as stored); up to
  * three weights of one input share a launch (celer_port_matmuls).
  *
  * Formats without a kernel here (F32, F16, BF16, MLX affine 2/3/5/6, mxfp4, mxfp8, nvfp4) take

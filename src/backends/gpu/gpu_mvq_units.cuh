@@ -113,12 +113,13 @@ static __device__ __forceinline__ raw_unit unit_load(const gpu_wdesc &w, const u
     } else if (F == GPU_Q8_0) {
         r.v[0] = ld_u4(row + 32 * u), r.v[1] = ld_u4(row + 32 * u + 16);
         r.h[0] = ld_h16(row + w.scales_off + 2 * u);
-    } else if (F == GPU_Q4_K || F == GPU_Q5_K) { /* as stored: a unit is 64 values, sub-blocks 2p and 2p + 1 */
-        const bool     five = F == GPU_Q5_K;
-        const uint8_t *blk  = row + (five ? 176 : 144) * (u / 4);
-        const uint8_t *qs   = blk + (five ? 48 : 16) + 32 * (u % 4);
+    } else if (F == GPU_Q4_K) { /* SPLIT: a unit is 64 values, sub-blocks 2p and 2p + 1; its header apart */
+        const uint8_t *qs = row + 32 * u;
+        r.v[0] = ld_u4(row + w.scales_off + 16 * (u / 4)), r.v[1] = ld_u4(qs), r.v[2] = ld_u4(qs + 16);
+    } else if (F == GPU_Q5_K) { /* as stored: a unit is 64 values, sub-blocks 2p and 2p + 1 */
+        const uint8_t *blk = row + 176 * (u / 4), *qs = blk + 48 + 32 * (u % 4);
         r.v[0] = ld_u4(blk), r.v[1] = ld_u4(qs), r.v[2] = ld_u4(qs + 16);
-        if (five) r.v[3] = ld_u4(blk + 16), r.v[4] = ld_u4(blk + 32);
+        r.v[3] = ld_u4(blk + 16), r.v[4] = ld_u4(blk + 32);
     } else if (F == GPU_Q6_K) { /* SPLIT in unit order: a unit is 8 of the 32 positions l of a half, 4 values each */
         const int64_t  sb = u / 8, k = u % 8;
         const uint8_t *c  = row + 192 * sb;

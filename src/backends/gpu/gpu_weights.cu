@@ -46,6 +46,7 @@ bool gpu_split_of(celer_ggml_type t, gpu_split *s)
     case CELER_GGML_Q5_0: *s = (gpu_split){6, 16, 22, 32}; return true;
     case CELER_GGML_Q5_1: *s = (gpu_split){8, 16, 24, 32}; return true;
     case CELER_GGML_Q8_0: *s = (gpu_split){2, 32, 34, 32}; return true;
+    case CELER_GGML_Q4_K: *s = (gpu_split){16, 128, 144, 256}; return true;
     case CELER_GGML_Q6_K: *s = (gpu_split){0, 192, 210, 256}; return true;
     default: return false;
     }
