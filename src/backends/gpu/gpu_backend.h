@@ -285,8 +285,8 @@ static inline void gpu_forget_acts(gpu_backend *g) { g->xq_src = NULL, g->x16_sr
  *             block order, then every block's remaining bytes (its "header": scales, mins, high
  *             bits) in block order, padded to 16 bytes, so that the decode kernels read codes
  *             with 128-bit loads;
- *             Q6_K's codes and scales in the order its decode unit reads them (gpu_weights.cu's
- *             fill_q6k), its d values after its scales, each unit four aligned loads.
+ *             Q6_K's codes and scales in the order its decode unit reads them (q6k_order.h),
+ *             its d values after its scales, each unit four aligned loads.
  * In every layout a run of rows (an expert of a stacked tensor) is one contiguous range. */
 enum { GPU_LAYOUT_STORED = 0, GPU_LAYOUT_MLX_ROWS = 1, GPU_LAYOUT_SPLIT = 2 };
 typedef struct {

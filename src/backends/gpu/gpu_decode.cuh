@@ -11,6 +11,7 @@
 #define CELER_BACKENDS_GPU_GPU_DECODE_CUH
 
 #include "backends/gpu/gpu_backend.h"
+#include "backends/gpu/q6k_order.h"
 
 #include <stdint.h>
 
@@ -137,14 +138,14 @@ static __device__ __forceinline__ float dec1(const gpu_wdesc &w, const uint8_t *
         if (five) q |= ((b[16 + j] >> s) & 1) << 4;
         return __fsub_rn(__fmul_rn(dl, (float)q), ml);
     }
-    if (F == GPU_Q6_K) { /* SPLIT in unit order (gpu_backend.h): value 128 hf + 32 sr + l of a super-block */
-        const int64_t  sb = c / 8, nb = w.cols / 256;
-        const int      s = (int)(c % 8), hf = s / 4, sr = s % 4;
-        const uint8_t *b  = row + 192 * sb;
-        const int      lo = (b[16 * (4 * hf + j / 8) + 8 * (sr % 2) + j % 8] >> (4 * (sr / 2))) & 0x0f;
-        const int      hi = (b[128 + 32 * hf + j] >> (2 * sr)) & 3;
-        const int8_t   sc = ((const int8_t *)row)[w.scales_off + 16 * sb + 4 * (2 * hf + j / 16) + sr];
-        const float    dl = __fmul_rn(dec_f16(ld16(row + w.scales_off + 16 * nb + 2 * sb)), (float)sc);
+    if (F == GPU_Q6_K) { /* SPLIT in unit order (q6k_order.h) */
+        const int64_t  sb = c / 8;
+        const int      hf = (int)(c % 8) / 4, s = (int)(c % 4); /* value 128 hf + 32 s + j */
+        const uint8_t *b  = row + 192 * sb, *sc = row + w.scales_off + 16 * sb;
+        const int      lo = (b[q6k_lo_at(hf, s, j)] >> q6k_lo_shift(s)) & 0x0f;
+        const int      hi = (b[q6k_hi_at(hf, j)] >> q6k_hi_shift(s)) & 3;
+        const float    dl = __fmul_rn(dec_f16(ld16(row + w.scales_off + (w.cols >> 4) + 2 * sb)),
+                                      (float)(int8_t)sc[q6k_scale_at(hf, s, j)]);
         return __fmul_rn(dl, (float)((lo | hi << 4) - 32));
     }
     if (F >= GPU_AFFINE2 && F <= GPU_AFFINE8) {

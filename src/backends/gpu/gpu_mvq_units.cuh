@@ -120,14 +120,14 @@ static __device__ __forceinline__ raw_unit unit_load(const gpu_wdesc &w, const u
         const uint8_t *blk = row + 176 * (u / 4), *qs = blk + 48 + 32 * (u % 4);
         r.v[0] = ld_u4(blk), r.v[1] = ld_u4(qs), r.v[2] = ld_u4(qs + 16);
         r.v[3] = ld_u4(blk + 16), r.v[4] = ld_u4(blk + 32);
-    } else if (F == GPU_Q6_K) { /* SPLIT in unit order: a unit is 8 of the 32 positions l of a half, 4 values each */
+    } else if (F == GPU_Q6_K) { /* SPLIT in unit order (q6k_order.h): 8 positions of a half, 4 values each */
         const int64_t  sb = u / 8, k = u % 8;
         const uint8_t *c  = row + 192 * sb;
         const uint2    H  = ld_u2(c + 128 + 8 * k);
         r.v[0]            = ld_u4(c + 16 * k);
         r.v[1]            = make_uint4(H.x, H.y, 0, 0);
         r.h[0]            = *(const uint32_t *)(row + w.scales_off + 16 * sb + 4 * (k / 2));
-        r.h[1]            = ld_h16(row + w.scales_off + (w.cols >> 4) + 2 * sb); /* d after 16 scale bytes a super-block */
+        r.h[1]            = ld_h16(row + w.scales_off + (w.cols >> 4) + 2 * sb); /* d: after the row's scales */
     } else if (F == GPU_AFFINE4 || F == GPU_AFFINE8) { /* MLX_ROWS: a unit is a 32-value chunk */
         const int64_t g = mlx_group_of(w, u);
         if (F == GPU_AFFINE4) r.v[0] = ld_u4(row + 16 * u);

@@ -19,6 +19,10 @@ extern "C" {
 #include "celer.h"
 }
 
+/* A function of the headers shared with host-only C (q6k_order.h): host and device here, host
+ * there. */
+#define CELER_HD __host__ __device__
+
 #if defined(__HIPCC__) || defined(__HIP__)
 #include <hip/hip_fp16.h>
 #include <hip/hip_runtime.h>

@@ -2,6 +2,7 @@
  * codes and headers row by row, an MLX matrix's three host arrays side by side row by row.
  * Values are moved, never re-encoded. */
 #include "backends/gpu/gpu_backend.h"
+#include "backends/gpu/q6k_order.h"
 
 extern "C" {
 #include "quant/mlx_quant.h"
@@ -207,28 +208,14 @@ static void fill_split(const celer_weight *w, int64_t r0, int64_t n, size_t rb, 
     }
 }
 
-/* Q6_K in unit order (gpu_backend.h): a super-block's 32-value units of 8 positions l of a half
- * hf each (k = 4 hf + l / 8), their low nibbles at 16 k (positions l, then l + 32, of ql), the
- * high bits as stored at 128 on; then the row's scales, a super-block's 16 in 4 groups of the 4
- * a unit pair reads (group 2 hf + p: scales 8 hf + p, + 2, + 4, + 6), then its d values. */
+/* Q6_K in unit order (q6k_order.h): a row's codes, then its scales, then its d values. */
 static void fill_q6k(const celer_weight *w, int64_t r0, int64_t n, size_t rb, char *h)
 {
     const int64_t nb = w->cols / 256;
     for (int64_t r = 0; r < n; r++) {
         const uint8_t *src   = (const uint8_t *)w->data + (size_t)(r0 + r) * (size_t)(nb * 210);
         uint8_t       *codes = (uint8_t *)h + (size_t)r * rb, *sc = codes + 192 * nb, *d = sc + 16 * nb;
-        for (int64_t b = 0; b < nb; b++, src += 210) {
-            uint8_t *c = codes + 192 * b;
-            for (int k = 0; k < 8; k++) {
-                const int hf = k / 4, l0 = 8 * (k % 4);
-                memcpy(c + 16 * k, src + 64 * hf + l0, 8);
-                memcpy(c + 16 * k + 8, src + 64 * hf + 32 + l0, 8);
-            }
-            memcpy(c + 128, src + 128, 64);
-            for (int g = 0; g < 4; g++)
-                for (int j = 0; j < 4; j++) sc[16 * b + 4 * g + j] = src[192 + 8 * (g / 2) + g % 2 + 2 * j];
-            memcpy(d + 2 * b, src + 208, 2);
-        }
+        for (int64_t b = 0; b < nb; b++) q6k_order_block(src + 210 * b, codes + 192 * b, sc + 16 * b, d + 2 * b);
     }
 }
 
