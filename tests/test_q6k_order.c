@@ -35,7 +35,10 @@ static int block(const uint8_t *src)
         CHECK(memcmp(&y, &ref[v], sizeof y) == 0);
     }
     for (int k = 0; k < 8; k++) { /* the unit's (gpu_mvq_units.cuh): positions 8 (k % 4) .. of half k / 4 */
-        const uint8_t *ab = codes + 16 * k, *hb = codes + 128 + 8 * k, *g = sc + 4 * (k / 2);
+        const int      hf = k / 4, l0 = 8 * (k % 4);
+        const uint8_t *ab = codes + q6k_lo_at(hf, 0, l0), *hb = codes + q6k_hi_at(hf, l0);
+        const uint8_t *g  = sc + q6k_scale_at(hf, 0, l0);
+        CHECK(ab == codes + 16 * k && hb == codes + 128 + 8 * k && g == sc + 4 * (k / 2)); /* aligned runs */
         for (int i = 0; i < 8; i++)
             for (int s = 0; s < 4; s++) { /* quarter s: A's low nibbles, B's, A's high, B's high */
                 const int lo = (ab[8 * (s % 2) + i] >> (4 * (s / 2))) & 15, hi = (hb[i] >> (2 * s)) & 3;

@@ -12,9 +12,9 @@
  * n's expert's rows, its token's activations and its own output row; without, token n.
  * A warp dots the same rows of both weights (a unit of each in flight), except for the K-quants
  * (glu_apart): there a set is one weight's rows, as k_mmvq's warps take them, and each warp takes
- * two sets in turn. Their units in registers held both weights' 198 registers a lane (Q4_K), one
- * block of 8 warps an SM: each warp's few rounds of loads then waited with no other block's in
- * flight (ncu, 8B Q4_K_M: 34.5 us, 40% of the DRAM's peak, against Q4_0's 22.8 and 61%). */
+ * two sets in turn. Both weights' units in flight took 198 registers a lane (Q4_K), one block of
+ * 8 warps an SM: each warp's few rounds of loads then waited with no other block's in flight
+ * (ncu, 8B Q4_K_M: 34.5 us, 40% of the DRAM's peak, against Q4_0's 22.8 and 61%). */
 enum { GLU_ROWS = 32, GLU_SETS = GLU_ROWS / MVQ_ROWS, GLU_THREADS = 256 };
 template <int F> static __host__ __device__ constexpr bool glu_apart() { return F == GPU_Q4_K; }
 template <int F, bool X8, int SD>
@@ -68,7 +68,10 @@ __global__ void __launch_bounds__(GLU_THREADS, glu_apart<F>() ? 2 : 0)
             if (!APART) units_dot<F, 1, X8>(wu, lu[0], u, x, 1, au);
         }
 #pragma unroll
-        for (int i = 0; i < MVQ_ROWS; i++) ag[i][0] = gpu_warp_sum(ag[i][0]), au[i][0] = gpu_warp_sum(au[i][0]);
+        for (int i = 0; i < MVQ_ROWS; i++) {
+            ag[i][0] = gpu_warp_sum(ag[i][0]);
+            if (!APART) au[i][0] = gpu_warp_sum(au[i][0]);
+        }
         if (lane == 0)
 #pragma unroll
             for (int i = 0; i < MVQ_ROWS; i++) {

@@ -121,12 +121,13 @@ static __device__ __forceinline__ raw_unit unit_load(const gpu_wdesc &w, const u
         r.v[0] = ld_u4(blk), r.v[1] = ld_u4(qs), r.v[2] = ld_u4(qs + 16);
         r.v[3] = ld_u4(blk + 16), r.v[4] = ld_u4(blk + 32);
     } else if (F == GPU_Q6_K) { /* SPLIT in unit order (q6k_order.h): 8 positions of a half, 4 values each */
-        const int64_t  sb = u / 8, k = u % 8;
+        const int64_t  sb = u / 8;
+        const int      hf = (int)(u % 8) / 4, l0 = 8 * (int)(u % 4); /* positions l0 .. l0 + 7 of half hf */
         const uint8_t *c  = row + 192 * sb;
-        const uint2    H  = ld_u2(c + 128 + 8 * k);
-        r.v[0]            = ld_u4(c + 16 * k);
+        const uint2    H  = ld_u2(c + q6k_hi_at(hf, l0));
+        r.v[0]            = ld_u4(c + q6k_lo_at(hf, 0, l0)); /* quarter 0's low nibbles, then quarter 1's */
         r.v[1]            = make_uint4(H.x, H.y, 0, 0);
-        r.h[0]            = *(const uint32_t *)(row + w.scales_off + 16 * sb + 4 * (k / 2));
+        r.h[0]            = *(const uint32_t *)(row + w.scales_off + 16 * sb + q6k_scale_at(hf, 0, l0));
         r.h[1]            = ld_h16(row + w.scales_off + (w.cols >> 4) + 2 * sb); /* d: after the row's scales */
     } else if (F == GPU_AFFINE4 || F == GPU_AFFINE8) { /* MLX_ROWS: a unit is a 32-value chunk */
         const int64_t g = mlx_group_of(w, u);
