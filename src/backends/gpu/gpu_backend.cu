@@ -411,6 +411,7 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->att_chunk    = ac && atoi(ac) >= 16 && atoi(ac) <= 65536 ? atoi(ac) : 0;
     g->kv_f16       = env_is("CELER_GPU_KV_F16", "1"); /* f16 keys and values (not yet the default: unmeasured) */
     g->mvq_x8       = env_is("CELER_GPU_MVQ_X8", "1"); /* one-token products on 8 bits (gpu_matvec.cu) */
+    g->mvq_xs       = !env_is("CELER_GPU_MVQ_XS", "0"); /* 0: one-token products read x from global memory */
     g->sample_off   = env_is("CELER_GPU_SAMPLE", "0"); /* sampled draws read their logits (gpu_sample.cu) */
     g->att_merge_in = !env_is("CELER_GPU_ATT_MERGE_IN", "0"); /* 0: decode attention's merge a kernel of its own */
     const char *aw  = getenv("CELER_GPU_ATT_WIDE"); /* most passes a wide block takes (0: every step split) */

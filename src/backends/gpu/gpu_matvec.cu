@@ -97,12 +97,16 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const mv_set &s)
  * instructions and activation loads of both levels, which bound this loop
  * (dev/kernels/gpu_readpat.cu): 8B tg128 +9%, Q4_K_M +28% on the H200.
  * Q4_K's sliced pass is held to two blocks an SM (152 registers a lane left one: 8 warps an SM,
- * each few rounds of loads waiting with no other block's in flight; 128, no spills). */
-template <int F, int NT, int KS, bool X8 = false, int SD = -1>
+ * each few rounds of loads waiting with no other block's in flight; 128, no spills).
+ * XS (one-token passes, CELER_GPU_MVQ_XS unset and x within xs_fits): the block stages x in
+ * shared memory once, after its first loads, and its lanes read their blocks from there
+ * (gpu_mvq_units.cuh; 8B Q4_K_M tg128 +20% on the H200, Q4_0 the same). */
+template <int F, int NT, int KS, bool X8 = false, int SD = -1, bool XS = false>
 __global__ void __launch_bounds__(MVQ_THREADS * KS, KS > 1 && F == GPU_Q4_K ? 2 : 0)
     k_mmvq(mv_set set, gpu_xq x, int nt, int64_t t0, gpu_mv_sel sel)
 {
     gpu_dep_deferred(); /* a lane's first units are loaded before the wait: no kernel writes weights */
+    static_assert(!XS || NT == 1, "activations staged for one token");
     if (sel.ids) gpu_dep_enter(); /* the kernel before wrote the selections */
     constexpr int GROUPS = MVQ_THREADS / 32; /* row groups a block (wave64: half of them hold rows) */
     __shared__ float part[KS > 1 ? KS - 1 : 1][GROUPS][MVQ_ROWS][NT];
@@ -152,11 +156,20 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS, KS > 1 && F == GPU_Q4_K ? 2 
     units_load<F, U>(w, rows, u0, nu, SW, ru);
     /* early (gpu_vendor.h): those loads overlap the kernel before, which wrote x and, with add, y */
     gpu_dep_enter();
-    for (int64_t u = u0; u < nu; u += U * SW) {
-        if (u != u0) units_load<F, U>(w, rows, u, nu, SW, ru);
+    auto rounds = [&](const auto &xsrc) {
+        for (int64_t u = u0; u < nu; u += U * SW) {
+            if (u != u0) units_load<F, U>(w, rows, u, nu, SW, ru);
 #pragma unroll
-        for (int j = 0; j < U; j++) /* the same units in the same order as one at a time */
-            if (u + j * SW < nu) units_dot<F, NT, X8>(w, ru[j], u + j * SW, x, nt, acc);
+            for (int j = 0; j < U; j++) /* the same units in the same order as one at a time */
+                if (u + j * SW < nu) units_dot<F, NT, X8>(w, ru[j], u + j * SW, xsrc, nt, acc);
+        }
+    };
+    if constexpr (XS) {
+        extern __shared__ uint4 xs_mem[];
+        xs_fill<F, X8>(xs_mem, x);
+        rounds(xs_view<F>(xs_mem, x.nb));
+    } else {
+        rounds(x);
     }
 #pragma unroll
     for (int i = 0; i < MVQ_ROWS; i++)
@@ -191,14 +204,18 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS, KS > 1 && F == GPU_Q4_K ? 2 
 typedef void (*mmvq_fn)(mv_set, gpu_xq, int, int64_t, gpu_mv_sel);
 
 /* A format's kernels: 1, 2, 4, 8 tokens a pass, one token in MVQ_KS column slices, the
- * two one-token ones with X8. */
-enum { MVQ_SLICED = 4, MVQ_X8 = 5, MVQ_X8_SLICED = 6, MVQ_FNS = 7 };
+ * two one-token ones with X8; then the four one-token ones again with the activations staged in
+ * shared memory (XS, at MVQ_XS + mvq_xs_of(the one-token index)). */
+enum { MVQ_SLICED = 4, MVQ_X8 = 5, MVQ_X8_SLICED = 6, MVQ_XS = 7, MVQ_FNS = 11 };
+static int mvq_xs_of(int t1) { return MVQ_XS + (t1 ? t1 - MVQ_SLICED + 1 : 0); }
 #define MVQ_ROW(F, SD)                                                                                              \
     {                                                                                                               \
         F, SD, {                                                                                                    \
             k_mmvq<F, 1, 1, false, SD>, k_mmvq<F, 2, 1, false, SD>, k_mmvq<F, 4, 1, false, SD>,                     \
                 k_mmvq<F, 8, 1, false, SD>, k_mmvq<F, 1, MVQ_KS, false, SD>, k_mmvq<F, 1, 1, true, SD>,             \
-                k_mmvq<F, 1, MVQ_KS, true, SD>                                                                      \
+                k_mmvq<F, 1, MVQ_KS, true, SD>, k_mmvq<F, 1, 1, false, SD, true>,                                   \
+                k_mmvq<F, 1, MVQ_KS, false, SD, true>, k_mmvq<F, 1, 1, true, SD, true>,                             \
+                k_mmvq<F, 1, MVQ_KS, true, SD, true>                                                                \
         }                                                                                                           \
     }
 static const struct {
@@ -250,11 +267,14 @@ static celer_status mvq_launch(gpu_backend *g, const gpu_wdesc *w, int n, int fm
     const bool sliced = total * (sel ? n_sel : 1) < (int64_t)MVQ_KS_BELOW * g->prop.multiProcessorCount;
     /* one-token passes of 8-bit activations: the kernels that neither load nor multiply the low
      * codes (the others read them as zeros: the same sums, at twice the work) */
-    const int  t1 = xq->x8 ? (sliced ? MVQ_X8_SLICED : MVQ_X8) : (sliced ? MVQ_SLICED : 0);
+    const int  t0x = xq->x8 ? (sliced ? MVQ_X8_SLICED : MVQ_X8) : (sliced ? MVQ_SLICED : 0);
+    const bool xs  = g->mvq_xs && xs_fits(w[0].cols); /* the set's weights share x: the same cols */
+    const int  t1  = xs ? mvq_xs_of(t0x) : t0x;
     const int  t1_threads = sliced ? MVQ_THREADS * MVQ_KS : MVQ_THREADS;
+    const size_t t1_smem  = xs ? xs_bytes(w[0].cols) : 0;
     if (sel) /* one token each: a selection per grid row */
-        return GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[t1], dim3((unsigned)total, (unsigned)n_sel), t1_threads, 0,
-                                     set, *xq, 1, (int64_t)0, *sel);
+        return GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[t1], dim3((unsigned)total, (unsigned)n_sel), t1_threads,
+                                     t1_smem, set, *xq, 1, (int64_t)0, *sel);
     const gpu_mv_sel none = {NULL, 1, 0};
     for (int64_t t0 = 0; t0 < T; t0 += GPU_MVQ_TOKENS) {
         const int nt = (int)(T - t0 < (int64_t)GPU_MVQ_TOKENS ? T - t0 : (int64_t)GPU_MVQ_TOKENS);
@@ -262,8 +282,8 @@ static celer_status mvq_launch(gpu_backend *g, const gpu_wdesc *w, int n, int fm
         gpu_xq    x  = *xq;
         x.q += t0 * x.nb * XQ_BLOCK;
         x.d += t0 * x.nb;
-        if (GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[ix], (unsigned)total, nt == 1 ? t1_threads : MVQ_THREADS, 0,
-                                  set, x, nt, t0, none))
+        if (GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[ix], (unsigned)total, nt == 1 ? t1_threads : MVQ_THREADS,
+                                  nt == 1 ? t1_smem : 0, set, x, nt, t0, none))
             return err->code;
     }
     return CELER_OK;

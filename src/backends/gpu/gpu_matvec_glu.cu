@@ -14,10 +14,12 @@
  * (glu_apart): there a set is one weight's rows, as k_mmvq's warps take them, and each warp takes
  * two sets in turn. Both weights' units in flight took 198 registers a lane (Q4_K), one block of
  * 8 warps an SM: each warp's few rounds of loads then waited with no other block's in flight
- * (ncu, 8B Q4_K_M: 34.5 us, 40% of the DRAM's peak, against Q4_0's 22.8 and 61%). */
+ * (ncu, 8B Q4_K_M: 34.5 us, 40% of the DRAM's peak, against Q4_0's 22.8 and 61%). XS: the
+ * block's activations staged in shared memory by every warp's first set (as k_mmvq's XS; Q4_K
+ * 14336 x 4096 in the kernel harness 34.9 -> 25.6 us, Q4_0 the same). */
 enum { GLU_ROWS = 32, GLU_SETS = GLU_ROWS / MVQ_ROWS, GLU_THREADS = 256 };
 template <int F> static __host__ __device__ constexpr bool glu_apart() { return F == GPU_Q4_K; }
-template <int F, bool X8, int SD>
+template <int F, bool X8, int SD, bool XS>
 __global__ void __launch_bounds__(GLU_THREADS, glu_apart<F>() ? 2 : 0)
     k_mmvq_glu(gpu_wdesc wg, gpu_wdesc wu, gpu_xq x, gpu_mv_sel sel, int act, float *__restrict__ h, gpu_xq_out xo)
 {
@@ -59,13 +61,22 @@ __global__ void __launch_bounds__(GLU_THREADS, glu_apart<F>() ? 2 : 0)
         units_load<F, 1>(wg, rg, lane, nu, CELER_WARP, lg);
         if (!APART) units_load<F, 1>(wu, ru, lane, nu, CELER_WARP, lu);
         if (!entered) gpu_dep_enter(), entered = true; /* the loads above overlap the kernel that wrote x */
-        for (int64_t u = lane; u < nu; u += CELER_WARP) {
-            if (u != lane) {
-                units_load<F, 1>(wg, rg, u, nu, CELER_WARP, lg);
-                if (!APART) units_load<F, 1>(wu, ru, u, nu, CELER_WARP, lu);
+        auto rounds = [&](const auto &xsrc) {
+            for (int64_t u = lane; u < nu; u += CELER_WARP) {
+                if (u != lane) {
+                    units_load<F, 1>(wg, rg, u, nu, CELER_WARP, lg);
+                    if (!APART) units_load<F, 1>(wu, ru, u, nu, CELER_WARP, lu);
+                }
+                units_dot<F, 1, X8>(wg, lg[0], u, xsrc, 1, ag);
+                if (!APART) units_dot<F, 1, X8>(wu, lu[0], u, xsrc, 1, au);
             }
-            units_dot<F, 1, X8>(wg, lg[0], u, x, 1, ag);
-            if (!APART) units_dot<F, 1, X8>(wu, lu[0], u, x, 1, au);
+        };
+        if constexpr (XS) { /* every warp's first set comes here: the block's barrier */
+            extern __shared__ uint4 xs_mem[];
+            if (s == wib) xs_fill<F, X8>(xs_mem, x);
+            rounds(xs_view<F>(xs_mem, x.nb));
+        } else {
+            rounds(x);
         }
 #pragma unroll
         for (int i = 0; i < MVQ_ROWS; i++) {
@@ -93,17 +104,20 @@ __global__ void __launch_bounds__(GLU_THREADS, glu_apart<F>() ? 2 : 0)
 }
 
 typedef void (*glu_fn)(gpu_wdesc, gpu_wdesc, gpu_xq, gpu_mv_sel, int, float *, gpu_xq_out);
-#define GLU_ROW(F, SD) {F, SD, {k_mmvq_glu<F, false, SD>, k_mmvq_glu<F, true, SD>}}
+#define GLU_ROW(F, SD)                                                                                              \
+    {F, SD, {{k_mmvq_glu<F, false, SD, false>, k_mmvq_glu<F, true, SD, false>},                                     \
+             {k_mmvq_glu<F, false, SD, true>, k_mmvq_glu<F, true, SD, true>}}}
 static const struct {
-    int    fmt, sd; /* as MVQ_FORMATS names them */
-    glu_fn fn[2];   /* X8 false, true */
+    int    fmt, sd;  /* as MVQ_FORMATS names them */
+    glu_fn fn[2][2]; /* [XS][X8] */
 } GLU[] = {MVQ_FORMATS(GLU_ROW)};
 
 celer_status gpu_matvec_q8_glu(gpu_backend *g, const gpu_wdesc *wg, const gpu_wdesc *wu, int fmt, const gpu_xq *xq,
                                int64_t T, const gpu_mv_sel *sel, celer_act act, float *h, celer_error *err)
 {
     const auto  *row = mvq_row(GLU, fmt, wg->sdtype);
-    const glu_fn fn  = row ? row->fn[xq->x8] : NULL;
+    const bool   xs  = g->mvq_xs && xs_fits(wg->cols); /* x staged in shared memory (gpu_mvq_units.cuh) */
+    const glu_fn fn  = row ? row->fn[xs][xq->x8] : NULL;
     if (!fn || !gpu_matvec_q8_glus(wg, wu))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no fused gate/up decode kernel for format %d (%lld x %lld)",
                           CELER_GPU_NAME, fmt, (long long)wg->rows, (long long)wg->cols);
@@ -116,7 +130,8 @@ celer_status gpu_matvec_q8_glu(gpu_backend *g, const gpu_wdesc *wg, const gpu_wd
     gpu_mv_sel none = {NULL, 1, 0};
     if (gpu_grid(g, wg->rows, GLU_ROWS, &blocks, "matvec_q8 glu", err) ||
         (qz && gpu_xq_buffer_apart(g, T * wg->rows, xq, &xo, err)) ||
-        GPU_LAUNCH(g, err, "matvec_q8 glu", fn, dim3(blocks, (unsigned)T), GLU_THREADS, 0, *wg, *wu, *xq,
+        GPU_LAUNCH(g, err, "matvec_q8 glu", fn, dim3(blocks, (unsigned)T), GLU_THREADS, xs ? xs_bytes(wg->cols) : 0,
+                   *wg, *wu, *xq,
                    sel ? *sel : none, (int)act, h, xo))
         return err->code;
     if (qz) gpu_xq_held(g, h, T * wg->rows, xo);

@@ -29,19 +29,97 @@ typedef struct {
     float2 dd;
 } xblk;
 
-/* X8 (activations quantized to 8 bits: their low codes are zeros, d · S the high codes' sum):
- * the high level only, the low codes not loaded. */
-template <bool X8> static __device__ __forceinline__ xblk load_x(const gpu_xq &x, int t, int64_t b)
+static __device__ __forceinline__ void xblk_set(xblk &r, int4 h0, int4 h1, int4 l0, int4 l1)
 {
-    const int4 *p  = (const int4 *)xq_words(x, t, b);
-    const int4  h0 = p[0], h1 = p[1], l0 = X8 ? make_int4(0, 0, 0, 0) : p[2], l1 = X8 ? make_int4(0, 0, 0, 0) : p[3];
-    xblk        r;
     r.h[0] = h0.x, r.h[1] = h0.y, r.h[2] = h0.z, r.h[3] = h0.w;
     r.h[4] = h1.x, r.h[5] = h1.y, r.h[6] = h1.z, r.h[7] = h1.w;
     r.l[0] = l0.x, r.l[1] = l0.y, r.l[2] = l0.z, r.l[3] = l0.w;
     r.l[4] = l1.x, r.l[5] = l1.y, r.l[6] = l1.z, r.l[7] = l1.w;
+}
+
+/* X8 (activations quantized to 8 bits: their low codes are zeros, d · S the high codes' sum):
+ * the high level only, the low codes not loaded. */
+template <bool X8> static __device__ __forceinline__ xblk load_x(const gpu_xq &x, int t, int64_t b)
+{
+    const int4 *p = (const int4 *)xq_words(x, t, b);
+    const int4  z = make_int4(0, 0, 0, 0);
+    xblk        r;
+    xblk_set(r, p[0], p[1], X8 ? z : p[2], X8 ? z : p[3]);
     r.dd = x.d[(int64_t)t * x.nb + b];
     return r;
+}
+
+/* A one-token pass's activations staged in shared memory (XS): the lanes of a warp read their
+ * units' blocks from it, where from global memory each 16-byte load of a lane's block touched
+ * its own cache line (a Q4_K unit's two blocks, 128 bytes a lane: 32 L1 wavefronts a load, three
+ * times Q4_0's for the same weight bytes; ncu, the 8B's Q4_K GLU: the L1 55% busy, the DRAM 43%).
+ * Block b's 16-byte chunk k (hi words 0-3, 4-7, lo words 0-3, 4-7) at c[k · nb + xs_slot(b)], its
+ * (d, d · S) at dd[b]: a warp's loads of the same chunk of consecutive blocks are consecutive. The
+ * K-quants whose units take blocks 2u and 2u + 1 keep even and odd blocks apart (PAIRS), so that
+ * those loads are consecutive too. */
+template <int F> struct xs_src {
+    static constexpr bool PAIRS = F == GPU_Q4_K || F == GPU_Q5_K;
+    const uint4          *c;
+    const float2         *dd;
+    int64_t               nb;
+};
+template <int F> static __device__ __forceinline__ int64_t xs_slot(int64_t b, int64_t nb)
+{
+    return xs_src<F>::PAIRS ? (b % 2) * (nb / 2) + b / 2 : b;
+}
+/* Shared memory for the staged activations of a row of cols values (cols / 32 blocks), and
+ * whether a pass stages them (nb even: the PAIRS split; within the 48 KiB every target gives a
+ * block without asking). */
+static inline size_t xs_bytes(int64_t cols) { return (size_t)(cols / 32) * (4 * sizeof(uint4) + sizeof(float2)); }
+static inline bool   xs_fits(int64_t cols) { return cols % 64 == 0 && xs_bytes(cols) <= 48 * 1024; }
+
+template <int F> static __device__ __forceinline__ xs_src<F> xs_view(const uint4 *mem, int64_t nb)
+{
+    return {mem, (const float2 *)(mem + 4 * nb), nb};
+}
+/* The block's threads copy token 0 of x into mem (X8: the hi chunks and dd only), then wait for
+ * one another. */
+template <int F, bool X8> static __device__ __forceinline__ void xs_fill(uint4 *mem, const gpu_xq &x)
+{
+    const int     parts = X8 ? 2 : 4;
+    const int64_t nb    = x.nb;
+    float2       *dd    = (float2 *)(mem + 4 * nb);
+    for (int64_t i = threadIdx.x; i < nb * parts; i += blockDim.x) {
+        const int64_t b = i / parts;
+        const int     k = (int)(i % parts);
+        mem[k * nb + xs_slot<F>(b, nb)] = ((const uint4 *)xq_words(x, 0, b))[k];
+    }
+    for (int64_t i = threadIdx.x; i < nb; i += blockDim.x) dd[i] = x.d[i];
+    __syncthreads();
+}
+
+template <bool X8, int F> static __device__ __forceinline__ xblk load_x(const xs_src<F> &x, int t, int64_t b)
+{
+    (void)t; /* one token */
+    const int4 *c = (const int4 *)x.c + xs_slot<F>(b, x.nb);
+    const int4  z = make_int4(0, 0, 0, 0);
+    xblk        r;
+    xblk_set(r, c[0], c[x.nb], X8 ? z : c[2 * x.nb], X8 ? z : c[3 * x.nb]);
+    r.dd = x.dd[b];
+    return r;
+}
+
+/* Words w, w + 1 (w even) of block b's hi codes and of its lo codes (X8: zeros), and its d. */
+static __device__ __forceinline__ void x_pair(const gpu_xq &x, int t, int64_t b, int w, bool x8, int2 *hi, int2 *lo,
+                                              float *d)
+{
+    const int2 *p = (const int2 *)(xq_words(x, t, b) + w);
+    *hi = p[0], *lo = x8 ? make_int2(0, 0) : p[4]; /* lo 32 bytes on */
+    *d  = x.d[(int64_t)t * x.nb + b].x;
+}
+template <int F>
+static __device__ __forceinline__ void x_pair(const xs_src<F> &x, int t, int64_t b, int w, bool x8, int2 *hi,
+                                              int2 *lo, float *d)
+{
+    (void)t;
+    const int2 *p = (const int2 *)(x.c + (w / 4) * x.nb + xs_slot<F>(b, x.nb)) + (w % 4) / 2;
+    *hi = p[0], *lo = x8 ? make_int2(0, 0) : p[4 * x.nb]; /* two chunks on: 2 nb uint4, 4 nb int2 */
+    *d  = x.dd[b].x;
 }
 
 /* 256 · (w · hi) + (w · lo) over the 32 values of x block a, word k of w against word k of hi
@@ -163,10 +241,11 @@ static __device__ __forceinline__ void mlx_pair(const raw_unit &r, int32_t t, fl
 }
 
 /* Adds unit u of MVQ_ROWS rows (loaded in r) dotted with the activations of each live token
- * to acc; each token's activations are loaded once for all the rows. */
-template <int F, int NT, bool X8>
+ * to acc; each token's activations are loaded once for all the rows, from x: a gpu_xq, or an
+ * xs_src (one token) staged by xs_fill. */
+template <int F, int NT, bool X8, typename X>
 static __device__ __forceinline__ void units_dot(const gpu_wdesc &w, const raw_unit (&r)[MVQ_ROWS], int64_t u,
-                                                 const gpu_xq &x, int nt, float (&acc)[MVQ_ROWS][NT])
+                                                 const X &x, int nt, float (&acc)[MVQ_ROWS][NT])
 {
     if (F == GPU_Q4_0 || F == GPU_Q4_1 || F == GPU_Q5_0 || F == GPU_Q5_1 || F == GPU_Q8_0 || F == GPU_AFFINE8) {
         /* one block of 32 a unit, each value A · q + B' for its row: Σ = A · Σ q x̂ + B · Σ x̂ */
@@ -266,10 +345,9 @@ static __device__ __forceinline__ void units_dot(const gpu_wdesc &w, const raw_u
             if (t >= nt) continue;
 #pragma unroll
             for (int j = 0; j < 4; j++) {
-                const int64_t xb = 8 * (u / 8) + 4 * hf + j;
-                const int2   *p  = (const int2 *)(xq_words(x, t, xb) + l0 / 4);
-                const int2    xh = p[0], xl = X8 ? make_int2(0, 0) : p[4]; /* hi at word l0 / 4, lo 32 bytes on */
-                const float   dx = x.d[(int64_t)t * x.nb + xb].x;
+                int2  xh, xl; /* words l0 / 4, l0 / 4 + 1 of the block's hi and lo codes */
+                float dx;
+                x_pair(x, t, 8 * (u / 8) + 4 * hf + j, l0 / 4, X8, &xh, &xl, &dx);
                 /* 32 · the 8 activations' codes summed (both levels): Σ (q - 32) x = Σ q x - 32 Σ x, in
                  * integers, once for the rows (a subtraction from every code word cost 4 each) */
                 const int ones = 0x01010101;
