@@ -98,9 +98,9 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const mv_set &s)
  * (dev/kernels/gpu_readpat.cu): 8B tg128 +9%, Q4_K_M +28% on the H200.
  * Q4_K's sliced pass is held to two blocks an SM (152 registers a lane left one: 8 warps an SM,
  * each few rounds of loads waiting with no other block's in flight; 128, no spills).
- * XS (one-token passes, CELER_GPU_MVQ_XS unset and x within xs_fits): the block stages x in
- * shared memory once, after its first loads, and its lanes read their blocks from there
- * (gpu_mvq_units.cuh; 8B Q4_K_M tg128 +20% on the H200, Q4_0 the same). */
+ * XS (one-token passes where xs_staged): the block stages x in shared memory once, after its
+ * first loads, and its lanes read their blocks from there (gpu_mvq_units.cuh; 8B Q4_K_M tg128
+ * +20% on the H200, Q4_0 the same). */
 template <int F, int NT, int KS, bool X8 = false, int SD = -1, bool XS = false>
 __global__ void __launch_bounds__(MVQ_THREADS * KS, KS > 1 && F == GPU_Q4_K ? 2 : 0)
     k_mmvq(mv_set set, gpu_xq x, int nt, int64_t t0, gpu_mv_sel sel)
@@ -268,7 +268,7 @@ static celer_status mvq_launch(gpu_backend *g, const gpu_wdesc *w, int n, int fm
     /* one-token passes of 8-bit activations: the kernels that neither load nor multiply the low
      * codes (the others read them as zeros: the same sums, at twice the work) */
     const int  t0x = xq->x8 ? (sliced ? MVQ_X8_SLICED : MVQ_X8) : (sliced ? MVQ_SLICED : 0);
-    const bool xs  = g->mvq_xs && xs_fits(w[0].cols); /* the set's weights share x: the same cols */
+    const bool xs  = xs_staged(g, w[0].cols); /* the set's weights share x: the same cols */
     const int  t1  = xs ? mvq_xs_of(t0x) : t0x;
     const int  t1_threads = sliced ? MVQ_THREADS * MVQ_KS : MVQ_THREADS;
     const size_t t1_smem  = xs ? xs_bytes(w[0].cols) : 0;

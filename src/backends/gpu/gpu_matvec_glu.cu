@@ -116,7 +116,7 @@ celer_status gpu_matvec_q8_glu(gpu_backend *g, const gpu_wdesc *wg, const gpu_wd
                                int64_t T, const gpu_mv_sel *sel, celer_act act, float *h, celer_error *err)
 {
     const auto  *row = mvq_row(GLU, fmt, wg->sdtype);
-    const bool   xs  = g->mvq_xs && xs_fits(wg->cols); /* x staged in shared memory (gpu_mvq_units.cuh) */
+    const bool   xs  = xs_staged(g, wg->cols); /* x in shared memory (gpu_mvq_units.cuh) */
     const glu_fn fn  = row ? row->fn[xs][xq->x8] : NULL;
     if (!fn || !gpu_matvec_q8_glus(wg, wu))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no fused gate/up decode kernel for format %d (%lld x %lld)",
@@ -131,8 +131,7 @@ celer_status gpu_matvec_q8_glu(gpu_backend *g, const gpu_wdesc *wg, const gpu_wd
     if (gpu_grid(g, wg->rows, GLU_ROWS, &blocks, "matvec_q8 glu", err) ||
         (qz && gpu_xq_buffer_apart(g, T * wg->rows, xq, &xo, err)) ||
         GPU_LAUNCH(g, err, "matvec_q8 glu", fn, dim3(blocks, (unsigned)T), GLU_THREADS, xs ? xs_bytes(wg->cols) : 0,
-                   *wg, *wu, *xq,
-                   sel ? *sel : none, (int)act, h, xo))
+                   *wg, *wu, *xq, sel ? *sel : none, (int)act, h, xo))
         return err->code;
     if (qz) gpu_xq_held(g, h, T * wg->rows, xo);
     return CELER_OK;

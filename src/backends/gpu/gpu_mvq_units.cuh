@@ -68,10 +68,13 @@ template <int F> static __device__ __forceinline__ int64_t xs_slot(int64_t b, in
     return xs_src<F>::PAIRS ? (b % 2) * (nb / 2) + b / 2 : b;
 }
 /* Shared memory for the staged activations of a row of cols values (cols / 32 blocks), and
- * whether a pass stages them (nb even: the PAIRS split; within the 48 KiB every target gives a
- * block without asking). */
+ * whether a one-token pass of g stages them (unless CELER_GPU_MVQ_XS=0; nb even: the PAIRS split;
+ * within the 48 KiB every target gives a block without asking). */
 static inline size_t xs_bytes(int64_t cols) { return (size_t)(cols / 32) * (4 * sizeof(uint4) + sizeof(float2)); }
-static inline bool   xs_fits(int64_t cols) { return cols % 64 == 0 && xs_bytes(cols) <= 48 * 1024; }
+static inline bool   xs_staged(const gpu_backend *g, int64_t cols)
+{
+    return g->mvq_xs && cols % 64 == 0 && xs_bytes(cols) <= 48 * 1024;
+}
 
 template <int F> static __device__ __forceinline__ xs_src<F> xs_view(const uint4 *mem, int64_t nb)
 {
