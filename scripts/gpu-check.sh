@@ -62,7 +62,7 @@
 #            8B decode, 30B-A3B decode, the 8B's batch of 32 decodes, 8B and 30B-A3B pp512
 #            prefills (PROFILES picks: decode-8b decode-30b x32-8b pp512-8b pp512-30b, and off by
 #            default d4096-8b d2048-30b: decode after 4,096 / 2,048 tokens, their prefill too;
-#            decode-8b-q4km: the 8B's decode from a Q4_K_M file); each
+#            decode-8b-q4km, decode-8b-q8: the 8B's decode from a Q4_K_M or Q8_0 file); each
 #            kernel's time, DRAM throughput and occupancy (scripts/ncu-summary.py, top 12 printed)
 #   stalls   ncu's warp-state and launch sections for the small kernels of a decode step (8B: the
 #            one-block norm, attention, its inputs, the GLU; 30B-A3B: the router, the experts'
@@ -426,8 +426,11 @@ step_profile() {
     local want=" ${PROFILES:-decode-8b decode-30b x32-8b pp512-8b pp512-30b} "
     want() { [[ "$want" == *" $1 "* ]]; }
     want decode-8b && profile decode-8b "$B/celer" generate -m "$m8" --backend cuda --no-chat -p "hello there" -n 8
-    want decode-8b-q4km && synth_big llama-3.1-8b Q4_K_M &&
-        profile decode-8b-q4km "$B/celer" generate -m "$f" --backend cuda --no-chat -p "hello there" -n 8
+    local tp
+    for tp in q4km:Q4_K_M q8:Q8_0; do # the 8B's decode from another type's file
+        want decode-8b-${tp%%:*} && synth_big llama-3.1-8b "${tp#*:}" &&
+            profile decode-8b-${tp%%:*} "$B/celer" generate -m "$f" --backend cuda --no-chat -p "hello there" -n 8
+    done
     want decode-30b && profile decode-30b "$B/celer" generate -m "$m30" --backend cuda --no-chat -p "hello there" -n 4
     want x32-8b && profile x32-8b "$B/celer" bench -m "$m8" --backend cuda -p 16 -n 4 -P 32 -r 1
     want pp512-8b && profile pp512-8b "$B/celer" bench -m "$m8" --backend cuda -p 512 -n 1 -r 1
