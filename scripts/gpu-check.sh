@@ -53,6 +53,9 @@
 #            layer's time by tokens, choices even or skewed), gpu_glu.c (gate/up + GLU, the port as
 #            CELER_GPU_GLU_FUSE sets it) and gpu_norm.c (RMSNorm and the fused
 #            add + RMSNorm by width and rows, in a replayed step), tables printed whole; KERNELS picks them
+#   xs       the one-token products with their activations staged in shared memory and without
+#            (CELER_GPU_MVQ_XS=0), in the kernel harness at the 8B's, 0.6B's and 30B-A3B's dense
+#            shapes, XS_FORMATS (default Q4_0 Q8_0 Q4_K Q6_K): µs each, side by side
 #   blas     the cuBLAS path (on by default from 64 tokens, two f16 passes) in one and in three
 #            passes (BLAS_PASSES): the verify step's models; and pp512 of the 8B and the 30B-A3B
 #            with it off and with 3, 2 and 1 passes
@@ -361,16 +364,37 @@ step_acceptance() {
     done
 }
 
-step_kernels() {
+# dev/kernels/$1.c linked against the build: $B/kernel_$1.
+kernel_build() {
     local libs=(-L/usr/local/cuda/lib64 -lcudart -lcublas -lstdc++ -lcjson -lm -lpthread -Wl,-rpath,/usr/local/cuda/lib64)
     [ -d "$DEB" ] && libs=(-I"$DEB/usr/include" -L"$DEB/usr/lib/x86_64-linux-gnu" "${libs[@]}")
+    cc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -Isrc -Itests "dev/kernels/$1.c" -Wl,--start-group \
+        "$B/libceler_core.a" "$B/libceler_gpu.a" -Wl,--end-group "${libs[@]}" -o "$B/kernel_$1" \
+        >"$OUT/logs/kernels-build-$1.log" 2>&1
+}
+
+step_kernels() {
     local k
     for k in ${KERNELS:-gpu_matmul gpu_attention gpu_flash gpu_moe gpu_norm gpu_glu}; do
-        cc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -Isrc -Itests "dev/kernels/$k.c" -Wl,--start-group \
-            "$B/libceler_core.a" "$B/libceler_gpu.a" -Wl,--end-group "${libs[@]}" -o "$B/kernel_$k" \
-            >"$OUT/logs/kernels-build-$k.log" 2>&1 || { result "kernels $k (build)" FAILED; continue; }
+        kernel_build "$k" || { result "kernels $k (build)" FAILED; continue; }
         "$B/kernel_$k" "${KERNEL_REPS:-30}" 2>&1 | tee "$OUT/logs/kernels-$k.txt"
         result "kernels $k" "$(grep -c 'FAILED' "$OUT/logs/kernels-$k.txt") failed checks"
+    done
+}
+
+# The one-token products with x staged in shared memory (XS) and without (CELER_GPU_MVQ_XS=0), in
+# a replayed step, at the 8B's, the 0.6B's and the 30B-A3B's dense shapes: µs each, XS_FORMATS
+# (default Q4_0 Q8_0 Q4_K Q6_K).
+step_xs() {
+    kernel_build gpu_matmul || { result "xs (build)" FAILED; return 0; }
+    local t v
+    for t in ${XS_FORMATS:-Q4_0 Q8_0 Q4_K Q6_K}; do
+        for v in 1 0; do
+            CELER_GPU_MVQ_XS=$v HARNESS_SHAPES=all HARNESS_STEP_ONLY=1 "$B/kernel_gpu_matmul" "${KERNEL_REPS:-30}" "$t" \
+                >"$OUT/logs/xs-$t-$v.txt" 2>&1
+        done
+        result "xs $t: shape, µs with XS / without" "$(paste -d' ' <(awk '/step T=1/ {print $2 "=" $(NF-4)}' \
+            "$OUT/logs/xs-$t-1.txt") <(awk '/step T=1/ {print $(NF-4)}' "$OUT/logs/xs-$t-0.txt") | tr '\n' ' ')"
     done
 }
 

@@ -8,6 +8,11 @@
  *
  * Build against a GPU build (see README.md) and run: kernel_gpu_matmul [REPS [FORMAT [ROWS]]]
  * (FORMAT: only the formats whose name starts with it; ROWS: only that shape's row count).
+ * HARNESS_SHAPES picks the products' shapes (rows x cols): 8b (the default: Llama-3.1-8B's
+ * 4096x4096, 14336x4096, 4096x14336), 0.6b (Qwen3-0.6B's q, k and v, o, gate, down), 30b
+ * (Qwen3-30B-A3B's dense ones: q, k and v, o) or all; HARNESS_STEP_ONLY=1 times only the T = 1
+ * product inside a replayed step (the decode kernels' choices, e.g. with and without
+ * CELER_GPU_MVQ_XS=0, as `scripts/gpu-check.sh xs` runs it).
  * CELER_GPU_MMQ_FROM=N in the environment moves Q4_0 and Q8_0 steps of more than N tokens to
  * the integer matrix units (0: all of them), to compare the kernels at the same sizes; on CUDA,
  * CELER_GPU_BLAS_FROM=N (N > 0) runs Q4_0 and Q8_0 products of N tokens and more, and every
@@ -52,6 +57,7 @@ static double recorded_step_us(const fmt *f, const celer_weight *ws, int copies,
 static void run(const fmt *f, int reps, double copy_bw)
 {
     static const int64_t Ts[] = {1, 2, 4, 8, 16, 32, 512};
+    const bool           step_only = getenv("HARNESS_STEP_ONLY") && !strcmp(getenv("HARNESS_STEP_ONLY"), "1");
     int64_t              rows = f->w.rows, k = f->w.cols;
     int                  copies = (int)(256.0 * 1048576.0 / (double)f->bytes) + 1; /* 256 MiB: 4x the L2 */
     if (copies > 64) copies = 64;
@@ -76,7 +82,7 @@ static void run(const fmt *f, int reps, double copy_bw)
     double e = rel_l2(yg, yc, rows);
     printf("%-16s %6lldx%-6lld %8.2f MB  vs cpu %.1e%s", f->name, (long long)rows, (long long)k,
            (double)f->bytes / 1e6, e, e < 2e-2 ? "" : " (FAILED)");
-    for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+    for (size_t ti = 0; ti < (step_only ? 0 : sizeof Ts / sizeof Ts[0]); ti++) {
         int64_t T = Ts[ti];
         for (int c = 0; c < copies; c++) /* warm-up: every copy once */
             if (gpu->ops->matmul(gpu, &ws[c], dx, T, dy, &err)) die("matmul");
@@ -127,9 +133,19 @@ int main(int argc, char **argv)
     static const celer_ggml_type types[] = {CELER_GGML_Q4_0, CELER_GGML_Q4_1, CELER_GGML_Q5_0, CELER_GGML_Q5_1,
                                             CELER_GGML_Q8_0, CELER_GGML_Q4_K, CELER_GGML_Q5_K, CELER_GGML_Q6_K,
                                             CELER_GGML_F16,  CELER_GGML_BF16};
-    static const int64_t shapes[][2] = {{4096, 4096}, {14336, 4096}, {4096, 14336}}; /* Llama-3.1-8B's */
+    /* rows x cols, and the set each belongs to (a product of q, k and v: its rows together) */
+    static const struct {
+        const char *set;
+        int64_t     rows, cols;
+    } shapes[] = {{"8b", 4096, 4096},   {"8b", 14336, 4096}, {"8b", 4096, 14336}, {"0.6b", 4096, 1024},
+                  {"0.6b", 1024, 2048}, {"0.6b", 3072, 1024}, {"0.6b", 1024, 3072}, {"30b", 5120, 2048},
+                  {"30b", 2048, 4096}};
+    const char *want = getenv("HARNESS_SHAPES") ? getenv("HARNESS_SHAPES") : "8b";
+    if (strcmp(want, "8b") && strcmp(want, "0.6b") && strcmp(want, "30b") && strcmp(want, "all"))
+        die("HARNESS_SHAPES: 8b, 0.6b, 30b or all");
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        int64_t rows = shapes[s][0], k = shapes[s][1];
+        int64_t rows = shapes[s].rows, k = shapes[s].cols;
+        if (strcmp(want, "all") && strcmp(want, shapes[s].set)) continue;
         for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
             const celer_ggml_type_info *ti = celer_ggml_type_get(types[i]);
             fmt f = {ti->name, {.type = types[i], .rows = rows, .cols = k, .data = random_weights(types[i], rows, k, 0.1f)},
