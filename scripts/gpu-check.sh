@@ -82,8 +82,9 @@
 #            batcher: aggregate tok/s); AB_DEPTH=D measures after D tokens of context (bench -d); AB_TYPE=T the
 #            weights' type (default Q4_0; Q4_K_M for dev/patches/mvq-kquants-one-unit.diff). base
 #            is the build step's own build: run build first
-# Logs go to $OUT/logs.tar.gz ($OUT defaults to ./gpu-out); the last lines printed are a short
-# table of results.
+# Logs go to $OUT/logs-HHMMSS.tar.gz ($OUT defaults to ./gpu-out); the last lines printed are a
+# short table of results — also when a signal (a `timeout` around the script) stops it, after
+# the command in hand; `ab` prints each run's figure as it goes.
 # Dependencies the machine lacks (cJSON, libmicrohttpd) are taken from .carry/deb when there: the
 # contents of Debian's libcjson-dev, libcjson1, libmicrohttpd-dev and libmicrohttpd12 packages.
 set -uo pipefail
@@ -575,7 +576,10 @@ step_ab() {
                 local log="$OUT/logs/ab-${names[$i]}-$shape-$round.txt"
                 env ${envsets[$i]} "${dirs[$i]}/celer" bench -m "$f" --backend cuda -p "$pp" -n 128 "${shape_args[@]}" \
                     -r 3 >"$log" 2>&1
-                tg[$i,$shape]+="$(grep -E 'pp[0-9]|tg128' "$log" | awk '{printf "%s ", $(NF-3)}')/ "
+                local got
+                got=$(grep -E 'pp[0-9]|tg128' "$log" | awk '{printf "%s ", $(NF-3)}')
+                tg[$i,$shape]+="$got/ "
+                echo "ab ${names[$i]} $shape round $round: $got" # as it goes: a time limit may stop the step
             done
         done
     done
@@ -586,14 +590,6 @@ step_ab() {
     done
 }
 
-steps=("$@")
-[ ${#steps[@]} = 0 ] && steps=(build test verify)
-for s in "${steps[@]}"; do
-    "step_$s" || break
-done
-# what comes back from a lent machine is a few files: the logs travel as one archive
-tar -czf "$OUT/logs-$(date +%H%M%S).tar.gz" -C "$OUT" logs && rm -rf "$OUT/logs"
-echo
 # The tree's id as git would store it (its files as they are here, .carry left out): a lent
 # machine's copy of a working tree keeps an older commit's history, so HEAD alone misnames it;
 # compare with `git rev-parse --short=12 HEAD^{tree}` where the tree was committed.
@@ -604,5 +600,22 @@ tree_id() {
         GIT_INDEX_FILE=$idx git write-tree 2>/dev/null | cut -c1-12
     rm -f "$idx"
 }
-echo "== gpu-check: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1), tree $(tree_id || echo '?') (HEAD $(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
-printf '%s\n' "${RESULTS[@]}"
+
+# The logs as one archive (what comes back from a lent machine is a few files), then the table.
+# Also on SIGTERM or SIGINT (a `timeout` around a step that ran long: bash takes the signal once
+# the command in hand returns), so that what ran is not lost with the rest.
+finish() {
+    trap - TERM INT
+    [ -d "$OUT/logs" ] && tar -czf "$OUT/logs-$(date +%H%M%S).tar.gz" -C "$OUT" logs && rm -rf "$OUT/logs"
+    echo
+    echo "== gpu-check: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1), tree $(tree_id || echo '?') (HEAD $(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
+    printf '%s\n' "${RESULTS[@]}"
+}
+trap 'result "stopped" "by a signal, in step ${s:-?}"; finish; exit 143' TERM INT
+
+steps=("$@")
+[ ${#steps[@]} = 0 ] && steps=(build test verify)
+for s in "${steps[@]}"; do
+    "step_$s" || break
+done
+finish
