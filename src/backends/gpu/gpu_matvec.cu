@@ -99,8 +99,9 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const mv_set &s)
  * Q4_K's sliced pass is held to two blocks an SM (152 registers a lane left one: 8 warps an SM,
  * each few rounds of loads waiting with no other block's in flight; 128, no spills).
  * XS (one-token passes where xs_staged): the block stages x in shared memory once, after its
- * first loads, and its lanes read their blocks from there (gpu_mvq_units.cuh; 8B Q4_K_M tg128
- * +20% on the H200, Q4_0 the same). */
+ * first loads, and its lanes read their blocks from there (gpu_mvq_units.cuh; tg128 on the H200:
+ * 8B Q4_K_M +20%, 30B-A3B Q4_0 +7.5%, but 8B Q4_0 -1.5% and 0.6B Q4_0 -4%: the copy is on the
+ * path after the wait). */
 template <int F, int NT, int KS, bool X8 = false, int SD = -1, bool XS = false>
 __global__ void __launch_bounds__(MVQ_THREADS * KS, KS > 1 && F == GPU_Q4_K ? 2 : 0)
     k_mmvq(mv_set set, gpu_xq x, int nt, int64_t t0, gpu_mv_sel sel)
