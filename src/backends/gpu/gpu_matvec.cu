@@ -98,10 +98,14 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const mv_set &s)
  * (dev/kernels/gpu_readpat.cu): 8B tg128 +9%, Q4_K_M +28% on the H200.
  * Q4_K's sliced pass is held to two blocks an SM (152 registers a lane left one: 8 warps an SM,
  * each few rounds of loads waiting with no other block's in flight; 128, no spills).
- * XS (one-token passes where xs_staged): the block stages x in shared memory once, after its
- * first loads, and its lanes read their blocks from there (gpu_mvq_units.cuh; tg128 on the H200:
- * 8B Q4_K_M +20%, 30B-A3B Q4_0 +7.5%, but 8B Q4_0 -1.5% and 0.6B Q4_0 -4%: the copy is on the
- * path after the wait). */
+ * XS (one-token passes where xs_staged; sliced passes only for the K-quants, mvq_launch): the
+ * block stages x in shared memory once, after its first loads, and its lanes read their blocks
+ * from there (gpu_mvq_units.cuh). Each block copies all of x after the wait, on the path of the
+ * product: a sliced grid (at most two blocks an SM) has no other block's loads to hide it behind.
+ * Harness, one-token Q4_0 products in a replayed step (µs, XS / not): unsliced 5120x2048 3.0 /
+ * 3.5, 14336x4096 12.9 / 12.9; sliced 4096x4096 4.5 / 4.2, 4096x14336 12.9 / 11.2; Q8_0 alike;
+ * Q4_K gains at every shape (its lanes' blocks scattered). tg128 with this rule against XS in
+ * every pass: 8B Q4_0 +3.2%, Q8_0 +1.4%, 0.6B +4.1%, 30B-A3B the same. */
 template <int F, int NT, int KS, bool X8 = false, int SD = -1, bool XS = false>
 __global__ void __launch_bounds__(MVQ_THREADS * KS, KS > 1 && F == GPU_Q4_K ? 2 : 0)
     k_mmvq(mv_set set, gpu_xq x, int nt, int64_t t0, gpu_mv_sel sel)
@@ -269,7 +273,9 @@ static celer_status mvq_launch(gpu_backend *g, const gpu_wdesc *w, int n, int fm
     /* one-token passes of 8-bit activations: the kernels that neither load nor multiply the low
      * codes (the others read them as zeros: the same sums, at twice the work) */
     const int  t0x = xq->x8 ? (sliced ? MVQ_X8_SLICED : MVQ_X8) : (sliced ? MVQ_SLICED : 0);
-    const bool xs  = xs_staged(g, w[0].cols); /* the set's weights share x: the same cols */
+    /* XS: the set's weights share x (the same cols); sliced, only the K-quants gain (k_mmvq) */
+    const bool kq  = fmt == GPU_Q4_K || fmt == GPU_Q5_K || fmt == GPU_Q6_K;
+    const bool xs  = xs_staged(g, w[0].cols) && (!sliced || kq);
     const int  t1  = xs ? mvq_xs_of(t0x) : t0x;
     const int  t1_threads = sliced ? MVQ_THREADS * MVQ_KS : MVQ_THREADS;
     const size_t t1_smem  = xs ? xs_bytes(w[0].cols) : 0;
