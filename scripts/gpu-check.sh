@@ -65,7 +65,8 @@
 #            8B decode, 30B-A3B decode, the 8B's batch of 32 decodes, 8B and 30B-A3B pp512
 #            prefills (PROFILES picks: decode-8b decode-30b x32-8b pp512-8b pp512-30b, and off by
 #            default d4096-8b d2048-30b: decode after 4,096 / 2,048 tokens, their prefill too;
-#            decode-8b-q4km, decode-8b-q8: the 8B's decode from a Q4_K_M or Q8_0 file); each
+#            decode-8b-q4km, decode-8b-q8: the 8B's decode from a Q4_K_M or Q8_0 file; decode-0.6b:
+#            Qwen3-0.6B's); only the models the chosen profiles need are made; each
 #            kernel's time, DRAM throughput and occupancy (scripts/ncu-summary.py, top 12 printed)
 #   stalls   ncu's warp-state and launch sections for the small kernels of a decode step (8B: the
 #            one-block norm, attention, its inputs, the GLU; 30B-A3B: the router, the experts'
@@ -445,23 +446,24 @@ profile() {
 
 step_profile() {
     command -v ncu >/dev/null || { result "profile" "ncu not found"; return 0; }
-    local m8 m30
-    synth_big llama-3.1-8b && m8=$f
-    synth_big qwen3-30b-a3b && m30=$f
-    local want=" ${PROFILES:-decode-8b decode-30b x32-8b pp512-8b pp512-30b} "
-    want() { [[ "$want" == *" $1 "* ]]; }
-    want decode-8b && profile decode-8b "$B/celer" generate -m "$m8" --backend cuda --no-chat -p "hello there" -n 8
-    local tp
-    for tp in q4km:Q4_K_M q8:Q8_0; do # the 8B's decode from another type's file
-        want decode-8b-${tp%%:*} && synth_big llama-3.1-8b "${tp#*:}" &&
-            profile decode-8b-${tp%%:*} "$B/celer" generate -m "$f" --backend cuda --no-chat -p "hello there" -n 8
+    local want=" ${PROFILES:-decode-8b decode-30b x32-8b pp512-8b pp512-30b} " item name shape type
+    # name:shape:type:command — a model is made only when a chosen profile needs it
+    for item in "decode-8b:llama-3.1-8b:Q4_0:generate -n 8" "decode-8b-q4km:llama-3.1-8b:Q4_K_M:generate -n 8" \
+        "decode-8b-q8:llama-3.1-8b:Q8_0:generate -n 8" "decode-0.6b:qwen3-0.6b:Q4_0:generate -n 16" \
+        "decode-30b:qwen3-30b-a3b:Q4_0:generate -n 4" "x32-8b:llama-3.1-8b:Q4_0:bench -p 16 -n 4 -P 32 -r 1" \
+        "pp512-8b:llama-3.1-8b:Q4_0:bench -p 512 -n 1 -r 1" "pp512-30b:qwen3-30b-a3b:Q4_0:bench -p 512 -n 1 -r 1" \
+        "d4096-8b:llama-3.1-8b:Q4_0:bench -p 0 -n 4 -d 4096 -r 1" \
+        "d2048-30b:qwen3-30b-a3b:Q4_0:bench -p 0 -n 4 -d 2048 -r 1"; do
+        IFS=: read -r name shape type cmd <<<"$item"
+        [[ "$want" == *" $name "* ]] || continue
+        synth_big "$shape" "$type"
+        read -ra cmd <<<"$cmd"
+        if [ "${cmd[0]}" = generate ]; then
+            profile "$name" "$B/celer" generate -m "$f" --backend cuda --no-chat -p "hello there" "${cmd[@]:1}"
+        else
+            profile "$name" "$B/celer" bench -m "$f" --backend cuda "${cmd[@]:1}"
+        fi
     done
-    want decode-30b && profile decode-30b "$B/celer" generate -m "$m30" --backend cuda --no-chat -p "hello there" -n 4
-    want x32-8b && profile x32-8b "$B/celer" bench -m "$m8" --backend cuda -p 16 -n 4 -P 32 -r 1
-    want pp512-8b && profile pp512-8b "$B/celer" bench -m "$m8" --backend cuda -p 512 -n 1 -r 1
-    want pp512-30b && profile pp512-30b "$B/celer" bench -m "$m30" --backend cuda -p 512 -n 1 -r 1
-    want d4096-8b && profile d4096-8b "$B/celer" bench -m "$m8" --backend cuda -p 0 -n 4 -d 4096 -r 1
-    want d2048-30b && profile d2048-30b "$B/celer" bench -m "$m30" --backend cuda -p 0 -n 4 -d 2048 -r 1
 }
 
 step_stalls() {

@@ -98,7 +98,7 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const mv_set &s)
  * (dev/kernels/gpu_readpat.cu): 8B tg128 +9%, Q4_K_M +28% on the H200.
  * Q4_K's sliced pass is held to two blocks an SM (152 registers a lane left one: 8 warps an SM,
  * each few rounds of loads waiting with no other block's in flight; 128, no spills).
- * XS (one-token passes where xs_staged; sliced passes only for the K-quants, mvq_launch): the
+ * XS (one-token passes where xs_staged; sliced ones only for the K-quants): the
  * block stages x in shared memory once, after its first loads, and its lanes read their blocks
  * from there (gpu_mvq_units.cuh). Each block copies all of x after the wait, on the path of the
  * product: a sliced grid (at most two blocks an SM) has no other block's loads to hide it behind.
@@ -273,9 +273,7 @@ static celer_status mvq_launch(gpu_backend *g, const gpu_wdesc *w, int n, int fm
     /* one-token passes of 8-bit activations: the kernels that neither load nor multiply the low
      * codes (the others read them as zeros: the same sums, at twice the work) */
     const int  t0x = xq->x8 ? (sliced ? MVQ_X8_SLICED : MVQ_X8) : (sliced ? MVQ_SLICED : 0);
-    /* XS: the set's weights share x (the same cols); sliced, only the K-quants gain (k_mmvq) */
-    const bool kq  = fmt == GPU_Q4_K || fmt == GPU_Q5_K || fmt == GPU_Q6_K;
-    const bool xs  = xs_staged(g, w[0].cols) && (!sliced || kq);
+    const bool xs  = xs_staged(g, fmt, w[0].cols, sliced); /* the set's weights share x: the same cols */
     const int  t1  = xs ? mvq_xs_of(t0x) : t0x;
     const int  t1_threads = sliced ? MVQ_THREADS * MVQ_KS : MVQ_THREADS;
     const size_t t1_smem  = xs ? xs_bytes(w[0].cols) : 0;

@@ -116,7 +116,7 @@ celer_status gpu_matvec_q8_glu(gpu_backend *g, const gpu_wdesc *wg, const gpu_wd
                                int64_t T, const gpu_mv_sel *sel, celer_act act, float *h, celer_error *err)
 {
     const auto  *row = mvq_row(GLU, fmt, wg->sdtype);
-    const bool   xs  = xs_staged(g, wg->cols); /* x in shared memory (gpu_mvq_units.cuh) */
+    const bool   xs  = xs_staged(g, fmt, wg->cols, false); /* x in shared memory (gpu_mvq_units.cuh) */
     const glu_fn fn  = row ? row->fn[xs][xq->x8] : NULL;
     if (!fn || !gpu_matvec_q8_glus(wg, wu))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no fused gate/up decode kernel for format %d (%lld x %lld)",

@@ -68,12 +68,16 @@ template <int F> static __device__ __forceinline__ int64_t xs_slot(int64_t b, in
     return xs_src<F>::PAIRS ? (b % 2) * (nb / 2) + b / 2 : b;
 }
 /* Shared memory for the staged activations of a row of cols values (cols / 32 blocks), and
- * whether a one-token pass of g stages them (unless CELER_GPU_MVQ_XS=0; nb even: the PAIRS split;
- * within the 48 KiB every target gives a block without asking). */
+ * whether a one-token pass of g over weights of format fmt stages them (unless
+ * CELER_GPU_MVQ_XS=0; nb even: the PAIRS split; within the 48 KiB every target gives a block
+ * without asking). A short grid (at most two blocks an SM) stages them for the K-quants only:
+ * a block copies all of x after its wait, and there no other block's loads hide the copy
+ * (k_mmvq's comment has the measurements). */
 static inline size_t xs_bytes(int64_t cols) { return (size_t)(cols / 32) * (4 * sizeof(uint4) + sizeof(float2)); }
-static inline bool   xs_staged(const gpu_backend *g, int64_t cols)
+static inline bool   xs_staged(const gpu_backend *g, int fmt, int64_t cols, bool short_grid)
 {
-    return g->mvq_xs && cols % 64 == 0 && xs_bytes(cols) <= 48 * 1024;
+    const bool kq = fmt == GPU_Q4_K || fmt == GPU_Q5_K || fmt == GPU_Q6_K; /* units' blocks scattered */
+    return g->mvq_xs && cols % 64 == 0 && xs_bytes(cols) <= 48 * 1024 && (!short_grid || kq);
 }
 
 template <int F> static __device__ __forceinline__ xs_src<F> xs_view(const uint4 *mem, int64_t nb)
