@@ -53,8 +53,9 @@
 #            layer's time by tokens, choices even or skewed), gpu_glu.c (gate/up + GLU, the port as
 #            CELER_GPU_GLU_FUSE sets it) and gpu_norm.c (RMSNorm and the fused
 #            add + RMSNorm by width and rows, in a replayed step), tables printed whole; KERNELS picks them
-#   xs       the one-token products with their activations staged in shared memory and without
-#            (CELER_GPU_MVQ_XS=0), in the kernel harness at the 8B's, 0.6B's and 30B-A3B's dense
+#   xs       the one-token products with their activations staged in shared memory as the default
+#            stages them (not in short grids of the simple formats) and never (CELER_GPU_MVQ_XS=0),
+#            in the kernel harness at the 8B's, 0.6B's and 30B-A3B's dense
 #            shapes, XS_FORMATS (default Q4_0 Q8_0 Q4_K Q6_K): µs each, side by side
 #   blas     the cuBLAS path (on by default from 64 tokens, two f16 passes) in one and in three
 #            passes (BLAS_PASSES): the verify step's models; and pp512 of the 8B and the 30B-A3B
@@ -384,8 +385,9 @@ step_kernels() {
     done
 }
 
-# The one-token products with x staged in shared memory (XS) and without (CELER_GPU_MVQ_XS=0), in
-# a replayed step, at the 8B's, the 0.6B's and the 30B-A3B's dense shapes: µs each, XS_FORMATS
+# The one-token products with x staged in shared memory where the default stages it (XS: not in the
+# short grids of the simple formats, where the two figures are the same kernel) and never
+# (CELER_GPU_MVQ_XS=0), in a replayed step, at the 8B's, the 0.6B's and the 30B-A3B's dense shapes: µs each, XS_FORMATS
 # (default Q4_0 Q8_0 Q4_K Q6_K).
 step_xs() {
     kernel_build gpu_matmul || { result "xs (build)" FAILED; return 0; }
@@ -395,7 +397,7 @@ step_xs() {
             CELER_GPU_MVQ_XS=$v HARNESS_SHAPES=all HARNESS_STEP_ONLY=1 "$B/kernel_gpu_matmul" "${KERNEL_REPS:-30}" "$t" \
                 >"$OUT/logs/xs-$t-$v.txt" 2>&1
         done
-        result "xs $t: shape, µs with XS / without" "$(paste -d' ' <(awk '/step T=1/ {print $2 "=" $(NF-4)}' \
+        result "xs $t: shape, µs default / without XS" "$(paste -d' ' <(awk '/step T=1/ {print $2 "=" $(NF-4)}' \
             "$OUT/logs/xs-$t-1.txt") <(awk '/step T=1/ {print $(NF-4)}' "$OUT/logs/xs-$t-0.txt") | tr '\n' ' ')"
     done
 }
