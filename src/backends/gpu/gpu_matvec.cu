@@ -101,7 +101,7 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const mv_set &s)
  * XS (one-token passes where xs_staged; sliced ones only for the K-quants): the
  * block stages x in shared memory once, after its first loads, and its lanes read their blocks
  * from there (gpu_mvq_units.cuh). Each block copies all of x after the wait, on the path of the
- * product: a sliced grid (at most two blocks an SM) has no other block's loads to hide it behind.
+ * product: a sliced grid (fewer than two blocks an SM) has no other block's loads to hide it behind.
  * Harness, one-token Q4_0 products in a replayed step (µs, XS / not): unsliced 5120x2048 3.0 /
  * 3.5, 14336x4096 12.9 / 12.9; sliced 4096x4096 4.5 / 4.2, 4096x14336 12.9 / 11.2; Q8_0 alike;
  * Q4_K gains at every shape (its lanes' blocks scattered). tg128 with this rule against XS in
