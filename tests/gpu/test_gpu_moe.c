@@ -64,7 +64,7 @@ enum { N_VARIANTS = sizeof variant / sizeof variant[0] };
  * ones the grouped path; both against the CPU's moe_ffn on the same bytes, and the variants'
  * backends too, within the CPU's bound, and those with a ref bit for bit against that variant
  * where the products they replace run unsliced (rows / 16 blocks × T · SK selections of at least
- * two blocks an SM). T = 64
+ * three blocks an SM: gpu_matvec.cu's MVQ_KS_BELOW). T = 64
  * makes every token choose expert 0 first: its group spans two of the batch kernel's tiles. */
 static void test_moe_stacked(celer_ggml_type t, int64_t T, int sms)
 {
@@ -101,7 +101,7 @@ static void test_moe_stacked(celer_ggml_type t, int64_t T, int sms)
         stacked_ffn(variant[v].be, t, T, raw, x, ic, wc, variant[v].out);
         const int    r     = variant[v].ref;
         const bool   exact = r >= 0 && variant[r].be && T * SK <= 256 &&
-                           (variant[v].rows / 16) * T * SK >= 2 * (int64_t)sms;
+                           (variant[v].rows / 16) * T * SK >= 3 * (int64_t)sms;
         const double e2    = rel_l2f(variant[v].out, oc, T * SD);
         const bool   same  = exact && !memcmp(variant[v].out, variant[r].out, (size_t)(T * SD) * 4);
         if (!(e2 < 2e-2) || (exact && !same))
@@ -250,7 +250,7 @@ int main(void)
     for (int v = 0; v < N_VARIANTS; v++) variant[v].be = gpu_backend_with(variant[v].env, variant[v].env[1] ? 2 : 1);
     CHECK(celer_device_query(0, &facts, &err) == CELER_OK);
     test_moe_stacked(CELER_GGML_Q4_0, 1, facts.compute_units);
-    test_moe_stacked(CELER_GGML_Q4_K, 5, facts.compute_units);
+    test_moe_stacked(CELER_GGML_Q4_K, 7, facts.compute_units);
     test_moe_stacked(CELER_GGML_Q6_K, 37, facts.compute_units);
     test_moe_stacked(CELER_GGML_Q8_0, 8, facts.compute_units);
     test_moe_stacked(CELER_GGML_Q4_0, 32, facts.compute_units); /* a batch of 32 */

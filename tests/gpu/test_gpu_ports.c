@@ -186,16 +186,17 @@ static void test_matmul_add(void)
 
 /* The port matmul_glu for one token on two backends, the default (gpu_matvec_glu.cu, one
  * launch) and one with CELER_GPU_GLU_FUSE=0 (the gate and up products, then glu): h bit for bit
- * where the second's products run unsliced (two weights of ff rows: ff / 8 blocks, at least two
- * an SM), for ff a multiple of 32 (h quantized on the way out, into the buffer apart from the
- * input's) and not (h in f32 only); then a down product reading h on each, which takes the
- * quantized copy each left: the same bits. The default's h against the CPU's fallback (matmul,
+ * where the second's products run unsliced (two weights of ff rows: ff / 8 blocks, at least
+ * three an SM: gpu_matvec.cu's MVQ_KS_BELOW; 132 SMs on the H200), for ff a multiple of 32 (h
+ * quantized on the way out, into the buffer apart from the input's) and not (h in f32 only);
+ * then a down product reading h on each, which takes the quantized copy each left: the same
+ * bits. The default's h against the CPU's fallback (matmul,
  * matmul, glu). Q4_0, Q8_0 and Q4_K; SiLU and GELU. */
 static void test_matmul_glu(void)
 {
     enum { K = 512, D = 64 };
     static const celer_ggml_type types[] = {CELER_GGML_Q4_0, CELER_GGML_Q8_0, CELER_GGML_Q4_K};
-    static const int64_t         ffs[]   = {2304, 2216};
+    static const int64_t         ffs[]   = {3328, 3240};
     celer_backend               *apart = gpu_backend_with((const char *const[]){"CELER_GPU_GLU_FUSE=0"}, 1), *was = gpu;
     celer_device_facts           facts;
     CHECK(celer_device_query(0, &facts, &err) == CELER_OK);
@@ -237,7 +238,7 @@ static void test_matmul_glu(void)
         CHECK(cpu->ops->matmul(cpu, &cg, x, 1, hc, &err) == CELER_OK && cpu->ops->matmul(cpu, &cu, x, 1, uc, &err) == CELER_OK);
         CHECK(cpu->ops->glu(cpu, hc, uc, ff, act, &err) == CELER_OK);
         const double e = rel_l2f(h[0], hc, ff), bound = x8_mode() ? 2e-2 : 1e-2;
-        const bool   exact = 2 * (ff / 16) >= 2 * (int64_t)facts.compute_units;
+        const bool   exact = 2 * (ff / 16) >= 3 * (int64_t)facts.compute_units;
         const bool   same  = !memcmp(h[0], h[1], (size_t)ff * sizeof *h[0]) &&
                           (ff % 32 || !memcmp(y[0], y[1], D * sizeof *y[0]));
         if (!(e < bound) || (exact && !same))

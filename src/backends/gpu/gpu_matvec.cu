@@ -13,10 +13,12 @@
 #include <string.h>
 
 /* MVQ_KS: the column slices of a one-token pass whose grid is short of MVQ_KS_BELOW blocks an SM.
- * Measured on the H200 (tg128, side by side): slices below 2 blocks an SM (the 8B's o and down,
- * 256 blocks; not its qkv, 384) ran 0.6% (8B) and 1.3% (30B-A3B) faster than below 4; four
- * slices, or MVQ_UNROLL 4, lost 6% and 9%. */
-enum { MVQ_THREADS = 128, MVQ_KS = 2, MVQ_KS_BELOW = 2 };
+ * Measured on the H200 (tg128, side by side): before x was staged, slices below 2 blocks an SM
+ * (the 8B's o and down, 256 blocks) ran 0.6% (8B) and 1.3% (30B-A3B) faster than below 4; four
+ * slices, or MVQ_UNROLL 4, lost 6% and 9%. Under the short-grid rule (sliced grids of the simple
+ * formats read x from global memory) slicing below 3 (the 8B's q/k/v, 384 blocks; the
+ * 30B-A3B's, 320) ran 8B Q4_0 +2.0%, 30B-A3B +1.0% against below 2 (twenty-ninth pass). */
+enum { MVQ_THREADS = 128, MVQ_KS = 2, MVQ_KS_BELOW = 3 };
 
 /* ---- activations ------------------------------------------------------------------------- */
 
@@ -101,7 +103,8 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const mv_set &s)
  * XS (one-token passes where xs_staged; sliced ones only for the K-quants): the
  * block stages x in shared memory once, after its first loads, and its lanes read their blocks
  * from there (gpu_mvq_units.cuh). Each block copies all of x after the wait, on the path of the
- * product: a sliced grid (fewer than two blocks an SM) has no other block's loads to hide it behind.
+ * product: a sliced grid (fewer than MVQ_KS_BELOW blocks an SM) has few other blocks' loads to hide
+ * it behind.
  * Harness, one-token Q4_0 products in a replayed step (µs, XS / not): unsliced 5120x2048 3.0 /
  * 3.5, 14336x4096 12.9 / 12.9; sliced 4096x4096 4.5 / 4.2, 4096x14336 12.9 / 11.2; Q8_0 alike;
  * Q4_K gains at every shape (its lanes' blocks scattered). tg128 with this rule against XS in

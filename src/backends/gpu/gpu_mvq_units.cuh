@@ -70,8 +70,8 @@ template <int F> static __device__ __forceinline__ int64_t xs_slot(int64_t b, in
 /* Shared memory for the staged activations of a row of cols values (cols / 32 blocks), and
  * whether a one-token pass of g over weights of format fmt stages them (unless
  * CELER_GPU_MVQ_XS=0; nb even: the PAIRS split; within the 48 KiB every target gives a block
- * without asking). A short grid (fewer than two blocks an SM) stages them for the K-quants only:
- * a block copies all of x after its wait, and there no other block's loads hide the copy
+ * without asking). A short grid (a sliced one: mvq_launch) stages them for the K-quants only:
+ * a block copies all of x after its wait, and there few other blocks' loads hide the copy
  * (k_mmvq's comment has the measurements). */
 static inline size_t xs_bytes(int64_t cols) { return (size_t)(cols / 32) * (4 * sizeof(uint4) + sizeof(float2)); }
 static inline bool   xs_staged(const gpu_backend *g, int fmt, int64_t cols, bool short_grid)
