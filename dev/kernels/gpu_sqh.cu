@@ -29,7 +29,7 @@
 #include <string.h>
 
 #ifndef SQH_BQ
-#define SQH_BQ 4 /* column blocks a stage (4 or 8) */
+#define SQH_BQ 4 /* column blocks a stage: 4, 8 or 16 */
 #endif
 #ifndef SQH_STAGES
 #define SQH_STAGES 3
@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(THREADS) k_sqh(const uint8_t *__restrict__ w, 
     extern __shared__ __align__(16) int8_t smem[];
     constexpr int CPR = BQ * L::WB / 16, NW = ROWS * CPR / THREADS, NX = NT * BQ * 4 / THREADS;
     static_assert(ROWS * CPR % THREADS == 0 && NT * BQ * 4 % THREADS == 0, "whole pieces a thread");
-    static_assert(BQ == 4 || BQ == 8, "a row's scales in one copy");
+    static_assert(BQ == 4 || BQ == 8 || BQ == 16, "a row's scales in 8-byte or whole 16-byte copies");
     const int     tid = threadIdx.x, lane = tid % 32, rt = tid / 32, g = lane / 4, q = lane % 4;
     const int64_t r0 = (int64_t)blockIdx.x * ROWS, kz0 = (int64_t)blockIdx.z * kper;
     const int64_t row_bytes = nb * (L::WB + 2), scales_off = nb * L::WB, nst = kper / BQ;
@@ -124,9 +124,13 @@ __global__ void __launch_bounds__(THREADS) k_sqh(const uint8_t *__restrict__ w, 
             const int i = tid + THREADS * j, r = i / CPR, k = i % CPR;
             gpu_cp_async16(st + r * L::WLD + 16 * k, w + (r0 + r) * row_bytes + k0 * L::WB + 16 * k, true);
         }
-        const uint8_t *ws = w + (r0 + tid) * row_bytes + scales_off + 2 * k0; /* a row's BQ scales */
-        if (tid < ROWS && BQ == 8) gpu_cp_async16(st + L::WS_OFF + 16 * tid, ws, true);
-        else if (tid < ROWS) gpu_cp_async8(st + L::WS_OFF + 8 * tid, ws, true);
+        if (BQ == 4 && tid < ROWS) /* a row's BQ scales */
+            gpu_cp_async8(st + L::WS_OFF + 8 * tid, w + (r0 + tid) * row_bytes + scales_off + 2 * k0, true);
+        constexpr int SP = BQ > 4 ? BQ / 8 : 1; /* else: 16-byte pieces of a row's scales */
+        for (int i = tid; BQ > 4 && i < ROWS * SP; i += THREADS) {
+            const uint8_t *src = w + (r0 + i / SP) * row_bytes + scales_off + 2 * k0 + 16 * (i % SP);
+            gpu_cp_async16(st + L::WS_OFF + 2 * BQ * (i / SP) + 16 * (i % SP), src, true);
+        }
 #pragma unroll
         for (int j = 0; j < NX; j++) {
             const int i = tid + THREADS * j, t = i / (BQ * 4), k = i % (BQ * 4);
@@ -274,6 +278,13 @@ static double run(const uint8_t *dw, size_t wbytes, int copies, int64_t rows, in
 
 template <int F> static void shape(int64_t rows, int64_t cols, int T)
 {
+    int optin = 0;
+    CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+    if ((size_t)STAGES * sqh_lay<F>::STAGE > (size_t)optin) {
+        printf("%-5s BQ %d, %d stages: %d bytes of shared memory, past the device's %d\n",
+               F == SQH_Q4_0 ? "Q4_0" : "Q8_0", BQ, STAGES, STAGES * sqh_lay<F>::STAGE, optin);
+        return;
+    }
     const int     wb = F == SQH_Q4_0 ? 16 : 32;
     const int64_t nb = cols / 32;
     const size_t  wbytes = (size_t)(rows * nb * (wb + 2));
