@@ -73,7 +73,8 @@
 #            one-block norm, attention, its inputs, the GLU; 30B-A3B: the router, the experts'
 #            combine): what each waits on, for the next fusion or rewrite (logs/ncu-stalls-*.txt);
 #            STALLS picks shapes, SHAPE:TYPE for another weight type's products (k_mmvq*), e.g.
-#            STALLS=llama-3.1-8b:Q4_K_M; x32: the batch kernel (k_mmq_s) of the 8B's batch of 32
+#            STALLS=llama-3.1-8b:Q4_K_M; x32: the batch kernel (k_mmq_s) of the 8B's batch of 32,
+#            with its pipes' use and instruction counts
 #   ab       variants side by side in one run (what a change is worth, on one machine's noise): AB
 #            lists them, space-separated, each NAME or NAME:ITEM,ITEM.. where an item is a patch
 #            file (applied with git apply to a copy of this tree, built apart) or ENV=VALUE (set
@@ -482,14 +483,15 @@ step_stalls() {
         run=("$B/celer" generate -m "$f" --backend cuda --no-chat -p "hello there" -n 4)
         [ $type != Q4_0 ] && kernels='k_mmvq' shape=$shape-$type mem=(--section MemoryWorkloadAnalysis)
         # the batch kernel of the 8B's batch of 32 decodes (its products past the prefill's)
-        [ "$item" = x32 ] && kernels='k_mmq_s' shape=x32 mem=(--section MemoryWorkloadAnalysis) &&
+        [ "$item" = x32 ] && kernels='k_mmq_s' shape=x32 \
+            mem=(--section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section InstructionStats) &&
             run=("$B/celer" bench -m "$f" --backend cuda -p 16 -n 4 -P 32 -r 1)
         CELER_GPU_GRAPHS=0 ncu --cache-control none --clock-control none \
             --kernel-name regex:"$kernels" --launch-skip 200 --launch-count 8 "${mem[@]}" \
             --section LaunchStats --section Occupancy --section WarpStateStats --section SpeedOfLight \
             "${run[@]}" >"$OUT/logs/ncu-stalls-$shape.txt" 2>&1
         result "stalls $shape (logs/ncu-stalls-$shape.txt)" "$(grep -c 'Section: Warp State' "$OUT/logs/ncu-stalls-$shape.txt") kernels"
-        grep -E '^  k_|^  void k_|Duration|Warp Cycles Per Issued|spends|Registers Per|Achieved Occupancy|L1/TEX Hit|Mem Busy|Mem Pipes|DRAM Through' \
+        grep -E '^  k_|^  void k_|Duration|Warp Cycles Per Issued|spends|Registers Per|Achieved Occupancy|L1/TEX Hit|Mem Busy|Mem Pipes|DRAM Through|Issue Slots Busy|Executed Ipc A|highest-utilized|Executed Instructions  ' \
             "$OUT/logs/ncu-stalls-$shape.txt" | cut -c1-160 | head -90
     done
 }
