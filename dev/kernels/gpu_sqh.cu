@@ -103,8 +103,8 @@ __global__ void k_sqh_x(const float *__restrict__ x, int64_t cols, __half *__res
         xh[blockIdx.x * cols + i] = __float2half_rn(ldexpf(xt[i / 32 * 32 + sqh_perm((int)(i % 32))], 14 - ex));
 }
 
-/* Rows blockIdx.x · 128 .. by T tokens, column blocks of part blockIdx.z (kper each), into
- * y + z · T · rows (t-major). MATH false: the copies only. */
+/* Rows blockIdx.x · 128 .. by tokens blockIdx.y · 32 .. (of T), column blocks of part
+ * blockIdx.z (kper each), into y + z · T · rows (t-major). MATH false: the copies only. */
 template <int F, bool MATH>
 __global__ void __launch_bounds__(THREADS) k_sqh(const uint8_t *__restrict__ w, int64_t rows, int64_t nb,
                                                   const __half *__restrict__ xh, const int *__restrict__ e, int T,
@@ -118,6 +118,8 @@ __global__ void __launch_bounds__(THREADS) k_sqh(const uint8_t *__restrict__ w, 
     const int     tid = threadIdx.x, lane = tid % 32, rt = tid / 32, g = lane / 4, q = lane % 4;
     const int64_t r0 = (int64_t)blockIdx.x * ROWS, kz0 = (int64_t)blockIdx.z * kper;
     const int64_t row_bytes = nb * (L::WB + 2), scales_off = nb * L::WB, nst = kper / BQ;
+    const int     t0 = blockIdx.y * NT, nt = T - t0; /* this block's tokens: t0 .. t0 + min(nt, NT) */
+    xh += (int64_t)t0 * nb * 32;
     auto issue = [&](int8_t *st, int64_t k0) {
 #pragma unroll
         for (int j = 0; j < NW; j++) {
@@ -134,7 +136,8 @@ __global__ void __launch_bounds__(THREADS) k_sqh(const uint8_t *__restrict__ w, 
 #pragma unroll
         for (int j = 0; j < NX; j++) {
             const int i = tid + THREADS * j, t = i / (BQ * 4), k = i % (BQ * 4);
-            gpu_cp_async16(st + L::X_OFF + t * L::XLD + 16 * k, t < T ? xh + t * nb * 32 + k0 * 32 + 8 * k : xh, t < T);
+            const __half *src = t < nt ? xh + t * nb * 32 + k0 * 32 + 8 * k : xh;
+            gpu_cp_async16(st + L::X_OFF + t * L::XLD + 16 * k, src, t < nt);
         }
         gpu_cp_commit();
     };
@@ -191,7 +194,7 @@ __global__ void __launch_bounds__(THREADS) k_sqh(const uint8_t *__restrict__ w, 
         for (int c = 0; c < 4; c++) {
             const int     t = 8 * ni + 2 * q + c % 2;
             const int64_t r = r0 + 16 * rt + g + 8 * (c / 2);
-            if (t < T) y[t * rows + r] = ldexpf(acc[ni][c], e[t]);
+            if (t < nt) y[(t0 + t) * rows + r] = ldexpf(acc[ni][c], e[t0 + t]);
         }
 }
 
@@ -257,7 +260,7 @@ static double run(const uint8_t *dw, size_t wbytes, int copies, int64_t rows, in
     typedef sqh_lay<F> L;
     const size_t smem = (size_t)STAGES * L::STAGE;
     CHECK(cudaFuncSetAttribute(k_sqh<F, MATH>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    const dim3    grid((unsigned)(rows / ROWS), 1, (unsigned)parts);
+    const dim3    grid((unsigned)(rows / ROWS), (unsigned)((T + NT - 1) / NT), (unsigned)parts);
     const int64_t n = (int64_t)T * rows;
     cudaEvent_t   a, b;
     CHECK(cudaEventCreate(&a));
@@ -313,13 +316,14 @@ template <int F> static void shape(int64_t rows, int64_t cols, int T)
     for (int r = 0; r < REPS; r++) k_sqh_x<<<T, 256>>>(dx, cols, dxh, de);
     CHECK(cudaEventRecord(b));
     const double xus = time_us(a, b);
-    /* the reference on every 7th row, in double */
-    double *ref = (double *)malloc(sizeof(double) * T * (rows / 7 + 1));
-    for (int64_t r = 0; r < rows; r += 7)
+    /* the reference on every 7th row (97th past a batch), in double */
+    const int RS  = T <= NT ? 7 : 97;
+    double   *ref = (double *)malloc(sizeof(double) * T * (rows / RS + 1));
+    for (int64_t r = 0; r < rows; r += RS)
         for (int t = 0; t < T; t++) {
             double s = 0;
             for (int64_t k = 0; k < cols; k++) s += (double)val[r * cols + k] * x[t * cols + k];
-            ref[r / 7 * T + t] = s;
+            ref[r / RS * T + t] = s;
         }
     for (int parts = 1; parts <= 4; parts *= 2) {
         if (nb % (parts * BQ)) continue;
@@ -327,17 +331,18 @@ template <int F> static void shape(int64_t rows, int64_t cols, int T)
         run<F, true>(dw, wbytes, copies, rows, nb, dxh, de, T, parts, dpart, dy, false);
         CHECK(cudaMemcpy(y, dy, sizeof(float) * T * rows, cudaMemcpyDeviceToHost));
         double num = 0, den = 0, worst = 0, ymax = 0;
-        for (int64_t r = 0; r < rows; r += 7)
+        for (int64_t r = 0; r < rows; r += RS)
             for (int t = 0; t < T; t++) {
-                const double s = ref[r / 7 * T + t], d = y[t * rows + r] - s;
+                const double s = ref[r / RS * T + t], d = y[t * rows + r] - s;
                 num += d * d, den += s * s, worst = fmax(worst, fabs(d)), ymax = fmax(ymax, fabs(s));
             }
         const double us = run<F, true>(dw, wbytes, copies, rows, nb, dxh, de, T, parts, dpart, dy, true);
         const double su = run<F, false>(dw, wbytes, copies, rows, nb, dxh, de, T, parts, dpart, dy, true);
-        printf("%-5s %6lld x %-6lld T %2d  parts %d  %3lld blocks  %7.2f us  %7.1f GB/s  stream %6.2f us"
-               "  | x to f16 %5.2f us  rel L2 %.2e  max %.2e\n",
+        printf("%-5s %6lld x %-6lld T %3d  parts %d  %4lld blocks  %8.2f us  %7.1f GB/s  %6.1f TFLOP/s"
+               "  stream %7.2f us  | x to f16 %5.2f us  rel L2 %.2e  max %.2e\n",
                F == SQH_Q4_0 ? "Q4_0" : "Q8_0", (long long)rows, (long long)cols, T, parts,
-               (long long)(rows / ROWS * parts), us, wbytes / us * 1e-3, su, xus, sqrt(num / den), worst / ymax);
+               (long long)(rows / ROWS * parts * ((T + NT - 1) / NT)), us, wbytes / us * 1e-3,
+               2.0 * rows * cols * T / us * 1e-6, su, xus, sqrt(num / den), worst / ymax);
         fflush(stdout);
     }
     CHECK(cudaFree(dw));
@@ -353,10 +358,12 @@ int main(int argc, char **argv)
 {
     static const int64_t shapes[][2] = {{14336, 4096}, {4096, 14336}, {4096, 4096}, {6144, 4096}};
     const size_t         n = argc > 1 ? (size_t)atoi(argv[1]) : sizeof shapes / sizeof shapes[0]; /* the first n */
+    const int            T = argc > 2 ? atoi(argv[2]) : NT; /* tokens: 32 tiles of 32 at most here */
     printf("BQ %d, %d stages\n", BQ, STAGES);
+    if (T < 1 || T > 32 * NT) return fprintf(stderr, "sqh: tokens 1 .. %d\n", 32 * NT), 2;
     for (size_t i = 0; i < n; i++) {
-        shape<SQH_Q4_0>(shapes[i][0], shapes[i][1], 32);
-        shape<SQH_Q8_0>(shapes[i][0], shapes[i][1], 32);
+        shape<SQH_Q4_0>(shapes[i][0], shapes[i][1], T);
+        shape<SQH_Q8_0>(shapes[i][0], shapes[i][1], T);
     }
     if (argc == 1) shape<SQH_Q4_0>(14336, 4096, 17); /* a batch short of its tile: tokens past T read as zeros */
     return 0;
