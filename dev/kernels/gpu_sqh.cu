@@ -19,7 +19,9 @@
  * Shapes: the 8B's products (rows × columns, 32 tokens), Q4_0 and Q8_0, in 1, 2 and 4 column
  * parts (split over blockIdx.z, the parts summed by a second kernel); weights rotate over copies
  * worth ~6 times the L2, so that they come from DRAM as in a decode step. `stream` runs the same
- * copies with no arithmetic: the pipeline's floor.
+ * copies with no arithmetic: the pipeline's floor. `./sqh N T`: the first N shapes at T tokens
+ * (32-token tiles along the grid's y: at 512, a prefill's form). Built with -DSQH_BQ, -DSQH_STAGES
+ * (the stage shape) and -DSQH_LEVELS=2 (the activations in two f16 levels, ~22 bits).
  *
  *     nvcc -O3 -std=c++17 -arch=sm_90 -Iinclude -Isrc dev/kernels/gpu_sqh.cu -o sqh && ./sqh */
 #include "backends/gpu/gpu_vendor.h"
@@ -34,7 +36,10 @@
 #ifndef SQH_STAGES
 #define SQH_STAGES 3
 #endif
-enum { NT = 32, ROWS = 128, BQ = SQH_BQ, STAGES = SQH_STAGES, THREADS = 256, REPS = 40 };
+#ifndef SQH_LEVELS
+#define SQH_LEVELS 1 /* the activations' f16 levels: 1, or 2 (hi, then the rest · 2^11: ~22 bits) */
+#endif
+enum { NT = 32, ROWS = 128, BQ = SQH_BQ, STAGES = SQH_STAGES, LV = SQH_LEVELS, THREADS = 256, REPS = 40 };
 enum { SQH_Q4_0, SQH_Q8_0 };
 
 #define CHECK(x)                                                                                                    \
@@ -51,7 +56,7 @@ enum { SQH_Q4_0, SQH_Q8_0 };
 template <int F> struct sqh_lay {
     static constexpr int WB     = F == SQH_Q4_0 ? 16 : 32;
     static constexpr int WLD    = BQ * WB + 16;
-    static constexpr int XLD    = BQ * 32 * 2 + 16;
+    static constexpr int XLD    = LV * BQ * 32 * 2 + 16; /* a token's levels, one after the other */
     static constexpr int WS_OFF = ROWS * WLD;
     static constexpr int X_OFF  = WS_OFF + ROWS * 2 * BQ;
     static constexpr int STAGE  = X_OFF + NT * XLD;
@@ -84,7 +89,8 @@ static __device__ __forceinline__ uint32_t sqh_q8(uint32_t u)
 }
 
 /* x (T × cols f32) into xh (f16, each block permuted) scaled by 2^-e[t]: e[t] the power of two
- * that puts the token's largest magnitude below 2^14. One block a token. */
+ * that puts the token's largest magnitude below 2^14; with two levels a token's row is its hi
+ * values, then its lo values (v - hi, times 2^11). One block a token. */
 __global__ void k_sqh_x(const float *__restrict__ x, int64_t cols, __half *__restrict__ xh, int *__restrict__ e)
 {
     __shared__ float red[32];
@@ -99,8 +105,12 @@ __global__ void k_sqh_x(const float *__restrict__ x, int64_t cols, __half *__res
     int ex = 0;
     frexpf(m, &ex); /* m < 2^ex */
     if (threadIdx.x == 0) e[blockIdx.x] = ex - 14;
-    for (int64_t i = threadIdx.x; i < cols; i += blockDim.x)
-        xh[blockIdx.x * cols + i] = __float2half_rn(ldexpf(xt[i / 32 * 32 + sqh_perm((int)(i % 32))], 14 - ex));
+    for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
+        const float  v  = ldexpf(xt[i / 32 * 32 + sqh_perm((int)(i % 32))], 14 - ex);
+        const __half hi = __float2half_rn(v);
+        xh[blockIdx.x * LV * cols + i] = hi;
+        if (LV == 2) xh[blockIdx.x * LV * cols + cols + i] = __float2half_rn((v - __half2float(hi)) * 2048.0f);
+    }
 }
 
 /* Rows blockIdx.x · 128 .. by tokens blockIdx.y · 32 .. (of T), column blocks of part
@@ -112,14 +122,14 @@ __global__ void __launch_bounds__(THREADS) k_sqh(const uint8_t *__restrict__ w, 
 {
     typedef sqh_lay<F> L;
     extern __shared__ __align__(16) int8_t smem[];
-    constexpr int CPR = BQ * L::WB / 16, NW = ROWS * CPR / THREADS, NX = NT * BQ * 4 / THREADS;
-    static_assert(ROWS * CPR % THREADS == 0 && NT * BQ * 4 % THREADS == 0, "whole pieces a thread");
+    constexpr int CPR = BQ * L::WB / 16, NW = ROWS * CPR / THREADS, XPT = LV * BQ * 4, NX = NT * XPT / THREADS;
+    static_assert(ROWS * CPR % THREADS == 0 && NT * XPT % THREADS == 0, "whole pieces a thread");
     static_assert(BQ == 4 || BQ == 8 || BQ == 16, "a row's scales in 8-byte or whole 16-byte copies");
     const int     tid = threadIdx.x, lane = tid % 32, rt = tid / 32, g = lane / 4, q = lane % 4;
     const int64_t r0 = (int64_t)blockIdx.x * ROWS, kz0 = (int64_t)blockIdx.z * kper;
     const int64_t row_bytes = nb * (L::WB + 2), scales_off = nb * L::WB, nst = kper / BQ;
     const int     t0 = blockIdx.y * NT, nt = T - t0; /* this block's tokens: t0 .. t0 + min(nt, NT) */
-    xh += (int64_t)t0 * nb * 32;
+    xh += (int64_t)t0 * LV * nb * 32;
     auto issue = [&](int8_t *st, int64_t k0) {
 #pragma unroll
         for (int j = 0; j < NW; j++) {
@@ -135,9 +145,9 @@ __global__ void __launch_bounds__(THREADS) k_sqh(const uint8_t *__restrict__ w, 
         }
 #pragma unroll
         for (int j = 0; j < NX; j++) {
-            const int i = tid + THREADS * j, t = i / (BQ * 4), k = i % (BQ * 4);
-            const __half *src = t < nt ? xh + t * nb * 32 + k0 * 32 + 8 * k : xh;
-            gpu_cp_async16(st + L::X_OFF + t * L::XLD + 16 * k, src, t < nt);
+            const int i = tid + THREADS * j, t = i / XPT, lv = i % XPT / (BQ * 4), k = i % (BQ * 4);
+            const __half *src = t < nt ? xh + (t * LV + lv) * nb * 32 + k0 * 32 + 8 * k : xh;
+            gpu_cp_async16(st + L::X_OFF + t * L::XLD + lv * BQ * 64 + 16 * k, src, t < nt);
         }
         gpu_cp_commit();
     };
@@ -183,6 +193,14 @@ __global__ void __launch_bounds__(THREADS) k_sqh(const uint8_t *__restrict__ w, 
                 gpu_ldsm_x4(b, xr + 8 * ni * L::XLD + 64 * qb);
                 gpu_hmma_16x8x16(p, a[0], b[0], b[1]);
                 gpu_hmma_16x8x16(p, a[1], b[2], b[3]);
+                if (LV == 2) { /* the rest: its own sums, 2^-11 of the hi level's */
+                    float pl[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                    gpu_ldsm_x4(b, xr + 8 * ni * L::XLD + BQ * 64 + 64 * qb);
+                    gpu_hmma_16x8x16(pl, a[0], b[0], b[1]);
+                    gpu_hmma_16x8x16(pl, a[1], b[2], b[3]);
+#pragma unroll
+                    for (int c = 0; c < 4; c++) p[c] = fmaf(pl[c], 1.0f / 2048.0f, p[c]);
+                }
                 acc[ni][0] += sw0 * p[0], acc[ni][1] += sw0 * p[1], acc[ni][2] += sw8 * p[2], acc[ni][3] += sw8 * p[3];
             }
         }
@@ -304,7 +322,7 @@ template <int F> static void shape(int64_t rows, int64_t cols, int T)
     CHECK(cudaMalloc(&dw, wbytes * copies));
     for (int c = 0; c < copies; c++) CHECK(cudaMemcpy(dw + c * wbytes, w, wbytes, cudaMemcpyHostToDevice));
     CHECK(cudaMalloc(&dx, sizeof(float) * T * cols));
-    CHECK(cudaMalloc(&dxh, sizeof(__half) * T * cols));
+    CHECK(cudaMalloc(&dxh, sizeof(__half) * T * LV * cols));
     CHECK(cudaMalloc(&de, sizeof(int) * T));
     CHECK(cudaMalloc(&dy, sizeof(float) * T * rows));
     CHECK(cudaMalloc(&dpart, sizeof(float) * 4 * T * rows));
@@ -359,7 +377,7 @@ int main(int argc, char **argv)
     static const int64_t shapes[][2] = {{14336, 4096}, {4096, 14336}, {4096, 4096}, {6144, 4096}};
     const size_t         n = argc > 1 ? (size_t)atoi(argv[1]) : sizeof shapes / sizeof shapes[0]; /* the first n */
     const int            T = argc > 2 ? atoi(argv[2]) : NT; /* tokens: 32 tiles of 32 at most here */
-    printf("BQ %d, %d stages\n", BQ, STAGES);
+    printf("BQ %d, %d stages, %d f16 level%s of the activations\n", BQ, STAGES, LV, LV > 1 ? "s" : "");
     if (T < 1 || T > 32 * NT) return fprintf(stderr, "sqh: tokens 1 .. %d\n", 32 * NT), 2;
     for (size_t i = 0; i < n; i++) {
         shape<SQH_Q4_0>(shapes[i][0], shapes[i][1], T);
