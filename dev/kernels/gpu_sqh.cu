@@ -1,13 +1,14 @@
 /* Is the batch kernel (k_mmq_s, src/backends/gpu/gpu_mmq_small.cu) bound by its per-block
  * epilogue? On the H200 its 14336 × 4096 product of 32 tokens takes ~42 µs (ncu, twenty-ninth
  * pass), two warps a scheduler issuing once every 3.4 cycles: ~137 instructions a warp for each
- * 32-column block, 256 of a stage's 682 on converting and scaling the integer sums (each output:
+ * 32-column block, 256 of a stage's 683 on converting and scaling the integer sums (each output:
  * 256 · hi + lo, int to float, weight scale × token scale, fma). This harness times the other way
  * to the same product: the weights' codes turned into f16 integers in registers (exact: -8..7
  * or -128..127), the activations in f16 (each token scaled by a power of two so that its largest
  * value is below 2^14: no overflow, 11 bits of every value), f16 mma with f32 sums, and one fma an
- * output for each block's weight scale (the token's scale once, at the end). By hand ~56
- * instructions a warp a block. Its error is reported against a double-precision reference.
+ * output for each block's weight scale (the token's scale once, at the end): 406 instructions a
+ * stage of 4 blocks (dev/kernels/sass_loops.py). Its error is reported against a double-precision
+ * reference.
  *
  * Layout and pipeline as k_mmq_s's default geometry: a block 128 rows × 32 tokens, a warp a
  * 16-row tile with every token, BQ column blocks a stage in 3 stages of cp.async; rows as the
