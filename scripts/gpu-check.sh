@@ -388,8 +388,8 @@ step_kernels() {
 
 # The one-token products with x staged in shared memory where the default stages it (XS: not in the
 # short grids of the simple formats, where the two figures are the same kernel) and never
-# (CELER_GPU_MVQ_XS=0), in a replayed step, at the 8B's, the 0.6B's and the 30B-A3B's dense shapes: µs each, XS_FORMATS
-# (default Q4_0 Q8_0 Q4_K Q6_K).
+# (CELER_GPU_MVQ_XS=0), in a replayed step, at the 8B's, the 0.6B's and the 30B-A3B's dense
+# shapes: µs each, XS_FORMATS (default Q4_0 Q8_0 Q4_K Q6_K).
 step_xs() {
     kernel_build gpu_matmul || { result "xs (build)" FAILED; return 0; }
     local t v

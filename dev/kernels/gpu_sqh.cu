@@ -376,11 +376,13 @@ template <int F> static void shape(int64_t rows, int64_t cols, int T)
 int main(int argc, char **argv)
 {
     static const int64_t shapes[][2] = {{14336, 4096}, {4096, 14336}, {4096, 4096}, {6144, 4096}};
-    const size_t         n = argc > 1 ? (size_t)atoi(argv[1]) : sizeof shapes / sizeof shapes[0]; /* the first n */
-    const int            T = argc > 2 ? atoi(argv[2]) : NT; /* tokens: 32 tiles of 32 at most here */
+    const int            ns = (int)(sizeof shapes / sizeof shapes[0]);
+    const int            n  = argc > 1 ? atoi(argv[1]) : ns; /* the first n shapes */
+    const int            T  = argc > 2 ? atoi(argv[2]) : NT; /* tokens: 32 tiles of 32 at most here */
+    if (n < 1 || n > ns || T < 1 || T > 32 * NT)
+        return fprintf(stderr, "usage: sqh [SHAPES 1 .. %d [TOKENS 1 .. %d]]\n", ns, 32 * NT), 2;
     printf("BQ %d, %d stages, %d f16 level%s of the activations\n", BQ, STAGES, LV, LV > 1 ? "s" : "");
-    if (T < 1 || T > 32 * NT) return fprintf(stderr, "sqh: tokens 1 .. %d\n", 32 * NT), 2;
-    for (size_t i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++) {
         shape<SQH_Q4_0>(shapes[i][0], shapes[i][1], T);
         shape<SQH_Q8_0>(shapes[i][0], shapes[i][1], T);
     }

@@ -190,8 +190,8 @@ static void test_matmul_add(void)
  * three an SM: gpu_matvec.cu's MVQ_KS_BELOW; 132 SMs on the H200), for ff a multiple of 32 (h
  * quantized on the way out, into the buffer apart from the input's) and not (h in f32 only);
  * then a down product reading h on each, which takes the quantized copy each left: the same
- * bits. The default's h against the CPU's fallback (matmul,
- * matmul, glu). Q4_0, Q8_0 and Q4_K; SiLU and GELU. */
+ * bits. The default's h against the CPU's fallback (matmul, matmul, glu). Q4_0, Q8_0 and Q4_K;
+ * SiLU and GELU. */
 static void test_matmul_glu(void)
 {
     enum { K = 512, D = 64 };

@@ -100,11 +100,11 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const mv_set &s)
  * (dev/kernels/gpu_readpat.cu): 8B tg128 +9%, Q4_K_M +28% on the H200.
  * Q4_K's sliced pass is held to two blocks an SM (152 registers a lane left one: 8 warps an SM,
  * each few rounds of loads waiting with no other block's in flight; 128, no spills).
- * XS (one-token passes where xs_staged; sliced ones only for the K-quants): the
- * block stages x in shared memory once, after its first loads, and its lanes read their blocks
- * from there (gpu_mvq_units.cuh). Each block copies all of x after the wait, on the path of the
- * product: a sliced grid (fewer than MVQ_KS_BELOW blocks an SM) has few other blocks' loads to hide
- * it behind.
+ * XS (one-token passes where xs_staged; sliced ones only for the K-quants): the block stages x
+ * in shared memory once, after its first loads, and its lanes read their blocks from there
+ * (gpu_mvq_units.cuh). Each block copies all of x after the wait, on the path of the product: a
+ * sliced grid (fewer than MVQ_KS_BELOW blocks an SM) has few other blocks' loads to hide it
+ * behind.
  * Harness, one-token Q4_0 products in a replayed step (µs, XS / not): unsliced 5120x2048 3.0 /
  * 3.5, 14336x4096 12.9 / 12.9; sliced 4096x4096 4.5 / 4.2, 4096x14336 12.9 / 11.2; Q8_0 alike;
  * Q4_K gains at every shape (its lanes' blocks scattered). tg128 with this rule against XS in
