@@ -26,14 +26,6 @@ const celer_port celer_port_attn_inputs = {
     .impl     = {GPU_SLOT(celer_gpu_attn_inputs)},
 };
 
-const celer_port celer_port_attention_in = {
-    .name     = "attention_in",
-    .does     = "makes the queries and the newest keys ready inside the attention kernel (decode steps), "
-                "appending the keys and values to the paged KV cache as it goes",
-    .fallback = "attn_inputs, then attention",
-    .impl     = {GPU_SLOT(celer_gpu_attention_in)},
-};
-
 const celer_port celer_port_matmuls = {
     .name     = "matmuls",
     .does     = "multiplies one input by up to three weights, reading the input once",
@@ -62,9 +54,9 @@ const celer_port celer_port_moe_router = {
     .impl     = {GPU_SLOT(celer_gpu_moe_router)},
 };
 
-const celer_port *const celer_ports[] = {&celer_port_add_rmsnorm, &celer_port_attn_inputs, &celer_port_attention_in,
-                                         &celer_port_matmuls,     &celer_port_matmul_glu,  &celer_port_matmul_add,
-                                         &celer_port_moe_router,  NULL};
+const celer_port *const celer_ports[] = {&celer_port_add_rmsnorm,  &celer_port_attn_inputs, &celer_port_matmuls,
+                                         &celer_port_matmul_glu,   &celer_port_matmul_add,  &celer_port_moe_router,
+                                         NULL};
 
 static const char *const KIND_NAMES[CELER_BACKEND_KIND_COUNT] = {"cpu", "cuda", "rocm"};
 

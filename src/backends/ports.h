@@ -33,16 +33,6 @@ typedef celer_status (*celer_attn_inputs_fn)(celer_backend *be, celer_kv_cache *
                                              celer_error *err);
 extern const celer_port celer_port_attn_inputs;
 
-/* attn_inputs, then the attention of the batch over the cache (op attention, attention a) into out
- * (T, n_head · head_dim), in one pass where the backend can; q is the backend's to use (its
- * values after: unspecified). Fallback: attn_inputs, then attention. */
-typedef celer_status (*celer_attention_in_fn)(celer_backend *be, celer_kv_cache *kv, int32_t layer, float *q,
-                                              int64_t n_head, const float *k, const float *v,
-                                              const celer_weight *q_norm, const celer_weight *k_norm, float eps,
-                                              const celer_batch *b, int64_t head_dim, const celer_rope *r,
-                                              const celer_attn *a, float *out, celer_error *err);
-extern const celer_port celer_port_attention_in;
-
 /* y[i] (T, w[i].rows) = x (T, cols) · w[i]ᵀ for n weights (1 to 3) of the same cols, in a
  * pass that reads x once (a layer's q, k and v; its gate and up). Fallback: matmul per weight. */
 typedef celer_status (*celer_matmuls_fn)(celer_backend *be, const celer_weight *const *w, int n, const float *x,

@@ -102,23 +102,6 @@ static celer_status attn_inputs(const celer_model *m, celer_backend *be, celer_k
     return op->kv_write(be, kv, il, a->k, a->v, b, err);
 }
 
-/* attn_inputs, then the attention into a->att: in one pass where the backend can. */
-static celer_status attend(const celer_model *m, celer_backend *be, celer_kv_cache *kv, const celer_batch *b,
-                           int32_t il, celer_acts *a, celer_error *err)
-{
-    const celer_hparams *hp = &m->hp;
-    const celer_layer   *l  = &m->layers[il];
-    const bool           qk = m->arch->qk_norm;
-    celer_port_fn        fn;
-    celer_error          none;
-    if (!celer_port_select(&celer_port_attention_in, be->ops->kind, &fn, &none))
-        return ((celer_attention_in_fn)fn)(be, kv, il, a->q, hp->n_head, a->k, a->v, qk ? &l->q_norm : NULL,
-                                           qk ? &l->k_norm : NULL, m->norm_eps, b, hp->head_dim_k, &l->rope, &l->attn,
-                                           a->att, err);
-    TRY(attn_inputs(m, be, kv, b, il, a, err));
-    return be->ops->attention(be, a->q, kv, il, b, &l->attn, a->att, err);
-}
-
 /* y[i] = x · w[i]ᵀ for the n weights: in one pass where the backend can. */
 static celer_status matmuls(celer_backend *be, const celer_weight *const *w, int n, const float *x, int64_t T,
                             float *const *y, celer_error *err)
@@ -187,7 +170,8 @@ static celer_status attention_block(const celer_model *m, celer_backend *be, cel
     if (l->bq.data) TRY(op->add_bias(be, a->q, &l->bq, T, err));
     if (l->bk.data) TRY(op->add_bias(be, a->k, &l->bk, T, err));
     if (l->bv.data) TRY(op->add_bias(be, a->v, &l->bv, T, err));
-    TRY(attend(m, be, kv, b, il, a, err));
+    TRY(attn_inputs(m, be, kv, b, il, a, err));
+    TRY(op->attention(be, a->q, kv, il, b, &l->attn, a->att, err));
     return out_product(m, be, T, &l->wo, a->att, m->arch->sandwich_norm ? &l->post_attn_norm : NULL, a, pend, err);
 }
 

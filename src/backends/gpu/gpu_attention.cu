@@ -18,7 +18,6 @@
  *
  * Head sizes that are a multiple of 32 also leave the output quantized for the o-projection's
  * integer kernels (held quantization, gpu_matvec.h): that product then skips its quantizer. */
-#include "backends/gpu/gpu_head.cuh"
 #include "backends/gpu/gpu_kv.cuh"
 #include "backends/gpu/gpu_matvec.h"
 extern "C" {
@@ -65,28 +64,22 @@ template <int N> static __device__ __forceinline__ void warp_sums(float (&v)[N],
 }
 
 /* The cache slots of keys j0 .. j0 + K - 1 through the sequence's block table, -1 for those past
- * hi (none read: masked by the caller); with MINE, ATT_MINE for key mine (the step's own, in
- * shared memory: att_load). */
-enum { ATT_MINE = -2 };
-template <int K, bool MINE = false>
+ * hi (none read: masked by the caller). */
+template <int K>
 static __device__ __forceinline__ void att_slots(const int32_t *table, int32_t block_size, int32_t j0, int32_t hi,
-                                                 int64_t (&slot)[K], int32_t mine = -1)
+                                                 int64_t (&slot)[K])
 {
 #pragma unroll
     for (int j = 0; j < K; j++)
-        slot[j] = j0 + j > hi                 ? -1
-                  : MINE && j0 + j == mine ? ATT_MINE
-                                           : (int64_t)table[(j0 + j) / block_size] * block_size + (j0 + j) % block_size;
+        slot[j] = j0 + j <= hi ? (int64_t)table[(j0 + j) / block_size] * block_size + (j0 + j) % block_size : -1;
 }
 
-/* Keys O .. O + K - 1 of a warp's pass and their values (zeros for a slot of -1; with MINE, the
- * step's own from sk and sv for ATT_MINE) into those rows of kr and vr: a lane's NV values of each
- * row, VW consecutive ones at VW lane + VW · warp · c. */
-template <int KPW, int NV, int VW, int O, int K, bool MINE = false, typename KT>
+/* Keys O .. O + K - 1 of a warp's pass and their values (zeros for a slot of -1) into those rows
+ * of kr and vr: a lane's NV values of each row, VW consecutive ones at VW lane + VW · warp · c. */
+template <int KPW, int NV, int VW, int O, int K, typename KT>
 static __device__ __forceinline__ void att_load(const KT *__restrict__ kc, const KT *__restrict__ vc,
                                                 const int64_t (&slot)[KPW], int64_t kw, int64_t off, int64_t hd,
-                                                int lane, float (&kr)[KPW][NV], float (&vr)[KPW][NV],
-                                                const float *sk = NULL, const float *sv = NULL)
+                                                int lane, float (&kr)[KPW][NV], float (&vr)[KPW][NV])
 {
 #pragma unroll
     for (int j = O; j < O + K; j++) {
@@ -95,9 +88,6 @@ static __device__ __forceinline__ void att_load(const KT *__restrict__ kc, const
         for (int c = 0; c < NV / VW; c++) {
             const int64_t i = VW * lane + VW * CELER_WARP * c; /* VW 2: wave64, heads up to 128 */
             if (i < hd && slot[j] >= 0) kv_get_n<VW>(kp + i, &kr[j][VW * c]), kv_get_n<VW>(vp + i, &vr[j][VW * c]);
-            else if (MINE && i < hd && slot[j] == ATT_MINE)
-#pragma unroll
-                for (int e = 0; e < VW; e++) kr[j][VW * c + e] = sk[i + e], vr[j][VW * c + e] = sv[i + e];
             else
 #pragma unroll
                 for (int e = 0; e < VW; e++) kr[j][VW * c + e] = 0.0f, vr[j][VW * c + e] = 0.0f;
@@ -234,13 +224,13 @@ static constexpr __host__ __device__ int att_gmax(int hdc) { return 1024 / hdc; 
  * not written: part holds per (token, head, split) the max, the sum and the hd unnormalized
  * outputs. THREADS: the block's; GM: the most heads a block serves (att_gmax, or 1 for the wide
  * blocks of short contexts: att_split.h's celer_att_wide). */
-template <int HDC, typename KT, int THREADS = ATT_THREADS, int GM = att_gmax(HDC), bool IN = false>
+template <int HDC, typename KT, int THREADS = ATT_THREADS, int GM = att_gmax(HDC)>
 __global__ void __launch_bounds__(THREADS) k_attention(
     const float *__restrict__ q, const KT *__restrict__ kc, const KT *__restrict__ vc,
     const int32_t *__restrict__ pos, const int32_t *__restrict__ seq, const int32_t *__restrict__ tables,
     int32_t max_blocks, int32_t block_size, int64_t n_heads, int64_t n_kv_heads, int64_t hd, float scale,
     int32_t window, int32_t hpb, int32_t chunk, float *__restrict__ part, float *__restrict__ out, gpu_xq_out xo,
-    int32_t *count, gpu_att_in in)
+    int32_t *count)
 {
     gpu_dep_deferred(); /* the token's position and sequence, uploaded before the step's kernels, are read first */
     constexpr int GMAX = GM, NV = HDC / CELER_WARP, VW = NV < 4 ? NV : 4, NC = NV / VW;
@@ -254,66 +244,19 @@ __global__ void __launch_bounds__(THREADS) k_attention(
     const int32_t    p = pos[t], lo0 = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
     const int32_t    z = blockIdx.z, lo = chunk && z * chunk > lo0 ? z * chunk : lo0;
     const int32_t    hi = chunk && (z + 1) * chunk - 1 < p ? (z + 1) * chunk - 1 : p; /* this split's last key */
-    /* IN: the split holding the step's own key takes it from shared memory, not the cache (no
-     * block reads it there: written by this kernel), in the cache's order of keys */
-    const bool       own = IN && hi == p;
     const int32_t   *table = tables + (int64_t)seq[t] * max_blocks;
     /* the cache slots of the warp's first keys, from the block table (uploaded with the positions)
      * before the wait: after it the keys' loads wait on nothing else */
     int64_t slot[KPW];
     int32_t j0 = lo + wid * KPW;
-    const int32_t mine = own ? p : -1;
-    /* IN: the first keys' slots without the step's own (ATT_MINE: read from shared memory, which
-     * is not written yet), their loads before the wait too (older steps wrote them) */
-    att_slots<KPW>(table, block_size, j0, own ? p - 1 : hi, slot);
-    float kr[KPW][NV], vr[KPW][NV];
-    constexpr int PER = HDC / HEAD_THREADS; /* IN: a thread's values of a head (gpu_head.cuh) */
-    float         rc[IN ? PER / 2 : 1], rs[IN ? PER / 2 : 1], wq[IN ? PER : 1], wk[IN ? PER : 1];
-    if constexpr (IN) {
-        if (j0 <= hi) att_load<KPW, NV, VW, 0, KPW>(kc, vc, slot, kw, kvh * hd, hd, lane, kr, vr);
-        head_rotations<PER / 2>(p, in.n_rot / 2, in.freqs, in.pos_scale, in.mscale, rc, rs);
-        head_weights<PER>(in.qn, hd, wq), head_weights<PER>(in.kn, hd, wk);
-    }
+    att_slots<KPW>(table, block_size, j0, hi, slot);
     gpu_dep_enter(); /* the kernel before wrote q and this step's keys and values */
-    if (!IN && j0 <= hi) att_load<KPW, NV, VW, 0, KPW>(kc, vc, slot, kw, kvh * hd, hd, lane, kr, vr); /* in flight */
-    const float *qsrc = q; /* the queries: q, or (IN) the rows made ready here */
-    int64_t      qstride = n_heads * hd, qoff = h0 * hd;
-    /* IN: the block's query rows, the step's key and value, made ready (none otherwise) */
-    constexpr int    QI = IN ? GMAX : 1, HI = IN ? HDC : 1;
-    __shared__ float s_q[QI][HI], s_k[HI], s_v[HI], s_part[IN ? 32 : 1];
-    if constexpr (IN) {
-        for (int g = 0; g < ng; g++)
-            head_ready(q + (t * n_heads + h0 + g) * hd, hd, s_q[g], in.qn, wq, in.eps, in.n_rot / 2, in.neox, rc, rs,
-                       s_part);
-        if (own) { /* the step's key and value: into the cache (every block of this split writes the same
-                    * values) and, as the cache holds them, into s_k and s_v */
-            const int64_t sl = (int64_t)table[p / block_size] * block_size + p % block_size;
-            KT           *kd = (KT *)kc + sl * kw + kvh * hd, *vd = (KT *)vc + sl * kw + kvh * hd;
-            head_ready(in.k + t * kw + kvh * hd, hd, s_k, in.kn, wk, in.eps, in.n_rot / 2, in.neox, rc, rs, s_part);
-            for (int64_t j = threadIdx.x; j < hd; j += blockDim.x) {
-                KT k1, v1;
-                kv_put(&k1, s_k[j]), kv_put(&v1, in.v[t * kw + kvh * hd + j]);
-                kd[j] = k1, vd[j] = v1, s_k[j] = kv_get(&k1), s_v[j] = kv_get(&v1);
-            }
-            __syncthreads();
-        }
-        qsrc = &s_q[0][0], qstride = 0, qoff = 0;
-        if (own) /* the step's own key, where the first pass of a warp holds it */
-#pragma unroll
-            for (int j = 0; j < KPW; j++)
-                if (j0 + j == p)
-#pragma unroll
-                    for (int c = 0; c < NV / VW; c++)
-#pragma unroll
-                        for (int e = 0; e < VW; e++) {
-                            const int64_t i = VW * lane + VW * CELER_WARP * c + e;
-                            kr[j][VW * c + e] = i < hd ? s_k[i] : 0.0f, vr[j][VW * c + e] = i < hd ? s_v[i] : 0.0f;
-                        }
-    }
+    float kr[KPW][NV], vr[KPW][NV];
+    if (j0 <= hi) att_load<KPW, NV, VW, 0, KPW>(kc, vc, slot, kw, kvh * hd, hd, lane, kr, vr); /* in flight */
     float qv[GMAX][NV], acc[GMAX][NV], m[GMAX], l[GMAX];
 #pragma unroll
     for (int g = 0; g < GMAX; g++) {
-        const float *qr = qsrc + t * qstride + qoff + (int64_t)(g < ng ? g : 0) * (IN ? HDC : hd);
+        const float *qr = q + (t * n_heads + h0 + (g < ng ? g : 0)) * hd;
         m[g] = -INFINITY, l[g] = 0.0f;
 #pragma unroll
         for (int c = 0; c < NC; c++)
@@ -327,13 +270,12 @@ __global__ void __launch_bounds__(THREADS) k_attention(
     constexpr int KH = KPW > 1 ? KPW / 2 : 1;
     for (; j0 <= hi; j0 += nw * KPW) {
         const int32_t jn = j0 + nw * KPW;
-        att_slots<KPW, IN>(table, block_size, jn, hi, slot, mine); /* the next keys' (loads in flight) */
+        att_slots<KPW>(table, block_size, jn, hi, slot); /* the next keys' (loads in flight) */
         att_keys<0, KH>(qv, kr, vr, j0, hi, scale, ng, lane, acc, m, l);
-        if (jn <= hi) att_load<KPW, NV, VW, 0, KH, IN>(kc, vc, slot, kw, kvh * hd, hd, lane, kr, vr, s_k, s_v);
+        if (jn <= hi) att_load<KPW, NV, VW, 0, KH>(kc, vc, slot, kw, kvh * hd, hd, lane, kr, vr);
         if constexpr (KPW > KH) {
             if (j0 + KH <= hi) att_keys<KH, KPW - KH>(qv, kr, vr, j0, hi, scale, ng, lane, acc, m, l);
-            if (jn <= hi)
-                att_load<KPW, NV, VW, KH, KPW - KH, IN>(kc, vc, slot, kw, kvh * hd, hd, lane, kr, vr, s_k, s_v);
+            if (jn <= hi) att_load<KPW, NV, VW, KH, KPW - KH>(kc, vc, slot, kw, kvh * hd, hd, lane, kr, vr);
         }
     }
 #pragma unroll
@@ -398,10 +340,9 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attention_lanes(
     const int32_t *__restrict__ pos, const int32_t *__restrict__ seq, const int32_t *__restrict__ tables,
     int32_t max_blocks, int32_t block_size, int64_t n_heads, int64_t n_kv_heads, int64_t hd, float scale,
     int32_t window, int32_t hpb, int32_t chunk, float *__restrict__ part, float *__restrict__ out, gpu_xq_out xo,
-    int32_t *count, gpu_att_in in)
+    int32_t *count)
 {
     gpu_dep_deferred(); /* the token's position and sequence, uploaded before the step's kernels, are read first */
-    (void)in; /* k_attention's arguments; the inputs are made ready before this kernel */
     constexpr int NV = 16, LPK = HDC / NV, KP = 2, GROUPS = ATT_THREADS / LPK;
     __shared__ float s_m[GROUPS], s_l[GROUPS], s_acc[GROUPS][HDC];
     (void)hpb;
@@ -508,16 +449,16 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attention_lanes(
 
 /* One launch of k_attention for the head-size class hdc over the cache's pools of values KT: with
  * part (chunk > 0) its splits' partial results, else out and its quantization; wide: the blocks
- * of one query head (hpb 1); in (wide steps only): the inputs made ready by the kernel itself. */
+ * of one query head (hpb 1). */
 template <typename KT>
 static celer_status att_launch(gpu_backend *g, int hdc, dim3 grid, const float *q, const celer_kv_cache *kv,
                                int32_t layer, const int32_t *pos, const int32_t *seq, const int32_t *tables,
                                const celer_attn *a, bool wide, bool lanes, int32_t hpb, int32_t chunk, float *part,
-                               float *out, gpu_xq_out xo, int32_t *count, const gpu_att_in *in, celer_error *err)
+                               float *out, gpu_xq_out xo, int32_t *count, celer_error *err)
 {
     typedef void (*fn_t)(const float *, const KT *, const KT *, const int32_t *, const int32_t *, const int32_t *,
                          int32_t, int32_t, int64_t, int64_t, int64_t, float, int32_t, int32_t, int32_t, float *,
-                         float *, gpu_xq_out, int32_t *, gpu_att_in);
+                         float *, gpu_xq_out, int32_t *);
     constexpr int W = ATT_WIDE_THREADS, T = ATT_THREADS;
     /* heads of 128 values: the kernel for 2 or 4 heads a block where that is all a block serves
      * (ptxas, sm_90: 148 / 168 registers against 208 for 8: 3 blocks an SM instead of 2) */
@@ -525,17 +466,15 @@ static celer_status att_launch(gpu_backend *g, int hdc, dim3 grid, const float *
                                                                                  : k_attention<128, KT>)
                         : hdc == 256 ? k_attention<256, KT>
                                      : k_attention<512, KT>;
-    const fn_t    broad  = hdc == 128   ? (in ? k_attention<128, KT, W, 1, true> : k_attention<128, KT, W, 1>)
-                           : hdc == 256 ? (in ? k_attention<256, KT, W, 1, true> : k_attention<256, KT, W, 1>)
-                                        : (in ? k_attention<512, KT, W, 1, true> : k_attention<512, KT, W, 1>);
+    const fn_t    broad  = hdc == 128   ? k_attention<128, KT, W, 1>
+                           : hdc == 256 ? k_attention<256, KT, W, 1>
+                                        : k_attention<512, KT, W, 1>;
     const fn_t    by_lanes = hdc == 128 ? k_attention_lanes<128, KT> : k_attention_lanes<256, KT>; /* not 512 */
     const fn_t    fn = wide ? broad : lanes ? by_lanes : narrow;
     const int     threads = wide ? W : ATT_THREADS;
-    const gpu_att_in none = {};
-    return GPU_LAUNCH(g, err, in ? "attention_in" : "attention", fn, grid, threads, 0, q, (const KT *)kv->k[layer],
+    return GPU_LAUNCH(g, err, "attention", fn, grid, threads, 0, q, (const KT *)kv->k[layer],
                       (const KT *)kv->v[layer], pos, seq, tables, kv->max_blocks, kv->block_size, a->n_heads,
-                      a->n_kv_heads, a->head_dim, a->scale, a->window, hpb, chunk, part, out, xo, count,
-                      in ? *in : none);
+                      a->n_kv_heads, a->head_dim, a->scale, a->window, hpb, chunk, part, out, xo, count);
 }
 
 /* The furthest position of b's tokens. */
@@ -564,27 +503,10 @@ static celer_att_split att_wide_split(const gpu_backend *g, int32_t far, int64_t
 
 static int att_class(const celer_attn *a) { return a->head_dim <= 128 ? 128 : a->head_dim <= 256 ? 256 : 512; }
 
-/* Whether b's tokens are each the only one of its sequence (a decode step, or a batch of them). */
-static bool att_one_each(const celer_batch *b)
+celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cache *kv, int32_t layer,
+                           const celer_batch *b, const celer_attn *a, float *out, celer_error *err)
 {
-    if (b->n_tokens > ATT_SPLIT_BELOW) return false; /* no wide step has more rows */
-    for (int64_t i = 1; i < b->n_tokens; i++)
-        for (int64_t j = 0; j < i; j++)
-            if (b->seq[i] == b->seq[j]) return false;
-    return true;
-}
-
-bool gpu_att_takes_in(const gpu_backend *g, const celer_batch *b, const celer_attn *a)
-{
-    return g->att_in && b->n_tokens > 0 && a->n_kv_heads > 0 && a->head_dim <= HD_MAX && !gpu_flash_takes(g, b, a) &&
-           att_wide(g, b, a, att_class(a), att_far(b)) && att_one_each(b);
-}
-
-/* The attention of b's tokens; ready: their inputs made ready by the kernel (gpu_att_takes_in). */
-static celer_status att_run(gpu_backend *g, const float *q, const celer_kv_cache *kv, int32_t layer,
-                            const celer_batch *b, const celer_attn *a, float *out, const gpu_att_in *ready,
-                            celer_error *err)
-{
+    gpu_backend *g = gpu_of(be);
     if (gpu_alive(g, err)) return err->code;
     if (a->n_kv_heads <= 0 || a->n_heads % a->n_kv_heads || a->head_dim != kv->head_dim_k ||
         kv->head_dim_v != kv->head_dim_k || a->head_dim > HD_MAX || a->head_dim % 4 || a->n_heads > GPU_MAX_GRID_YZ)
@@ -605,9 +527,6 @@ static celer_status att_run(gpu_backend *g, const float *q, const celer_kv_cache
     const int64_t G    = a->n_heads / a->n_kv_heads, rows = b->n_tokens * a->n_heads;
     const int32_t far  = att_far(b);
     const bool    wide = att_wide(g, b, a, hdc, far);
-    if (ready && !wide)
-        return celer_fail(err, CELER_ERR_INVALID, "%s: attention_in on a step the wide blocks do not take",
-                          CELER_GPU_NAME);
     /* steps of few rows that do not take the wide blocks: a block a query head, a lane group a key
      * (heads of up to 256 values: at 512 a group is a warp, k_attention's own shape) */
     const bool            lanes = !wide && rows < ATT_SPLIT_BELOW && hdc < 512;
@@ -647,9 +566,9 @@ static celer_status att_run(gpu_backend *g, const float *q, const celer_kv_cache
     int32_t      *count = in ? (int32_t *)g->d_att_count.p : NULL;
     const int32_t ch    = splits > 1 ? sp.chunk : 0;
     if (kv->elem_bytes == 2 ? att_launch<uint16_t>(g, hdc, grid, q, kv, layer, pos, seq, tables, a, wide, lanes, hpb, ch,
-                                                   part, out, kxo, count, ready, err)
+                                                   part, out, kxo, count, err)
                             : att_launch<float>(g, hdc, grid, q, kv, layer, pos, seq, tables, a, wide, lanes, hpb, ch,
-                                                part, out, kxo, count, ready, err))
+                                                part, out, kxo, count, err))
         return err->code;
     if (splits > 1 && !in &&
         GPU_LAUNCH(g, err, "attention merge", k_attention_merge, (unsigned)rows, ATT_THREADS, 0, (const float *)part,
@@ -657,17 +576,4 @@ static celer_status att_run(gpu_backend *g, const float *q, const celer_kv_cache
         return err->code;
     if (qz) gpu_xq_held(g, out, rows * a->head_dim, xo);
     return CELER_OK;
-}
-
-celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cache *kv, int32_t layer,
-                           const celer_batch *b, const celer_attn *a, float *out, celer_error *err)
-{
-    return att_run(gpu_of(be), q, kv, layer, b, a, out, NULL, err);
-}
-
-celer_status gpu_attention_in(gpu_backend *g, const float *q, const celer_kv_cache *kv, int32_t layer,
-                              const celer_batch *b, const celer_attn *a, const gpu_att_in *in, float *out,
-                              celer_error *err)
-{
-    return att_run(g, q, kv, layer, b, a, out, in, err);
 }

@@ -414,7 +414,6 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->mvq_xs       = !env_is("CELER_GPU_MVQ_XS", "0"); /* 0: one-token products read x from global memory */
     g->sample_off   = env_is("CELER_GPU_SAMPLE", "0"); /* sampled draws read their logits (gpu_sample.cu) */
     g->att_merge_in = !env_is("CELER_GPU_ATT_MERGE_IN", "0"); /* 0: decode attention's merge a kernel of its own */
-    g->att_in       = !env_is("CELER_GPU_ATT_IN", "0"); /* 0: decode attention's inputs a kernel of their own */
     const char *aw  = getenv("CELER_GPU_ATT_WIDE"); /* most passes a wide block takes (0: every step split) */
     g->att_wide     = aw && *aw && atoi(aw) >= 0 && atoi(aw) <= 64 ? atoi(aw) : ATT_WIDE_PASSES;
     g->stats        = env_is("CELER_GPU_STATS", "1"); /* step and wait times on stderr at the end */

@@ -79,7 +79,6 @@ typedef struct {
     bool     mvq_xs;      /* one-token decode products stage x in shared memory (CELER_GPU_MVQ_XS=0: not) */
     bool     sample_off;  /* CELER_GPU_SAMPLE=0: every sampled draw left to the host (gpu_sample.cu) */
     bool     att_merge_in; /* decode attention's last split merges them (CELER_GPU_ATT_MERGE_IN=0: a kernel does) */
-    bool     att_in;       /* decode attention makes its inputs ready (attention_in; CELER_GPU_ATT_IN=0: not) */
     int32_t  att_wide;     /* most passes of a wide block, short contexts unsplit (CELER_GPU_ATT_WIDE; 0: split) */
     bool     early;       /* kernels launched while the one before runs (gpu_dep_enter; CELER_GPU_EARLY=0: off) */
     char     late[128];   /* CELER_GPU_LATE: ",name,name," launches never early (gpu_late; "" none) */
@@ -339,13 +338,6 @@ celer_status gpu_rope_freqs(gpu_backend *g, const celer_rope *r, const double **
 /* gpu_attention.cu */
 celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cache *kv, int32_t layer,
                            const celer_batch *b, const celer_attn *a, float *out, celer_error *err);
-/* Whether the attention of b can make its own inputs ready (attention_in: decode steps of one
- * token a sequence that take the wide blocks), and that attention (gpu_head.cuh's gpu_att_in). */
-struct gpu_att_in;
-bool         gpu_att_takes_in(const gpu_backend *g, const celer_batch *b, const celer_attn *a);
-celer_status gpu_attention_in(gpu_backend *g, const float *q, const celer_kv_cache *kv, int32_t layer,
-                              const celer_batch *b, const celer_attn *a, const struct gpu_att_in *in, float *out,
-                              celer_error *err);
 /* gpu_flash.cu: prefill attention on the matrix units, for the batches gpu_flash_takes (head
  * sizes 64 and 128, runs of at least 16 tokens of a sequence on average); pos, seq and tables
  * are gpu_batch_upload's. */

@@ -126,24 +126,3 @@ extern "C" celer_status celer_gpu_attn_inputs(celer_backend *be, celer_kv_cache 
                       (float *)kv->v[layer], qn, kn, eps, pos, seq, tables, kv->max_blocks, kv->block_size, n_head,
                       kv->n_kv_heads, head_dim, r->n_rot, r->mode == CELER_ROPE_NEOX, fq, r->pos_scale, r->mscale);
 }
-
-extern "C" celer_status celer_gpu_attention_in(celer_backend *be, celer_kv_cache *kv, int32_t layer, float *q,
-                                               int64_t n_head, const float *k, const float *v,
-                                               const celer_weight *q_norm, const celer_weight *k_norm, float eps,
-                                               const celer_batch *b, int64_t head_dim, const celer_rope *r,
-                                               const celer_attn *a, float *out, celer_error *err)
-{
-    gpu_backend *g  = gpu_of(be);
-    const float *qn = NULL, *kn = NULL;
-    if (gpu_alive(g, err) || inputs_check(kv, n_head, head_dim, r, q_norm, k_norm, &qn, &kn, err)) return err->code;
-    if (n_head != a->n_heads || head_dim != a->head_dim || kv->n_kv_heads != a->n_kv_heads ||
-        !gpu_att_takes_in(g, b, a)) { /* the two kernels */
-        if (celer_gpu_attn_inputs(be, kv, layer, q, n_head, k, v, q_norm, k_norm, eps, b, head_dim, r, err))
-            return err->code;
-        return gpu_attention(be, q, kv, layer, b, a, out, err);
-    }
-    const double *fq;
-    if (gpu_rope_freqs(g, r, &fq, err)) return err->code;
-    const gpu_att_in in = {k, v, qn, kn, eps, fq, r->pos_scale, r->mscale, (int32_t)r->n_rot, r->mode == CELER_ROPE_NEOX};
-    return gpu_attention_in(g, q, kv, layer, b, a, &in, out, err);
-}

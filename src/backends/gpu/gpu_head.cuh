@@ -1,15 +1,14 @@
 /* A head's row of a step's queries or keys made ready for attention: normalized by a per-head
  * norm (rmsnorm: 1 / sqrt(mean of squares + eps), as gpu_norm.cu) and rotated pair by pair at
  * its position (RoPE, as k_rope), by the attention inputs' kernel (gpu_fused.cu, a block a head)
- * or by the attention kernel itself (gpu_attention.cu, gpu_att_in), on the first HEAD_THREADS
- * threads of its block, each operation rounded as written (no contraction left to the compiler).
+ * on the first HEAD_THREADS threads of its block, each operation rounded as written (no
+ * contraction left to the compiler).
  *
  * Thread x (< HEAD_THREADS) holds the row's values x + HEAD_THREADS · e and its pairs x +
  * HEAD_THREADS · e; the others hold none. */
 #ifndef CELER_BACKENDS_GPU_GPU_HEAD_CUH
 #define CELER_BACKENDS_GPU_GPU_HEAD_CUH
 
-#include "backends/gpu/gpu_backend.h"
 #include "backends/gpu/gpu_rope.cuh"
 
 enum { HEAD_THREADS = 64, HEAD_MAX = 512, HEAD_PER = HEAD_MAX / HEAD_THREADS, HEAD_PAIRS = HEAD_PER / 2 };
@@ -21,15 +20,13 @@ static __device__ __forceinline__ int64_t head_at(int e, int64_t n)
     return threadIdx.x < HEAD_THREADS && j < n ? j : -1;
 }
 
-/* The rotations of the thread's pairs at position p (half = n_rot / 2 pairs rotate). PAIRS (and
- * PER below): the thread's share of the longest head a caller takes (HEAD_PAIRS: HEAD_MAX). */
-template <int PAIRS = HEAD_PAIRS>
+/* The rotations of the thread's pairs at position p (half = n_rot / 2 pairs rotate). */
 static __device__ __forceinline__ void head_rotations(int32_t p, int64_t half, const double *__restrict__ freqs,
-                                                      float pos_scale, float mscale, float (&rc)[PAIRS],
-                                                      float (&rs)[PAIRS])
+                                                      float pos_scale, float mscale, float (&rc)[HEAD_PAIRS],
+                                                      float (&rs)[HEAD_PAIRS])
 {
 #pragma unroll
-    for (int e = 0; e < PAIRS; e++) {
+    for (int e = 0; e < HEAD_PAIRS; e++) {
         const int64_t i = head_at(e, half);
         rc[e] = rs[e] = 0.0f;
         if (i >= 0) gpu_rope_cos_sin(p, i, freqs, pos_scale, mscale, &rc[e], &rs[e]);
@@ -37,22 +34,21 @@ static __device__ __forceinline__ void head_rotations(int32_t p, int64_t half, c
 }
 
 /* The thread's values of a norm's weight w (hd of them; none: zeros) into wn. */
-template <int PER = HEAD_PER>
-static __device__ __forceinline__ void head_weights(const float *w, int64_t hd, float (&wn)[PER])
+static __device__ __forceinline__ void head_weights(const float *w, int64_t hd, float (&wn)[HEAD_PER])
 {
 #pragma unroll
-    for (int e = 0; e < PER; e++) {
+    for (int e = 0; e < HEAD_PER; e++) {
         const int64_t j = head_at(e, hd);
         wn[e]           = w && j >= 0 ? w[j] : 0.0f;
     }
 }
 
 /* The thread's values of src (hd of them) into row (shared); returns their sum of squares. */
-template <int PER = HEAD_PER> static __device__ __forceinline__ float head_load(const float *src, int64_t hd, float *row)
+static __device__ __forceinline__ float head_load(const float *src, int64_t hd, float *row)
 {
     float ss = 0.0f;
 #pragma unroll
-    for (int e = 0; e < PER; e++) {
+    for (int e = 0; e < HEAD_PER; e++) {
         const int64_t j = head_at(e, hd);
         if (j < 0) continue;
         const float x = src[j];
@@ -62,30 +58,14 @@ template <int PER = HEAD_PER> static __device__ __forceinline__ float head_load(
     return ss;
 }
 
-/* What an attention kernel needs to make its step's inputs ready itself (the attention_in port):
- * the raw keys and values of the step's tokens (T, kv heads · hd), the per-head norms' weights
- * (both NULL: none) and the rotation (gpu_rope_freqs' table, n_rot of the head's values, pairs
- * (i, i + n_rot / 2) with neox, else (2i, 2i + 1)). */
-typedef struct gpu_att_in {
-    const float  *k, *v, *qn, *kn;
-    float         eps;
-    const double *freqs;
-    float         pos_scale, mscale;
-    int32_t       n_rot, neox;
-} gpu_att_in;
-static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_att_in &a)
-{
-    return gpu_sig_args(h, a.k, a.v, a.qn, a.kn, a.eps, a.freqs, a.pos_scale, a.mscale, a.n_rot, a.neox);
-}
-
 /* row's values (the thread's) normalized: sum is the block's sum of head_load's sums, wn the
  * thread's values of the norm's weight. */
-template <int PER = HEAD_PER>
-static __device__ __forceinline__ void head_scale(float *row, int64_t hd, float sum, float eps, const float (&wn)[PER])
+static __device__ __forceinline__ void head_scale(float *row, int64_t hd, float sum, float eps,
+                                                  const float (&wn)[HEAD_PER])
 {
     const float inv = __fdiv_rn(1.0f, sqrtf(__fadd_rn(__fdiv_rn(sum, (float)hd), eps)));
 #pragma unroll
-    for (int e = 0; e < PER; e++) {
+    for (int e = 0; e < HEAD_PER; e++) {
         const int64_t j = head_at(e, hd);
         if (j >= 0) row[j] = __fmul_rn(__fmul_rn(row[j], inv), wn[e]);
     }
@@ -103,28 +83,6 @@ static __device__ __forceinline__ void head_pair(const float *row, int e, int64_
     const float x0 = row[*i0], x1 = row[*i1];
     *y0 = __fmaf_rn(x0, c, -__fmul_rn(x1, s));
     *y1 = __fmaf_rn(x0, s, __fmul_rn(x1, c));
-}
-
-/* src's row of hd values made ready in row (shared): staged, normalized by the weights wn where nw
- * (the thread's values, head_weights), rotated by the thread's pairs rc, rs (head_rotations) in
- * place, each pair by the thread that holds it (no other reads it). Every thread of the block calls
- * it (part: __shared__ float[32], for gpu_block_sum); row is whole after it. */
-template <int PER>
-static __device__ __forceinline__ void head_ready(const float *src, int64_t hd, float *row, bool nw,
-                                                  const float (&wn)[PER], float eps, int64_t half, int neox,
-                                                  const float (&rc)[PER / 2], const float (&rs)[PER / 2], float *part)
-{
-    const float ss = head_load<PER>(src, hd, row);
-    if (nw) head_scale<PER>(row, hd, gpu_block_sum(ss, part), eps, wn);
-    __syncthreads();
-#pragma unroll
-    for (int e = 0; e < PER / 2; e++) {
-        int64_t i0, i1;
-        float   y0, y1;
-        head_pair(row, e, half, neox, rc[e], rs[e], &i0, &i1, &y0, &y1);
-        if (i0 >= 0) row[i0] = y0, row[i1] = y1;
-    }
-    __syncthreads();
 }
 
 #endif
