@@ -10,21 +10,9 @@
  * the slope gives the streaming rate and the intercept a launch's fixed cost.
  *
  * Standalone (no engine code): nvcc -O3 -arch=sm_90 dev/kernels/gpu_readpat.cu -o readpat && ./readpat */
-#include <cuda_runtime.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
+#include "standalone.cuh"
 
 enum { COLS = 4096, CODE_B = COLS / 2, ROW_B = CODE_B + COLS / 32 * 2, THREADS = 128, REPS = 40 };
-
-#define CHECK(x)                                                                                                    \
-    do {                                                                                                            \
-        cudaError_t e_ = (x);                                                                                       \
-        if (e_ != cudaSuccess) {                                                                                    \
-            fprintf(stderr, "readpat: %s: %s\n", #x, cudaGetErrorString(e_));                                      \
-            exit(1);                                                                                                \
-        }                                                                                                           \
-    } while (0)
 
 /* Folds what was read into one word that is written only when it matches an impossible value,
  * so the loads stay. */

@@ -26,6 +26,7 @@
  *
  *     nvcc -O3 -std=c++17 -arch=sm_90 -Iinclude -Isrc dev/kernels/gpu_sqh.cu -o sqh && ./sqh */
 #include "backends/gpu/gpu_vendor.h"
+#include "standalone.cuh"
 
 #include <math.h>
 #include <stdlib.h>
@@ -42,15 +43,6 @@
 #endif
 enum { NT = 32, ROWS = 128, BQ = SQH_BQ, STAGES = SQH_STAGES, LV = SQH_LEVELS, THREADS = 256, REPS = 40 };
 enum { SQH_Q4_0, SQH_Q8_0 };
-
-#define CHECK(x)                                                                                                    \
-    do {                                                                                                            \
-        cudaError_t e_ = (x);                                                                                       \
-        if (e_ != cudaSuccess) {                                                                                    \
-            fprintf(stderr, "sqh: %s: %s\n", #x, cudaGetErrorString(e_));                                          \
-            exit(1);                                                                                                \
-        }                                                                                                           \
-    } while (0)
 
 /* Shared memory of a stage (bytes): BQ blocks of 128 rows' codes, their f16 scales, 32 tokens'
  * f16 activations; rows and tokens padded by 16 bytes (ldmatrix and the code loads conflict-free). */
@@ -217,26 +209,8 @@ __global__ void __launch_bounds__(THREADS) k_sqh(const uint8_t *__restrict__ w, 
         }
 }
 
-/* y (T × rows) = the sum of the parts, in part order. */
-__global__ void k_sqh_sum(const float *__restrict__ part, int parts, int64_t n, float *__restrict__ y)
-{
-    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float s = part[i];
-    for (int p = 1; p < parts; p++) s += part[p * n + i];
-    y[i] = s;
-}
-
 /* ---- host ---------------------------------------------------------------------------------- */
 
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static uint32_t next_u32(void)
-{
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
-static float uniform(void) { return (next_u32() & 0xffffff) / 16777216.0f; }
-static float normal(void) { return sqrtf(-2.0f * logf(uniform() + 1e-7f)) * cosf(6.2831853f * uniform()); }
 
 /* One format's weights as stored (a row: codes, then f16 scales) and as values. */
 static void make_weights(int f, int64_t rows, int64_t nb, uint8_t *w, float *val)
@@ -264,14 +238,6 @@ static void make_weights(int f, int64_t rows, int64_t nb, uint8_t *w, float *val
     }
 }
 
-static double time_us(cudaEvent_t a, cudaEvent_t b)
-{
-    float ms = 0;
-    CHECK(cudaEventSynchronize(b));
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    return ms * 1e3 / REPS;
-}
-
 template <int F, bool MATH>
 static double run(const uint8_t *dw, size_t wbytes, int copies, int64_t rows, int64_t nb, const __half *dxh,
                   const int *de, int T, int parts, float *dpart, float *dy, bool timed)
@@ -288,11 +254,11 @@ static double run(const uint8_t *dw, size_t wbytes, int copies, int64_t rows, in
     for (int r = 0; r < (timed ? REPS : 1); r++) {
         const uint8_t *w = dw + (size_t)(timed ? r % copies : 0) * wbytes;
         k_sqh<F, MATH><<<grid, THREADS, smem>>>(w, rows, nb, dxh, de, T, nb / parts, parts > 1 ? dpart : dy);
-        if (parts > 1) k_sqh_sum<<<(unsigned)((n + 255) / 256), 256>>>(dpart, parts, n, dy);
+        if (parts > 1) k_parts_sum<<<(unsigned)((n + 255) / 256), 256>>>(dpart, parts, n, dy);
     }
     CHECK(cudaEventRecord(b));
     CHECK(cudaGetLastError());
-    const double us = time_us(a, b);
+    const double us = sa_time_us(a, b, REPS);
     CHECK(cudaEventDestroy(a));
     CHECK(cudaEventDestroy(b));
     return us;
@@ -334,7 +300,7 @@ template <int F> static void shape(int64_t rows, int64_t cols, int T)
     CHECK(cudaEventRecord(a));
     for (int r = 0; r < REPS; r++) k_sqh_x<<<T, 256>>>(dx, cols, dxh, de);
     CHECK(cudaEventRecord(b));
-    const double xus = time_us(a, b);
+    const double xus = sa_time_us(a, b, REPS);
     /* the reference on every 7th row (97th past a batch), in double */
     const int RS  = T <= NT ? 7 : 97;
     double   *ref = (double *)malloc(sizeof(double) * T * (rows / RS + 1));

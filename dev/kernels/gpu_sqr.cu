@@ -23,12 +23,9 @@
  *
  *     nvcc -O3 -std=c++17 -arch=sm_90 -Iinclude -Isrc dev/kernels/gpu_sqr.cu -o sqr && ./sqr
  * Built with -DSQR_MT=1|2, -DSQR_KPER=16|32|64, -DSQR_U=2|4, -DSQR_WARPS=4|8, -DSQR_MINB=N. */
+#include "standalone.cuh"
+
 #include <cuda_fp16.h>
-#include <cuda_runtime.h>
-#include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #ifndef SQR_MT
@@ -49,15 +46,6 @@
 enum { NT = 32, MT = SQR_MT, KPER = SQR_KPER, U = SQR_U, WARPS = SQR_WARPS, THREADS = 32 * WARPS };
 enum { ROWS = WARPS * 16 * MT, REPS = 40, XBLK = 64 /* a block's hi then lo codes */ };
 static_assert(KPER % U == 0, "whole rounds a part");
-
-#define CHECK(x)                                                                                                    \
-    do {                                                                                                            \
-        cudaError_t e_ = (x);                                                                                       \
-        if (e_ != cudaSuccess) {                                                                                    \
-            fprintf(stderr, "sqr: %s: %s\n", #x, cudaGetErrorString(e_));                                          \
-            exit(1);                                                                                                \
-        }                                                                                                           \
-    } while (0)
 
 /* c = a · b (m16n8k32, s8 × s8 → s32, c's input zero). */
 static __device__ __forceinline__ void imma(int c[4], const int a[4], int b0, int b1)
@@ -205,26 +193,8 @@ __global__ void __launch_bounds__(THREADS, SQR_MINB) k_sqr(const uint8_t *__rest
             }
 }
 
-/* y (T × rows) = the sum of the parts, in part order. */
-__global__ void k_sqr_sum(const float *__restrict__ part, int parts, int64_t n, float *__restrict__ y)
-{
-    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float s = part[i];
-    for (int p = 1; p < parts; p++) s += part[p * n + i];
-    y[i] = s;
-}
-
 /* ---- host ---------------------------------------------------------------------------------- */
 
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static uint32_t next_u32(void)
-{
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
-static float uniform(void) { return (next_u32() & 0xffffff) / 16777216.0f; }
-static float normal(void) { return sqrtf(-2.0f * logf(uniform() + 1e-7f)) * cosf(6.2831853f * uniform()); }
 
 static int code(float v) { return v != v ? 0 : v > 127.0f ? 127 : v < -127.0f ? -127 : (int)lrintf(v); }
 
@@ -246,14 +216,6 @@ static void quantize_x(const float *x, int T, int64_t cols, int8_t *q, float *dd
     }
 }
 
-static double time_us(cudaEvent_t a, cudaEvent_t b)
-{
-    float ms = 0;
-    CHECK(cudaEventSynchronize(b));
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    return ms * 1e3 / REPS;
-}
-
 template <int MODE>
 static double run(const uint8_t *dw, size_t wbytes, int copies, int64_t rows, int64_t nb, const uint32_t *dxf,
                   const float *dxd, int T, float *dpart, float *dy, bool timed)
@@ -268,11 +230,11 @@ static double run(const uint8_t *dw, size_t wbytes, int copies, int64_t rows, in
     for (int r = 0; r < (timed ? REPS : 1); r++) {
         const uint8_t *w = dw + (size_t)(timed ? r % copies : 0) * wbytes;
         k_sqr<MODE><<<grid, THREADS>>>(w, rows, nb, dxf, dxd, parts > 1 ? dpart : dy, T);
-        if (parts > 1 && MODE) k_sqr_sum<<<(unsigned)((n + 255) / 256), 256>>>(dpart, parts, n, dy);
+        if (parts > 1 && MODE) k_parts_sum<<<(unsigned)((n + 255) / 256), 256>>>(dpart, parts, n, dy);
     }
     CHECK(cudaEventRecord(b));
     CHECK(cudaGetLastError());
-    const double us = time_us(a, b);
+    const double us = sa_time_us(a, b, REPS);
     CHECK(cudaEventDestroy(a));
     CHECK(cudaEventDestroy(b));
     return us;
