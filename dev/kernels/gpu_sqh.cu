@@ -247,21 +247,11 @@ static double run(const uint8_t *dw, size_t wbytes, int copies, int64_t rows, in
     CHECK(cudaFuncSetAttribute(k_sqh<F, MATH>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     const dim3    grid((unsigned)(rows / ROWS), (unsigned)((T + NT - 1) / NT), (unsigned)parts);
     const int64_t n = (int64_t)T * rows;
-    cudaEvent_t   a, b;
-    CHECK(cudaEventCreate(&a));
-    CHECK(cudaEventCreate(&b));
-    CHECK(cudaEventRecord(a));
-    for (int r = 0; r < (timed ? REPS : 1); r++) {
+    return sa_timed(timed ? REPS : 1, [&](int r) {
         const uint8_t *w = dw + (size_t)(timed ? r % copies : 0) * wbytes;
         k_sqh<F, MATH><<<grid, THREADS, smem>>>(w, rows, nb, dxh, de, T, nb / parts, parts > 1 ? dpart : dy);
         if (parts > 1) k_parts_sum<<<(unsigned)((n + 255) / 256), 256>>>(dpart, parts, n, dy);
-    }
-    CHECK(cudaEventRecord(b));
-    CHECK(cudaGetLastError());
-    const double us = sa_time_us(a, b, REPS);
-    CHECK(cudaEventDestroy(a));
-    CHECK(cudaEventDestroy(b));
-    return us;
+    });
 }
 
 template <int F> static void shape(int64_t rows, int64_t cols, int T)
@@ -294,13 +284,7 @@ template <int F> static void shape(int64_t rows, int64_t cols, int T)
     CHECK(cudaMalloc(&dy, sizeof(float) * T * rows));
     CHECK(cudaMalloc(&dpart, sizeof(float) * 4 * T * rows));
     CHECK(cudaMemcpy(dx, x, sizeof(float) * T * cols, cudaMemcpyHostToDevice));
-    cudaEvent_t a, b;
-    CHECK(cudaEventCreate(&a));
-    CHECK(cudaEventCreate(&b));
-    CHECK(cudaEventRecord(a));
-    for (int r = 0; r < REPS; r++) k_sqh_x<<<T, 256>>>(dx, cols, dxh, de);
-    CHECK(cudaEventRecord(b));
-    const double xus = sa_time_us(a, b, REPS);
+    const double xus = sa_timed(REPS, [&](int) { k_sqh_x<<<T, 256>>>(dx, cols, dxh, de); });
     /* the reference on every 7th row (97th past a batch), in double */
     const int RS  = T <= NT ? 7 : 97;
     double   *ref = (double *)malloc(sizeof(double) * T * (rows / RS + 1));

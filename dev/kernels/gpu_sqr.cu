@@ -223,21 +223,11 @@ static double run(const uint8_t *dw, size_t wbytes, int copies, int64_t rows, in
     const int     parts = (int)(nb / KPER);
     const unsigned grid = (unsigned)((rows + ROWS - 1) / ROWS * parts);
     const int64_t n = (int64_t)T * rows;
-    cudaEvent_t   a, b;
-    CHECK(cudaEventCreate(&a));
-    CHECK(cudaEventCreate(&b));
-    CHECK(cudaEventRecord(a));
-    for (int r = 0; r < (timed ? REPS : 1); r++) {
+    return sa_timed(timed ? REPS : 1, [&](int r) {
         const uint8_t *w = dw + (size_t)(timed ? r % copies : 0) * wbytes;
         k_sqr<MODE><<<grid, THREADS>>>(w, rows, nb, dxf, dxd, parts > 1 ? dpart : dy, T);
         if (parts > 1 && MODE) k_parts_sum<<<(unsigned)((n + 255) / 256), 256>>>(dpart, parts, n, dy);
-    }
-    CHECK(cudaEventRecord(b));
-    CHECK(cudaGetLastError());
-    const double us = sa_time_us(a, b, REPS);
-    CHECK(cudaEventDestroy(a));
-    CHECK(cudaEventDestroy(b));
-    return us;
+    });
 }
 
 static void shape(int64_t rows, int64_t cols, int T)

@@ -1,6 +1,6 @@
 /* What the standalone CUDA harnesses of dev/kernels (gpu_readpat.cu, gpu_sqh.cu, gpu_sqr.cu) share:
- * a checked runtime call, a seeded generator of test values, an event pair's time a repeat, and
- * the sum of a product's column parts. */
+ * a checked runtime call, a seeded generator of test values, a launch's time a repeat, and the
+ * sum of a product's column parts. */
 #ifndef CELER_DEV_KERNELS_STANDALONE_CUH
 #define CELER_DEV_KERNELS_STANDALONE_CUH
 
@@ -30,12 +30,21 @@ static uint32_t next_u32(void)
 static float uniform(void) { return (next_u32() & 0xffffff) / 16777216.0f; }
 static float normal(void) { return sqrtf(-2.0f * logf(uniform() + 1e-7f)) * cosf(6.2831853f * uniform()); }
 
-/* µs a repeat between events a and b (reps launches between them). */
-static double sa_time_us(cudaEvent_t a, cudaEvent_t b, int reps)
+/* launch(r) for r = 0 .. reps - 1 between two events on the default stream: µs a repeat. */
+template <typename L> static double sa_timed(int reps, L launch)
 {
-    float ms = 0;
+    cudaEvent_t a, b;
+    float       ms = 0;
+    CHECK(cudaEventCreate(&a));
+    CHECK(cudaEventCreate(&b));
+    CHECK(cudaEventRecord(a));
+    for (int r = 0; r < reps; r++) launch(r);
+    CHECK(cudaEventRecord(b));
+    CHECK(cudaGetLastError());
     CHECK(cudaEventSynchronize(b));
     CHECK(cudaEventElapsedTime(&ms, a, b));
+    CHECK(cudaEventDestroy(a));
+    CHECK(cudaEventDestroy(b));
     return ms * 1e3 / reps;
 }
 
