@@ -27,6 +27,8 @@
 
 option(CELER_CUDA "Build the GPU backend for NVIDIA GPUs with nvcc (CUDA)" OFF)
 option(CELER_HIP  "Build the GPU backend for AMD GPUs with hipcc (HIP/ROCm)" OFF)
+option(CELER_GPU_TRACE "CUDA: every kernel stamps its dependency wait, for CELER_GPU_TRACE=1's timeline of replayed \
+steps (src/backends/gpu/gpu_trace.cu; a measuring build, not for use)" OFF)
 set(CELER_CUDA_ARCHS "80;90" CACHE STRING
     "CUDA architectures for CELER_CUDA, as CMAKE_CUDA_ARCHITECTURES takes them (80 = sm_80 code + compute_80 PTX)")
 set(CELER_HIP_ARCHS "gfx1030;gfx90a" CACHE STRING
@@ -109,6 +111,10 @@ if(CELER_CUDA)
     CUDA_RUNTIME_LIBRARY Shared
     CUDA_SEPARABLE_COMPILATION OFF)
   target_compile_options(celer_gpu PRIVATE -Xcompiler=-Wall,-Wextra)
+  if(CELER_GPU_TRACE)
+    target_compile_definitions(celer_gpu PRIVATE CELER_GPU_TRACE=1)
+    message(STATUS "celer: a trace build (CELER_GPU_TRACE): kernels stamp their dependency waits")
+  endif()
   if(CELER_WERROR)
     target_compile_options(celer_gpu PRIVATE -Xcompiler=-Werror)
   endif()
@@ -128,6 +134,10 @@ endif()
 # packages do not have, so each .cu goes through hipcc as a custom command (-x hip is hipcc's
 # choice for .cu), with a depfile for the headers; the objects make up celer_gpu.
 if(CELER_HIP)
+  if(CELER_GPU_TRACE)
+    message(FATAL_ERROR "CELER_GPU_TRACE stamps CUDA's dependency waits (griddepcontrol); HIP has none: "
+                        "build the trace with -DCELER_CUDA=ON, or drop -DCELER_GPU_TRACE=ON")
+  endif()
   if(NOT CELER_HIP_ARCHS)
     message(FATAL_ERROR "CELER_HIP_ARCHS is empty: give the targets, e.g. -DCELER_HIP_ARCHS=\"gfx1030;gfx90a\"")
   endif()

@@ -75,6 +75,11 @@
 #            STALLS picks shapes, SHAPE:TYPE for another weight type's products (k_mmvq*), e.g.
 #            STALLS=llama-3.1-8b:Q4_K_M; x32: the batch kernel (k_mmq_s) of the 8B's batch of 32,
 #            with its pipes' use and instruction counts
+#   trace    a trace build (build-cuda-trace: -DCELER_GPU_TRACE=ON) and TRACE_MODELS' decode (default
+#            qwen3-0.6b llama-3.1-8b; `bench -p 0 -n TRACE_N`, 64) with CELER_GPU_TRACE=1: each replayed
+#            step's kernels in order with what each costs the step (its dependency wait's release to the
+#            next kernel's: src/backends/gpu/gpu_trace.cu) and how long it waited, then by kernel name
+#            (logs/trace-*.txt); run build first (its celer makes the models)
 #   ab       variants side by side in one run (what a change is worth, on one machine's noise): AB
 #            lists them, space-separated, each NAME or NAME:ITEM,ITEM.. where an item is a patch
 #            file (applied with git apply to a copy of this tree, built apart) or ENV=VALUE (set
@@ -539,6 +544,24 @@ step_memory() {
             replayed=$(grep -m1 -o '[0-9]* inside replayed steps' "$log" | cut -d' ' -f1)
             result "  device allocations inside replayed steps" "$([ "${replayed:-x}" = 0 ] && echo 0 || echo "FAILED: ${replayed:-no line}")"
         done
+    done
+}
+
+step_trace() {
+    local B=$B-trace shape log rc # touch_changed_sources keeps this build's own record
+    touch_changed_sources
+    cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCELER_CUDA=ON -DCELER_GPU_TRACE=ON \
+        -DCELER_CUDA_ARCHS="${CELER_CUDA_ARCHS:-90}" "${DEPS[@]}" >"$OUT/logs/trace-configure.log" 2>&1 &&
+        cmake --build "$B" -j"$(nproc)" --target celer >"$OUT/logs/trace-build.log" 2>&1 ||
+        { result "trace (build)" FAILED; tail -20 "$OUT/logs/trace-build.log"; return 0; }
+    mv "$B/.celer-sources.new" "$B/.celer-sources"
+    for shape in ${TRACE_MODELS:-qwen3-0.6b llama-3.1-8b}; do
+        B=${B%-trace} synth_big "$shape" "${TRACE_TYPE:-Q4_0}"
+        log="$OUT/logs/trace-$shape.txt"
+        CELER_GPU_TRACE=1 "$B/celer" bench -m "$f" --backend cuda -p 0 -n "${TRACE_N:-64}" -r 1 >"$log" 2>&1
+        rc=$?
+        result "trace $shape (logs/trace-$shape.txt)" "rc=$rc, $(grep -c '^celer: trace of step' "$log") step graphs"
+        grep -A40 "by kernel" "$log" | head -24
     done
 }
 

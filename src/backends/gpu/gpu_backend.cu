@@ -308,6 +308,10 @@ static void gpu_free(celer_backend *be)
     if (!g) return;
     if (g->stream) (void)gpuStreamSynchronize(g->stream);
     if (g->stats) gpu_stats_print(g);
+#if CELER_GPU_TRACE
+    gpu_trace_print(g);
+    gpu_trace_free(g);
+#endif
     gpu_graphs_free(g);
     gpu_buf *bufs[] = {&g->d_pos,  &g->d_seq,  &g->d_tables,    &g->d_ids,   &g->d_draw,
                        &g->d_xq,   &g->d_xq2,  &g->d_part,      &g->d_attn,      &g->d_att_count,
@@ -434,6 +438,13 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     const char *lt = getenv("CELER_GPU_LATE"); /* launch names, separated by commas or '+': never early */
     if (lt && *lt) snprintf(g->late, sizeof g->late, ",%s,", lt);
     for (char *c = g->late; *c; c++) *c = *c == '+' ? ',' : *c;
+#if CELER_GPU_TRACE
+    if (env_is("CELER_GPU_TRACE", "1") && gpu_trace_open(g, err)) { /* replayed steps' timelines (gpu_trace.cu) */
+        const celer_status st = err->code;
+        gpu_free(&g->base);
+        return st;
+    }
+#endif
     *out = &g->base;
     return CELER_OK;
 }

@@ -118,6 +118,10 @@ typedef struct {
      * not); the planner's estimate (ops->note_plan; 0: none given) */
     size_t             free0, free_first, free_min;
     uint64_t           plan;
+#if CELER_GPU_TRACE
+    struct gpu_trace  *trace;    /* a trace build's records, with CELER_GPU_TRACE=1 (gpu_trace.cu) */
+    uint64_t           step_key; /* the step's graph key (gpu_step_begin) */
+#endif
     uint64_t           clock;         /* steps begun, for the least recently used graph */
     bool               graphs_off;    /* CELER_GPU_GRAPHS=0 */
     /* scratch for MoE and staging */
@@ -256,7 +260,8 @@ static inline bool gpu_late(const gpu_backend *g, const char *name)
 /* The same, launched early only where early_ok (and g->early): see gpu_mmq_small.cu's
  * gpu_mmq_small for a kernel that loses when launched early. */
 #define GPU_LAUNCH_KEEPING_XQ_AS(g, err, name, early_ok, kernel, grid, block, smem, ...)                               \
-    (gpu_signing(g) ? gpu_sign((g), (const void *)(kernel), dim3(grid), dim3(block), (size_t)(smem),               \
+    (GPU_TRACE_NOTE(g, name, grid, block),                                                                          \
+     gpu_signing(g) ? gpu_sign((g), (const void *)(kernel), dim3(grid), dim3(block), (size_t)(smem),               \
                                gpu_sig_args(0, __VA_ARGS__))                                                        \
                     : (void)0,                                                                                      \
      gpu_skip(g) ? CELER_OK                                                                                         \
@@ -266,6 +271,28 @@ static inline bool gpu_late(const gpu_backend *g, const char *name)
                                                      __VA_ARGS__)))
 #define GPU_LAUNCH(g, err, name, kernel, grid, block, smem, ...)                                                    \
     (gpu_forget_acts(g), GPU_LAUNCH_KEEPING_XQ(g, err, name, kernel, grid, block, smem, __VA_ARGS__))
+
+/* ---- a trace build's step timeline (gpu_trace.cu; cmake -DCELER_GPU_TRACE=ON, CUDA) ---- */
+#if CELER_GPU_TRACE
+/* With CELER_GPU_TRACE=1 the backend records, for each replayed step graph, when each kernel's
+ * dependency wait returned (gpu_vendor.h's gpu_dep_enter): the time from one kernel's release
+ * to the next one's is what that kernel costs the step, its wait how early it was in place. */
+celer_status gpu_trace_open(gpu_backend *g, celer_error *err);
+void         gpu_trace_free(gpu_backend *g);
+/* A launch of the step being recorded (GPU_LAUNCH), in order. */
+void gpu_trace_note(gpu_backend *g, const char *name, dim3 grid, dim3 block);
+/* The step of key g->step_key is being recorded: its launches start over. */
+void gpu_trace_recording(gpu_backend *g);
+/* Around a replay of the step of key g->step_key: the records cleared, then read. */
+celer_status gpu_trace_before(gpu_backend *g, celer_error *err);
+celer_status gpu_trace_after(gpu_backend *g, celer_error *err);
+/* Each traced step's kernels with their mean cost and wait, then by kernel name (stderr). */
+void gpu_trace_print(const gpu_backend *g);
+#define GPU_TRACE_NOTE(g, name, grid, block)                                                                        \
+    ((g)->trace && (g)->rec == GPU_REC_CAPTURE ? gpu_trace_note((g), (name), dim3(grid), dim3(block)) : (void)0)
+#else
+#define GPU_TRACE_NOTE(g, name, grid, block) ((void)0)
+#endif
 
 /* Forgets whose values the activations' quantized and f16 copies hold (a kernel, copy, upload or
  * fresh allocation may land on their sources). */

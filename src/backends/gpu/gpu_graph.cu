@@ -83,6 +83,9 @@ celer_status gpu_step_begin(celer_backend *be, uint64_t key, celer_error *err)
 {
     gpu_backend *g = gpu_of(be);
     g->rec = GPU_REC_EAGER, g->cur = -1, g->sig = 0xcbf29ce484222325ull, g->in_step = true;
+#if CELER_GPU_TRACE
+    g->step_key = key;
+#endif
     if (g->stats) {
         g->t_step = gpu_now_s();
         gpu_note_memory(g);
@@ -106,6 +109,9 @@ celer_status gpu_step_begin(celer_backend *be, uint64_t key, celer_error *err)
         return CELER_OK;
     }
     g->rec = GPU_REC_CAPTURE;
+#if CELER_GPU_TRACE
+    if (g->trace) gpu_trace_recording(g);
+#endif
     return CELER_OK;
 }
 
@@ -144,7 +150,13 @@ celer_status gpu_step_end(celer_backend *be, bool ok, bool *redo, celer_error *e
     } else
         e->misses = 0; /* work that changes now and then (a longer context) is recorded again */
     if (!ok) return CELER_OK; /* the caller reports the op's error; the graph stays for later steps */
+#if CELER_GPU_TRACE
+    if (g->trace && rec == GPU_REC_REPLAY && gpu_trace_before(g, err)) return err->code;
+#endif
     GPU_TRY(g, err, gpuGraphLaunch(e->exec, g->stream), "replaying a step");
+#if CELER_GPU_TRACE
+    if (g->trace && rec == GPU_REC_REPLAY && gpu_trace_after(g, err)) return err->code;
+#endif
     return CELER_OK;
 }
 

@@ -162,8 +162,9 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS, KS > 1 && F == GPU_Q4_K ? 2 
     const int64_t u0 = ks * CELER_WARP + lane;
     raw_unit      ru[U][MVQ_ROWS];
     units_load<F, U>(w, rows, u0, nu, SW, ru);
-    /* early (gpu_vendor.h): those loads overlap the kernel before, which wrote x and, with add, y */
-    gpu_dep_enter();
+    /* early (gpu_vendor.h): those loads overlap the kernel before, which wrote x and, with add, y
+     * (with selections it was passed above: once a kernel, as a trace build counts them) */
+    if (!sel.ids) gpu_dep_enter();
     auto rounds = [&](const auto &xsrc) {
         for (int64_t u = u0; u < nu; u += U * SW) {
             if (u != u0) units_load<F, U>(w, rows, u, nu, SW, ru);

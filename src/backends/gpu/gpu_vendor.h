@@ -315,10 +315,48 @@ static __device__ __forceinline__ void gpu_hmma_16x8x16(float c[4], const uint32
  * is never launched early); tables the host made once, as RoPE's frequencies — so that those
  * loads overlap the kernel before. (Everything older is finished: that kernel passed its own
  * wait before this one was launched.) */
+#if CELER_GPU_TRACE
+/* A trace build (cmake -DCELER_GPU_TRACE=ON; gpu_trace.cu): thread 0 of every kernel's block
+ * (0, 0, 0) stamps the global timer as it reaches the dependency wait and as the wait returns,
+ * into the buffer gpu_trace.cu made (one record a call, in the order the waits return). There is
+ * no separable compilation, so each source file has its own copy of the buffer's address, which
+ * gpu_trace.cu sets through the function every file registers as it loads. */
+typedef struct {
+    unsigned long long arrive, release; /* ns, %globaltimer */
+    unsigned           grid[3], block;
+} gpu_trace_rec;
+typedef struct {
+    unsigned      n, cap;
+    gpu_trace_rec rec[1]; /* cap of them */
+} gpu_trace_buf;
+static __device__ gpu_trace_buf *gpu_trace_dev;
+void gpu_trace_register(void (*attach)(gpu_trace_buf *buf));
+static void gpu_trace_attach_here(gpu_trace_buf *buf) { (void)cudaMemcpyToSymbol(gpu_trace_dev, &buf, sizeof buf); }
+static const int gpu_trace_registered = (gpu_trace_register(gpu_trace_attach_here), 0);
+static __device__ __forceinline__ unsigned long long gpu_trace_now(void)
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+#endif
 static __device__ __forceinline__ void gpu_dep_enter(void)
 {
+#if CELER_GPU_TRACE
+    const bool first = (threadIdx.x | threadIdx.y | threadIdx.z | blockIdx.x | blockIdx.y | blockIdx.z) == 0;
+    const unsigned long long arrive = first ? gpu_trace_now() : 0;
+#endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+#if CELER_GPU_TRACE
+    gpu_trace_buf *tb = gpu_trace_dev;
+    if (first && tb) {
+        const unsigned i = atomicAdd(&tb->n, 1u);
+        if (i < tb->cap) tb->rec[i] = {arrive, gpu_trace_now(), {gridDim.x, gridDim.y, gridDim.z}, blockDim.x};
+    }
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
