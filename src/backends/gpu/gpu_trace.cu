@@ -9,7 +9,7 @@
  * The launches a step records are noted in order with their grids (GPU_LAUNCH); a replay's
  * records, in the order of their release, are matched to them by grid and block size; a replay
  * whose records do not match is left out and counted. Means over the replays are printed per
- * step graph when the backend is freed, then summed by kernel name. */
+ * step graph (the most replayed first) when the backend is freed, then summed by kernel name. */
 #include "backends/gpu/gpu_backend.h"
 
 #if CELER_GPU_TRACE
@@ -153,8 +153,14 @@ void gpu_trace_print(const gpu_backend *g)
 {
     const struct gpu_trace *t = g->trace;
     if (!t) return;
+    int order[TRACE_KEYS]; /* the graphs replayed most first */
     for (int k = 0; k < t->n_keys; k++) {
-        const trace_key *e = &t->keys[k];
+        int j = k;
+        while (j > 0 && t->keys[order[j - 1]].replays < t->keys[k].replays) order[j] = order[j - 1], j--;
+        order[j] = k;
+    }
+    for (int o = 0; o < t->n_keys; o++) {
+        const trace_key *e = &t->keys[order[o]];
         if (!e->replays) {
             if (e->unmatched)
                 fprintf(stderr, "celer: trace of step %016llx: %lld replays, none matched its %d launches\n",
