@@ -350,8 +350,8 @@ static __device__ __forceinline__ void gpu_dep_enter(void)
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 #if CELER_GPU_TRACE
-    gpu_trace_buf *tb = gpu_trace_dev;
-    if (first && tb) {
+    gpu_trace_buf *tb = first ? gpu_trace_dev : NULL; /* one thread of the grid reads it */
+    if (tb) {
         const unsigned i = atomicAdd(&tb->n, 1u);
         if (i < tb->cap) tb->rec[i] = {arrive, gpu_trace_now(), {gridDim.x, gridDim.y, gridDim.z}, blockDim.x};
     }
