@@ -22,7 +22,8 @@
  * (the floor); 1: the product; 2: the mma without the per-block scaling (what the scaling costs).
  *
  *     nvcc -O3 -std=c++17 -arch=sm_90 -Iinclude -Isrc dev/kernels/gpu_sqr.cu -o sqr && ./sqr
- * Built with -DSQR_MT=1|2, -DSQR_KPER=16|32|64, -DSQR_U=2|4, -DSQR_WARPS=4|8, -DSQR_MINB=N. */
+ * Built with -DSQR_MT=1|2, -DSQR_KPER=16|32|64, -DSQR_U=2|4, -DSQR_WARPS=4|8, -DSQR_MINB=N; with
+ * -DSQR_WGMMA=1 and -gencode arch=compute_90a,code=sm_90a the warp-group form (k_sqw) instead. */
 #include "standalone.cuh"
 
 #include <cuda_fp16.h>
@@ -43,10 +44,18 @@
 #ifndef SQR_MINB
 #define SQR_MINB 1 /* blocks an SM the registers must allow */
 #endif
+#ifndef SQR_WGMMA
+#define SQR_WGMMA 0 /* 1: the warp-group form (k_sqw, -arch=sm_90a) */
+#endif
+#if SQR_WGMMA
+#undef SQR_WARPS
+#define SQR_WARPS 4 /* one warp group: 64 rows */
+#endif
 enum { NT = 32, MT = SQR_MT, KPER = SQR_KPER, U = SQR_U, WARPS = SQR_WARPS, THREADS = 32 * WARPS };
 enum { ROWS = WARPS * 16 * MT, REPS = 40, XBLK = 64 /* a block's hi then lo codes */ };
 static_assert(KPER % U == 0, "whole rounds a part");
 
+#if !SQR_WGMMA
 /* c = a · b (m16n8k32, s8 × s8 → s32, c's input zero). */
 static __device__ __forceinline__ void imma(int c[4], const int a[4], int b0, int b1)
 {
@@ -55,6 +64,7 @@ static __device__ __forceinline__ void imma(int c[4], const int a[4], int b0, in
         : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0));
 }
+#endif
 
 /* The four nibbles of each byte's low (hi: high) half as signed bytes q - 8: byte 0x80 + q, less
  * 8 (no borrow leaves a byte), its top bit flipped. */
@@ -64,6 +74,12 @@ static __device__ __forceinline__ int q4_lo(uint32_t w)
 }
 static __device__ __forceinline__ int q4_hi(uint32_t w) { return q4_lo(w >> 4); }
 
+/* wgmma's B operand for a column block, 64 rows n (32 tokens' hi codes, then their lo codes) by its
+ * 32 values k, K-major without swizzle: core matrices of 8 rows by 16 bytes, 128 bytes each, the
+ * one of rows 8 i .. and values 16 h .. at (2 i + h) · 128 (the next along k 128 bytes on: LBO;
+ * along n 256: SBO). Byte (n, k) of a block's 2 KB image: */
+static __host__ __device__ int sqw_at(int n, int k) { return (n / 8 * 2 + k / 16) * 128 + n % 8 * 16 + k % 16; }
+
 /* The activations in fragment order, as the quantizer of a batch step would write them: xf[b][ni][lane]
  * (16 bytes: token 8 ni + g's hi words c, c + 4 and lo words c, c + 4 of column block b, for lane
  * g · 4 + c: its B fragments, one load a tile and block), and xd2[b][c][ni][e] (the d of token
@@ -71,7 +87,13 @@ static __device__ __forceinline__ int q4_hi(uint32_t w) { return q4_lo(w >> 4); 
 static void fragment_order(const int8_t *q, const float *dd, int T, int64_t nb, uint32_t *xf, float *xd2)
 {
     for (int64_t b = 0; b < nb; b++) {
-        for (int i = 0; i < 128; i++) {
+        if (SQR_WGMMA) /* wgmma's B image instead: n 0..31 the tokens' hi codes, 32..63 their lo codes */
+            for (int n = 0; n < 64; n++)
+                for (int k = 0; k < 32; k++) {
+                    const int t = n % 32, lv = n / 32;
+                    ((int8_t *)xf)[b * 2048 + sqw_at(n, k)] = t < T ? q[((int64_t)t * nb + b) * XBLK + 32 * lv + k] : 0;
+                }
+        for (int i = 0; i < 128 && !SQR_WGMMA; i++) {
             const int       ni = i / 32, L = i % 32, t = 8 * ni + L / 4, c = L % 4;
             const uint32_t *src = (const uint32_t *)(q + ((int64_t)t * nb + b) * XBLK);
             const int       wi[4] = {c, c + 4, 8 + c, 12 + c};
@@ -84,6 +106,7 @@ static void fragment_order(const int8_t *q, const float *dd, int T, int64_t nb, 
     }
 }
 
+#if !SQR_WGMMA
 template <int MODE>
 __global__ void __launch_bounds__(THREADS, SQR_MINB) k_sqr(const uint8_t *__restrict__ w, int64_t rows, int64_t nb,
                                                   const uint32_t *__restrict__ xf, const float *__restrict__ xd2,
@@ -193,6 +216,113 @@ __global__ void __launch_bounds__(THREADS, SQR_MINB) k_sqr(const uint8_t *__rest
             }
 }
 
+#endif
+
+#if SQR_WGMMA
+/* The warp-group form (sm_90a): a block is one warp group of 64 rows; each column block's B image
+ * (the part's, staged once in shared memory) is read by the tensor cores for all four warps, where
+ * k_sqr's warps each read their fragments through the L1. Per block one
+ * wgmma.m64n64k32.s32.s8.s8 with A (the weights, signed bytes) from registers makes both levels'
+ * sums at once (columns 0..31 hi, 32..63 lo); then the same per-block scaling as k_sqr. The
+ * wgmma is waited on before its sums are read (one in flight: the simple form). */
+static __device__ __forceinline__ uint64_t sqw_desc(const void *tile)
+{
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(tile);
+    return (uint64_t)((a & 0x3ffff) >> 4) | (uint64_t)(128 >> 4) << 16 | (uint64_t)(256 >> 4) << 32;
+}
+
+/* d (32 sums a thread) = a (this warp's 16 rows of the block, m16n8k32's A fragment) · the B tile. */
+static __device__ __forceinline__ void sqw_mma(int (&d)[32], const int (&a)[4], uint64_t desc)
+{
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                 "{%32, %33, %34, %35}, %36, p;\n}\n"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]), "=r"(d[4]), "=r"(d[5]), "=r"(d[6]), "=r"(d[7]),
+                   "=r"(d[8]), "=r"(d[9]), "=r"(d[10]), "=r"(d[11]), "=r"(d[12]), "=r"(d[13]), "=r"(d[14]),
+                   "=r"(d[15]), "=r"(d[16]), "=r"(d[17]), "=r"(d[18]), "=r"(d[19]), "=r"(d[20]), "=r"(d[21]),
+                   "=r"(d[22]), "=r"(d[23]), "=r"(d[24]), "=r"(d[25]), "=r"(d[26]), "=r"(d[27]), "=r"(d[28]),
+                   "=r"(d[29]), "=r"(d[30]), "=r"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(0)
+                 : "memory");
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#pragma unroll
+    for (int i = 0; i < 32; i++) asm volatile("" : "+r"(d[i])::"memory"); /* read only after the wait */
+}
+
+template <int MODE>
+__global__ void __launch_bounds__(THREADS, SQR_MINB) k_sqw(const uint8_t *__restrict__ w, int64_t rows, int64_t nb,
+                                                             const uint32_t *__restrict__ xf,
+                                                             const float *__restrict__ xd2, float *__restrict__ y,
+                                                             int T)
+{
+    extern __shared__ __align__(128) uint4 tiles[]; /* the part's B images, 2 KB a column block */
+    const int     lane = threadIdx.x % 32, wid = threadIdx.x / 32, g = lane / 4, c = lane % 4;
+    const int     parts = (int)(nb / KPER), part = (int)(blockIdx.x % parts), rg = (int)(blockIdx.x / parts);
+    const int64_t b0 = (int64_t)part * KPER, row_bytes = nb * 18;
+    for (int i = threadIdx.x; i < KPER * 128; i += THREADS) tiles[i] = ((const uint4 *)xf)[b0 * 128 + i];
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* the stores, seen by the tensor cores */
+    __syncthreads();
+    const float4  *dq = (const float4 *)xd2 + b0 * 8;
+    const int64_t  r0 = ((int64_t)rg * WARPS + wid) * 16, ra = r0 + g, rb = ra + 8;
+    const uint8_t *pa = w + (ra < rows ? ra : 0) * row_bytes, *pb = w + (rb < rows ? rb : 0) * row_bytes;
+    float          acc[4][4] = {};
+    uint32_t       keep      = 0;
+#pragma unroll 1
+    for (int k = 0; k < KPER; k += U) {
+        uint32_t ca[U], cb[U];
+        uint2    sa, sb;
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            ca[u] = *(const uint32_t *)(pa + 16 * (b0 + k + u) + 4 * c),
+            cb[u] = *(const uint32_t *)(pb + 16 * (b0 + k + u) + 4 * c);
+        static_assert(U == 4, "a round's scales in one 8-byte load");
+        sa = *(const uint2 *)(pa + nb * 16 + 2 * (b0 + k)), sb = *(const uint2 *)(pb + nb * 16 + 2 * (b0 + k));
+        if constexpr (MODE == 0) {
+#pragma unroll
+            for (int u = 0; u < U; u++) keep ^= ca[u] + cb[u];
+            keep ^= sa.x + sa.y + sb.x + sb.y;
+        } else
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int      b    = k + u;
+            const int      a[4] = {q4_lo(ca[u]), q4_lo(cb[u]), q4_hi(ca[u]), q4_hi(cb[u])};
+            int            d[32];
+            sqw_mma(d, a, sqw_desc(tiles + b * 128));
+            const float4  *dp = dq + (b * 4 + c) * 2, d0 = dp[0], d1 = dp[1];
+            const float    dx[4][2] = {{d0.x, d0.y}, {d0.z, d0.w}, {d1.x, d1.y}, {d1.z, d1.w}};
+            const uint32_t wa = u < 2 ? sa.x : sa.y, wb = u < 2 ? sb.x : sb.y;
+            const float    swa = __half2float(__ushort_as_half((unsigned short)(wa >> (16 * (u % 2)))));
+            const float    swb = __half2float(__ushort_as_half((unsigned short)(wb >> (16 * (u % 2)))));
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) { /* column 8 j + 2 c + e % 2: hi in chunk j, lo in chunk j + 4 */
+                    const int sum = 256 * d[4 * j + e] + d[16 + 4 * j + e];
+                    float    &r   = acc[j][e];
+                    r = MODE == 2 ? r + (float)sum : fmaf((e < 2 ? swa : swb) * dx[j][e % 2], (float)sum, r);
+                }
+        }
+    }
+    if (MODE == 0) {
+        if (keep == 0x9e3779b9u) y[0] = 1.0f; /* the loads stay */
+        return;
+    }
+    y += (int64_t)part * T * rows;
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int     t = 8 * j + 2 * c + e % 2;
+            const int64_t r = r0 + g + 8 * (e / 2);
+            if (t < T && r < rows) y[(int64_t)t * rows + r] = acc[j][e];
+        }
+}
+#endif
+
 /* ---- host ---------------------------------------------------------------------------------- */
 
 
@@ -223,9 +353,16 @@ static double run(const uint8_t *dw, size_t wbytes, int copies, int64_t rows, in
     const int     parts = (int)(nb / KPER);
     const unsigned grid = (unsigned)((rows + ROWS - 1) / ROWS * parts);
     const int64_t n = (int64_t)T * rows;
+#if SQR_WGMMA
+    CHECK(cudaFuncSetAttribute(k_sqw<MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, KPER * 2048));
+#endif
     return sa_timed(timed ? REPS : 1, [&](int r) {
         const uint8_t *w = dw + (size_t)(timed ? r % copies : 0) * wbytes;
+#if SQR_WGMMA
+        k_sqw<MODE><<<grid, THREADS, (size_t)KPER * 2048>>>(w, rows, nb, dxf, dxd, parts > 1 ? dpart : dy, T);
+#else
         k_sqr<MODE><<<grid, THREADS>>>(w, rows, nb, dxf, dxd, parts > 1 ? dpart : dy, T);
+#endif
         if (parts > 1 && MODE) k_parts_sum<<<(unsigned)((n + 255) / 256), 256>>>(dpart, parts, n, dy);
     });
 }
