@@ -29,21 +29,15 @@ void gpu_trace_register(void (*attach)(gpu_trace_buf *buf))
 }
 
 typedef struct {
-    const char *name;
-    unsigned    grid[3], block;
-    double      cost_ns, wait_ns; /* sums over the matched replays */
-} trace_launch;
-
-typedef struct {
-    uint64_t      key;
-    trace_launch *l;
-    int           n, cap;
-    int64_t       replays, unmatched;
+    uint64_t            key;
+    celer_trace_launch *l; /* the recorded step's launches (backends/gpu/trace_match.h) */
+    int                 n, cap;
+    int64_t             replays, unmatched;
 } trace_key;
 
 struct gpu_trace {
-    gpu_trace_buf *dev;
-    gpu_trace_rec *host;
+    gpu_trace_buf   *dev;
+    celer_trace_rec *host;
     trace_key      keys[TRACE_KEYS];
     int            n_keys;
 };
@@ -53,8 +47,8 @@ celer_status gpu_trace_open(gpu_backend *g, celer_error *err)
     struct gpu_trace *t = (struct gpu_trace *)calloc(1, sizeof *t);
     if (!t) return celer_fail(err, CELER_ERR_OOM, "%s: no memory for the step trace", CELER_GPU_NAME);
     g->trace     = t;
-    t->host      = (gpu_trace_rec *)malloc(TRACE_CAP * sizeof *t->host);
-    const size_t bytes = sizeof(gpu_trace_buf) + (TRACE_CAP - 1) * sizeof(gpu_trace_rec);
+    t->host      = (celer_trace_rec *)malloc(TRACE_CAP * sizeof *t->host);
+    const size_t bytes = sizeof(gpu_trace_buf) + (TRACE_CAP - 1) * sizeof(celer_trace_rec);
     if (!t->host) return celer_fail(err, CELER_ERR_OOM, "%s: no memory for the step trace", CELER_GPU_NAME);
     GPU_TRY(g, err, cudaMalloc((void **)&t->dev, bytes), "allocating the step trace");
     const gpu_trace_buf head = {0, TRACE_CAP, {}};
@@ -99,29 +93,18 @@ void gpu_trace_note(gpu_backend *g, const char *name, dim3 grid, dim3 block)
     trace_key *e = key_of(g->trace, g->step_key);
     if (!e) return;
     if (e->n == e->cap) {
-        const int     cap = e->cap ? 2 * e->cap : 256;
-        trace_launch *l   = (trace_launch *)realloc(e->l, (size_t)cap * sizeof *l);
+        const int           cap = e->cap ? 2 * e->cap : 256;
+        celer_trace_launch *l   = (celer_trace_launch *)realloc(e->l, (size_t)cap * sizeof *l);
         if (!l) return;
         e->l = l, e->cap = cap;
     }
-    e->l[e->n++] = (trace_launch){name, {grid.x, grid.y, grid.z}, block.x, 0.0, 0.0};
+    e->l[e->n++] = (celer_trace_launch){name, {grid.x, grid.y, grid.z}, block.x, 0.0, 0.0};
 }
 
 celer_status gpu_trace_before(gpu_backend *g, celer_error *err)
 {
     GPU_TRY(g, err, cudaMemsetAsync(&g->trace->dev->n, 0, sizeof(unsigned), g->stream), "clearing the step trace");
     return CELER_OK;
-}
-
-static int by_release(const void *a, const void *b)
-{
-    const unsigned long long x = ((const gpu_trace_rec *)a)->release, y = ((const gpu_trace_rec *)b)->release;
-    return x < y ? -1 : x > y;
-}
-
-static bool same_shape(const gpu_trace_rec *r, const trace_launch *l)
-{
-    return r->grid[0] == l->grid[0] && r->grid[1] == l->grid[1] && r->grid[2] == l->grid[2] && r->block == l->block;
 }
 
 celer_status gpu_trace_after(gpu_backend *g, celer_error *err)
@@ -135,17 +118,10 @@ celer_status gpu_trace_after(gpu_backend *g, celer_error *err)
     if (n > TRACE_CAP) n = TRACE_CAP;
     GPU_TRY(g, err, cudaMemcpy(t->host, t->dev->rec, n * sizeof *t->host, cudaMemcpyDeviceToHost),
             "reading the step trace");
-    qsort(t->host, n, sizeof *t->host, by_release);
     /* one record a launch, in the launches' order (kernels launched by a library, as cuBLAS's, stamp
      * nothing and are not noted either) */
-    if (n != (unsigned)e->n) return e->unmatched++, CELER_OK;
-    for (int i = 0; i < e->n; i++)
-        if (!same_shape(&t->host[i], &e->l[i])) return e->unmatched++, CELER_OK;
-    for (int i = 0; i + 1 < e->n; i++) {
-        e->l[i].cost_ns += (double)(t->host[i + 1].release - t->host[i].release);
-        e->l[i].wait_ns += (double)(t->host[i].release - t->host[i].arrive);
-    }
-    e->replays++;
+    if (celer_trace_add(t->host, (int)n, e->l, e->n)) e->replays++;
+    else e->unmatched++;
     return CELER_OK;
 }
 
@@ -175,7 +151,7 @@ void gpu_trace_print(const gpu_backend *g)
                 (unsigned long long)e->key, (long long)e->replays, (long long)e->unmatched, e->n);
         fprintf(stderr, "  %5s  %-24s %-18s %9s %9s\n", "#", "kernel", "grid x block", "cost us", "wait us");
         for (int i = 0; i + 1 < e->n; i++) {
-            const trace_launch *l = &e->l[i];
+            const celer_trace_launch *l = &e->l[i];
             char                shape[40];
             snprintf(shape, sizeof shape, "%ux%ux%u x %u", l->grid[0], l->grid[1], l->grid[2], l->block);
             fprintf(stderr, "  %5d  %-24s %-18s %9.2f %9.2f\n", i, l->name, shape, l->cost_ns / r * 1e-3,

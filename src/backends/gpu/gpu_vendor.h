@@ -321,21 +321,20 @@ static __device__ __forceinline__ void gpu_hmma_16x8x16(float c[4], const uint32
  * into the buffer gpu_trace.cu made (one record a call, in the order the waits return). There is
  * no separable compilation, so each source file has its own copy of the buffer's address, which
  * gpu_trace.cu sets through the function every file registers as it loads. */
+extern "C" {
+#include "backends/gpu/trace_match.h"
+}
 typedef struct {
-    unsigned long long arrive, release; /* ns, %globaltimer */
-    unsigned           grid[3], block;
-} gpu_trace_rec;
-typedef struct {
-    unsigned      n, cap;
-    gpu_trace_rec rec[1]; /* cap of them */
+    unsigned        n, cap;
+    celer_trace_rec rec[1]; /* cap of them (backends/gpu/trace_match.h) */
 } gpu_trace_buf;
 static __device__ gpu_trace_buf *gpu_trace_dev;
 void gpu_trace_register(void (*attach)(gpu_trace_buf *buf));
 static void gpu_trace_attach_here(gpu_trace_buf *buf) { (void)cudaMemcpyToSymbol(gpu_trace_dev, &buf, sizeof buf); }
 static const int gpu_trace_registered = (gpu_trace_register(gpu_trace_attach_here), 0);
-static __device__ __forceinline__ unsigned long long gpu_trace_now(void)
+static __device__ __forceinline__ uint64_t gpu_trace_now(void)
 {
-    unsigned long long t;
+    uint64_t t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
 }
@@ -344,7 +343,7 @@ static __device__ __forceinline__ void gpu_dep_enter(void)
 {
 #if CELER_GPU_TRACE
     const bool first = (threadIdx.x | threadIdx.y | threadIdx.z | blockIdx.x | blockIdx.y | blockIdx.z) == 0;
-    const unsigned long long arrive = first ? gpu_trace_now() : 0;
+    const uint64_t arrive = first ? gpu_trace_now() : 0;
 #endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
