@@ -7,8 +7,9 @@
  * the launch gap), and the stamp before the wait tells how early the kernel was in place.
  *
  * The launches a step records are noted in order with their grids (GPU_LAUNCH); a replay's
- * records, in the order of their release, are matched to them by grid and block size; a replay
- * whose records do not match is left out and counted. Means over the replays are printed per
+ * records, in the order of their release, are matched to them by grid and block size
+ * (trace_match.c, tested on the host); a replay whose records do not match is left out and
+ * counted. Means over the replays are printed per
  * step graph (the most replayed first) when the backend is freed, then summed by kernel name. */
 #include "backends/gpu/gpu_backend.h"
 
