@@ -211,7 +211,6 @@ __global__ void __launch_bounds__(THREADS) k_sqh(const uint8_t *__restrict__ w, 
 
 /* ---- host ---------------------------------------------------------------------------------- */
 
-
 /* One format's weights as stored (a row: codes, then f16 scales) and as values. */
 static void make_weights(int f, int64_t rows, int64_t nb, uint8_t *w, float *val)
 {

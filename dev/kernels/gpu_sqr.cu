@@ -325,7 +325,6 @@ __global__ void __launch_bounds__(THREADS, SQR_MINB) k_sqw(const uint8_t *__rest
 
 /* ---- host ---------------------------------------------------------------------------------- */
 
-
 static int code(float v) { return v != v ? 0 : v > 127.0f ? 127 : v < -127.0f ? -127 : (int)lrintf(v); }
 
 /* x's token rows in the X32 format, as xq_put quantizes them (the same roundings in f32): codes

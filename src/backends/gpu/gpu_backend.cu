@@ -444,6 +444,10 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
         gpu_free(&g->base);
         return st;
     }
+#else
+    if (env_is("CELER_GPU_TRACE", "1")) /* asked of a build that cannot: say so, run untraced */
+        fprintf(stderr, "celer: %s: CELER_GPU_TRACE=1 needs a trace build (cmake -DCELER_CUDA=ON "
+                "-DCELER_GPU_TRACE=ON); this one records no timeline\n", CELER_GPU_NAME);
 #endif
     *out = &g->base;
     return CELER_OK;

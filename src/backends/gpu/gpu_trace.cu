@@ -9,8 +9,8 @@
  * The launches a step records are noted in order with their grids (GPU_LAUNCH); a replay's
  * records, in the order of their release, are matched to them by grid and block size
  * (trace_match.c, tested on the host); a replay whose records do not match is left out and
- * counted. Means over the replays are printed per
- * step graph (the most replayed first) when the backend is freed, then summed by kernel name. */
+ * counted. Means over the replays are printed per step graph (the most replayed first) when the
+ * backend is freed, then summed by kernel name. */
 #include "backends/gpu/gpu_backend.h"
 
 #if CELER_GPU_TRACE
@@ -39,8 +39,8 @@ typedef struct {
 struct gpu_trace {
     gpu_trace_buf   *dev;
     celer_trace_rec *host;
-    trace_key      keys[TRACE_KEYS];
-    int            n_keys;
+    trace_key        keys[TRACE_KEYS];
+    int              n_keys;
 };
 
 celer_status gpu_trace_open(gpu_backend *g, celer_error *err)
@@ -153,7 +153,7 @@ void gpu_trace_print(const gpu_backend *g)
         fprintf(stderr, "  %5s  %-24s %-18s %9s %9s\n", "#", "kernel", "grid x block", "cost us", "wait us");
         for (int i = 0; i + 1 < e->n; i++) {
             const celer_trace_launch *l = &e->l[i];
-            char                shape[40];
+            char                      shape[40];
             snprintf(shape, sizeof shape, "%ux%ux%u x %u", l->grid[0], l->grid[1], l->grid[2], l->block);
             fprintf(stderr, "  %5d  %-24s %-18s %9.2f %9.2f\n", i, l->name, shape, l->cost_ns / r * 1e-3,
                     l->wait_ns / r * 1e-3);
