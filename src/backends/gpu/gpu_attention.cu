@@ -64,14 +64,18 @@ template <int N> static __device__ __forceinline__ void warp_sums(float (&v)[N],
 }
 
 /* The cache slots of keys j0 .. j0 + K - 1 through the sequence's block table, -1 for those past
- * hi (none read: masked by the caller). */
+ * hi (none read: masked by the caller). One division for the run, the rest carried key by key (a
+ * division a key, and its branch, were most of a warp's ~540 instructions before the wait). */
 template <int K>
 static __device__ __forceinline__ void att_slots(const int32_t *table, int32_t block_size, int32_t j0, int32_t hi,
                                                  int64_t (&slot)[K])
 {
+    int32_t blk = j0 <= hi ? j0 / block_size : 0, off = j0 - blk * block_size;
 #pragma unroll
-    for (int j = 0; j < K; j++)
-        slot[j] = j0 + j <= hi ? (int64_t)table[(j0 + j) / block_size] * block_size + (j0 + j) % block_size : -1;
+    for (int j = 0; j < K; j++) {
+        slot[j] = j0 + j <= hi ? (int64_t)table[blk] * block_size + off : -1;
+        if (++off == block_size) off = 0, blk++;
+    }
 }
 
 /* Keys O .. O + K - 1 of a warp's pass and their values (zeros for a slot of -1) into those rows
@@ -152,7 +156,8 @@ static __device__ __forceinline__ void merge_heads(P *part, int64_t row0, int ng
                                                    float *out, const gpu_xq_out &xo, float *s_w, float *s_l)
 {
     const int     lane = threadIdx.x % CELER_WARP, wid = threadIdx.x / CELER_WARP, nw = blockDim.x / CELER_WARP;
-    const int64_t st = hd + 2, n = ng * hd;
+    const int64_t st = hd + 2;
+    const int     n = ng * (int)hd, d = (int)hd; /* at most GMAX heads of HD_MAX: 32-bit divisions */
     for (int g = wid; g < ng; g += nw) {
         P    *pr = part + (row0 + g) * splits * st;
         float M = -INFINITY, L = 0.0f;
@@ -166,14 +171,14 @@ static __device__ __forceinline__ void merge_heads(P *part, int64_t row0, int ng
         if (lane == 0) s_l[g] = L;
     }
     __syncthreads();
-    for (int64_t r = threadIdx.x; r < n; r += MERGE_OUTS * (int64_t)blockDim.x) {
+    for (int r = threadIdx.x; r < n; r += MERGE_OUTS * (int)blockDim.x) {
         P           *pv[MERGE_OUTS];
         const float *wv[MERGE_OUTS];
         float        v[MERGE_OUTS];
         bool         live[MERGE_OUTS];
 #pragma unroll
         for (int k = 0; k < MERGE_OUTS; k++) {
-            const int64_t rk = r + k * (int64_t)blockDim.x, g = rk < n ? rk / hd : 0, i = rk % hd;
+            const int rk = r + k * (int)blockDim.x, g = rk < n ? rk / d : 0, i = rk % d;
             live[k] = rk < n, v[k] = 0.0f;
             pv[k] = part + (row0 + g) * splits * st + 2 + i, wv[k] = s_w + g * splits;
         }
@@ -185,7 +190,8 @@ static __device__ __forceinline__ void merge_heads(P *part, int64_t row0, int ng
 #pragma unroll
         for (int k = 0; k < MERGE_OUTS; k++) {
             if (!live[k]) continue;
-            const int64_t rk = r + k * (int64_t)blockDim.x, g = rk / hd, i = rk % hd, row = row0 + g;
+            const int     rk = r + k * (int)blockDim.x, g = rk / d, i = rk % d;
+            const int64_t row = row0 + g;
             const float   L  = s_l[g];
             put_out(out + row * hd, i, L > 0.0f ? v[k] / L : 0.0f, row * hd, xo);
         }
@@ -236,8 +242,11 @@ __global__ void __launch_bounds__(THREADS) k_attention(
     constexpr int GMAX = GM, NV = HDC / CELER_WARP, VW = NV < 4 ? NV : 4, NC = NV / VW;
     constexpr int KPW = 32 / NV, MAX_WARPS = THREADS / 32;
     __shared__ float s_m[MAX_WARPS][GMAX], s_l[MAX_WARPS][GMAX], s_acc[MAX_WARPS][GMAX][HDC];
-    const int64_t    G = n_heads / n_kv_heads, hg = (G + hpb - 1) / hpb, kw = n_kv_heads * hd;
-    const int64_t    t = blockIdx.x, kvh = blockIdx.y / hg, g0 = blockIdx.y % hg * hpb;
+    /* head indices in 32 bits (n_heads is at most GPU_MAX_GRID_YZ: gpu_attention): 64-bit ones took
+     * the division routine's calls */
+    const int        G = (int)n_heads / (int)n_kv_heads, hg = (G + hpb - 1) / hpb;
+    const int64_t    kw = n_kv_heads * hd, t = blockIdx.x;
+    const int        kvh = (int)blockIdx.y / hg, g0 = (int)blockIdx.y % hg * hpb;
     const int        ng = (int)(G - g0 < hpb ? G - g0 : hpb); /* hpb <= GMAX */
     const int        lane = threadIdx.x % CELER_WARP, wid = threadIdx.x / CELER_WARP, nw = blockDim.x / CELER_WARP;
     const int64_t    h0 = kvh * G + g0; /* the block's first query head */
@@ -290,9 +299,9 @@ __global__ void __launch_bounds__(THREADS) k_attention(
             }
     }
     __syncthreads();
-    for (int64_t r = threadIdx.x; r < ng * hd; r += blockDim.x) { /* consecutive threads, consecutive values */
-        const int     g = (int)(r / hd);
-        const int64_t i = r % hd, h = h0 + g;
+    for (int r = threadIdx.x; r < ng * (int)hd; r += blockDim.x) { /* consecutive threads, consecutive values */
+        const int     g = r / (int)hd;
+        const int64_t i = r % (int)hd, h = h0 + g;
         float         M = -INFINITY, L = 0.0f, v = 0.0f;
         for (int w = 0; w < nw; w++) M = fmaxf(M, s_m[w][g]);
         for (int w = 0; w < nw; w++) {
@@ -346,7 +355,7 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attention_lanes(
     constexpr int NV = 16, LPK = HDC / NV, KP = 2, GROUPS = ATT_THREADS / LPK;
     __shared__ float s_m[GROUPS], s_l[GROUPS], s_acc[GROUPS][HDC];
     (void)hpb;
-    const int64_t t = blockIdx.x, h = blockIdx.y, kvh = h / (n_heads / n_kv_heads), kw = n_kv_heads * hd;
+    const int64_t t = blockIdx.x, h = blockIdx.y, kvh = (int)h / ((int)n_heads / (int)n_kv_heads), kw = n_kv_heads * hd;
     const int     r = threadIdx.x % LPK, grp = threadIdx.x / LPK; /* lane r of group grp */
     const int     wgrp = threadIdx.x / CELER_WARP * (CELER_WARP / LPK); /* the warp's first group */
     const int32_t p = pos[t], lo0 = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
