@@ -80,6 +80,9 @@
 #            step's kernels in order with what each costs the step (its dependency wait's release to the
 #            next kernel's: src/backends/gpu/gpu_trace.cu) and how long it waited, then by kernel name
 #            (logs/trace-*.txt); run build first (its celer makes the models)
+#   standalone  the standalone CUDA harnesses of dev/kernels (STANDALONE, default gpu_mvbulk; also
+#            gpu_readpat gpu_sqh gpu_sqr), built with nvcc for sm_90 and run with STANDALONE_ARGS
+#            (logs/standalone-*.txt); a FAILED row (an output against its reference) is counted
 #   ab       variants side by side in one run (what a change is worth, on one machine's noise): AB
 #            lists them, space-separated, each NAME or NAME:ITEM,ITEM.. where an item is a patch
 #            file (applied with git apply to a copy of this tree, built apart) or ENV=VALUE (set
@@ -388,6 +391,18 @@ step_kernels() {
         kernel_build "$k" || { result "kernels $k (build)" FAILED; continue; }
         "$B/kernel_$k" "${KERNEL_REPS:-30}" 2>&1 | tee "$OUT/logs/kernels-$k.txt"
         result "kernels $k" "$(grep -c 'FAILED' "$OUT/logs/kernels-$k.txt") failed checks"
+    done
+}
+
+step_standalone() {
+    local k
+    for k in ${STANDALONE:-gpu_mvbulk}; do
+        nvcc -O3 -arch=sm_90 -std=c++17 "dev/kernels/$k.cu" -o "$OUT/$k" >"$OUT/logs/standalone-$k-build.txt" 2>&1 ||
+            { result "standalone $k (build)" FAILED; continue; }
+        # shellcheck disable=SC2086 # the arguments are words
+        "$OUT/$k" ${STANDALONE_ARGS:-} >"$OUT/logs/standalone-$k.txt" 2>&1
+        result "standalone $k" "rc=$?, $(grep -c 'FAILED' "$OUT/logs/standalone-$k.txt") failed (logs/standalone-$k.txt)"
+        rm -f "$OUT/$k"
     done
 }
 

@@ -1,0 +1,303 @@
+/* Can a one-token decode product stream its weights at the copy rate if the bytes in flight do
+ * not live in registers? The engine's k_mmvq (gpu_matvec.cu) loads a lane's units into registers,
+ * then dots them: while a warp dots, it has nothing in flight, and more units a lane cost the
+ * registers that keep warps on an SM (MVQ_UNROLL 4 lost 6-9%). Its loads alone stream at ~4.6 TB/s
+ * (gpu_readpat.cu), the kernel at ~3.2 (the 8B's gate/up and down) and ~2.4 (q/k/v, o).
+ *
+ * Q4_0 in the SPLIT layout (a row: cols / 2 code bytes, unit u's 16 at 16u, byte i holding values
+ * i and i + 16 in its nibbles; then the units' f16 scales), activations at 8 bits (a block of 32:
+ * int8 codes, a float scale, and the scale times the codes' sum), one token:
+ *   regs      as k_mmvq's unsliced one-token X8 pass with x staged (XS): 4 warps a block, 4 rows a
+ *             warp, a lane units u and u + 32 of each row a round, loaded then dotted;
+ *   bulk R/P  a warp streams groups of R consecutive rows (R · row bytes, contiguous) into shared
+ *             memory with cp.async.bulk, P groups in flight (an mbarrier each), and dots a group
+ *             from there while the next ones land; a persistent grid (blocks an SM by the shared
+ *             memory), x staged once a block.
+ * Each at the 8B's shapes (rows × cols: 14336 × 4096 gate or up, 4096 × 14336 down, 6144 × 4096
+ * q/k/v, 4096 × 4096 o), rotating over copies worth 8 times the L2, back-to-back plain launches:
+ * µs a call and GB/s; each output checked against a double-precision product of the same codes.
+ *
+ * Standalone (no engine code): nvcc -O3 -arch=sm_90 dev/kernels/gpu_mvbulk.cu -o mvbulk && ./mvbulk */
+#include "standalone.cuh"
+
+#include <cuda_fp16.h>
+#include <string.h>
+
+enum { REPS = 50, RW = 4 /* regs: rows a warp */, RT = 128 /* regs: threads a block */ };
+
+typedef struct {
+    int64_t rows, cols, row_b; /* row_b: cols / 2 code bytes, then cols / 32 f16 scales */
+} shape;
+
+static __host__ __device__ int64_t row_bytes(int64_t cols) { return cols / 2 + cols / 16; }
+
+/* x in shared memory: block b's 32 codes as two 16-byte chunks, chunk k at c[k · nb + b] (a warp's
+ * loads of one chunk of consecutive blocks consecutive), then (d, d · Σ codes) a block. */
+static __host__ __device__ size_t x_smem(int64_t cols) { return (size_t)(cols / 32) * (2 * 16 + 8); }
+
+static __device__ void x_stage(uint4 *mem, const int8_t *xq, const float2 *xd, int64_t nb)
+{
+    float2 *dd = (float2 *)(mem + 2 * nb);
+    for (int64_t i = threadIdx.x; i < 2 * nb; i += blockDim.x) mem[(i % 2) * nb + i / 2] = ((const uint4 *)xq)[i];
+    for (int64_t i = threadIdx.x; i < nb; i += blockDim.x) dd[i] = xd[i];
+    __syncthreads();
+}
+
+static __device__ __forceinline__ float f16(uint32_t h) { return __half2float(__ushort_as_half((unsigned short)h)); }
+
+/* Σ over one unit of one row: d_w · d_x · Σ q x + (−8 d_w) · d_x S (codes q of 0..15, x int8). */
+static __device__ __forceinline__ float unit_dot(uint4 q, uint32_t sc, const uint4 *xs, int64_t nb, int64_t u)
+{
+    const uint4    a = xs[u], b = xs[nb + u];
+    const float2   dd = ((const float2 *)(xs + 2 * nb))[u];
+    const uint32_t v[4] = {q.x, q.y, q.z, q.w}, x[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+    int            s = 0;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        s = __dp4a((int)(v[k] & 0x0f0f0f0fu), (int)x[k], s);
+        s = __dp4a((int)((v[k] >> 4) & 0x0f0f0f0fu), (int)x[4 + k], s);
+    }
+    const float A = f16(sc);
+    return A * dd.x * (float)s - 8.0f * A * dd.y;
+}
+
+static __device__ __forceinline__ float warp_sum(float v)
+{
+    for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+    return v;
+}
+
+__global__ void __launch_bounds__(RT) k_regs(const uint8_t *w, shape s, const int8_t *xq, const float2 *xd, float *y)
+{
+    extern __shared__ uint4 xs[];
+    const int64_t nb = s.cols / 32, nu = nb;
+    const int     lane = threadIdx.x % 32;
+    const int64_t r0   = ((int64_t)blockIdx.x * (RT / 32) + threadIdx.x / 32) * RW;
+    x_stage(xs, xq, xd, nb);
+    if (r0 >= s.rows) return;
+    float acc[RW] = {};
+    for (int64_t u = lane; u < nu; u += 64) {
+        uint4    q[2][RW];
+        uint32_t sc[2][RW];
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+#pragma unroll
+            for (int i = 0; i < RW; i++) {
+                const uint8_t *row = w + (r0 + i) * s.row_b;
+                const int64_t  uu  = u + 32 * j < nu ? u + 32 * j : u;
+                q[j][i]            = *(const uint4 *)(row + 16 * uu);
+                sc[j][i]           = *(const uint16_t *)(row + s.cols / 2 + 2 * uu);
+            }
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+            if (u + 32 * j < nu)
+#pragma unroll
+                for (int i = 0; i < RW; i++) acc[i] += unit_dot(q[j][i], sc[j][i], xs, nb, u + 32 * j);
+    }
+#pragma unroll
+    for (int i = 0; i < RW; i++) {
+        const float t = warp_sum(acc[i]);
+        if (lane == 0) y[r0 + i] = t;
+    }
+}
+
+/* ---- bulk: cp.async.bulk into a ring of P stages a warp ---------------------------------- */
+
+static __device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+static __device__ __forceinline__ void bulk_get(void *dst, const void *src, uint32_t bytes, uint64_t *bar)
+{
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* the warp's reads of dst before the copy's writes */
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
+                 : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     smem_addr(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_addr(bar))
+                 : "memory");
+}
+
+static __device__ __forceinline__ void bar_wait(uint64_t *bar, uint32_t parity)
+{
+    uint32_t done;
+    do {
+        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(done)
+                     : "r"(smem_addr(bar)), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+
+/* Shared memory of a block of W warps: x, then the warps' rings (W · P · R rows), then the
+ * barriers (W · P). */
+static size_t bulk_smem(int64_t cols, int R, int P, int W)
+{
+    return x_smem(cols) + (size_t)W * P * R * row_bytes(cols) + (size_t)W * P * 8;
+}
+
+template <int R, int P>
+__global__ void __launch_bounds__(256) k_bulk(const uint8_t *w, shape s, const int8_t *xq, const float2 *xd, float *y)
+{
+    extern __shared__ uint4 mem[];
+    const int64_t nb = s.cols / 32, nu = nb, gb = R * s.row_b; /* a group's bytes */
+    const int     W = blockDim.x / 32, wib = threadIdx.x / 32, lane = threadIdx.x % 32;
+    uint8_t      *ring = (uint8_t *)(mem + x_smem(s.cols) / 16) + (size_t)wib * P * gb;
+    uint64_t     *bar  = (uint64_t *)((uint8_t *)(mem + x_smem(s.cols) / 16) + (size_t)W * P * gb) + wib * P;
+    const int64_t groups = s.rows / R, gw = (int64_t)blockIdx.x * W + wib, GW = (int64_t)gridDim.x * W;
+    if (lane == 0) {
+        for (int p = 0; p < P; p++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar + p)));
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        for (int p = 0; p < P; p++) /* the first groups' loads before x is staged */
+            if (gw + p * GW < groups) bulk_get(ring + p * gb, w + (gw + p * GW) * gb, (uint32_t)gb, bar + p);
+    }
+    x_stage(mem, xq, xd, nb); /* its barrier also makes the barriers' init visible to the block */
+    for (int64_t n = 0, g = gw; g < groups; n++, g += GW) {
+        const int st = (int)(n % P);
+        bar_wait(bar + st, (uint32_t)((n / P) & 1));
+        const uint8_t *grp = ring + st * gb;
+        float          acc[R] = {};
+        for (int64_t u = lane; u < nu; u += 32) {
+#pragma unroll
+            for (int i = 0; i < R; i++) {
+                const uint8_t *row = grp + i * s.row_b;
+                acc[i] += unit_dot(*(const uint4 *)(row + 16 * u), *(const uint16_t *)(row + s.cols / 2 + 2 * u), mem,
+                                   nb, u);
+            }
+        }
+        __syncwarp();
+        if (lane == 0 && g + P * GW < groups) bulk_get(ring + st * gb, w + (g + P * GW) * gb, (uint32_t)gb, bar + st);
+#pragma unroll
+        for (int i = 0; i < R; i++) {
+            const float t = warp_sum(acc[i]);
+            if (lane == 0) y[g * R + i] = t;
+        }
+    }
+}
+
+/* ---- host ----------------------------------------------------------------------------------- */
+
+static uint16_t to_f16(float f) { return __half_as_ushort(__float2half(f)); }
+static float    from_f16(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+
+/* y_ref in double from the codes as stored (copy 0). */
+static void reference(const uint8_t *w, shape s, const int8_t *xq, const float2 *xd, double *y)
+{
+    const int64_t nb = s.cols / 32;
+    for (int64_t r = 0; r < s.rows; r++) {
+        const uint8_t  *row = w + r * s.row_b;
+        const uint16_t *sc  = (const uint16_t *)(row + s.cols / 2);
+        double          t   = 0;
+        for (int64_t b = 0; b < nb; b++) {
+            double d = 0;
+            for (int i = 0; i < 16; i++) {
+                const uint8_t c = row[16 * b + i];
+                d += (double)((c & 15) - 8) * xq[32 * b + i] + (double)((c >> 4) - 8) * xq[32 * b + 16 + i];
+            }
+            t += d * from_f16(sc[b]) * xd[b].x;
+        }
+        y[r] = t;
+    }
+}
+
+static double rel_l2(const float *y, const double *ref, int64_t n)
+{
+    double e = 0, m = 0;
+    for (int64_t i = 0; i < n; i++) e += (y[i] - ref[i]) * (y[i] - ref[i]), m += ref[i] * ref[i];
+    return sqrt(e / (m > 0 ? m : 1));
+}
+
+typedef void (*kern)(const uint8_t *, shape, const int8_t *, const float2 *, float *);
+
+typedef struct {
+    const char *name;
+    kern        fn;
+    int         R, P, W; /* bulk; R 0: regs */
+} variant;
+
+int main(int argc, char **argv)
+{
+    int dev = 0, sms, smem_max;
+    CHECK(cudaGetDevice(&dev));
+    CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    CHECK(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    int l2 = 0;
+    CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+    const variant V[] = {
+        {"regs", k_regs, 0, 0, 4},
+        {"bulk R1 P4 W8", k_bulk<1, 4>, 1, 4, 8},   {"bulk R2 P2 W8", k_bulk<2, 2>, 2, 2, 8},
+        {"bulk R2 P3 W4", k_bulk<2, 3>, 2, 3, 4},   {"bulk R4 P2 W4", k_bulk<4, 2>, 4, 2, 4},
+        {"bulk R1 P8 W4", k_bulk<1, 8>, 1, 8, 4},   {"bulk R4 P3 W2", k_bulk<4, 3>, 4, 3, 2},
+    };
+    const int64_t shapes[][2] = {{14336, 4096}, {4096, 14336}, {6144, 4096}, {4096, 4096}};
+    const char   *only        = argc > 1 ? argv[1] : NULL; /* a variant's name prefix */
+    printf("%-16s %14s %10s %10s %10s %12s\n", "variant", "rows x cols", "us", "GB/s", "rel L2", "blocks x thr");
+    for (const auto &sh : shapes) {
+        shape s = {sh[0], sh[1], row_bytes(sh[1])};
+        const int64_t bytes = s.rows * s.row_b, nb = s.cols / 32;
+        const int     copies = (int)((8LL * l2 + bytes - 1) / bytes) + 1;
+        uint8_t      *hw     = (uint8_t *)malloc(bytes);
+        int8_t       *hx     = (int8_t *)malloc(s.cols);
+        float2       *hd     = (float2 *)malloc(nb * sizeof(float2));
+        for (int64_t r = 0; r < s.rows; r++) {
+            uint8_t *row = hw + r * s.row_b;
+            for (int64_t i = 0; i < s.cols / 2; i++) row[i] = (uint8_t)next_u32();
+            for (int64_t b = 0; b < nb; b++) ((uint16_t *)(row + s.cols / 2))[b] = to_f16(0.01f + 0.02f * uniform());
+        }
+        for (int64_t b = 0; b < nb; b++) {
+            int sum = 0;
+            for (int i = 0; i < 32; i++) sum += hx[32 * b + i] = (int8_t)((int)(next_u32() % 255) - 127);
+            hd[b] = make_float2(0.001f + 0.01f * uniform(), 0.0f);
+            hd[b].y = hd[b].x * (float)sum;
+        }
+        double *ref = (double *)malloc(s.rows * sizeof(double));
+        reference(hw, s, hx, hd, ref);
+        uint8_t *dw;
+        int8_t  *dx;
+        float2  *dd;
+        float   *dy;
+        CHECK(cudaMalloc(&dw, (size_t)bytes * copies));
+        for (int c = 0; c < copies; c++) CHECK(cudaMemcpy(dw + (size_t)c * bytes, hw, bytes, cudaMemcpyHostToDevice));
+        CHECK(cudaMalloc(&dx, s.cols));
+        CHECK(cudaMalloc(&dd, nb * sizeof(float2)));
+        CHECK(cudaMalloc(&dy, s.rows * sizeof(float)));
+        CHECK(cudaMemcpy(dx, hx, s.cols, cudaMemcpyHostToDevice));
+        CHECK(cudaMemcpy(dd, hd, nb * sizeof(float2), cudaMemcpyHostToDevice));
+        float *hy = (float *)malloc(s.rows * sizeof(float));
+        for (const variant &v : V) {
+            if (only && strncmp(v.name, only, strlen(only))) continue;
+            size_t   smem;
+            unsigned blocks, threads = 32u * v.W;
+            if (!v.R) {
+                smem = x_smem(s.cols), blocks = (unsigned)((s.rows + RW * v.W - 1) / (RW * v.W));
+            } else {
+                smem = bulk_smem(s.cols, v.R, v.P, v.W);
+                if (smem > (size_t)smem_max || s.rows % v.R) {
+                    printf("%-16s %6lld x %-6lld  (%zu bytes of shared memory a block: skipped)\n", v.name,
+                           (long long)s.rows, (long long)s.cols, smem);
+                    continue;
+                }
+                int per = 0;
+                CHECK(cudaFuncSetAttribute(v.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+                CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, v.fn, (int)threads, smem));
+                blocks = (unsigned)(sms * (per > 0 ? per : 1));
+            }
+            if (smem > 48 * 1024) CHECK(cudaFuncSetAttribute(v.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            CHECK(cudaMemset(dy, 0, s.rows * sizeof(float)));
+            v.fn<<<blocks, threads, smem>>>(dw, s, dx, dd, dy);
+            CHECK(cudaGetLastError());
+            CHECK(cudaMemcpy(hy, dy, s.rows * sizeof(float), cudaMemcpyDeviceToHost));
+            const double err = rel_l2(hy, ref, s.rows);
+            const double us  = sa_timed(REPS, [&](int r) {
+                v.fn<<<blocks, threads, smem>>>(dw + (size_t)(r % copies) * bytes, s, dx, dd, dy);
+            });
+            printf("%-16s %6lld x %-6lld %10.2f %10.0f %10.1e %7u x %u%s\n", v.name, (long long)s.rows,
+                   (long long)s.cols, us, bytes / us * 1e-3, err, blocks, threads, err > 1e-5 ? "  FAILED" : "");
+        }
+        CHECK(cudaFree(dw));
+        CHECK(cudaFree(dx));
+        CHECK(cudaFree(dd));
+        CHECK(cudaFree(dy));
+        free(hw), free(hx), free(hd), free(hy), free(ref);
+    }
+    return 0;
+}
