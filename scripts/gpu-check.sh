@@ -92,7 +92,8 @@
 #            turn; AB_PP=1 adds pp512; AB_P=N runs N sequences of 128 + 128 at once (bench -P, the
 #            batcher: aggregate tok/s); AB_DEPTH=D measures after D tokens of context (bench -d); AB_TYPE=T the
 #            weights' type (default Q4_0; Q4_K_M for dev/patches/mvq-kquants-one-unit.diff). base
-#            is the build step's own build: run build first
+#            is the build step's own build: run build first. AB_TESTS="test_gpu_ports test_batcher .."
+#            builds those programs in each patched tree too and runs them there first (logs/ab-NAME-*.log)
 # Logs go to $OUT/logs-HHMMSS.tar.gz ($OUT defaults to ./gpu-out); the last lines printed are a
 # short table of results — also when a signal (a `timeout` around the script) stops it, after
 # the command in hand; `ab` prints each run's figure as it goes.
@@ -598,7 +599,24 @@ ab_build() {
             -DCELER_CUDA_ARCHS="${CELER_CUDA_ARCHS:-90}" "${DEPS[@]}" && cmake --build build-cuda -j"$(nproc)" --target celer) \
             >>"$OUT/logs/ab-build.log" 2>&1 || { echo "build of $patches failed" >&2; return 1; }
     fi
+    if [ -n "${AB_TESTS:-}" ]; then # shellcheck disable=SC2086 # the programs' names are words
+        cmake --build "$dir/build-cuda" -j"$(nproc)" --target $AB_TESTS >>"$OUT/logs/ab-build.log" 2>&1 ||
+            { echo "build of $patches' tests failed" >&2; return 1; }
+    fi
     echo "$dir/build-cuda"
+}
+
+# AB_TESTS' programs (e.g. "test_gpu_ports test_gpu_moe test_batcher") run in a patched tree,
+# from its root as the test step runs them: a patch is timed only after its tree passes them.
+ab_tests() {
+    local name=$1 dir=$2 t rc failed=0
+    for t in $AB_TESTS; do
+        (cd "${dir%/build-cuda}" && "$dir/$t") >"$OUT/logs/ab-$name-$t.log" 2>&1
+        rc=$?
+        result "ab $name $t" "$([ $rc = 0 ] && echo passed || echo "FAILED rc=$rc: not timed")"
+        [ $rc = 0 ] || failed=1
+    done
+    return $failed
 }
 
 step_ab() {
@@ -610,6 +628,7 @@ step_ab() {
         done
         local d
         d=$(ab_build "$patches") || { result "ab $name" "build FAILED (logs/ab-build.log)"; continue; }
+        if [ -n "$patches" ] && [ -n "${AB_TESTS:-}" ]; then ab_tests "$name" "$d" || continue; fi
         names+=("$name") dirs+=("$d") envsets+=("$envs")
     done
     declare -A tg
