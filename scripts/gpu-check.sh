@@ -398,8 +398,8 @@ step_kernels() {
 step_standalone() {
     local k
     for k in ${STANDALONE:-gpu_mvbulk}; do
-        nvcc -O3 -arch=sm_90 -std=c++17 -Iinclude -Isrc "dev/kernels/$k.cu" -o "$OUT/$k" >"$OUT/logs/standalone-$k-build.txt" 2>&1 ||
-            { result "standalone $k (build)" FAILED; continue; }
+        nvcc -O3 -arch=sm_90 -std=c++17 -Iinclude -Isrc "dev/kernels/$k.cu" -o "$OUT/$k" \
+            >"$OUT/logs/standalone-$k-build.txt" 2>&1 || { result "standalone $k (build)" FAILED; continue; }
         # shellcheck disable=SC2086 # the arguments are words
         "$OUT/$k" ${STANDALONE_ARGS:-} >"$OUT/logs/standalone-$k.txt" 2>&1
         result "standalone $k" "rc=$?, $(grep -c 'FAILED' "$OUT/logs/standalone-$k.txt") failed (logs/standalone-$k.txt)"
