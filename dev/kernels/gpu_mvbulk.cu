@@ -18,88 +18,11 @@
  * µs a call and GB/s; each output checked against a double-precision product of the same codes.
  *
  * Standalone (no engine code): nvcc -O3 -arch=sm_90 dev/kernels/gpu_mvbulk.cu -o mvbulk && ./mvbulk */
-#include "standalone.cuh"
+#include "mvq4.cuh"
 
-#include <cuda_fp16.h>
 #include <string.h>
 
-enum { REPS = 50, RW = 4 /* regs: rows a warp */, RT = 128 /* regs: threads a block */ };
-
-typedef struct {
-    int64_t rows, cols, row_b; /* row_b: cols / 2 code bytes, then cols / 32 f16 scales */
-} shape;
-
-static __host__ __device__ int64_t row_bytes(int64_t cols) { return cols / 2 + cols / 16; }
-
-/* x in shared memory: block b's 32 codes as two 16-byte chunks, chunk k at c[k · nb + b] (a warp's
- * loads of one chunk of consecutive blocks consecutive), then (d, d · Σ codes) a block. */
-static __host__ __device__ size_t x_smem(int64_t cols) { return (size_t)(cols / 32) * (2 * 16 + 8); }
-
-static __device__ void x_stage(uint4 *mem, const int8_t *xq, const float2 *xd, int64_t nb)
-{
-    float2 *dd = (float2 *)(mem + 2 * nb);
-    for (int64_t i = threadIdx.x; i < 2 * nb; i += blockDim.x) mem[(i % 2) * nb + i / 2] = ((const uint4 *)xq)[i];
-    for (int64_t i = threadIdx.x; i < nb; i += blockDim.x) dd[i] = xd[i];
-    __syncthreads();
-}
-
-static __device__ __forceinline__ float f16(uint32_t h) { return __half2float(__ushort_as_half((unsigned short)h)); }
-
-/* Σ over one unit of one row: d_w · d_x · Σ q x + (−8 d_w) · d_x S (codes q of 0..15, x int8). */
-static __device__ __forceinline__ float unit_dot(uint4 q, uint32_t sc, const uint4 *xs, int64_t nb, int64_t u)
-{
-    const uint4    a = xs[u], b = xs[nb + u];
-    const float2   dd = ((const float2 *)(xs + 2 * nb))[u];
-    const uint32_t v[4] = {q.x, q.y, q.z, q.w}, x[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-    int            s = 0;
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        s = __dp4a((int)(v[k] & 0x0f0f0f0fu), (int)x[k], s);
-        s = __dp4a((int)((v[k] >> 4) & 0x0f0f0f0fu), (int)x[4 + k], s);
-    }
-    const float A = f16(sc);
-    return A * dd.x * (float)s - 8.0f * A * dd.y;
-}
-
-static __device__ __forceinline__ float warp_sum(float v)
-{
-    for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
-    return v;
-}
-
-__global__ void __launch_bounds__(RT) k_regs(const uint8_t *w, shape s, const int8_t *xq, const float2 *xd, float *y)
-{
-    extern __shared__ uint4 xs[];
-    const int64_t nb = s.cols / 32, nu = nb;
-    const int     lane = threadIdx.x % 32;
-    const int64_t r0   = ((int64_t)blockIdx.x * (RT / 32) + threadIdx.x / 32) * RW;
-    x_stage(xs, xq, xd, nb);
-    if (r0 >= s.rows) return;
-    float acc[RW] = {};
-    for (int64_t u = lane; u < nu; u += 64) {
-        uint4    q[2][RW];
-        uint32_t sc[2][RW];
-#pragma unroll
-        for (int j = 0; j < 2; j++)
-#pragma unroll
-            for (int i = 0; i < RW; i++) {
-                const uint8_t *row = w + (r0 + i) * s.row_b;
-                const int64_t  uu  = u + 32 * j < nu ? u + 32 * j : u;
-                q[j][i]            = *(const uint4 *)(row + 16 * uu);
-                sc[j][i]           = *(const uint16_t *)(row + s.cols / 2 + 2 * uu);
-            }
-#pragma unroll
-        for (int j = 0; j < 2; j++)
-            if (u + 32 * j < nu)
-#pragma unroll
-                for (int i = 0; i < RW; i++) acc[i] += unit_dot(q[j][i], sc[j][i], xs, nb, u + 32 * j);
-    }
-#pragma unroll
-    for (int i = 0; i < RW; i++) {
-        const float t = warp_sum(acc[i]);
-        if (lane == 0) y[r0 + i] = t;
-    }
-}
+enum { REPS = 50 };
 
 /* ---- bulk: cp.async.bulk into a ring of P stages a warp ---------------------------------- */
 
@@ -136,7 +59,7 @@ static size_t bulk_smem(int64_t cols, int R, int P, int W)
 }
 
 template <int R, int P>
-__global__ void __launch_bounds__(256) k_bulk(const uint8_t *w, shape s, const int8_t *xq, const float2 *xd, float *y)
+__global__ void __launch_bounds__(256) k_bulk(const uint8_t *w, shape s, xin in, float *y)
 {
     extern __shared__ uint4 mem[];
     const int64_t nb = s.cols / 32, nu = nb, gb = R * s.row_b; /* a group's bytes */
@@ -150,7 +73,7 @@ __global__ void __launch_bounds__(256) k_bulk(const uint8_t *w, shape s, const i
         for (int p = 0; p < P; p++) /* the first groups' loads before x is staged */
             if (gw + p * GW < groups) bulk_get(ring + p * gb, w + (gw + p * GW) * gb, (uint32_t)gb, bar + p);
     }
-    x_stage(mem, xq, xd, nb); /* its barrier also makes the barriers' init visible to the block */
+    x_stage(mem, in, nb); /* its barrier also makes the barriers' init visible to the block */
     for (int64_t n = 0, g = gw; g < groups; n++, g += GW) {
         const int st = (int)(n % P);
         bar_wait(bar + st, (uint32_t)((n / P) & 1));
@@ -176,37 +99,7 @@ __global__ void __launch_bounds__(256) k_bulk(const uint8_t *w, shape s, const i
 
 /* ---- host ----------------------------------------------------------------------------------- */
 
-static uint16_t to_f16(float f) { return __half_as_ushort(__float2half(f)); }
-static float    from_f16(uint16_t h) { return __half2float(__ushort_as_half(h)); }
-
-/* y_ref in double from the codes as stored (copy 0). */
-static void reference(const uint8_t *w, shape s, const int8_t *xq, const float2 *xd, double *y)
-{
-    const int64_t nb = s.cols / 32;
-    for (int64_t r = 0; r < s.rows; r++) {
-        const uint8_t  *row = w + r * s.row_b;
-        const uint16_t *sc  = (const uint16_t *)(row + s.cols / 2);
-        double          t   = 0;
-        for (int64_t b = 0; b < nb; b++) {
-            double d = 0;
-            for (int i = 0; i < 16; i++) {
-                const uint8_t c = row[16 * b + i];
-                d += (double)((c & 15) - 8) * xq[32 * b + i] + (double)((c >> 4) - 8) * xq[32 * b + 16 + i];
-            }
-            t += d * from_f16(sc[b]) * xd[b].x;
-        }
-        y[r] = t;
-    }
-}
-
-static double rel_l2(const float *y, const double *ref, int64_t n)
-{
-    double e = 0, m = 0;
-    for (int64_t i = 0; i < n; i++) e += (y[i] - ref[i]) * (y[i] - ref[i]), m += ref[i] * ref[i];
-    return sqrt(e / (m > 0 ? m : 1));
-}
-
-typedef void (*kern)(const uint8_t *, shape, const int8_t *, const float2 *, float *);
+typedef void (*kern)(const uint8_t *, shape, xin, float *);
 
 typedef struct {
     const char *name;
@@ -223,7 +116,7 @@ int main(int argc, char **argv)
     int l2 = 0;
     CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
     const variant V[] = {
-        {"regs", k_regs, 0, 0, 4},
+        {"regs", k_regs<false>, 0, 0, 4},
         {"bulk R1 P4 W8", k_bulk<1, 4>, 1, 4, 8},   {"bulk R2 P2 W8", k_bulk<2, 2>, 2, 2, 8},
         {"bulk R2 P3 W4", k_bulk<2, 3>, 2, 3, 4},   {"bulk R4 P2 W4", k_bulk<4, 2>, 4, 2, 4},
         {"bulk R1 P8 W4", k_bulk<1, 8>, 1, 8, 4},   {"bulk R4 P3 W2", k_bulk<4, 3>, 4, 3, 2},
@@ -238,11 +131,7 @@ int main(int argc, char **argv)
         uint8_t      *hw     = (uint8_t *)malloc(bytes);
         int8_t       *hx     = (int8_t *)malloc(s.cols);
         float2       *hd     = (float2 *)malloc(nb * sizeof(float2));
-        for (int64_t r = 0; r < s.rows; r++) {
-            uint8_t *row = hw + r * s.row_b;
-            for (int64_t i = 0; i < s.cols / 2; i++) row[i] = (uint8_t)next_u32();
-            for (int64_t b = 0; b < nb; b++) ((uint16_t *)(row + s.cols / 2))[b] = to_f16(0.01f + 0.02f * uniform());
-        }
+        make_weights(hw, s);
         for (int64_t b = 0; b < nb; b++) {
             int sum = 0;
             for (int i = 0; i < 32; i++) sum += hx[32 * b + i] = (int8_t)((int)(next_u32() % 255) - 127);
@@ -262,6 +151,7 @@ int main(int argc, char **argv)
         CHECK(cudaMalloc(&dy, s.rows * sizeof(float)));
         CHECK(cudaMemcpy(dx, hx, s.cols, cudaMemcpyHostToDevice));
         CHECK(cudaMemcpy(dd, hd, nb * sizeof(float2), cudaMemcpyHostToDevice));
+        const xin in = {dx, dd, NULL, NULL, 0.0f};
         float *hy = (float *)malloc(s.rows * sizeof(float));
         for (const variant &v : V) {
             if (only && strncmp(v.name, only, strlen(only))) continue;
@@ -283,12 +173,12 @@ int main(int argc, char **argv)
             }
             if (smem > 48 * 1024) CHECK(cudaFuncSetAttribute(v.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
             CHECK(cudaMemset(dy, 0, s.rows * sizeof(float)));
-            v.fn<<<blocks, threads, smem>>>(dw, s, dx, dd, dy);
+            v.fn<<<blocks, threads, smem>>>(dw, s, in, dy);
             CHECK(cudaGetLastError());
             CHECK(cudaMemcpy(hy, dy, s.rows * sizeof(float), cudaMemcpyDeviceToHost));
             const double err = rel_l2(hy, ref, s.rows);
             const double us  = sa_timed(REPS, [&](int r) {
-                v.fn<<<blocks, threads, smem>>>(dw + (size_t)(r % copies) * bytes, s, dx, dd, dy);
+                v.fn<<<blocks, threads, smem>>>(dw + (size_t)(r % copies) * bytes, s, in, dy);
             });
             printf("%-16s %6lld x %-6lld %10.2f %10.0f %10.1e %7u x %u%s\n", v.name, (long long)s.rows,
                    (long long)s.cols, us, bytes / us * 1e-3, err, blocks, threads, err > 1e-5 ? "  FAILED" : "");

@@ -1,0 +1,215 @@
+/* What gpu_mvbulk.cu and gpu_mvnorm.cu share: a Q4_0 matrix in the SPLIT layout (a row: cols / 2
+ * code bytes, unit u's 16 at 16u, byte i holding values i and i + 16 in its nibbles; then the
+ * units' f16 scales), one token's activations at 8 bits (a block of 32: int8 codes, then
+ * (d, d · Σ codes)) staged in shared memory, a unit's dot, k_mmvq's one-token loop (`regs`), and
+ * the host's side: the quantization, a double-precision reference, the error. */
+#ifndef CELER_DEV_KERNELS_MVQ4_CUH
+#define CELER_DEV_KERNELS_MVQ4_CUH
+
+#include "standalone.cuh"
+
+#include <cuda_fp16.h>
+
+enum { RW = 4 /* regs: rows a warp */, RT = 128 /* regs: threads a block */ };
+
+typedef struct {
+    int64_t rows, cols, row_b; /* row_b: cols / 2 code bytes, then cols / 32 f16 scales */
+} shape;
+
+/* The token's activations: quantized (q, d: NORM false), or the residual row x and the norm's
+ * weight nw (NORM true: the kernel quantizes u = x ⊙ nw and scales its sums by 1 / rms(x)). */
+typedef struct {
+    const int8_t *q;
+    const float2 *d;
+    const float  *x, *nw;
+    float         eps;
+} xin;
+
+static __host__ __device__ int64_t row_bytes(int64_t cols) { return cols / 2 + cols / 16; }
+
+/* x in shared memory: block b's 32 codes as two 16-byte chunks, chunk k at c[k · nb + b] (a warp's
+ * loads of one chunk of consecutive blocks consecutive), then (d, d · Σ codes) a block. */
+static __host__ __device__ size_t x_smem(int64_t cols) { return (size_t)(cols / 32) * (2 * 16 + 8); }
+
+/* The quantized activations copied into mem, then a barrier. */
+static __device__ void x_stage(uint4 *mem, const xin &in, int64_t nb)
+{
+    float2 *dd = (float2 *)(mem + 2 * nb);
+    for (int64_t i = threadIdx.x; i < 2 * nb; i += blockDim.x) mem[(i % 2) * nb + i / 2] = ((const uint4 *)in.q)[i];
+    for (int64_t i = threadIdx.x; i < nb; i += blockDim.x) dd[i] = in.d[i];
+    __syncthreads();
+}
+
+/* u = x ⊙ nw quantized into mem as x_stage leaves it (a float4 a thread a pass: the 8 threads of
+ * a block of 32 find its largest magnitude and code sum by shuffles; blockDim.x a multiple of 8),
+ * then a barrier; returns the thread's sum of x's squares. The host's quant_x8 rounds alike. Every
+ * thread takes as many passes (cols / 4 a multiple of blockDim.x): the shuffles take whole warps. */
+static __device__ float x_norm_stage(uint4 *mem, const xin &in, int64_t cols)
+{
+    const int64_t nb = cols / 32;
+    float2       *dd = (float2 *)(mem + 2 * nb);
+    float         ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < cols / 4; i += blockDim.x) {
+        const float4 xv = ((const float4 *)in.x)[i], wv = ((const float4 *)in.nw)[i];
+        const float  u[4] = {__fmul_rn(xv.x, wv.x), __fmul_rn(xv.y, wv.y), __fmul_rn(xv.z, wv.z), __fmul_rn(xv.w, wv.w)};
+        ss = __fadd_rn(ss, __fadd_rn(__fadd_rn(__fmul_rn(xv.x, xv.x), __fmul_rn(xv.y, xv.y)),
+                                     __fadd_rn(__fmul_rn(xv.z, xv.z), __fmul_rn(xv.w, xv.w))));
+        float m = fmaxf(fmaxf(fabsf(u[0]), fabsf(u[1])), fmaxf(fabsf(u[2]), fabsf(u[3])));
+        for (int o = 4; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        const float d = __fdiv_rn(m, 127.0f);
+        uint32_t    word = 0;
+        int         sum  = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int q = d > 0.0f ? (int)rintf(__fdiv_rn(u[k], d)) : 0;
+            word |= (uint32_t)(uint8_t)(int8_t)q << (8 * k), sum += q;
+        }
+        for (int o = 4; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        const int64_t b = i / 8;
+        const int     k = (int)(i % 8); /* words k of the block: chunk k / 4, word k % 4 */
+        ((uint32_t *)(mem + (k / 4) * nb + b))[k % 4] = word;
+        if (k == 0) dd[b] = make_float2(d, __fmul_rn(d, (float)sum));
+    }
+    __syncthreads();
+    return ss;
+}
+
+static __device__ __forceinline__ float f16(uint32_t h) { return __half2float(__ushort_as_half((unsigned short)h)); }
+
+/* Σ over one unit of one row: d_w · d_x · Σ q x + (−8 d_w) · d_x S (codes q of 0..15, x int8). */
+static __device__ __forceinline__ float unit_dot(uint4 q, uint32_t sc, const uint4 *xs, int64_t nb, int64_t u)
+{
+    const uint4    a = xs[u], b = xs[nb + u];
+    const float2   dd = ((const float2 *)(xs + 2 * nb))[u];
+    const uint32_t v[4] = {q.x, q.y, q.z, q.w}, x[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+    int            s = 0;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        s = __dp4a((int)(v[k] & 0x0f0f0f0fu), (int)x[k], s);
+        s = __dp4a((int)((v[k] >> 4) & 0x0f0f0f0fu), (int)x[4 + k], s);
+    }
+    const float A = f16(sc);
+    return A * dd.x * (float)s - 8.0f * A * dd.y;
+}
+
+static __device__ __forceinline__ float warp_sum(float v)
+{
+    for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+    return v;
+}
+
+/* Units u and u + 32 of the warp's RW rows (uu past nu: u again, not used). */
+static __device__ __forceinline__ void regs_load(const uint8_t *w, const shape &s, int64_t r0, int64_t u, int64_t nu,
+                                                 uint4 (&q)[2][RW], uint32_t (&sc)[2][RW])
+{
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+#pragma unroll
+        for (int i = 0; i < RW; i++) {
+            const uint8_t *row = w + (r0 + i) * s.row_b;
+            const int64_t  uu  = u + 32 * j < nu ? u + 32 * j : u;
+            q[j][i]            = *(const uint4 *)(row + 16 * uu);
+            sc[j][i]           = *(const uint16_t *)(row + s.cols / 2 + 2 * uu);
+        }
+}
+
+/* k_mmvq's unsliced one-token X8 pass with x staged (XS): RT / 32 warps a block, RW rows a warp,
+ * a lane units u and u + 32 of each row a round, its first round loaded before x is staged. NORM:
+ * x staged from the residual row (x_norm_stage), the sums scaled by 1 / rms(x) at the end. Rows a
+ * multiple of RT / 32 · RW. */
+template <bool NORM>
+__global__ void __launch_bounds__(RT) k_regs(const uint8_t *w, shape s, xin in, float *y)
+{
+    extern __shared__ uint4 xs[];
+    __shared__ float part[RT / 32];
+    const int64_t nb = s.cols / 32, nu = nb;
+    const int     lane = threadIdx.x % 32;
+    const int64_t r0   = ((int64_t)blockIdx.x * (RT / 32) + threadIdx.x / 32) * RW;
+    uint4         q[2][RW];
+    uint32_t      sc[2][RW];
+    regs_load(w, s, r0, lane, nu, q, sc);
+    float ss = 0.0f;
+    if (NORM) ss = x_norm_stage(xs, in, s.cols);
+    else x_stage(xs, in, nb);
+    float acc[RW] = {};
+    for (int64_t u = lane; u < nu; u += 64) {
+        if (u != lane) regs_load(w, s, r0, u, nu, q, sc);
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+            if (u + 32 * j < nu)
+#pragma unroll
+                for (int i = 0; i < RW; i++) acc[i] += unit_dot(q[j][i], sc[j][i], xs, nb, u + 32 * j);
+    }
+    float inv = 1.0f;
+    if (NORM) { /* the block's sum of squares, after the dots: off their path */
+        ss = warp_sum(ss);
+        if (lane == 0) part[threadIdx.x / 32] = ss;
+        __syncthreads();
+        float t = 0.0f;
+        for (int k = 0; k < RT / 32; k++) t = __fadd_rn(t, part[k]);
+        inv = 1.0f / sqrtf(t / (float)s.cols + in.eps);
+    }
+#pragma unroll
+    for (int i = 0; i < RW; i++) {
+        const float t = warp_sum(acc[i]);
+        if (lane == 0) y[r0 + i] = t * inv;
+    }
+}
+
+/* ---- host ----------------------------------------------------------------------------------- */
+
+static uint16_t to_f16(float f) { return __half_as_ushort(__float2half(f)); }
+static float    from_f16(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+
+/* A random matrix of s's shape: codes uniform, scales in [0.01, 0.03). */
+static void make_weights(uint8_t *w, shape s)
+{
+    for (int64_t r = 0; r < s.rows; r++) {
+        uint8_t *row = w + r * s.row_b;
+        for (int64_t i = 0; i < s.cols / 2; i++) row[i] = (uint8_t)next_u32();
+        for (int64_t b = 0; b < s.cols / 32; b++) ((uint16_t *)(row + s.cols / 2))[b] = to_f16(0.01f + 0.02f * uniform());
+    }
+}
+
+/* n values (a multiple of 32) quantized as x_norm_stage does: a block's largest magnitude / 127,
+ * codes rounded to nearest even. */
+static void quant_x8(const float *v, int64_t n, int8_t *q, float2 *d)
+{
+    for (int64_t b = 0; b < n / 32; b++) {
+        float m = 0.0f;
+        for (int i = 0; i < 32; i++) m = fmaxf(m, fabsf(v[32 * b + i]));
+        const float s = m / 127.0f;
+        int         sum = 0;
+        for (int i = 0; i < 32; i++) sum += q[32 * b + i] = (int8_t)(s > 0.0f ? (int)rintf(v[32 * b + i] / s) : 0);
+        d[b] = make_float2(s, s * (float)sum);
+    }
+}
+
+/* y in double from the codes as stored. */
+static void reference(const uint8_t *w, shape s, const int8_t *xq, const float2 *xd, double *y)
+{
+    const int64_t nb = s.cols / 32;
+    for (int64_t r = 0; r < s.rows; r++) {
+        const uint8_t  *row = w + r * s.row_b;
+        const uint16_t *sc  = (const uint16_t *)(row + s.cols / 2);
+        double          t   = 0;
+        for (int64_t b = 0; b < nb; b++) {
+            double d = 0;
+            for (int i = 0; i < 16; i++) {
+                const uint8_t c = row[16 * b + i];
+                d += (double)((c & 15) - 8) * xq[32 * b + i] + (double)((c >> 4) - 8) * xq[32 * b + 16 + i];
+            }
+            t += d * from_f16(sc[b]) * xd[b].x;
+        }
+        y[r] = t;
+    }
+}
+
+static double rel_l2(const float *y, const double *ref, int64_t n)
+{
+    double e = 0, m = 0;
+    for (int64_t i = 0; i < n; i++) e += (y[i] - ref[i]) * (y[i] - ref[i]), m += ref[i] * ref[i];
+    return sqrt(e / (m > 0 ? m : 1));
+}
+
+#endif
