@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Compiles and links both GPU builds of celer (DESIGN.md, Testing: CI has no GPU, so it builds
-# them): CUDA for sm_80/sm_90 with nvcc, and HIP for gfx1030/gfx90a with Debian's hipcc. Then,
-# on a machine without an AMD GPU, the HIP build must refuse the rocm backend cleanly: exit 3
-# and one line on stderr saying there is no AMD GPU (check_hip_no_device below).
+# them): CUDA for sm_80/sm_90 with nvcc (and dev/kernels' standalone CUDA harnesses), and HIP for
+# gfx1030/gfx90a with Debian's hipcc. Then, on a machine without an AMD GPU, the HIP build must
+# refuse the rocm backend cleanly: exit 3 and one line on stderr saying there is no AMD GPU.
 #
 #   scripts/check-gpu-builds.sh [--only cuda|hip] [--no-device-check] [CUDA_BUILD_DIR [HIP_BUILD_DIR]]
 #
@@ -94,8 +94,21 @@ check_hip_no_device() {
     rm -f "$out" "$err"
 }
 
+# dev/kernels' standalone CUDA harnesses (run by hand or by gpu-check.sh's standalone step on a
+# lent GPU): compiled for sm_90 with the engine's headers, so that a change to a header they take
+# or a slip in one shows here rather than in the device's few minutes.
+check_standalone() {
+    local src t0=$SECONDS
+    for src in dev/kernels/*.cu; do
+        nvcc -O1 -std=c++17 -arch=sm_90 -Iinclude -Isrc -c "$src" -o /dev/null ||
+            fail "cuda: $src does not compile (above)"
+    done
+    echo "check-gpu-builds: cuda: ok, dev/kernels/*.cu compiled in $((SECONDS - t0)) s"
+}
+
 if [ "$only" != hip ]; then
     build_variant cuda "$cuda_dir" -DCELER_CUDA=ON -DCELER_HIP=OFF "-DCELER_CUDA_ARCHS=$cuda_archs"
+    check_standalone
 fi
 if [ "$only" != cuda ]; then
     build_variant hip "$hip_dir" -DCELER_HIP=ON -DCELER_CUDA=OFF "-DCELER_HIP_ARCHS=$hip_archs"
