@@ -55,7 +55,7 @@ static __device__ __forceinline__ void bar_wait(uint64_t *bar, uint32_t parity)
  * barriers (W · P). */
 static size_t bulk_smem(int64_t cols, int R, int P, int W)
 {
-    return x_smem(cols) + (size_t)W * P * R * row_bytes(cols) + (size_t)W * P * 8;
+    return x_smem(cols, 1) + (size_t)W * P * R * row_bytes(cols) + (size_t)W * P * 8;
 }
 
 template <int R, int P>
@@ -64,8 +64,8 @@ __global__ void __launch_bounds__(256) k_bulk(const uint8_t *w, shape s, xin in,
     extern __shared__ uint4 mem[];
     const int64_t nb = s.cols / 32, nu = nb, gb = R * s.row_b; /* a group's bytes */
     const int     W = blockDim.x / 32, wib = threadIdx.x / 32, lane = threadIdx.x % 32;
-    uint8_t      *ring = (uint8_t *)(mem + x_smem(s.cols) / 16) + (size_t)wib * P * gb;
-    uint64_t     *bar  = (uint64_t *)((uint8_t *)(mem + x_smem(s.cols) / 16) + (size_t)W * P * gb) + wib * P;
+    uint8_t      *ring = (uint8_t *)(mem + x_smem(s.cols, 1) / 16) + (size_t)wib * P * gb;
+    uint64_t     *bar  = (uint64_t *)((uint8_t *)(mem + x_smem(s.cols, 1) / 16) + (size_t)W * P * gb) + wib * P;
     const int64_t groups = s.rows / R, gw = (int64_t)blockIdx.x * W + wib, GW = (int64_t)gridDim.x * W;
     if (lane == 0) {
         for (int p = 0; p < P; p++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar + p)));
@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(256) k_bulk(const uint8_t *w, shape s, xin in,
         for (int p = 0; p < P; p++) /* the first groups' loads before x is staged */
             if (gw + p * GW < groups) bulk_get(ring + p * gb, w + (gw + p * GW) * gb, (uint32_t)gb, bar + p);
     }
-    x_stage(mem, in, nb); /* its barrier also makes the barriers' init visible to the block */
+    x_stage<1>(mem, in, nb); /* its barrier also makes the barriers' init visible to the block */
     for (int64_t n = 0, g = gw; g < groups; n++, g += GW) {
         const int st = (int)(n % P);
         bar_wait(bar + st, (uint32_t)((n / P) & 1));
@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(256) k_bulk(const uint8_t *w, shape s, xin in,
 #pragma unroll
             for (int i = 0; i < R; i++) {
                 const uint8_t *row = grp + i * s.row_b;
-                acc[i] += unit_dot(*(const uint4 *)(row + 16 * u), *(const uint16_t *)(row + s.cols / 2 + 2 * u), mem,
+                acc[i] += unit_dot<1>(*(const uint4 *)(row + 16 * u), *(const uint16_t *)(row + s.cols / 2 + 2 * u), mem,
                                    nb, u);
             }
         }
@@ -116,7 +116,7 @@ int main(int argc, char **argv)
     int l2 = 0;
     CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
     const variant V[] = {
-        {"regs", k_regs<false>, 0, 0, 4},
+        {"regs", k_regs<1, false>, 0, 0, 4},
         {"bulk R1 P4 W8", k_bulk<1, 4>, 1, 4, 8},   {"bulk R2 P2 W8", k_bulk<2, 2>, 2, 2, 8},
         {"bulk R2 P3 W4", k_bulk<2, 3>, 2, 3, 4},   {"bulk R4 P2 W4", k_bulk<4, 2>, 4, 2, 4},
         {"bulk R1 P8 W4", k_bulk<1, 8>, 1, 8, 4},   {"bulk R4 P3 W2", k_bulk<4, 3>, 4, 3, 2},
@@ -136,10 +136,10 @@ int main(int argc, char **argv)
             int sum = 0;
             for (int i = 0; i < 32; i++) sum += hx[32 * b + i] = (int8_t)((int)(next_u32() % 255) - 127);
             hd[b] = make_float2(0.001f + 0.01f * uniform(), 0.0f);
-            hd[b].y = hd[b].x * (float)sum;
+            hd[b].y = hd[b].x * 256.0f * (float)sum; /* d S, S = 256 Σ hi (one level) */
         }
         double *ref = (double *)malloc(s.rows * sizeof(double));
-        reference(hw, s, hx, hd, ref);
+        reference(hw, s, 1, hx, hd, ref);
         uint8_t *dw;
         int8_t  *dx;
         float2  *dd;
@@ -158,7 +158,7 @@ int main(int argc, char **argv)
             size_t   smem;
             unsigned blocks, threads = 32u * v.W;
             if (!v.R) {
-                smem = x_smem(s.cols), blocks = (unsigned)((s.rows + RW * v.W - 1) / (RW * v.W));
+                smem = x_smem(s.cols, 1), blocks = (unsigned)((s.rows + RW * v.W - 1) / (RW * v.W));
             } else {
                 smem = bulk_smem(s.cols, v.R, v.P, v.W);
                 if (smem > (size_t)smem_max || s.rows % v.R) {

@@ -16,8 +16,12 @@ typedef struct {
     int64_t rows, cols, row_b; /* row_b: cols / 2 code bytes, then cols / 32 f16 scales */
 } shape;
 
-/* The token's activations: quantized (q, d: NORM false), or the residual row x and the norm's
- * weight nw (NORM true: the kernel quantizes u = x ⊙ nw and scales its sums by 1 / rms(x)). */
+/* The token's activations as the engine quantizes them (gpu_matvec.h, xq_put): a block of 32
+ * values v with D = max |v| / 127 has high codes hi = round(v / D) and, at L = 2 levels, low codes
+ * lo = round((v - hi D) 256 / D) (L = 1: none, the engine's X8), and (d, d S) with d = D / 256 and
+ * S = Σ (256 hi + lo). In memory a block's 32 · L codes (hi, then lo), and its (d, d S) apart.
+ * q, d: quantized (NORM false); x, nw: the residual row and the norm's weight (NORM true: the
+ * kernel quantizes u = x ⊙ nw and scales its sums by 1 / rms(x)). */
 typedef struct {
     const int8_t *q;
     const float2 *d;
@@ -27,27 +31,37 @@ typedef struct {
 
 static __host__ __device__ int64_t row_bytes(int64_t cols) { return cols / 2 + cols / 16; }
 
-/* x in shared memory: block b's 32 codes as two 16-byte chunks, chunk k at c[k · nb + b] (a warp's
- * loads of one chunk of consecutive blocks consecutive), then (d, d · Σ codes) a block. */
-static __host__ __device__ size_t x_smem(int64_t cols) { return (size_t)(cols / 32) * (2 * 16 + 8); }
+/* x in shared memory: block b's 32 · L codes as 16-byte chunks, chunk k (hi 0-15, hi 16-31, then
+ * lo's) at c[k · nb + b] (a warp's loads of one chunk of consecutive blocks consecutive), then
+ * (d, d S) a block. */
+static __host__ __device__ size_t x_smem(int64_t cols, int L) { return (size_t)(cols / 32) * (32 * L + 8); }
 
 /* The quantized activations copied into mem, then a barrier. */
-static __device__ void x_stage(uint4 *mem, const xin &in, int64_t nb)
+template <int L> static __device__ void x_stage(uint4 *mem, const xin &in, int64_t nb)
 {
-    float2 *dd = (float2 *)(mem + 2 * nb);
-    for (int64_t i = threadIdx.x; i < 2 * nb; i += blockDim.x) mem[(i % 2) * nb + i / 2] = ((const uint4 *)in.q)[i];
+    float2 *dd = (float2 *)(mem + 2 * L * nb);
+    for (int64_t i = threadIdx.x; i < 2 * L * nb; i += blockDim.x)
+        mem[(i % (2 * L)) * nb + i / (2 * L)] = ((const uint4 *)in.q)[i];
     for (int64_t i = threadIdx.x; i < nb; i += blockDim.x) dd[i] = in.d[i];
     __syncthreads();
 }
 
+/* The engine's code of a scaled value (gpu_matvec.h's xq_code): round half away, clamped to ±127. */
+static __host__ __device__ __forceinline__ int x_code(float v)
+{
+    if (!(v > -127.0f)) return v != v ? 0 : -127;
+    if (v > 127.0f) return 127;
+    return (int)roundf(v);
+}
+
 /* u = x ⊙ nw quantized into mem as x_stage leaves it (a float4 a thread a pass: the 8 threads of
- * a block of 32 find its largest magnitude and code sum by shuffles; blockDim.x a multiple of 8),
- * then a barrier; returns the thread's sum of x's squares. The host's quant_x8 rounds alike. Every
- * thread takes as many passes (cols / 4 a multiple of blockDim.x): the shuffles take whole warps. */
-static __device__ float x_norm_stage(uint4 *mem, const xin &in, int64_t cols)
+ * a block of 32 find its largest magnitude and code sum by shuffles), then a barrier; returns the
+ * thread's sum of x's squares. The host's quant_x rounds alike. Every thread takes as many passes
+ * (cols / 4 a multiple of blockDim.x, itself a multiple of 8): the shuffles take whole warps. */
+template <int L> static __device__ float x_norm_stage(uint4 *mem, const xin &in, int64_t cols)
 {
     const int64_t nb = cols / 32;
-    float2       *dd = (float2 *)(mem + 2 * nb);
+    float2       *dd = (float2 *)(mem + 2 * L * nb);
     float         ss = 0.0f;
     for (int64_t i = threadIdx.x; i < cols / 4; i += blockDim.x) {
         const float4 xv = ((const float4 *)in.x)[i], wv = ((const float4 *)in.nw)[i];
@@ -56,19 +70,24 @@ static __device__ float x_norm_stage(uint4 *mem, const xin &in, int64_t cols)
                                      __fadd_rn(__fmul_rn(xv.z, xv.z), __fmul_rn(xv.w, xv.w))));
         float m = fmaxf(fmaxf(fabsf(u[0]), fabsf(u[1])), fmaxf(fabsf(u[2]), fabsf(u[3])));
         for (int o = 4; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-        const float d = __fdiv_rn(m, 127.0f);
-        uint32_t    word = 0;
-        int         sum  = 0;
+        const float D = __fdiv_rn(m, 127.0f), id = D != 0.0f ? __fdiv_rn(1.0f, D) : 0.0f;
+        uint32_t    hw = 0, lw = 0;
+        int         S  = 0;
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-            const int q = d > 0.0f ? (int)rintf(__fdiv_rn(u[k], d)) : 0;
-            word |= (uint32_t)(uint8_t)(int8_t)q << (8 * k), sum += q;
+            const int hi = x_code(__fmul_rn(u[k], id));
+            const int lo = L == 2 ? x_code(__fmul_rn(__fsub_rn(u[k], __fmul_rn((float)hi, D)), __fmul_rn(id, 256.0f))) : 0;
+            hw |= (uint32_t)(uint8_t)hi << (8 * k), lw |= (uint32_t)(uint8_t)lo << (8 * k), S += 256 * hi + lo;
         }
-        for (int o = 4; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        for (int o = 4; o > 0; o >>= 1) S += __shfl_xor_sync(0xffffffffu, S, o);
         const int64_t b = i / 8;
-        const int     k = (int)(i % 8); /* words k of the block: chunk k / 4, word k % 4 */
-        ((uint32_t *)(mem + (k / 4) * nb + b))[k % 4] = word;
-        if (k == 0) dd[b] = make_float2(d, __fmul_rn(d, (float)sum));
+        const int     k = (int)(i % 8); /* word k of the block's hi codes (chunk k / 4), and of its lo */
+        ((uint32_t *)(mem + (k / 4) * nb + b))[k % 4] = hw;
+        if (L == 2) ((uint32_t *)(mem + (2 + k / 4) * nb + b))[k % 4] = lw;
+        if (k == 0) {
+            const float d = D / 256.0f;
+            dd[b]         = make_float2(d, __fmul_rn(d, (float)S));
+        }
     }
     __syncthreads();
     return ss;
@@ -76,20 +95,28 @@ static __device__ float x_norm_stage(uint4 *mem, const xin &in, int64_t cols)
 
 static __device__ __forceinline__ float f16(uint32_t h) { return __half2float(__ushort_as_half((unsigned short)h)); }
 
-/* Σ over one unit of one row: d_w · d_x · Σ q x + (−8 d_w) · d_x S (codes q of 0..15, x int8). */
+/* Σ over one unit of one row, as k_mmvq: A d (256 w·hi + w·lo) − 8 A d S (codes w of 0..15). */
+template <int L>
 static __device__ __forceinline__ float unit_dot(uint4 q, uint32_t sc, const uint4 *xs, int64_t nb, int64_t u)
 {
-    const uint4    a = xs[u], b = xs[nb + u];
-    const float2   dd = ((const float2 *)(xs + 2 * nb))[u];
-    const uint32_t v[4] = {q.x, q.y, q.z, q.w}, x[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-    int            s = 0;
+    const float2   dd = ((const float2 *)(xs + 2 * L * nb))[u];
+    const uint32_t v[4] = {q.x, q.y, q.z, q.w};
+    int            sh = 0, sl = 0;
 #pragma unroll
-    for (int k = 0; k < 4; k++) {
-        s = __dp4a((int)(v[k] & 0x0f0f0f0fu), (int)x[k], s);
-        s = __dp4a((int)((v[k] >> 4) & 0x0f0f0f0fu), (int)x[4 + k], s);
+    for (int c = 0; c < 2; c++) { /* values 0-15 (low nibbles), 16-31 (high) */
+        const uint4    h = xs[c * nb + u];
+        const uint32_t hx[4] = {h.x, h.y, h.z, h.w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) sh = __dp4a((int)((v[k] >> (4 * c)) & 0x0f0f0f0fu), (int)hx[k], sh);
+        if (L == 2) {
+            const uint4    l = xs[(2 + c) * nb + u];
+            const uint32_t lx[4] = {l.x, l.y, l.z, l.w};
+#pragma unroll
+            for (int k = 0; k < 4; k++) sl = __dp4a((int)((v[k] >> (4 * c)) & 0x0f0f0f0fu), (int)lx[k], sl);
+        }
     }
     const float A = f16(sc);
-    return A * dd.x * (float)s - 8.0f * A * dd.y;
+    return A * dd.x * (float)(256 * sh + sl) - 8.0f * A * dd.y;
 }
 
 static __device__ __forceinline__ float warp_sum(float v)
@@ -113,11 +140,11 @@ static __device__ __forceinline__ void regs_load(const uint8_t *w, const shape &
         }
 }
 
-/* k_mmvq's unsliced one-token X8 pass with x staged (XS): RT / 32 warps a block, RW rows a warp,
- * a lane units u and u + 32 of each row a round, its first round loaded before x is staged. NORM:
- * x staged from the residual row (x_norm_stage), the sums scaled by 1 / rms(x) at the end. Rows a
- * multiple of RT / 32 · RW. */
-template <bool NORM>
+/* k_mmvq's unsliced one-token pass with x staged (XS), L levels: RT / 32 warps a block, RW rows a
+ * warp, a lane units u and u + 32 of each row a round, its first round loaded before x is staged.
+ * NORM: x staged from the residual row (x_norm_stage), the sums scaled by 1 / rms(x) at the end.
+ * Rows a multiple of RT / 32 · RW. */
+template <int L, bool NORM>
 __global__ void __launch_bounds__(RT) k_regs(const uint8_t *w, shape s, xin in, float *y)
 {
     extern __shared__ uint4 xs[];
@@ -129,8 +156,8 @@ __global__ void __launch_bounds__(RT) k_regs(const uint8_t *w, shape s, xin in, 
     uint32_t      sc[2][RW];
     regs_load(w, s, r0, lane, nu, q, sc);
     float ss = 0.0f;
-    if (NORM) ss = x_norm_stage(xs, in, s.cols);
-    else x_stage(xs, in, nb);
+    if (NORM) ss = x_norm_stage<L>(xs, in, s.cols);
+    else x_stage<L>(xs, in, nb);
     float acc[RW] = {};
     for (int64_t u = lane; u < nu; u += 64) {
         if (u != lane) regs_load(w, s, r0, u, nu, q, sc);
@@ -138,7 +165,7 @@ __global__ void __launch_bounds__(RT) k_regs(const uint8_t *w, shape s, xin in, 
         for (int j = 0; j < 2; j++)
             if (u + 32 * j < nu)
 #pragma unroll
-                for (int i = 0; i < RW; i++) acc[i] += unit_dot(q[j][i], sc[j][i], xs, nb, u + 32 * j);
+                for (int i = 0; i < RW; i++) acc[i] += unit_dot<L>(q[j][i], sc[j][i], xs, nb, u + 32 * j);
     }
     float inv = 1.0f;
     if (NORM) { /* the block's sum of squares, after the dots: off their path */
@@ -171,22 +198,28 @@ static void make_weights(uint8_t *w, shape s)
     }
 }
 
-/* n values (a multiple of 32) quantized as x_norm_stage does: a block's largest magnitude / 127,
- * codes rounded to nearest even. */
-static void quant_x8(const float *v, int64_t n, int8_t *q, float2 *d)
+/* n values (a multiple of 32) quantized as x_norm_stage and the engine do, L levels: q holds a
+ * block's hi codes then (L = 2) its lo codes, 32 · L bytes a block. */
+static void quant_x(const float *v, int64_t n, int L, int8_t *q, float2 *d)
 {
     for (int64_t b = 0; b < n / 32; b++) {
         float m = 0.0f;
         for (int i = 0; i < 32; i++) m = fmaxf(m, fabsf(v[32 * b + i]));
-        const float s = m / 127.0f;
-        int         sum = 0;
-        for (int i = 0; i < 32; i++) sum += q[32 * b + i] = (int8_t)(s > 0.0f ? (int)rintf(v[32 * b + i] / s) : 0);
-        d[b] = make_float2(s, s * (float)sum);
+        const float D = m / 127.0f, id = D != 0.0f ? 1.0f / D : 0.0f;
+        int         S = 0;
+        for (int i = 0; i < 32; i++) {
+            const int hi = x_code(v[32 * b + i] * id);
+            const int lo = L == 2 ? x_code((v[32 * b + i] - (float)hi * D) * (id * 256.0f)) : 0;
+            q[32 * L * b + i] = (int8_t)hi, S += 256 * hi + lo;
+            if (L == 2) q[32 * L * b + 32 + i] = (int8_t)lo;
+        }
+        const float dd = D / 256.0f;
+        d[b]           = make_float2(dd, dd * (float)S);
     }
 }
 
-/* y in double from the codes as stored. */
-static void reference(const uint8_t *w, shape s, const int8_t *xq, const float2 *xd, double *y)
+/* y in double from the codes as stored, L levels of activations as quant_x leaves them. */
+static void reference(const uint8_t *w, shape s, int L, const int8_t *xq, const float2 *xd, double *y)
 {
     const int64_t nb = s.cols / 32;
     for (int64_t r = 0; r < s.rows; r++) {
@@ -194,10 +227,12 @@ static void reference(const uint8_t *w, shape s, const int8_t *xq, const float2 
         const uint16_t *sc  = (const uint16_t *)(row + s.cols / 2);
         double          t   = 0;
         for (int64_t b = 0; b < nb; b++) {
-            double d = 0;
+            const int8_t *x = xq + 32 * L * b;
+            double        d = 0;
             for (int i = 0; i < 16; i++) {
                 const uint8_t c = row[16 * b + i];
-                d += (double)((c & 15) - 8) * xq[32 * b + i] + (double)((c >> 4) - 8) * xq[32 * b + 16 + i];
+                const double  a = 256.0 * x[i] + (L == 2 ? x[32 + i] : 0), e = 256.0 * x[16 + i] + (L == 2 ? x[48 + i] : 0);
+                d += (double)((c & 15) - 8) * a + (double)((c >> 4) - 8) * e;
             }
             t += d * from_f16(sc[b]) * xd[b].x;
         }
