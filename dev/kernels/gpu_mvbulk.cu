@@ -83,8 +83,8 @@ __global__ void __launch_bounds__(256) k_bulk(const uint8_t *w, shape s, xin in,
 #pragma unroll
             for (int i = 0; i < R; i++) {
                 const uint8_t *row = grp + i * s.row_b;
-                acc[i] += unit_dot<1>(*(const uint4 *)(row + 16 * u), *(const uint16_t *)(row + s.cols / 2 + 2 * u), mem,
-                                   nb, u);
+                acc[i] += unit_dot<1>(*(const uint4 *)(row + 16 * u), *(const uint16_t *)(row + s.cols / 2 + 2 * u),
+                                      mem, nb, u);
             }
         }
         __syncwarp();
@@ -116,7 +116,7 @@ int main(int argc, char **argv)
     int l2 = 0;
     CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
     const variant V[] = {
-        {"regs", k_regs<1, false>, 0, 0, 4},
+        {"regs", k_regs<1, 0>, 0, 0, 4},
         {"bulk R1 P4 W8", k_bulk<1, 4>, 1, 4, 8},   {"bulk R2 P2 W8", k_bulk<2, 2>, 2, 2, 8},
         {"bulk R2 P3 W4", k_bulk<2, 3>, 2, 3, 4},   {"bulk R4 P2 W4", k_bulk<4, 2>, 4, 2, 4},
         {"bulk R1 P8 W4", k_bulk<1, 8>, 1, 8, 4},   {"bulk R4 P3 W2", k_bulk<4, 3>, 4, 3, 2},
@@ -171,7 +171,8 @@ int main(int argc, char **argv)
                 CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, v.fn, (int)threads, smem));
                 blocks = (unsigned)(sms * (per > 0 ? per : 1));
             }
-            if (smem > 48 * 1024) CHECK(cudaFuncSetAttribute(v.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            if (smem > 48 * 1024)
+                CHECK(cudaFuncSetAttribute(v.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
             CHECK(cudaMemset(dy, 0, s.rows * sizeof(float)));
             v.fn<<<blocks, threads, smem>>>(dw, s, in, dy);
             CHECK(cudaGetLastError());

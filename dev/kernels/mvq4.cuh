@@ -58,16 +58,36 @@ static __host__ __device__ __forceinline__ int x_code(float v)
  * a block of 32 find its largest magnitude and code sum by shuffles), then a barrier; returns the
  * thread's sum of x's squares. The host's quant_x rounds alike. Every thread takes as many passes
  * (cols / 4 a multiple of blockDim.x, itself a multiple of 8): the shuffles take whole warps. */
-template <int L> static __device__ float x_norm_stage(uint4 *mem, const xin &in, int64_t cols)
+static __device__ __forceinline__ float sq4(float4 v)
+{
+    return __fadd_rn(__fadd_rn(__fmul_rn(v.x, v.x), __fmul_rn(v.y, v.y)),
+                     __fadd_rn(__fmul_rn(v.z, v.z), __fmul_rn(v.w, v.w)));
+}
+
+/* EXACT (the norm kernel's order): the block's sum of squares first (two barriers), then h =
+ * (x · inv) · nw quantized, as a norm kernel quantizes its output; returns 0 (nothing to scale). */
+template <int L, bool EXACT = false> static __device__ float x_norm_stage(uint4 *mem, const xin &in, int64_t cols)
 {
     const int64_t nb = cols / 32;
     float2       *dd = (float2 *)(mem + 2 * L * nb);
-    float         ss = 0.0f;
+    float         ss = 0.0f, inv = 1.0f;
+    if (EXACT) {
+        __shared__ float red[32];
+        for (int64_t i = threadIdx.x; i < cols / 4; i += blockDim.x) ss = __fadd_rn(ss, sq4(((const float4 *)in.x)[i]));
+        for (int m = 16; m > 0; m >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, m);
+        if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = ss;
+        __syncthreads();
+        float t = 0.0f;
+        for (int k = 0; k < (int)(blockDim.x / 32); k++) t += red[k];
+        inv = 1.0f / sqrtf(t / (float)cols + in.eps), ss = 0.0f;
+    }
     for (int64_t i = threadIdx.x; i < cols / 4; i += blockDim.x) {
         const float4 xv = ((const float4 *)in.x)[i], wv = ((const float4 *)in.nw)[i];
-        const float  u[4] = {__fmul_rn(xv.x, wv.x), __fmul_rn(xv.y, wv.y), __fmul_rn(xv.z, wv.z), __fmul_rn(xv.w, wv.w)};
-        ss = __fadd_rn(ss, __fadd_rn(__fadd_rn(__fmul_rn(xv.x, xv.x), __fmul_rn(xv.y, xv.y)),
-                                     __fadd_rn(__fmul_rn(xv.z, xv.z), __fmul_rn(xv.w, xv.w))));
+        const float  u[4] = {EXACT ? xv.x * inv * wv.x : __fmul_rn(xv.x, wv.x),
+                             EXACT ? xv.y * inv * wv.y : __fmul_rn(xv.y, wv.y),
+                             EXACT ? xv.z * inv * wv.z : __fmul_rn(xv.z, wv.z),
+                             EXACT ? xv.w * inv * wv.w : __fmul_rn(xv.w, wv.w)};
+        if (!EXACT) ss = __fadd_rn(ss, sq4(xv));
         float m = fmaxf(fmaxf(fabsf(u[0]), fabsf(u[1])), fmaxf(fabsf(u[2]), fabsf(u[3])));
         for (int o = 4; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
         const float D = __fdiv_rn(m, 127.0f), id = D != 0.0f ? __fdiv_rn(1.0f, D) : 0.0f;
@@ -76,7 +96,8 @@ template <int L> static __device__ float x_norm_stage(uint4 *mem, const xin &in,
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             const int hi = x_code(__fmul_rn(u[k], id));
-            const int lo = L == 2 ? x_code(__fmul_rn(__fsub_rn(u[k], __fmul_rn((float)hi, D)), __fmul_rn(id, 256.0f))) : 0;
+            const int lo =
+                L == 2 ? x_code(__fmul_rn(__fsub_rn(u[k], __fmul_rn((float)hi, D)), __fmul_rn(id, 256.0f))) : 0;
             hw |= (uint32_t)(uint8_t)hi << (8 * k), lw |= (uint32_t)(uint8_t)lo << (8 * k), S += 256 * hi + lo;
         }
         for (int o = 4; o > 0; o >>= 1) S += __shfl_xor_sync(0xffffffffu, S, o);
@@ -142,9 +163,10 @@ static __device__ __forceinline__ void regs_load(const uint8_t *w, const shape &
 
 /* k_mmvq's unsliced one-token pass with x staged (XS), L levels: RT / 32 warps a block, RW rows a
  * warp, a lane units u and u + 32 of each row a round, its first round loaded before x is staged.
- * NORM: x staged from the residual row (x_norm_stage), the sums scaled by 1 / rms(x) at the end.
- * Rows a multiple of RT / 32 · RW. */
-template <int L, bool NORM>
+ * NORM 1: x staged from the residual row (x_norm_stage), the sums scaled by 1 / rms(x) at the end;
+ * 2: the norm's sum first, then h quantized (EXACT: the norm kernel's values). Rows a multiple of
+ * RT / 32 · RW. */
+template <int L, int NORM>
 __global__ void __launch_bounds__(RT) k_regs(const uint8_t *w, shape s, xin in, float *y)
 {
     extern __shared__ uint4 xs[];
@@ -156,7 +178,8 @@ __global__ void __launch_bounds__(RT) k_regs(const uint8_t *w, shape s, xin in, 
     uint32_t      sc[2][RW];
     regs_load(w, s, r0, lane, nu, q, sc);
     float ss = 0.0f;
-    if (NORM) ss = x_norm_stage<L>(xs, in, s.cols);
+    if (NORM == 1) ss = x_norm_stage<L>(xs, in, s.cols);
+    else if (NORM == 2) x_norm_stage<L, true>(xs, in, s.cols);
     else x_stage<L>(xs, in, nb);
     float acc[RW] = {};
     for (int64_t u = lane; u < nu; u += 64) {
@@ -168,7 +191,7 @@ __global__ void __launch_bounds__(RT) k_regs(const uint8_t *w, shape s, xin in, 
                 for (int i = 0; i < RW; i++) acc[i] += unit_dot<L>(q[j][i], sc[j][i], xs, nb, u + 32 * j);
     }
     float inv = 1.0f;
-    if (NORM) { /* the block's sum of squares, after the dots: off their path */
+    if (NORM == 1) { /* the block's sum of squares, after the dots: off their path */
         ss = warp_sum(ss);
         if (lane == 0) part[threadIdx.x / 32] = ss;
         __syncthreads();
@@ -194,7 +217,8 @@ static void make_weights(uint8_t *w, shape s)
     for (int64_t r = 0; r < s.rows; r++) {
         uint8_t *row = w + r * s.row_b;
         for (int64_t i = 0; i < s.cols / 2; i++) row[i] = (uint8_t)next_u32();
-        for (int64_t b = 0; b < s.cols / 32; b++) ((uint16_t *)(row + s.cols / 2))[b] = to_f16(0.01f + 0.02f * uniform());
+        for (int64_t b = 0; b < s.cols / 32; b++)
+            ((uint16_t *)(row + s.cols / 2))[b] = to_f16(0.01f + 0.02f * uniform());
     }
 }
 
@@ -231,7 +255,8 @@ static void reference(const uint8_t *w, shape s, int L, const int8_t *xq, const 
             double        d = 0;
             for (int i = 0; i < 16; i++) {
                 const uint8_t c = row[16 * b + i];
-                const double  a = 256.0 * x[i] + (L == 2 ? x[32 + i] : 0), e = 256.0 * x[16 + i] + (L == 2 ? x[48 + i] : 0);
+                const double  a = 256.0 * x[i] + (L == 2 ? x[32 + i] : 0);
+                const double  e = 256.0 * x[16 + i] + (L == 2 ? x[48 + i] : 0);
                 d += (double)((c & 15) - 8) * a + (double)((c >> 4) - 8) * e;
             }
             t += d * from_f16(sc[b]) * xd[b].x;
