@@ -58,6 +58,12 @@ static __host__ __device__ __forceinline__ int x_code(float v)
  * a block of 32 find its largest magnitude and code sum by shuffles), then a barrier; returns the
  * thread's sum of x's squares. The host's quant_x rounds alike. Every thread takes as many passes
  * (cols / 4 a multiple of blockDim.x, itself a multiple of 8): the shuffles take whole warps. */
+static __device__ __forceinline__ float warp_sum(float v)
+{
+    for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+    return v;
+}
+
 static __device__ __forceinline__ float sq4(float4 v)
 {
     return __fadd_rn(__fadd_rn(__fmul_rn(v.x, v.x), __fmul_rn(v.y, v.y)),
@@ -74,7 +80,7 @@ template <int L, bool EXACT = false> static __device__ float x_norm_stage(uint4 
     if (EXACT) {
         __shared__ float red[32];
         for (int64_t i = threadIdx.x; i < cols / 4; i += blockDim.x) ss = __fadd_rn(ss, sq4(((const float4 *)in.x)[i]));
-        for (int m = 16; m > 0; m >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, m);
+        ss = warp_sum(ss);
         if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = ss;
         __syncthreads();
         float t = 0.0f;
@@ -138,12 +144,6 @@ static __device__ __forceinline__ float unit_dot(uint4 q, uint32_t sc, const uin
     }
     const float A = f16(sc);
     return A * dd.x * (float)(256 * sh + sl) - 8.0f * A * dd.y;
-}
-
-static __device__ __forceinline__ float warp_sum(float v)
-{
-    for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
-    return v;
 }
 
 /* Units u and u + 32 of the warp's RW rows (uu past nu: u again, not used). */
