@@ -57,11 +57,12 @@ static __device__ __forceinline__ void gpu_route_token(P l, int64_t E, int64_t K
             if (lane + 32 * i < E) route_pick(held[i], lane + 32 * i, last_p, last_e, &best, &best_p);
         for (int64_t e = lane + 32 * ROUTE_HELD; e < E; e += 32)
             route_pick(expf(l[e] - mx), (int)e, last_p, last_e, &best, &best_p);
-        for (int m = 16; m > 0; m >>= 1) {
-            const float op = gpu_shfl_xor(best_p, m);
-            const int   oe = gpu_shfl_xor(best, m);
-            if (oe >= 0 && (best < 0 || op > best_p || (op == best_p && oe < best))) best = oe, best_p = op;
-        }
+        /* the group's best: the largest probability (p in [0, 1]: its bits order as unsigned
+         * integers; a lane without a candidate offers 0), then the lowest index holding it — two
+         * group reductions where a butterfly of (p, e) pairs took five rounds of two shuffles */
+        const unsigned key = best >= 0 ? __float_as_uint(best_p) + 1u : 0u, top = gpu_group32_max_u32(key);
+        best   = top ? (int)gpu_group32_min_u32(key == top ? (unsigned)best : 0xffffffffu) : -1;
+        best_p = top ? __uint_as_float(top - 1u) : 0.0f;
         const float wj = best_p / sum; /* the same in every lane (so are best and sum) */
         if (live && j % 32 == lane) ids[j] = best, w[j] = wj;
         kept += wj;
