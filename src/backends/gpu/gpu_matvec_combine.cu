@@ -8,37 +8,44 @@
  * as k_mmvq's unsliced one-token pass sums a row, the selections' sums met in shared memory;
  * then out[t] = Σ_j wts[t K + j] · y_j, j in order, as k_combine (gpu_moe.cu) sums them, where
  * y_j is selection t K + j's product: the outputs of the two launches it replaces, bit for bit
- * where that product ran unsliced (KS 1). Selection n reads activation row n. */
+ * where that product ran unsliced (KS 1). Selection n reads activation row n. The selections and
+ * their weights come from the routing, which finished before the kernel before this one (the
+ * experts' gate/up) passed its own wait: they are read before this kernel's wait, with a warp's
+ * first units, which are then in flight while that kernel runs. */
 enum { MVQ_CMB = 8, CMB_THREADS = 32 * MVQ_CMB };
 template <int F, int SD>
 __global__ void __launch_bounds__(CMB_THREADS)
     k_mmvq_combine(gpu_wdesc w, gpu_xq x, gpu_mv_sel sel, int K, const float *__restrict__ wts, float *__restrict__ out)
 {
-    gpu_dep_enter(); /* the kernel before wrote the activations (and those before, the selections) */
-    __shared__ float part[MVQ_CMB][MVQ_ROWS];
+    gpu_dep_deferred(); /* the selections, their weights and a warp's first units are read before the wait */
+    __shared__ float part[MVQ_CMB][MVQ_ROWS], wj[MVQ_CMB];
     mvq_fix_sdtype<SD>(w);
     constexpr int U    = F == GPU_Q5_K || F == GPU_Q4_K || F == GPU_Q6_K ? 1 : MVQ_UNROLL;
     const int64_t t    = blockIdx.y, r0 = (int64_t)blockIdx.x * MVQ_ROWS, nu = units<F>(w.cols);
     const int     lane = threadIdx.x % CELER_WARP, wib = threadIdx.x / CELER_WARP, nwv = CMB_THREADS / CELER_WARP;
+    if ((int)threadIdx.x < K) wj[threadIdx.x] = wts[t * K + threadIdx.x];
+    bool entered = false;
     for (int j = wib; j < K; j += nwv) {
         const int64_t n = t * K + j;
         const int32_t e = sel.ids[n];
         float         acc[MVQ_ROWS][1];
 #pragma unroll
         for (int i = 0; i < MVQ_ROWS; i++) acc[i][0] = 0.0f;
-        if (e >= 0 && e < sel.n_expert) { /* the router never gives another */
-            const uint8_t *base = w.data + (int64_t)e * w.rows * w.row_bytes, *rows[MVQ_ROWS];
+        const bool     live = e >= 0 && e < sel.n_expert; /* the router never gives another */
+        const uint8_t *base = w.data + (int64_t)(live ? e : 0) * w.rows * w.row_bytes, *rows[MVQ_ROWS];
 #pragma unroll
-            for (int i = 0; i < MVQ_ROWS; i++) rows[i] = base + (r0 + i < w.rows ? r0 + i : 0) * w.row_bytes;
-            gpu_xq xn = x;
-            xn.q += n * x.nb * XQ_BLOCK, xn.d += n * x.nb;
-            raw_unit ru[U][MVQ_ROWS];
-            for (int64_t u = lane; u < nu; u += U * CELER_WARP) {
-                units_load<F, U>(w, rows, u, nu, CELER_WARP, ru);
+        for (int i = 0; i < MVQ_ROWS; i++) rows[i] = base + (r0 + i < w.rows ? r0 + i : 0) * w.row_bytes;
+        const int64_t nl = live ? nu : 0;
+        raw_unit      ru[U][MVQ_ROWS];
+        units_load<F, U>(w, rows, lane, nl, CELER_WARP, ru);
+        if (!entered) gpu_dep_enter(), entered = true; /* the kernel before wrote the activations */
+        gpu_xq xn = x;
+        xn.q += n * x.nb * XQ_BLOCK, xn.d += n * x.nb;
+        for (int64_t u = lane; u < nl; u += U * CELER_WARP) {
+            if (u != lane) units_load<F, U>(w, rows, u, nl, CELER_WARP, ru);
 #pragma unroll
-                for (int k = 0; k < U; k++)
-                    if (u + k * CELER_WARP < nu) units_dot<F, 1, false>(w, ru[k], u + k * CELER_WARP, xn, 1, acc);
-            }
+            for (int k = 0; k < U; k++)
+                if (u + k * CELER_WARP < nl) units_dot<F, 1, false>(w, ru[k], u + k * CELER_WARP, xn, 1, acc);
         }
 #pragma unroll
         for (int i = 0; i < MVQ_ROWS; i++) acc[i][0] = gpu_warp_sum(acc[i][0]);
@@ -46,11 +53,12 @@ __global__ void __launch_bounds__(CMB_THREADS)
 #pragma unroll
             for (int i = 0; i < MVQ_ROWS; i++) part[j][i] = acc[i][0];
     }
+    if (!entered) gpu_dep_enter();
     __syncthreads();
     const int i = (int)threadIdx.x;
     if (i >= MVQ_ROWS || r0 + i >= w.rows) return;
     float s = 0.0f;
-    for (int j = 0; j < K; j++) s = __fmaf_rn(wts[t * K + j], part[j][i], s);
+    for (int j = 0; j < K; j++) s = __fmaf_rn(wj[j], part[j][i], s);
     out[t * w.rows + r0 + i] = s;
 }
 

@@ -14,7 +14,9 @@ extern "C" {
 #include "backends/gpu/gpu_ports.h"
 }
 
-enum { PV_THREADS = 128, PV_UNROLL = 2, PV_TOKENS = 8 };
+/* PV_ROUTER_UNROLL: the MoE router's loads a thread, all of them before its wait where a row has
+ * at most PV_ROUTER_UNROLL · PV_THREADS 16-byte runs (2,048 F32 or 4,096 F16 values) */
+enum { PV_THREADS = 128, PV_UNROLL = 2, PV_ROUTER_UNROLL = 4, PV_TOKENS = 8 };
 
 /* Values a 16-byte load of F holds. */
 template <int F> struct plain_of {
@@ -41,13 +43,13 @@ static __device__ __forceinline__ void plain_rows(const gpu_wdesc &w, int64_t r0
     for (int i = 0; i < R; i++) rows[i] = (const uint4 *)(w.data + (r0 + i < w.rows ? r0 + i : r0) * w.row_bytes);
 }
 
-/* Columns c, c + PV_THREADS, .. (PV_UNROLL of them, those below nc) of the rows into q. */
-template <int R>
+/* Columns c, c + PV_THREADS, .. (U of them, those below nc) of the rows into q. */
+template <int R, int U>
 static __device__ __forceinline__ void plain_load(const uint4 *const (&rows)[R], int64_t c, int64_t nc,
-                                                  uint4 (&q)[PV_UNROLL][R])
+                                                  uint4 (&q)[U][R])
 {
 #pragma unroll
-    for (int j = 0; j < PV_UNROLL; j++)
+    for (int j = 0; j < U; j++)
 #pragma unroll
         for (int i = 0; i < R; i++)
             if (c + j * PV_THREADS < nc) q[j][i] = rows[i][c + j * PV_THREADS];
@@ -55,21 +57,21 @@ static __device__ __forceinline__ void plain_load(const uint4 *const (&rows)[R],
 
 /* A thread's first loads of rows r0 .. r0 + R, before the kernel waits for the one before it
  * (gpu_dep_deferred: no kernel writes weights), for plain_sums. */
-template <int F, int R>
-static __device__ __forceinline__ void plain_first(const gpu_wdesc &w, int64_t r0, uint4 (&q)[PV_UNROLL][R])
+template <int F, int R, int U>
+static __device__ __forceinline__ void plain_first(const gpu_wdesc &w, int64_t r0, uint4 (&q)[U][R])
 {
     const uint4 *rows[R];
     plain_rows<R>(w, r0, rows);
-    plain_load<R>(rows, threadIdx.x, w.cols / plain_of<F>::V, q);
+    plain_load<R, U>(rows, threadIdx.x, w.cols / plain_of<F>::V, q);
 }
 
 /* The block's sums of rows r0 .. r0 + R with NT tokens (nt of them live) of x, each (cols)
  * 16-byte aligned: thread i · NT + t (i < R, t < NT) gets row r0 + i's with token t in *out
  * (and true). q: the thread's first loads (plain_first, before the wait); part: the block's
  * shared scratch, a sum per warp (wave32: 4 of them, wave64: 2). */
-template <int F, int R, int NT>
+template <int F, int R, int NT, int U>
 static __device__ __forceinline__ bool plain_sums(const gpu_wdesc &w, const float *__restrict__ x, int nt, int64_t r0,
-                                                  uint4 (&q)[PV_UNROLL][R], float (&part)[PV_THREADS / 32][R][NT],
+                                                  uint4 (&q)[U][R], float (&part)[PV_THREADS / 32][R][NT],
                                                   float *out)
 {
     constexpr int V  = plain_of<F>::V;
@@ -81,10 +83,10 @@ static __device__ __forceinline__ bool plain_sums(const gpu_wdesc &w, const floa
     for (int i = 0; i < R; i++)
 #pragma unroll
         for (int t = 0; t < NT; t++) acc[i][t] = 0.0f;
-    for (int64_t c = threadIdx.x; c < nc; c += PV_UNROLL * PV_THREADS) {
-        if (c != threadIdx.x) plain_load<R>(rows, c, nc, q); /* every load issued before any is used */
+    for (int64_t c = threadIdx.x; c < nc; c += U * PV_THREADS) { /* a thread's columns in order, whatever U */
+        if (c != threadIdx.x) plain_load<R, U>(rows, c, nc, q); /* every load issued before any is used */
 #pragma unroll
-        for (int j = 0; j < PV_UNROLL; j++) {
+        for (int j = 0; j < U; j++) {
             const int64_t cj = c + j * PV_THREADS;
             if (cj >= nc) break;
             float v[R][V];
@@ -132,10 +134,10 @@ __global__ void __launch_bounds__(PV_THREADS) k_matvec_plain(gpu_wdesc w, const 
     __shared__ float part[PV_THREADS / 32][R][NT];
     const int64_t    r0 = (int64_t)blockIdx.x * R;
     uint4            q[PV_UNROLL][R];
-    plain_first<F, R>(w, r0, q);
+    plain_first<F, R, PV_UNROLL>(w, r0, q);
     gpu_dep_enter(); /* the kernel before wrote x */
     float s;
-    if (!plain_sums<F, R, NT>(w, x, nt, r0, q, part, &s)) return;
+    if (!plain_sums<F, R, NT, PV_UNROLL>(w, x, nt, r0, q, part, &s)) return;
     const int i = threadIdx.x / NT, t = threadIdx.x % NT;
     if (t < nt && r0 + i < w.rows) y[(int64_t)t * w.rows + r0 + i] = s;
 }
@@ -143,7 +145,9 @@ __global__ void __launch_bounds__(PV_THREADS) k_matvec_plain(gpu_wdesc w, const 
 /* One token's MoE router (E = w.rows experts, a row a block) and its routing in one launch: each
  * block writes its logit, and the last block to finish (a counter it resets) routes the token as
  * k_moe_route does. The product and the routing were two launches, ~3.4 and ~7 us a layer of the
- * 30B-A3B's decode on the H200. */
+ * 30B-A3B's decode on the H200. A thread loads its whole share of the row before the wait
+ * (PV_ROUTER_UNROLL): with PV_UNROLL, half of it came after, an HBM round trip on the step's path
+ * (with the combine's early selections, gpu_matvec_combine.cu: 30B-A3B tg128 +1.0/+4.5/+4.0%). */
 template <int F>
 __global__ void __launch_bounds__(PV_THREADS) k_router_route(gpu_wdesc w, const float *__restrict__ x, float *logits,
                                                              int64_t K, int renorm, int32_t *ids, float *wts,
@@ -152,11 +156,11 @@ __global__ void __launch_bounds__(PV_THREADS) k_router_route(gpu_wdesc w, const 
     gpu_dep_deferred(); /* the router's weights are loaded before the wait: no kernel writes them */
     __shared__ float part[PV_THREADS / 32][1][1];
     __shared__ bool  last;
-    uint4            q[PV_UNROLL][1];
-    plain_first<F, 1>(w, blockIdx.x, q);
+    uint4            q[PV_ROUTER_UNROLL][1];
+    plain_first<F, 1, PV_ROUTER_UNROLL>(w, blockIdx.x, q);
     gpu_dep_enter(); /* the kernel before wrote x (and the last router, the count) */
     float s;
-    if (plain_sums<F, 1, 1>(w, x, 1, blockIdx.x, q, part, &s)) { /* thread 0 */
+    if (plain_sums<F, 1, 1, PV_ROUTER_UNROLL>(w, x, 1, blockIdx.x, q, part, &s)) { /* thread 0 */
         logits[blockIdx.x] = s;
         __threadfence();
         last = atomicAdd(count, 1u) == gridDim.x - 1;
