@@ -465,33 +465,22 @@ static __device__ __forceinline__ float gpu_group32_max(float v)
     return v;
 }
 
-/* Max and min of unsigned values over aligned groups of 32 lanes: one instruction on CUDA sm_80
- * and later (redux.sync: a CUDA warp is one group), else a butterfly. */
-static __device__ __forceinline__ unsigned gpu_group32_max_u32(unsigned v)
+/* The max (MAX) or min of unsigned values over aligned groups of 32 lanes: one instruction on
+ * CUDA sm_80 and later (redux.sync: a CUDA warp is one group), else a butterfly. */
+template <bool MAX> static __device__ __forceinline__ unsigned gpu_group32_extreme_u32(unsigned v)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    return __reduce_max_sync(0xffffffffu, v);
+    return MAX ? __reduce_max_sync(0xffffffffu, v) : __reduce_min_sync(0xffffffffu, v);
 #else
     for (int m = 16; m > 0; m >>= 1) {
         const unsigned o = gpu_shfl_xor(v, m);
-        v                = o > v ? o : v;
+        v                = (MAX ? o > v : o < v) ? o : v;
     }
     return v;
 #endif
 }
-
-static __device__ __forceinline__ unsigned gpu_group32_min_u32(unsigned v)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    return __reduce_min_sync(0xffffffffu, v);
-#else
-    for (int m = 16; m > 0; m >>= 1) {
-        const unsigned o = gpu_shfl_xor(v, m);
-        v                = o < v ? o : v;
-    }
-    return v;
-#endif
-}
+static __device__ __forceinline__ unsigned gpu_group32_max_u32(unsigned v) { return gpu_group32_extreme_u32<true>(v); }
+static __device__ __forceinline__ unsigned gpu_group32_min_u32(unsigned v) { return gpu_group32_extreme_u32<false>(v); }
 
 /* Sum and max over the lanes of a warp; every lane gets the result. */
 static __device__ __forceinline__ float gpu_warp_sum(float v)
