@@ -80,8 +80,8 @@
 #            step's kernels in order with what each costs the step (its dependency wait's release to the
 #            next kernel's: src/backends/gpu/gpu_trace.cu) and how long it waited, then by kernel name
 #            (logs/trace-*.txt); run build first (its celer makes the models)
-#   standalone  the standalone CUDA harnesses of dev/kernels (STANDALONE, default gpu_mvnorm; also
-#            gpu_mvbulk gpu_readpat gpu_sqh gpu_sqr), built with nvcc for sm_90 and run with STANDALONE_ARGS
+#   standalone  the standalone CUDA harnesses of dev/kernels (STANDALONE, default gpu_mvwait; also
+#            gpu_mvnorm gpu_mvbulk gpu_readpat gpu_sqh gpu_sqr), built with nvcc for sm_90 and run with STANDALONE_ARGS
 #            (logs/standalone-*.txt); a FAILED row (an output against its reference) is counted
 #   ab       variants side by side in one run (what a change is worth, on one machine's noise): AB
 #            lists them, space-separated, each NAME or NAME:ITEM,ITEM.. where an item is a patch
@@ -397,7 +397,7 @@ step_kernels() {
 
 step_standalone() {
     local k
-    for k in ${STANDALONE:-gpu_mvnorm}; do
+    for k in ${STANDALONE:-gpu_mvwait}; do
         nvcc -O3 -arch=sm_90 -std=c++17 -Iinclude -Isrc "dev/kernels/$k.cu" -o "$OUT/$k" \
             >"$OUT/logs/standalone-$k-build.txt" 2>&1 || { result "standalone $k (build)" FAILED; continue; }
         # shellcheck disable=SC2086 # the arguments are words

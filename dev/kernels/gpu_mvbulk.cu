@@ -18,38 +18,14 @@
  * µs a call and GB/s; each output checked against a double-precision product of the same codes.
  *
  * Standalone (no engine code): nvcc -O3 -arch=sm_90 dev/kernels/gpu_mvbulk.cu -o mvbulk && ./mvbulk */
+#include "bulk.cuh"
 #include "mvq4.cuh"
 
 #include <string.h>
 
 enum { REPS = 50 };
 
-/* ---- bulk: cp.async.bulk into a ring of P stages a warp ---------------------------------- */
-
-static __device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-static __device__ __forceinline__ void bulk_get(void *dst, const void *src, uint32_t bytes, uint64_t *bar)
-{
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* the warp's reads of dst before the copy's writes */
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
-                 : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     smem_addr(dst)),
-                 "l"(src), "r"(bytes), "r"(smem_addr(bar))
-                 : "memory");
-}
-
-static __device__ __forceinline__ void bar_wait(uint64_t *bar, uint32_t parity)
-{
-    uint32_t done;
-    do {
-        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                     "selp.u32 %0, 1, 0, p;\n\t}"
-                     : "=r"(done)
-                     : "r"(smem_addr(bar)), "r"(parity)
-                     : "memory");
-    } while (!done);
-}
+/* ---- bulk: cp.async.bulk into a ring of P stages a warp (bulk.cuh) ------------------------- */
 
 /* Shared memory of a block of W warps: x, then the warps' rings (W · P · R rows), then the
  * barriers (W · P). */
@@ -68,8 +44,7 @@ __global__ void __launch_bounds__(256) k_bulk(const uint8_t *w, shape s, xin in,
     uint64_t     *bar  = (uint64_t *)((uint8_t *)(mem + x_smem(s.cols, 1) / 16) + (size_t)W * P * gb) + wib * P;
     const int64_t groups = s.rows / R, gw = (int64_t)blockIdx.x * W + wib, GW = (int64_t)gridDim.x * W;
     if (lane == 0) {
-        for (int p = 0; p < P; p++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar + p)));
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        for (int p = 0; p < P; p++) bar_init(bar + p);
         for (int p = 0; p < P; p++) /* the first groups' loads before x is staged */
             if (gw + p * GW < groups) bulk_get(ring + p * gb, w + (gw + p * GW) * gb, (uint32_t)gb, bar + p);
     }

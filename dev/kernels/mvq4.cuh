@@ -1,4 +1,4 @@
-/* What gpu_mvbulk.cu and gpu_mvnorm.cu share: a Q4_0 matrix in the SPLIT layout (a row: cols / 2
+/* What gpu_mvbulk.cu, gpu_mvnorm.cu and gpu_mvwait.cu share: a Q4_0 matrix in the SPLIT layout (a row: cols / 2
  * code bytes, unit u's 16 at 16u, byte i holding values i and i + 16 in its nibbles; then the
  * units' f16 scales), one token's activations at 8 bits (a block of 32: int8 codes, then
  * (d, d · Σ codes)) staged in shared memory, a unit's dot, k_mmvq's one-token loop (`regs`), and
@@ -161,14 +161,20 @@ static __device__ __forceinline__ void regs_load(const uint8_t *w, const shape &
         }
 }
 
+/* The wait for the kernel before to finish (launched with programmatic stream serialization, a
+ * kernel starts while the one before runs; griddepcontrol.wait returns when that one is done). */
+static __device__ __forceinline__ void dep_wait(void) { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
 /* k_mmvq's unsliced one-token pass with x staged (XS), L levels: RT / 32 warps a block, RW rows a
  * warp, a lane units u and u + 32 of each row a round, its first round loaded before x is staged.
  * NORM 1: x staged from the residual row (x_norm_stage), the sums scaled by 1 / rms(x) at the end;
- * 2: the norm's sum first, then h quantized (EXACT: the norm kernel's values). Rows a multiple of
- * RT / 32 · RW. */
-template <int L, int NORM>
+ * 2: the norm's sum first, then h quantized (EXACT: the norm kernel's values). WAIT (gpu_mvwait.cu):
+ * 0 none, 1 dep_wait after the first round's loads (the engine's early loads), 2 before them. Rows
+ * a multiple of RT / 32 · RW. */
+template <int L, int NORM, int WAIT = 0>
 __global__ void __launch_bounds__(RT) k_regs(const uint8_t *w, shape s, xin in, float *y)
 {
+    if (WAIT == 2) dep_wait();
     extern __shared__ uint4 xs[];
     __shared__ float part[RT / 32];
     const int64_t nb = s.cols / 32, nu = nb;
@@ -177,6 +183,7 @@ __global__ void __launch_bounds__(RT) k_regs(const uint8_t *w, shape s, xin in, 
     uint4         q[2][RW];
     uint32_t      sc[2][RW];
     regs_load(w, s, r0, lane, nu, q, sc);
+    if (WAIT == 1) dep_wait();
     float ss = 0.0f;
     if (NORM == 1) ss = x_norm_stage<L>(xs, in, s.cols);
     else if (NORM == 2) x_norm_stage<L, true>(xs, in, s.cols);

@@ -1,0 +1,179 @@
+/* What does a one-token decode product gain from loading its weights before its dependency wait,
+ * and how much of them can it load there? In a replayed decode step every kernel is launched
+ * while the one before it runs (programmatic stream serialization) and waits for it at
+ * griddepcontrol.wait; the engine's k_mmvq loads a lane's first units into registers before
+ * that wait. Registers hold little (the 8B's q/k/v product: 118 registers a lane, 2 blocks of 256
+ * threads an SM, 264 of its 384 blocks resident at the wait; the rest load after it), where
+ * shared memory (227 KB an SM, ~30 MB on the H200) could hold all of a q/k/v or o product's
+ * weights. Here a kernel before (`busy`, one block spinning for S µs, letting the next launch at
+ * once) precedes the product, launched early as the engine launches it:
+ *   regs late    k_regs (mvq4.cuh: k_mmvq's unsliced one-token pass, x staged) waiting before
+ *                any load;
+ *   regs early   the same, its first round of units loaded before the wait (the engine's form);
+ *   smem R       each warp copies its R consecutive rows (R · row bytes, contiguous) into shared
+ *                memory with one cp.async.bulk before the wait, then waits, stages x and dots its
+ *                rows from there: every byte requested before the wait where the blocks fit.
+ * For each, the µs a (busy, product) pair takes past busy alone, at S = 0 and S = 4 (about a
+ * norm kernel's time in the 8B's step): what the product adds to the step after the kernel
+ * before it. Shapes: the 8B's q/k/v (6144 × 4096), o (4096 × 4096) and gate (14336 × 4096: more
+ * than the shared memory holds), Q4_0 as gpu_mvbulk.cu lays it out, one level of 8-bit
+ * activations, weights rotating over copies worth 8 times the L2; each output checked against a
+ * double-precision product of the same codes.
+ *
+ * Standalone (no engine code): nvcc -O3 -arch=sm_90 dev/kernels/gpu_mvwait.cu -o mvwait && ./mvwait */
+#include "bulk.cuh"
+#include "mvq4.cuh"
+
+enum { REPS = 200, SW = 4 /* smem: warps a block */ };
+
+/* One block of 32 threads that lets the next kernel launch, then spins for `cycles` clocks. */
+__global__ void k_busy(long long cycles)
+{
+    asm volatile("griddepcontrol.launch_dependents;");
+    const long long t0 = clock64();
+    while (clock64() - t0 < cycles) {
+    }
+}
+
+/* Rows R · (SW · blockIdx.x + warp) .. of w, each warp's R rows copied into shared memory before
+ * the wait; then x staged and the rows dotted as k_regs dots them (units u, u + 32, ..). */
+template <int R>
+__global__ void __launch_bounds__(32 * SW) k_smem(const uint8_t *w, shape s, xin in, float *y)
+{
+    extern __shared__ uint4 mem[];
+    __shared__ uint64_t     bar[SW];
+    const int64_t           nb = s.cols / 32, gb = R * s.row_b; /* a warp's bytes */
+    const int               wib = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t           r0   = ((int64_t)blockIdx.x * SW + wib) * R;
+    uint8_t                *rows = (uint8_t *)(mem + x_smem(s.cols, 1) / 16) + (size_t)wib * gb;
+    if (lane == 0) {
+        bar_init(bar + wib);
+        bulk_get(rows, w + r0 * s.row_b, (uint32_t)gb, bar + wib);
+    }
+    dep_wait();              /* the kernel before wrote x */
+    x_stage<1>(mem, in, nb); /* its barrier also shows every warp its barrier's init */
+    bar_wait(bar + wib, 0);
+    float acc[R] = {};
+    for (int64_t u = lane; u < nb; u += 32)
+#pragma unroll
+        for (int i = 0; i < R; i++) {
+            const uint8_t *row = rows + i * s.row_b;
+            acc[i] += unit_dot<1>(*(const uint4 *)(row + 16 * u), *(const uint16_t *)(row + s.cols / 2 + 2 * u), mem,
+                                  nb, u);
+        }
+#pragma unroll
+    for (int i = 0; i < R; i++) {
+        const float t = warp_sum(acc[i]);
+        if (lane == 0) y[r0 + i] = t;
+    }
+}
+
+/* ---- host ----------------------------------------------------------------------------------- */
+
+typedef void (*kern)(const uint8_t *, shape, xin, float *);
+
+typedef struct {
+    const char *name;
+    kern        fn;
+    int         R; /* smem: rows a warp; 0: regs */
+} variant;
+
+/* fn<<<blocks, threads, smem>>>(args) launched while the kernel before runs. */
+static void launch_early(kern fn, unsigned blocks, unsigned threads, size_t smem, const uint8_t *w, shape s, xin in,
+                         float *y)
+{
+    cudaLaunchAttribute at;
+    at.id                                         = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t c                          = {};
+    c.gridDim = blocks, c.blockDim = threads, c.dynamicSmemBytes = smem, c.stream = 0, c.attrs = &at, c.numAttrs = 1;
+    CHECK(cudaLaunchKernelEx(&c, fn, w, s, in, y));
+}
+
+int main(void)
+{
+    int dev = 0, smem_max = 0, l2 = 0, khz = 0;
+    CHECK(cudaGetDevice(&dev));
+    CHECK(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+    CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev));
+    const variant V[] = {{"regs late", k_regs<1, 0, 2>, 0},
+                         {"regs early", k_regs<1, 0, 1>, 0},
+                         {"smem R4", k_smem<4>, 4},
+                         {"smem R8", k_smem<8>, 8},
+                         {"smem R12", k_smem<12>, 12}};
+    const int64_t shapes[][2] = {{6144, 4096}, {4096, 4096}, {14336, 4096}};
+    const double  spins[]     = {0.0, 4.0}; /* µs of the kernel before */
+    printf("%-12s %14s %6s %10s %10s %10s %12s\n", "variant", "rows x cols", "S us", "busy us", "added us", "rel L2",
+           "blocks x thr");
+    for (const auto &sh : shapes) {
+        shape         s     = {sh[0], sh[1], row_bytes(sh[1])};
+        const int64_t bytes = s.rows * s.row_b, nb = s.cols / 32;
+        const int     copies = (int)((8LL * l2 + bytes - 1) / bytes) + 1;
+        uint8_t      *hw     = (uint8_t *)malloc(bytes);
+        int8_t       *hx     = (int8_t *)malloc(s.cols);
+        float2       *hd     = (float2 *)malloc(nb * sizeof(float2));
+        make_weights(hw, s);
+        for (int64_t b = 0; b < nb; b++) {
+            int sum = 0;
+            for (int i = 0; i < 32; i++) sum += hx[32 * b + i] = (int8_t)((int)(next_u32() % 255) - 127);
+            hd[b] = make_float2(0.001f + 0.01f * uniform(), 0.0f);
+            hd[b].y = hd[b].x * 256.0f * (float)sum; /* d S, S = 256 Σ hi (one level) */
+        }
+        double *ref = (double *)malloc(s.rows * sizeof(double));
+        reference(hw, s, 1, hx, hd, ref);
+        uint8_t *dw;
+        int8_t  *dx;
+        float2  *dd;
+        float   *dy;
+        CHECK(cudaMalloc(&dw, (size_t)bytes * copies));
+        for (int c = 0; c < copies; c++) CHECK(cudaMemcpy(dw + (size_t)c * bytes, hw, bytes, cudaMemcpyHostToDevice));
+        CHECK(cudaMalloc(&dx, s.cols));
+        CHECK(cudaMalloc(&dd, nb * sizeof(float2)));
+        CHECK(cudaMalloc(&dy, s.rows * sizeof(float)));
+        CHECK(cudaMemcpy(dx, hx, s.cols, cudaMemcpyHostToDevice));
+        CHECK(cudaMemcpy(dd, hd, nb * sizeof(float2), cudaMemcpyHostToDevice));
+        const xin in = {dx, dd, NULL, NULL, 0.0f};
+        float    *hy = (float *)malloc(s.rows * sizeof(float));
+        for (const double S : spins) {
+            const long long cycles = (long long)(S * khz * 1e-3);
+            const double    busy   = sa_timed(REPS, [&](int) { k_busy<<<1, 32>>>(cycles); });
+            for (const variant &v : V) {
+                size_t   smem;
+                unsigned blocks, threads;
+                if (!v.R) {
+                    smem = x_smem(s.cols, 1), threads = RT, blocks = (unsigned)(s.rows / (RW * RT / 32));
+                } else {
+                    smem = x_smem(s.cols, 1) + (size_t)SW * v.R * s.row_b, threads = 32 * SW;
+                    blocks = (unsigned)(s.rows / (SW * v.R));
+                    if (smem > (size_t)smem_max || s.rows % (SW * v.R)) {
+                        printf("%-12s %6lld x %-6lld  (%zu bytes of shared memory a block, or rows not a multiple of "
+                               "%d: skipped)\n",
+                               v.name, (long long)s.rows, (long long)s.cols, smem, SW * v.R);
+                        continue;
+                    }
+                }
+                if (smem > 48 * 1024)
+                    CHECK(cudaFuncSetAttribute(v.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+                CHECK(cudaMemset(dy, 0, s.rows * sizeof(float)));
+                k_busy<<<1, 32>>>(cycles);
+                launch_early(v.fn, blocks, threads, smem, dw, s, in, dy);
+                CHECK(cudaDeviceSynchronize());
+                CHECK(cudaMemcpy(hy, dy, s.rows * sizeof(float), cudaMemcpyDeviceToHost));
+                const double err  = rel_l2(hy, ref, s.rows);
+                const double pair = sa_timed(REPS, [&](int r) {
+                    k_busy<<<1, 32>>>(cycles);
+                    launch_early(v.fn, blocks, threads, smem, dw + (size_t)(r % copies) * bytes, s, in, dy);
+                });
+                printf("%-12s %6lld x %-6lld %6.1f %10.2f %10.2f %10.1e %7u x %u%s\n", v.name, (long long)s.rows,
+                       (long long)s.cols, S, busy, pair - busy, err, blocks, threads, err > 1e-5 ? "  FAILED" : "");
+            }
+        }
+        CHECK(cudaFree(dw));
+        CHECK(cudaFree(dx));
+        CHECK(cudaFree(dd));
+        CHECK(cudaFree(dy));
+        free(hw), free(hx), free(hd), free(hy), free(ref);
+    }
+    return 0;
+}
