@@ -249,6 +249,7 @@ void gpu_note_memory(gpu_backend *g)
         return;
     }
     if (free_b < g->free_min) g->free_min = free_b;
+    g->allocs_noted = g->allocs[0];
 }
 
 static celer_status gpu_memory(celer_backend *be, uint64_t *free_b, uint64_t *total_b, celer_error *err)

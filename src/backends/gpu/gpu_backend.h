@@ -112,10 +112,12 @@ typedef struct {
     int64_t            waits;
     bool               in_step;               /* between step_begin and step_end */
     int64_t            allocs[3];             /* device allocations: all, inside steps, inside replayed steps */
+    int64_t            allocs_noted;          /* allocs[0] when the free memory was last read (gpu_note_memory) */
     /* with stats: the device's free memory when the backend opened, when the first step began,
-     * and its least at a step's start or end (what the vendor BLAS and the runtime take for
-     * themselves counts; what a caller allocates between steps, as bench's bandwidth probe, does
-     * not); the planner's estimate (ops->note_plan; 0: none given) */
+     * and its least at a step's end — every step's but a replayed one's that allocated nothing
+     * (what the vendor BLAS and the runtime take for themselves counts; what a caller allocates
+     * between steps, as bench's bandwidth probe, does not); the planner's estimate
+     * (ops->note_plan; 0: none given) */
     size_t             free0, free_first, free_min;
     uint64_t           plan;
 #if CELER_GPU_TRACE
@@ -197,7 +199,8 @@ void gpu_graphs_drop(gpu_backend *g);
 void gpu_graphs_free(gpu_backend *g);
 /* The CELER_GPU_STATS line: steps by mode with their mean host time, and the device waits. */
 void gpu_stats_print(const gpu_backend *g);
-/* The device's free memory now, for the peak in CELER_GPU_STATS's line. */
+/* The device's free memory now, for the peak in CELER_GPU_STATS's line (a driver query: tens of
+ * µs, so a replayed step, which allocates nothing, does not make it). */
 void gpu_note_memory(gpu_backend *g);
 /* A device allocation, counted for CELER_GPU_STATS (issue 10: none inside replayed decode steps). */
 static inline void gpu_count_alloc(gpu_backend *g)

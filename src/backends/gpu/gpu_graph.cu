@@ -88,8 +88,7 @@ celer_status gpu_step_begin(celer_backend *be, uint64_t key, celer_error *err)
 #endif
     if (g->stats) {
         g->t_step = gpu_now_s();
-        gpu_note_memory(g);
-        if (!g->free_first) g->free_first = g->free_min; /* what the engine's creation took */
+        if (!g->free_first) gpu_note_memory(g), g->free_first = g->free_min; /* what the engine's creation took */
     }
     if (g->graphs_off || gpu_alive(g, err)) return g->failed ? err->code : CELER_OK;
     struct gpu_graph *e = entry(g, key);
@@ -120,7 +119,10 @@ celer_status gpu_step_end(celer_backend *be, bool ok, bool *redo, celer_error *e
     gpu_backend *g   = gpu_of(be);
     int          rec = g->rec;
     *redo            = false;
-    if (g->stats) g->walk_s[rec] += gpu_now_s() - g->t_step, g->steps[rec]++, gpu_note_memory(g);
+    if (g->stats) { /* a replayed step that allocated nothing left the free memory as it was */
+        g->walk_s[rec] += gpu_now_s() - g->t_step, g->steps[rec]++;
+        if (rec != GPU_REC_REPLAY || g->allocs[0] != g->allocs_noted) gpu_note_memory(g);
+    }
     g->rec           = GPU_REC_EAGER;
     g->in_step       = false;
     if (rec == GPU_REC_EAGER) return CELER_OK;
