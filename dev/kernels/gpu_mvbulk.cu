@@ -100,34 +100,8 @@ int main(int argc, char **argv)
     const char   *only        = argc > 1 ? argv[1] : NULL; /* a variant's name prefix */
     printf("%-16s %14s %10s %10s %10s %12s\n", "variant", "rows x cols", "us", "GB/s", "rel L2", "blocks x thr");
     for (const auto &sh : shapes) {
-        shape s = {sh[0], sh[1], row_bytes(sh[1])};
-        const int64_t bytes = s.rows * s.row_b, nb = s.cols / 32;
-        const int     copies = (int)((8LL * l2 + bytes - 1) / bytes) + 1;
-        uint8_t      *hw     = (uint8_t *)malloc(bytes);
-        int8_t       *hx     = (int8_t *)malloc(s.cols);
-        float2       *hd     = (float2 *)malloc(nb * sizeof(float2));
-        make_weights(hw, s);
-        for (int64_t b = 0; b < nb; b++) {
-            int sum = 0;
-            for (int i = 0; i < 32; i++) sum += hx[32 * b + i] = (int8_t)((int)(next_u32() % 255) - 127);
-            hd[b] = make_float2(0.001f + 0.01f * uniform(), 0.0f);
-            hd[b].y = hd[b].x * 256.0f * (float)sum; /* d S, S = 256 Σ hi (one level) */
-        }
-        double *ref = (double *)malloc(s.rows * sizeof(double));
-        reference(hw, s, 1, hx, hd, ref);
-        uint8_t *dw;
-        int8_t  *dx;
-        float2  *dd;
-        float   *dy;
-        CHECK(cudaMalloc(&dw, (size_t)bytes * copies));
-        for (int c = 0; c < copies; c++) CHECK(cudaMemcpy(dw + (size_t)c * bytes, hw, bytes, cudaMemcpyHostToDevice));
-        CHECK(cudaMalloc(&dx, s.cols));
-        CHECK(cudaMalloc(&dd, nb * sizeof(float2)));
-        CHECK(cudaMalloc(&dy, s.rows * sizeof(float)));
-        CHECK(cudaMemcpy(dx, hx, s.cols, cudaMemcpyHostToDevice));
-        CHECK(cudaMemcpy(dd, hd, nb * sizeof(float2), cudaMemcpyHostToDevice));
-        const xin in = {dx, dd, NULL, NULL, 0.0f};
-        float *hy = (float *)malloc(s.rows * sizeof(float));
+        mv_problem p = mv_problem_make({sh[0], sh[1], row_bytes(sh[1])}, l2);
+        const shape s = p.s;
         for (const variant &v : V) {
             if (only && strncmp(v.name, only, strlen(only))) continue;
             size_t   smem;
@@ -148,22 +122,17 @@ int main(int argc, char **argv)
             }
             if (smem > 48 * 1024)
                 CHECK(cudaFuncSetAttribute(v.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-            CHECK(cudaMemset(dy, 0, s.rows * sizeof(float)));
-            v.fn<<<blocks, threads, smem>>>(dw, s, in, dy);
+            CHECK(cudaMemset(p.dy, 0, s.rows * sizeof(float)));
+            v.fn<<<blocks, threads, smem>>>(p.dw, s, p.in, p.dy);
             CHECK(cudaGetLastError());
-            CHECK(cudaMemcpy(hy, dy, s.rows * sizeof(float), cudaMemcpyDeviceToHost));
-            const double err = rel_l2(hy, ref, s.rows);
+            const double err = mv_problem_error(p);
             const double us  = sa_timed(REPS, [&](int r) {
-                v.fn<<<blocks, threads, smem>>>(dw + (size_t)(r % copies) * bytes, s, in, dy);
+                v.fn<<<blocks, threads, smem>>>(p.dw + (size_t)(r % p.copies) * p.bytes, s, p.in, p.dy);
             });
             printf("%-16s %6lld x %-6lld %10.2f %10.0f %10.1e %7u x %u%s\n", v.name, (long long)s.rows,
-                   (long long)s.cols, us, bytes / us * 1e-3, err, blocks, threads, err > 1e-5 ? "  FAILED" : "");
+                   (long long)s.cols, us, p.bytes / us * 1e-3, err, blocks, threads, err > 1e-5 ? "  FAILED" : "");
         }
-        CHECK(cudaFree(dw));
-        CHECK(cudaFree(dx));
-        CHECK(cudaFree(dd));
-        CHECK(cudaFree(dy));
-        free(hw), free(hx), free(hd), free(hy), free(ref);
+        mv_problem_free(p);
     }
     return 0;
 }

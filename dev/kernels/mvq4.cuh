@@ -279,4 +279,66 @@ static double rel_l2(const float *y, const double *ref, int64_t n)
     return sqrt(e / (m > 0 ? m : 1));
 }
 
+/* A product of shape s with one level of 8-bit activations, on the device: random weights in
+ * copies worth 8 times the L2 of l2 bytes (dw; a launch r takes copy r % copies), the token's
+ * codes and scales (in), the output (dy), and on the host the double-precision reference and
+ * room for the output read back (hy). */
+typedef struct {
+    shape    s;
+    int64_t  bytes; /* one copy of the weights */
+    int      copies;
+    uint8_t *dw;
+    float   *dy, *hy;
+    double  *ref;
+    xin      in;
+} mv_problem;
+
+static mv_problem mv_problem_make(shape s, int l2)
+{
+    mv_problem    p  = {s, s.rows * s.row_b, 0, NULL, NULL, NULL, NULL, {NULL, NULL, NULL, NULL, 0.0f}};
+    const int64_t nb = s.cols / 32;
+    p.copies         = (int)((8LL * l2 + p.bytes - 1) / p.bytes) + 1;
+    uint8_t *hw      = (uint8_t *)malloc(p.bytes);
+    int8_t  *hx      = (int8_t *)malloc(s.cols);
+    float2  *hd      = (float2 *)malloc(nb * sizeof(float2));
+    make_weights(hw, s);
+    for (int64_t b = 0; b < nb; b++) {
+        int sum = 0;
+        for (int i = 0; i < 32; i++) sum += hx[32 * b + i] = (int8_t)((int)(next_u32() % 255) - 127);
+        hd[b]   = make_float2(0.001f + 0.01f * uniform(), 0.0f);
+        hd[b].y = hd[b].x * 256.0f * (float)sum; /* d S, S = 256 Σ hi (one level) */
+    }
+    p.ref = (double *)malloc(s.rows * sizeof(double));
+    p.hy  = (float *)malloc(s.rows * sizeof(float));
+    reference(hw, s, 1, hx, hd, p.ref);
+    int8_t *dx;
+    float2 *dd;
+    CHECK(cudaMalloc(&p.dw, (size_t)p.bytes * p.copies));
+    for (int c = 0; c < p.copies; c++) CHECK(cudaMemcpy(p.dw + (size_t)c * p.bytes, hw, p.bytes, cudaMemcpyHostToDevice));
+    CHECK(cudaMalloc(&dx, s.cols));
+    CHECK(cudaMalloc(&dd, nb * sizeof(float2)));
+    CHECK(cudaMalloc(&p.dy, s.rows * sizeof(float)));
+    CHECK(cudaMemcpy(dx, hx, s.cols, cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(dd, hd, nb * sizeof(float2), cudaMemcpyHostToDevice));
+    p.in = {dx, dd, NULL, NULL, 0.0f};
+    free(hw), free(hx), free(hd);
+    return p;
+}
+
+/* The output read back against the reference (relative L2). */
+static double mv_problem_error(mv_problem &p)
+{
+    CHECK(cudaMemcpy(p.hy, p.dy, p.s.rows * sizeof(float), cudaMemcpyDeviceToHost));
+    return rel_l2(p.hy, p.ref, p.s.rows);
+}
+
+static void mv_problem_free(mv_problem &p)
+{
+    CHECK(cudaFree(p.dw));
+    CHECK(cudaFree((void *)p.in.q));
+    CHECK(cudaFree((void *)p.in.d));
+    CHECK(cudaFree(p.dy));
+    free(p.hy), free(p.ref);
+}
+
 #endif
