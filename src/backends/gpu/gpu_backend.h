@@ -199,8 +199,8 @@ void gpu_graphs_drop(gpu_backend *g);
 void gpu_graphs_free(gpu_backend *g);
 /* The CELER_GPU_STATS line: steps by mode with their mean host time, and the device waits. */
 void gpu_stats_print(const gpu_backend *g);
-/* The device's free memory now, for the peak in CELER_GPU_STATS's line (a driver query: tens of
- * µs, so a replayed step, which allocates nothing, does not make it). */
+/* The device's free memory now, for the peak in CELER_GPU_STATS's line (a driver query, host
+ * time in the synchronous decode loop: a replayed step that allocates nothing does not make it). */
 void gpu_note_memory(gpu_backend *g);
 /* A device allocation, counted for CELER_GPU_STATS (issue 10: none inside replayed decode steps). */
 static inline void gpu_count_alloc(gpu_backend *g)
