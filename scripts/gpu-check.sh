@@ -81,7 +81,8 @@
 #            next kernel's: src/backends/gpu/gpu_trace.cu) and how long it waited, then by kernel name
 #            (logs/trace-*.txt); run build first (its celer makes the models)
 #   standalone  the standalone CUDA harnesses of dev/kernels (STANDALONE, default gpu_mvwait; also
-#            gpu_mvnorm gpu_mvbulk gpu_readpat gpu_sqh gpu_sqr), built with nvcc for sm_90 and run with STANDALONE_ARGS
+#            gpu_mvnorm gpu_mvbulk gpu_readpat gpu_sqh gpu_sqr), built with nvcc for sm_90 and run
+#            with STANDALONE_ARGS
 #            (logs/standalone-*.txt); a FAILED row (an output against its reference) is counted
 #   ab       variants side by side in one run (what a change is worth, on one machine's noise): AB
 #            lists them, space-separated, each NAME or NAME:ITEM,ITEM.. where an item is a patch

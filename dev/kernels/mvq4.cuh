@@ -314,7 +314,8 @@ static mv_problem mv_problem_make(shape s, int l2)
     int8_t *dx;
     float2 *dd;
     CHECK(cudaMalloc(&p.dw, (size_t)p.bytes * p.copies));
-    for (int c = 0; c < p.copies; c++) CHECK(cudaMemcpy(p.dw + (size_t)c * p.bytes, hw, p.bytes, cudaMemcpyHostToDevice));
+    for (int c = 0; c < p.copies; c++)
+        CHECK(cudaMemcpy(p.dw + (size_t)c * p.bytes, hw, p.bytes, cudaMemcpyHostToDevice));
     CHECK(cudaMalloc(&dx, s.cols));
     CHECK(cudaMalloc(&dd, nb * sizeof(float2)));
     CHECK(cudaMalloc(&p.dy, s.rows * sizeof(float)));

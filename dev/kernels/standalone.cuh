@@ -1,6 +1,7 @@
 /* What the standalone CUDA harnesses of dev/kernels (gpu_readpat.cu, gpu_sqh.cu, gpu_sqr.cu and,
- * through mvq4.cuh, gpu_mvbulk.cu, gpu_mvnorm.cu and gpu_mvwait.cu) share: a checked runtime call, a seeded
- * generator of test values, a launch's time a repeat, and the sum of a product's column parts. */
+ * through mvq4.cuh, gpu_mvbulk.cu, gpu_mvnorm.cu and gpu_mvwait.cu) share: a checked runtime
+ * call, a seeded generator of test values, a launch's time a repeat, and the sum of a product's
+ * column parts. */
 #ifndef CELER_DEV_KERNELS_STANDALONE_CUH
 #define CELER_DEV_KERNELS_STANDALONE_CUH
 
