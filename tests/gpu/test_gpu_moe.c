@@ -115,8 +115,10 @@ static void test_moe_stacked(celer_ggml_type t, int64_t T, int sms)
 }
 
 /* MoE routing of E experts to K a token, against the CPU's: the same choices in the same order
- * (ties to the lower expert), the weights within f32 rounding (the softmax's sum is added in
- * another order). */
+ * (ties to the lower expert), the weights within f32 rounding: the softmax's sum of E terms is
+ * added in another order, which moves it by up to E units of 2^-24 (the recursive-summation
+ * bound; a fixed 1e-6 failed at E = 300, 1.11e-6 with seed
+ * 18056819232497660611). */
 static void test_moe_route(int64_t E, int64_t K)
 {
     enum { T = 37 };
@@ -132,10 +134,10 @@ static void test_moe_route(int64_t E, int64_t K)
         CHECK(gpu->ops->moe_route(gpu, dl, T, E, K, renorm, di, dw, &err) == CELER_OK);
         to_host(di, ig, (size_t)(T * K) * 4), to_host(dw, wg, (size_t)(T * K) * 4);
         bool same = !memcmp(ic, ig, (size_t)(T * K) * 4);
-        double e  = rel_l2f(wg, wc, T * K);
-        if (!same || !(e < 1e-6)) fprintf(stderr, "  moe_route E=%lld K=%lld renorm %d: ids %s, weights %.2e\n",
+        double e  = rel_l2f(wg, wc, T * K), tol = (double)(E + 4) * 0x1p-24;
+        if (!same || !(e < tol)) fprintf(stderr, "  moe_route E=%lld K=%lld renorm %d: ids %s, weights %.2e\n",
                                          (long long)E, (long long)K, renorm, same ? "equal" : "DIFFER", e);
-        CHECK(same && e < 1e-6);
+        CHECK(same && e < tol);
         gpu->ops->release(gpu, dl), gpu->ops->release(gpu, dw), gpu->ops->release(gpu, di);
     }
     free(logits), free(wc), free(wg), free(ic), free(ig);
