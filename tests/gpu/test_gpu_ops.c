@@ -139,13 +139,15 @@ static void test_matmul_gguf(void)
      * blocks: its few-block grids split the columns in 4 parts, the last one short); the plain
      * formats with enough rows for the decode kernel's four rows a block (gpu_matvec_plain.cu:
      * from 8 rows an SM), 1100 of them (a short last block); rows of 4608 and 8448 values (a
-     * partial last pass of the integer decode kernel's loop, gpu_matvec.cu) */
+     * partial last pass of the integer decode kernel's loop, gpu_matvec.cu); 4,500 rows of 512
+     * (one-token passes: a sliced grid of 282 blocks, past two an SM on the H200: the WIDE pass) */
     static const struct {
         celer_ggml_type t;
         int64_t         rows, k;
     } EXTRA[] = {{CELER_GGML_Q4_0, 0, 544},     {CELER_GGML_Q8_0, 0, 544},     {CELER_GGML_Q4_0, 0, 2080},
                  {CELER_GGML_Q8_0, 0, 2080},    {CELER_GGML_F32, 1102, 800},   {CELER_GGML_F16, 1101, 1024},
-                 {CELER_GGML_BF16, 1103, 4096}, {CELER_GGML_Q4_0, 70, 4608},   {CELER_GGML_Q4_K, 71, 8448}};
+                 {CELER_GGML_BF16, 1103, 4096}, {CELER_GGML_Q4_0, 70, 4608},   {CELER_GGML_Q4_K, 71, 8448},
+                 {CELER_GGML_Q4_0, 4500, 512},  {CELER_GGML_Q6_K, 4500, 512}};
     const size_t n_types = sizeof GGUF_TYPES / sizeof GGUF_TYPES[0], n_extra = sizeof EXTRA / sizeof EXTRA[0];
     for (size_t i = 0; i < n_types + n_extra; i++) {
         bool            odd = i >= n_types;

@@ -108,9 +108,13 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const mv_set &s)
  * Harness, one-token Q4_0 products in a replayed step (µs, XS / not): unsliced 5120x2048 3.0 /
  * 3.5, 14336x4096 12.9 / 12.9; sliced 4096x4096 4.5 / 4.2, 4096x14336 12.9 / 11.2; Q8_0 alike;
  * Q4_K gains at every shape (its lanes' blocks scattered). tg128 with this rule against XS in
- * every pass: 8B Q4_0 +3.2%, Q8_0 +1.4%, 0.6B +4.1%, 30B-A3B the same. */
-template <int F, int NT, int KS, bool X8 = false, int SD = -1, bool XS = false>
-__global__ void __launch_bounds__(MVQ_THREADS * KS, KS > 1 && F == GPU_Q4_K ? 2 : 0)
+ * every pass: 8B Q4_0 +3.2%, Q8_0 +1.4%, 0.6B +4.1%, 30B-A3B the same.
+ * WIDE (a sliced grid of more blocks than two an SM hold: the 8B's q/k/v, 384 blocks, and the
+ * 30B-A3B's, 320): a unit a lane a round and three blocks an SM (ptxas, sm_90: Q4_0 118 → 77
+ * registers, none spilling), so that every block is resident at the dependency wait with half of
+ * its units requested, where two an SM left 120 of the 8B's blocks to load everything after it. */
+template <int F, int NT, int KS, bool X8 = false, int SD = -1, bool XS = false, bool WIDE = false>
+__global__ void __launch_bounds__(MVQ_THREADS * KS, KS > 1 && F == GPU_Q4_K ? 2 : WIDE ? 3 : 0)
     k_mmvq(mv_set set, gpu_xq x, int nt, int64_t t0, gpu_mv_sel sel)
 {
     gpu_dep_deferred(); /* a lane's first units are loaded before the wait: no kernel writes weights */
@@ -157,7 +161,7 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS, KS > 1 && F == GPU_Q4_K ? 2 
      * Q6_K's sliced pass takes two again: in its unit-order layout (gpu_weights.cu) four loads a
      * unit, 75 → 128 registers, and a grid of two blocks an SM wants the bytes (8B Q4_K_M, its
      * down products: tg128 +1.7%) */
-    constexpr int U  = F == GPU_Q5_K || F == GPU_Q4_K || (F == GPU_Q6_K && KS == 1) ? 1 : MVQ_UNROLL;
+    constexpr int U  = F == GPU_Q5_K || F == GPU_Q4_K || (F == GPU_Q6_K && KS == 1) || WIDE ? 1 : MVQ_UNROLL;
     const int     SW = KS * CELER_WARP; /* units between a lane's consecutive ones */
     const int64_t u0 = ks * CELER_WARP + lane;
     raw_unit      ru[U][MVQ_ROWS];
@@ -165,6 +169,13 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS, KS > 1 && F == GPU_Q4_K ? 2 
     /* early (gpu_vendor.h): those loads overlap the kernel before, which wrote x and, with add, y
      * (with selections it was passed above: once a kernel, as a trace build counts them) */
     if (!sel.ids) gpu_dep_enter();
+    /* with add, a one-token pass's outputs are read now, in flight with the dots' first loads,
+     * where reading them at the end put an L2 round trip after the block's last sum */
+    float yv[MVQ_ROWS] = {};
+    if constexpr (NT == 1)
+        if (set.add && lane == 0 && ks == 0)
+#pragma unroll
+            for (int i = 0; i < MVQ_ROWS; i++) yv[i] = r0 + i < w.rows ? y[r0 + i] : 0.0f;
     auto rounds = [&](const auto &xsrc) {
         for (int64_t u = u0; u < nu; u += U * SW) {
             if (u != u0) units_load<F, U>(w, rows, u, nu, SW, ru);
@@ -204,7 +215,7 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS, KS > 1 && F == GPU_Q4_K ? 2 
         for (int t = 0; t < NT; t++)
             if (t < nt && lane == 0 && r0 + i < w.rows) {
                 float *o = &y[t * w.rows + r0 + i];
-                *o       = set.add ? __fadd_rn(*o, acc[i][t]) : acc[i][t];
+                *o       = set.add ? __fadd_rn(NT == 1 ? yv[i] : *o, acc[i][t]) : acc[i][t];
             }
 }
 
@@ -214,9 +225,16 @@ typedef void (*mmvq_fn)(mv_set, gpu_xq, int, int64_t, gpu_mv_sel);
 
 /* A format's kernels: 1, 2, 4, 8 tokens a pass, one token in MVQ_KS column slices, the
  * two one-token ones with X8; then the four one-token ones again with the activations staged in
- * shared memory (XS, at MVQ_XS + mvq_xs_of(the one-token index)). */
-enum { MVQ_SLICED = 4, MVQ_X8 = 5, MVQ_X8_SLICED = 6, MVQ_XS = 7, MVQ_FNS = 11 };
+ * shared memory (XS, at MVQ_XS + mvq_xs_of(the one-token index)); then the sliced ones WIDE,
+ * without X8 and with it (NULL for Q4_K and Q5_K: at three blocks an SM Q5_K spilled 260-356
+ * bytes, and Q4_K's sliced pass already loads a unit a round at two). */
+enum { MVQ_SLICED = 4, MVQ_X8 = 5, MVQ_X8_SLICED = 6, MVQ_XS = 7, MVQ_WIDE = 11, MVQ_FNS = 13 };
 static int mvq_xs_of(int t1) { return MVQ_XS + (t1 ? t1 - MVQ_SLICED + 1 : 0); }
+template <int F, int SD, bool X8> static constexpr mmvq_fn mvq_wide()
+{
+    if constexpr (F == GPU_Q4_K || F == GPU_Q5_K) return NULL;
+    else return k_mmvq<F, 1, MVQ_KS, X8, SD, false, true>;
+}
 #define MVQ_ROW(F, SD)                                                                                              \
     {                                                                                                               \
         F, SD, {                                                                                                    \
@@ -224,7 +242,7 @@ static int mvq_xs_of(int t1) { return MVQ_XS + (t1 ? t1 - MVQ_SLICED + 1 : 0); }
                 k_mmvq<F, 8, 1, false, SD>, k_mmvq<F, 1, MVQ_KS, false, SD>, k_mmvq<F, 1, 1, true, SD>,             \
                 k_mmvq<F, 1, MVQ_KS, true, SD>, k_mmvq<F, 1, 1, false, SD, true>,                                   \
                 k_mmvq<F, 1, MVQ_KS, false, SD, true>, k_mmvq<F, 1, 1, true, SD, true>,                             \
-                k_mmvq<F, 1, MVQ_KS, true, SD, true>                                                                \
+                k_mmvq<F, 1, MVQ_KS, true, SD, true>, mvq_wide<F, SD, false>(), mvq_wide<F, SD, true>()             \
         }                                                                                                           \
     }
 static const struct {
@@ -278,7 +296,11 @@ static celer_status mvq_launch(gpu_backend *g, const gpu_wdesc *w, int n, int fm
      * codes (the others read them as zeros: the same sums, at twice the work) */
     const int  t0x = xq->x8 ? (sliced ? MVQ_X8_SLICED : MVQ_X8) : (sliced ? MVQ_SLICED : 0);
     const bool xs  = xs_staged(g, fmt, w[0].cols, sliced); /* the set's weights share x: the same cols */
-    const int  t1  = xs ? mvq_xs_of(t0x) : t0x;
+    /* a sliced grid past two blocks an SM, not staged (the staged sliced passes are the K-quants'):
+     * WIDE where the format has it */
+    const int  tw  = MVQ_WIDE + (xq->x8 ? 1 : 0);
+    const bool wd  = sliced && !xs && fn[tw] && total * (sel ? n_sel : 1) > 2 * (int64_t)g->prop.multiProcessorCount;
+    const int  t1  = wd ? tw : xs ? mvq_xs_of(t0x) : t0x;
     const int  t1_threads = sliced ? MVQ_THREADS * MVQ_KS : MVQ_THREADS;
     const size_t t1_smem  = xs ? xs_bytes(w[0].cols) : 0;
     if (sel) /* one token each: a selection per grid row */
