@@ -18,14 +18,14 @@
  * µs a call and GB/s; each output checked against a double-precision product of the same codes.
  *
  * Standalone (no engine code): nvcc -O3 -arch=sm_90 dev/kernels/gpu_mvbulk.cu -o mvbulk && ./mvbulk */
-#include "backends/gpu/gpu_vendor.h"
+#include "bulk.cuh"
 #include "mvq4.cuh"
 
 #include <string.h>
 
 enum { REPS = 50 };
 
-/* ---- bulk: cp.async.bulk into a ring of P stages a warp (gpu_vendor.h) ------------------------- */
+/* ---- bulk: cp.async.bulk into a ring of P stages a warp (bulk.cuh) ------------------------- */
 
 /* Shared memory of a block of W warps: x, then the warps' rings (W · P · R rows), then the
  * barriers (W · P). */
@@ -44,14 +44,14 @@ __global__ void __launch_bounds__(256) k_bulk(const uint8_t *w, shape s, xin in,
     uint64_t     *bar  = (uint64_t *)((uint8_t *)(mem + x_smem(s.cols, 1) / 16) + (size_t)W * P * gb) + wib * P;
     const int64_t groups = s.rows / R, gw = (int64_t)blockIdx.x * W + wib, GW = (int64_t)gridDim.x * W;
     if (lane == 0) {
-        for (int p = 0; p < P; p++) gpu_bulk_init(bar + p);
+        for (int p = 0; p < P; p++) bar_init(bar + p);
         for (int p = 0; p < P; p++) /* the first groups' loads before x is staged */
-            if (gw + p * GW < groups) gpu_bulk_get(ring + p * gb, w + (gw + p * GW) * gb, (uint32_t)gb, bar + p);
+            if (gw + p * GW < groups) bulk_get(ring + p * gb, w + (gw + p * GW) * gb, (uint32_t)gb, bar + p);
     }
     x_stage<1>(mem, in, nb); /* its barrier also makes the barriers' init visible to the block */
     for (int64_t n = 0, g = gw; g < groups; n++, g += GW) {
         const int st = (int)(n % P);
-        gpu_bulk_wait(bar + st, (uint32_t)((n / P) & 1));
+        bar_wait(bar + st, (uint32_t)((n / P) & 1));
         const uint8_t *grp = ring + st * gb;
         float          acc[R] = {};
         for (int64_t u = lane; u < nu; u += 32) {
@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(256) k_bulk(const uint8_t *w, shape s, xin in,
             }
         }
         __syncwarp();
-        if (lane == 0 && g + P * GW < groups) gpu_bulk_get(ring + st * gb, w + (g + P * GW) * gb, (uint32_t)gb, bar + st);
+        if (lane == 0 && g + P * GW < groups) bulk_get(ring + st * gb, w + (g + P * GW) * gb, (uint32_t)gb, bar + st);
 #pragma unroll
         for (int i = 0; i < R; i++) {
             const float t = warp_sum(acc[i]);

@@ -21,7 +21,7 @@
  * double-precision product of the same codes.
  *
  * Standalone (no engine code): nvcc -O3 -arch=sm_90 dev/kernels/gpu_mvwait.cu -o mvwait && ./mvwait */
-#include "backends/gpu/gpu_vendor.h"
+#include "bulk.cuh"
 #include "mvq4.cuh"
 
 enum { REPS = 200, SW = 4 /* smem: warps a block */ };
@@ -47,12 +47,12 @@ __global__ void __launch_bounds__(32 * SW) k_smem(const uint8_t *w, shape s, xin
     const int64_t           r0   = ((int64_t)blockIdx.x * SW + wib) * R;
     uint8_t                *rows = (uint8_t *)(mem + x_smem(s.cols, 1) / 16) + (size_t)wib * gb;
     if (lane == 0) {
-        gpu_bulk_init(bar + wib);
-        gpu_bulk_get(rows, w + r0 * s.row_b, (uint32_t)gb, bar + wib);
+        bar_init(bar + wib);
+        bulk_get(rows, w + r0 * s.row_b, (uint32_t)gb, bar + wib);
     }
     dep_wait();              /* the kernel before wrote x */
     x_stage<1>(mem, in, nb); /* its barrier also shows every warp its barrier's init */
-    gpu_bulk_wait(bar + wib, 0);
+    bar_wait(bar + wib, 0);
     float acc[R] = {};
     for (int64_t u = lane; u < nb; u += 32)
 #pragma unroll

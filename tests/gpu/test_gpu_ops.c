@@ -628,46 +628,6 @@ static void test_graph_reuse(void)
     for (int i = 0; i < 3; i++) free(raw[i]);
 }
 
-/* One-token products with their rows bulk-copied into shared memory (gpu_matvec.cu's BULK, the
- * default where the device has bulk copies) and without (CELER_GPU_MVQ_BULK=0: the unsliced pass
- * with x staged, at a grid of three blocks an SM and more) give the same outputs bit for bit:
- * every format with an integer decode kernel, rows not a whole number of a block's 16 (a warp
- * copies fewer). Where the device has no bulk copies both backends run the same kernel. */
-static void test_bulk_rows(int sms)
-{
-    static const celer_ggml_type types[] = {CELER_GGML_Q4_0, CELER_GGML_Q4_1, CELER_GGML_Q5_0, CELER_GGML_Q5_1,
-                                            CELER_GGML_Q8_0, CELER_GGML_Q4_K, CELER_GGML_Q5_K, CELER_GGML_Q6_K};
-    static const char *const off[] = {"CELER_GPU_MVQ_BULK=0"};
-    const int64_t            rows = 3 * (int64_t)sms * 16 + 13, cols = 1536;
-    celer_backend           *be[2] = {gpu, gpu_backend_with(off, 1)};
-    if (!be[1]) return;
-    float *x = malloc((size_t)cols * sizeof *x), *y[2];
-    for (int b = 0; b < 2; b++) y[b] = malloc((size_t)rows * sizeof *y[b]);
-    random_acts(x, 1, cols);
-    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
-        void        *wd = random_weights(types[i], rows, cols, 0.1f);
-        celer_weight w[2];
-        for (int b = 0; b < 2; b++) {
-            void *dx = NULL, *dy = NULL;
-            w[b] = (celer_weight){.type = types[i], .rows = rows, .cols = cols, .data = wd};
-            CHECK(be[b]->ops->weight_load(be[b], &w[b], &err) == CELER_OK);
-            CHECK(be[b]->ops->alloc(be[b], (size_t)cols * sizeof(float), &dx, &err) == CELER_OK);
-            CHECK(be[b]->ops->alloc(be[b], (size_t)rows * sizeof(float), &dy, &err) == CELER_OK);
-            CHECK(be[b]->ops->write(be[b], dx, x, (size_t)cols * sizeof(float), &err) == CELER_OK);
-            CHECK(be[b]->ops->matmul(be[b], &w[b], dx, 1, dy, &err) == CELER_OK);
-            CHECK(be[b]->ops->read(be[b], dy, y[b], (size_t)rows * sizeof(float), &err) == CELER_OK);
-            be[b]->ops->release(be[b], dx), be[b]->ops->release(be[b], dy);
-        }
-        const bool same = !memcmp(y[0], y[1], (size_t)rows * sizeof(float));
-        if (!same) fprintf(stderr, "  %s %lldx%lld T=1: rows in shared memory differ from CELER_GPU_MVQ_BULK=0\n",
-                           celer_ggml_type_get(types[i])->name, (long long)rows, (long long)cols);
-        CHECK(same);
-        free(wd);
-    }
-    celer_backend_destroy(be[1]);
-    free(x), free(y[0]), free(y[1]);
-}
-
 /* The batch kernel's three geometries (CELER_GPU_SQ_WIDE=0, 1 and 2, the default: 64 or 128 rows
  * a block, 2 or 3 stages, gpu_mmq_small.cu) give the same products bit for bit: Q4_0 and Q8_0,
  * rows not a whole number of either size of block, columns ending in a short stage, in one column
@@ -742,8 +702,5 @@ int main(void)
     test_graph_reuse();
     test_xq_held();
     test_batch_geometries();
-    celer_device_facts facts;
-    CHECK(celer_device_query(0, &facts, &err) == CELER_OK);
-    test_bulk_rows(facts.compute_units);
     return gpu_test_close("test_gpu_ops");
 }

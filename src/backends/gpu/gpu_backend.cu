@@ -436,7 +436,6 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     }
     /* CELER_GPU_EARLY=0: each kernel launched after the one before ends */
     g->early       = gpu_early_launch_ok(&g->prop) && !env_is("CELER_GPU_EARLY", "0");
-    g->mvq_bulk    = env_is("CELER_GPU_MVQ_BULK", "0") ? 0 : gpu_bulk_sm_bytes(&g->prop); /* gpu_matvec.cu's BULK */
     const char *lt = getenv("CELER_GPU_LATE"); /* launch names, separated by commas or '+': never early */
     if (lt && *lt) snprintf(g->late, sizeof g->late, ",%s,", lt);
     for (char *c = g->late; *c; c++) *c = *c == '+' ? ',' : *c;

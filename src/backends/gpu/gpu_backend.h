@@ -77,7 +77,6 @@ typedef struct {
     bool     kv_f16;      /* CELER_GPU_KV_F16=1: the KV cache holds f16 values (gpu_kv.cuh) */
     bool     mvq_x8;      /* CELER_GPU_MVQ_X8=1: dense products of quantized weights on 8-bit activations */
     bool     mvq_xs;      /* one-token decode products stage x in shared memory (CELER_GPU_MVQ_XS=0: not) */
-    size_t   mvq_bulk;    /* shared memory an SM for one-token products' rows copied early (0: none; MVQ_BULK=0) */
     bool     sample_off;  /* CELER_GPU_SAMPLE=0: every sampled draw left to the host (gpu_sample.cu) */
     bool     att_merge_in; /* decode attention's last split merges them (CELER_GPU_ATT_MERGE_IN=0: a kernel does) */
     int32_t  att_wide;     /* most passes of a wide block, short contexts unsplit (CELER_GPU_ATT_WIDE; 0: split) */

@@ -112,23 +112,13 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const mv_set &s)
  * WIDE (a sliced grid of more blocks than two an SM hold: the 8B's q/k/v, 384 blocks, and the
  * 30B-A3B's, 320): a unit a lane a round and three blocks an SM (ptxas, sm_90: Q4_0 118 → 77
  * registers, none spilling), so that every block is resident at the dependency wait with half of
- * its units requested, where two an SM left 120 of the 8B's blocks to load everything after it.
- * BULK (one token, unsliced, x staged; gpu_bulk_get, where the device has bulk copies): each warp
- * asks for its MVQ_ROWS rows, contiguous in every layout, as one bulk copy into shared memory
- * before the dependency wait, and loads its units from there after it: every weight byte of the
- * block in flight before the wait, where registers held a unit or two a lane. The same units in
- * the same order as the unsliced XS pass (bit for bit). dev/kernels/gpu_mvwait.cu, Q4_0 behind
- * a kernel of 0 / 4 µs, the µs the product adds (this form against the registers' early form):
- * 6144x4096 3.33 / 3.77 against 4.18 / 5.43, 4096x4096 3.13 / 3.01 against 4.15 / 4.83,
- * 14336x4096 8.94 / 9.48 against 10.56 / 9.62 (thirty-fourth pass). */
-template <int F, int NT, int KS, bool X8 = false, int SD = -1, bool XS = false, bool WIDE = false, bool BULK = false>
+ * its units requested, where two an SM left 120 of the 8B's blocks to load everything after it. */
+template <int F, int NT, int KS, bool X8 = false, int SD = -1, bool XS = false, bool WIDE = false>
 __global__ void __launch_bounds__(MVQ_THREADS * KS, KS > 1 && F == GPU_Q4_K ? 2 : WIDE ? 3 : 0)
     k_mmvq(mv_set set, gpu_xq x, int nt, int64_t t0, gpu_mv_sel sel)
 {
     gpu_dep_deferred(); /* a lane's first units are loaded before the wait: no kernel writes weights */
     static_assert(!XS || NT == 1, "activations staged for one token");
-    static_assert(!BULK || (XS && KS == 1), "rows copied by unsliced passes that stage x");
-    constexpr bool BK = BULK && CELER_GPU_BULK_HERE; /* elsewhere the same kernel as without */
     if (sel.ids) gpu_dep_enter(); /* the kernel before wrote the selections */
     constexpr int GROUPS = MVQ_THREADS / 32; /* row groups a block (wave64: half of them hold rows) */
     __shared__ float part[KS > 1 ? KS - 1 : 1][GROUPS][MVQ_ROWS][NT];
@@ -158,18 +148,6 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS, KS > 1 && F == GPU_Q4_K ? 2 
     const uint8_t *rows[MVQ_ROWS];
 #pragma unroll
     for (int i = 0; i < MVQ_ROWS; i++) rows[i] = base + (r0 + i < w.rows ? r0 + i : 0) * w.row_bytes;
-    __shared__ uint64_t bar[BK ? GROUPS : 1]; /* a warp's copy of its rows done (BULK) */
-    if constexpr (BK) { /* after the staged x: the warp's rows, asked for by lane 0 */
-        extern __shared__ uint4 xs_mem[];
-        uint8_t *mine = (uint8_t *)xs_mem + xs_bytes(w.cols) + (size_t)grp * MVQ_ROWS * w.row_bytes;
-        if (live && lane == 0) {
-            const int64_t n = w.rows - r0 < MVQ_ROWS ? w.rows - r0 : MVQ_ROWS;
-            gpu_bulk_init(&bar[grp]);
-            gpu_bulk_get(mine, rows[0], (uint32_t)(n * w.row_bytes), &bar[grp]);
-        }
-#pragma unroll
-        for (int i = 0; i < MVQ_ROWS; i++) rows[i] = mine + (r0 + i < w.rows ? i : 0) * w.row_bytes;
-    }
     const int64_t nu = live ? units<F>(w.cols) : 0;
     float         acc[MVQ_ROWS][NT];
 #pragma unroll
@@ -183,11 +161,11 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS, KS > 1 && F == GPU_Q4_K ? 2 
      * Q6_K's sliced pass takes two again: in its unit-order layout (gpu_weights.cu) four loads a
      * unit, 75 → 128 registers, and a grid of two blocks an SM wants the bytes (8B Q4_K_M, its
      * down products: tg128 +1.7%) */
-    constexpr int U  = F == GPU_Q5_K || F == GPU_Q4_K || (F == GPU_Q6_K && KS == 1) || WIDE || BK ? 1 : MVQ_UNROLL;
+    constexpr int U  = F == GPU_Q5_K || F == GPU_Q4_K || (F == GPU_Q6_K && KS == 1) || WIDE ? 1 : MVQ_UNROLL;
     const int     SW = KS * CELER_WARP; /* units between a lane's consecutive ones */
     const int64_t u0 = ks * CELER_WARP + lane;
     raw_unit      ru[U][MVQ_ROWS];
-    if constexpr (!BK) units_load<F, U>(w, rows, u0, nu, SW, ru);
+    units_load<F, U>(w, rows, u0, nu, SW, ru);
     /* early (gpu_vendor.h): those loads overlap the kernel before, which wrote x and, with add, y
      * (with selections it was passed above: once a kernel, as a trace build counts them) */
     if (!sel.ids) gpu_dep_enter();
@@ -208,11 +186,7 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS, KS > 1 && F == GPU_Q4_K ? 2 
     };
     if constexpr (XS) {
         extern __shared__ uint4 xs_mem[];
-        xs_fill<F, X8>(xs_mem, x); /* its barrier shows the warps their copy's mbarrier (BULK) */
-        if constexpr (BK) {
-            if (live) gpu_bulk_wait(&bar[grp], 0);
-            units_load<F, U>(w, rows, u0, nu, SW, ru);
-        }
+        xs_fill<F, X8>(xs_mem, x);
         rounds(xs_view<F>(xs_mem, x.nb));
     } else {
         rounds(x);
@@ -253,9 +227,8 @@ typedef void (*mmvq_fn)(mv_set, gpu_xq, int, int64_t, gpu_mv_sel);
  * two one-token ones with X8; then the four one-token ones again with the activations staged in
  * shared memory (XS, at MVQ_XS + mvq_xs_of(the one-token index)); then the sliced ones WIDE,
  * without X8 and with it (NULL for Q4_K and Q5_K: at three blocks an SM Q5_K spilled 260-356
- * bytes, and Q4_K's sliced pass already loads a unit a round at two); then the unsliced XS ones
- * BULK, without X8 and with it. */
-enum { MVQ_SLICED = 4, MVQ_X8 = 5, MVQ_X8_SLICED = 6, MVQ_XS = 7, MVQ_WIDE = 11, MVQ_BULK = 13, MVQ_FNS = 15 };
+ * bytes, and Q4_K's sliced pass already loads a unit a round at two). */
+enum { MVQ_SLICED = 4, MVQ_X8 = 5, MVQ_X8_SLICED = 6, MVQ_XS = 7, MVQ_WIDE = 11, MVQ_FNS = 13 };
 static int mvq_xs_of(int t1) { return MVQ_XS + (t1 ? t1 - MVQ_SLICED + 1 : 0); }
 template <int F, int SD, bool X8> static constexpr mmvq_fn mvq_wide()
 {
@@ -269,8 +242,7 @@ template <int F, int SD, bool X8> static constexpr mmvq_fn mvq_wide()
                 k_mmvq<F, 8, 1, false, SD>, k_mmvq<F, 1, MVQ_KS, false, SD>, k_mmvq<F, 1, 1, true, SD>,             \
                 k_mmvq<F, 1, MVQ_KS, true, SD>, k_mmvq<F, 1, 1, false, SD, true>,                                   \
                 k_mmvq<F, 1, MVQ_KS, false, SD, true>, k_mmvq<F, 1, 1, true, SD, true>,                             \
-                k_mmvq<F, 1, MVQ_KS, true, SD, true>, mvq_wide<F, SD, false>(), mvq_wide<F, SD, true>(),            \
-                k_mmvq<F, 1, 1, false, SD, true, false, true>, k_mmvq<F, 1, 1, true, SD, true, false, true>         \
+                k_mmvq<F, 1, MVQ_KS, true, SD, true>, mvq_wide<F, SD, false>(), mvq_wide<F, SD, true>()             \
         }                                                                                                           \
     }
 static const struct {
@@ -328,16 +300,9 @@ static celer_status mvq_launch(gpu_backend *g, const gpu_wdesc *w, int n, int fm
      * WIDE where the format has it */
     const int  tw  = MVQ_WIDE + (xq->x8 ? 1 : 0);
     const bool wd  = sliced && !xs && fn[tw] && total * (sel ? n_sel : 1) > 2 * (int64_t)g->prop.multiProcessorCount;
-    /* one token of a dense product whose staged x and rows leave four blocks an SM: BULK, over
-     * every grid (its rows all asked for before the wait, slices add nothing) */
-    const size_t bulk_smem = xs_bytes(w[0].cols) + (size_t)(MVQ_THREADS / g->prop.warpSize) * MVQ_ROWS * w[0].row_bytes;
-    bool         bulk      = !sel && T == 1 && xs_staged(g, fmt, w[0].cols, false) && 4 * (bulk_smem + 2048) <= g->mvq_bulk;
-    for (int i = 0; i < n; i++) /* bulk copies: 16-byte sizes and addresses */
-        bulk = bulk && w[i].row_bytes == w[0].row_bytes && w[i].row_bytes % 16 == 0 && (uintptr_t)w[i].data % 16 == 0;
-    const int    t1         = bulk ? MVQ_BULK + (xq->x8 ? 1 : 0) : wd ? tw : xs ? mvq_xs_of(t0x) : t0x;
-    const int    t1_threads = sliced && !bulk ? MVQ_THREADS * MVQ_KS : MVQ_THREADS;
-    const size_t t1_smem    = bulk ? bulk_smem : xs ? xs_bytes(w[0].cols) : 0;
-    if (bulk && gpu_allow_smem(g, (const void *)fn[t1], t1_smem, err)) return err->code;
+    const int  t1  = wd ? tw : xs ? mvq_xs_of(t0x) : t0x;
+    const int  t1_threads = sliced ? MVQ_THREADS * MVQ_KS : MVQ_THREADS;
+    const size_t t1_smem  = xs ? xs_bytes(w[0].cols) : 0;
     if (sel) /* one token each: a selection per grid row */
         return GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8", fn[t1], dim3((unsigned)total, (unsigned)n_sel), t1_threads,
                                      t1_smem, set, *xq, 1, (int64_t)0, *sel);

@@ -73,10 +73,7 @@ template <int F> static __device__ __forceinline__ int64_t xs_slot(int64_t b, in
  * without asking). A short grid (a sliced one: mvq_launch) stages them for the K-quants only:
  * a block copies all of x after its wait, and there few other blocks' loads hide the copy
  * (k_mmvq's comment has the measurements). */
-static __host__ __device__ inline size_t xs_bytes(int64_t cols)
-{
-    return (size_t)(cols / 32) * (4 * sizeof(uint4) + sizeof(float2));
-}
+static inline size_t xs_bytes(int64_t cols) { return (size_t)(cols / 32) * (4 * sizeof(uint4) + sizeof(float2)); }
 static inline bool   xs_staged(const gpu_backend *g, int fmt, int64_t cols, bool short_grid)
 {
     const bool kq = fmt == GPU_Q4_K || fmt == GPU_Q5_K || fmt == GPU_Q6_K; /* units' blocks scattered */

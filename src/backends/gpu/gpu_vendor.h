@@ -134,8 +134,6 @@ static inline gpuError_t gpu_launch_kernel(void (*kernel)(E...), dim3 grid, dim3
     return gpuSuccess; /* the launch's error, if any, is gpuGetLastError's */
 }
 static inline bool gpu_early_launch_ok(const gpuDeviceProp *p) { return (void)p, false; }
-/* shared memory an SM where the device has bulk copies (gpu_bulk_get), else 0 */
-static inline size_t gpu_bulk_sm_bytes(const gpuDeviceProp *p) { return (void)p, 0; }
 /* Asynchronous copies to shared memory (the kernels that use them run where CELER_GPU_IMMA is 1):
  * plain copies here. */
 static __device__ __forceinline__ void gpu_cp_async16(void *dst, const void *src, bool valid)
@@ -148,14 +146,6 @@ static __device__ __forceinline__ void gpu_cp_async8(void *dst, const void *src,
 }
 static __device__ __forceinline__ void gpu_cp_commit(void) {}
 template <int N> static __device__ __forceinline__ void gpu_cp_wait(void) {}
-/* Bulk copies (the CUDA section's): none here; the kernels read their bytes where they lie. */
-#define CELER_GPU_BULK_HERE 0
-static __device__ __forceinline__ void gpu_bulk_init(uint64_t *bar) { (void)bar; }
-static __device__ __forceinline__ void gpu_bulk_get(void *dst, const void *src, uint32_t bytes, uint64_t *bar)
-{
-    (void)dst, (void)src, (void)bytes, (void)bar;
-}
-static __device__ __forceinline__ void gpu_bulk_wait(uint64_t *bar, uint32_t parity) { (void)bar, (void)parity; }
 #define gpuFuncSetMaxDynamicShared(fn, bytes) hipFuncSetAttribute((const void *)(fn), hipFuncAttributeMaxDynamicSharedMemorySize, (bytes))
 
 /* No vendor BLAS: Debian 12 packages no hipBLAS, so prefill stays on this source's kernels
@@ -383,11 +373,6 @@ static inline gpuError_t gpu_launch_kernel(void (*kernel)(E...), dim3 grid, dim3
     return cudaLaunchKernelEx(&c, kernel, std::forward<A>(args)...);
 }
 static inline bool gpu_early_launch_ok(const gpuDeviceProp *p) { return p->major >= 9; }
-/* shared memory an SM where the device has bulk copies (gpu_bulk_get), else 0 */
-static inline size_t gpu_bulk_sm_bytes(const gpuDeviceProp *p)
-{
-    return p->major >= 9 ? p->sharedMemPerMultiprocessor : 0;
-}
 
 /* Two floats as the f16 pair of one register (round to nearest; lo in the low half). */
 static __device__ __forceinline__ uint32_t gpu_half2_bits(float lo, float hi)
@@ -427,67 +412,6 @@ template <int N> static __device__ __forceinline__ void gpu_cp_wait(void)
 {
 #if CELER_GPU_IMMA_HERE
     asm volatile("cp.async.wait_group %0;" ::"n"(N));
-#endif
-}
-
-/* Bulk copies from global into shared memory (cp.async.bulk, sm_90): one lane asks for a
- * contiguous run of bytes, the SM's copy engine moves them while every lane goes on, and an
- * mbarrier in shared memory completes when they have arrived, so that a kernel can ask for all of
- * its weights before its dependency wait at the cost of one instruction, where loads into
- * registers ask for only as many as the registers hold. CELER_GPU_BULK_HERE is 1 in device code
- * for sm_90 and later; elsewhere these do nothing, and a kernel that calls them reads its bytes
- * where they lie (k_mmvq's BULK instances: the same kernel as without). gpu_bulk_sm_bytes says
- * whether the device runs code that has them. */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define CELER_GPU_BULK_HERE 1
-#else
-#define CELER_GPU_BULK_HERE 0
-#endif
-/* The mbarrier at bar, for one arrival a phase (the asking lane's), shown to the copy engine.
- * The block's other lanes may wait on it after a barrier (__syncthreads) that follows this. */
-static __device__ __forceinline__ void gpu_bulk_init(uint64_t *bar)
-{
-#if CELER_GPU_BULK_HERE
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"((uint32_t)__cvta_generic_to_shared(bar)));
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-#else
-    (void)bar;
-#endif
-}
-
-/* bytes (a multiple of 16; dst and src 16-byte aligned) from src to dst, completing on bar's
- * phase; one lane asks. The fence orders the warp's earlier reads of dst (a ring refilled)
- * before the copy's writes. */
-static __device__ __forceinline__ void gpu_bulk_get(void *dst, const void *src, uint32_t bytes, uint64_t *bar)
-{
-#if CELER_GPU_BULK_HERE
-    const uint32_t b = (uint32_t)__cvta_generic_to_shared(bar);
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes) : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     (uint32_t)__cvta_generic_to_shared(dst)),
-                 "l"(src), "r"(bytes), "r"(b)
-                 : "memory");
-#else
-    (void)dst, (void)src, (void)bytes, (void)bar;
-#endif
-}
-
-/* Until bar's phase `parity` has completed: the bytes asked for on it are in shared memory. */
-static __device__ __forceinline__ void gpu_bulk_wait(uint64_t *bar, uint32_t parity)
-{
-#if CELER_GPU_BULK_HERE
-    const uint32_t b = (uint32_t)__cvta_generic_to_shared(bar);
-    uint32_t       done;
-    do {
-        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                     "selp.u32 %0, 1, 0, p;\n\t}"
-                     : "=r"(done)
-                     : "r"(b), "r"(parity)
-                     : "memory");
-    } while (!done);
-#else
-    (void)bar, (void)parity;
 #endif
 }
 #define gpuFuncSetMaxDynamicShared(fn, bytes) cudaFuncSetAttribute((fn), cudaFuncAttributeMaxDynamicSharedMemorySize, (bytes))
