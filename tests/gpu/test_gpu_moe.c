@@ -14,26 +14,26 @@
 
 #include "gpu/gpu_test.h"
 
-enum { SE = 16, SK = 4, SD = 256, SFF = 512 }; /* test_moe_stacked's experts, choices, width, FF width */
+enum { SE = 16, SK = 4, SD = 256, SFF = 512 }; /* test_moe_stacked's experts, choices, width, usual FF width */
 
 /* moe_ffn on backend b (the helpers' gpu while it runs) of the stacked experts' bytes raw, as
- * views of one loaded tensor a projection (as models load them): og (T rows of SD). */
+ * views of one loaded tensor a projection (as models load them), ff wide inside: og (T rows of SD). */
 static void stacked_ffn(celer_backend *b, celer_ggml_type t, int64_t T, void *const raw[3], const float *x,
-                        const int32_t *ic, const float *wc, float *og)
+                        const int32_t *ic, const float *wc, int64_t ff, float *og)
 {
     celer_backend *was = gpu;
     gpu                = b;
-    celer_weight st[3] = {{.type = t, .rows = SE * SFF, .cols = SD, .data = raw[0]},
-                          {.type = t, .rows = SE * SFF, .cols = SD, .data = raw[1]},
-                          {.type = t, .rows = SE * SD, .cols = SFF, .data = raw[2]}};
+    celer_weight st[3] = {{.type = t, .rows = SE * ff, .cols = SD, .data = raw[0]},
+                          {.type = t, .rows = SE * ff, .cols = SD, .data = raw[1]},
+                          {.type = t, .rows = SE * SD, .cols = ff, .data = raw[2]}};
     celer_weight gg[SE], ug[SE], dg[SE];
     for (int i = 0; i < 3; i++) CHECK(gpu->ops->weight_load(gpu, &st[i], &err) == CELER_OK);
     for (int e = 0; e < SE; e++) {
-        CHECK(gpu->ops->weight_view(gpu, &st[0], e * SFF, SFF, &gg[e], &err) == CELER_OK);
-        CHECK(gpu->ops->weight_view(gpu, &st[1], e * SFF, SFF, &ug[e], &err) == CELER_OK);
+        CHECK(gpu->ops->weight_view(gpu, &st[0], e * ff, ff, &gg[e], &err) == CELER_OK);
+        CHECK(gpu->ops->weight_view(gpu, &st[1], e * ff, ff, &ug[e], &err) == CELER_OK);
         CHECK(gpu->ops->weight_view(gpu, &st[2], e * SD, SD, &dg[e], &err) == CELER_OK);
     }
-    celer_moe mg   = {SE, SFF, gg, ug, dg};
+    celer_moe mg   = {SE, ff, gg, ug, dg};
     float    *dx   = dev_copy(x, (size_t)(T * SD) * 4), *dout = dev_zeros((size_t)(T * SD));
     float    *dw   = dev_copy(wc, (size_t)(T * SK) * 4);
     int32_t  *di   = (int32_t *)dev_copy(ic, (size_t)(T * SK) * 4);
@@ -47,16 +47,16 @@ static void stacked_ffn(celer_backend *b, celer_ggml_type t, int64_t T, void *co
  * the device (each choice reads its expert's rows; the down products sum their selections), and
  * that with the down products and their sum in two launches, or with the gate and up products
  * and their GLU in three, each bit for bit the first where the products it replaces run unsliced
- * (ref: the variant it equals, -1: none; rows: those products' rows a selection). */
+ * (ref: the variant it equals, -1: none). */
 static struct {
     const char    *env[2]; /* NAME=VALUE, or NULL */
     int            ref;
-    int64_t        rows;
+    int            rows;   /* those products' rows a selection: SD (1) or 2 ff (2) */
     celer_backend *be;
     float         *out;
 } variant[] = {{{"CELER_GPU_MOE_GROUP=0", NULL}, -1, 0, NULL, NULL},
-               {{"CELER_GPU_MOE_GROUP=0", "CELER_GPU_MOE_COMBINE=0"}, 0, SD, NULL, NULL},
-               {{"CELER_GPU_MOE_GROUP=0", "CELER_GPU_GLU_FUSE=0"}, 0, 2 * SFF, NULL, NULL}};
+               {{"CELER_GPU_MOE_GROUP=0", "CELER_GPU_MOE_COMBINE=0"}, 0, 1, NULL, NULL},
+               {{"CELER_GPU_MOE_GROUP=0", "CELER_GPU_GLU_FUSE=0"}, 0, 2, NULL, NULL}};
 enum { N_VARIANTS = sizeof variant / sizeof variant[0] };
 
 /* moe_ffn over experts that are views of one stacked tensor per projection (as models load
@@ -66,18 +66,18 @@ enum { N_VARIANTS = sizeof variant / sizeof variant[0] };
  * where the products they replace run unsliced (rows / 16 blocks × T · SK selections of at least
  * three blocks an SM: gpu_matvec.cu's MVQ_KS_BELOW). T = 64
  * makes every token choose expert 0 first: its group spans two of the batch kernel's tiles. */
-static void test_moe_stacked(celer_ggml_type t, int64_t T, int sms)
+static void test_moe_stacked(celer_ggml_type t, int64_t T, int64_t ff, int sms)
 {
     const celer_ggml_type_info *ti = celer_ggml_type_get(t);
     size_t                      rb_in = (size_t)(SD / ti->block_elems) * ti->block_bytes;
-    size_t                      rb_ff = (size_t)(SFF / ti->block_elems) * ti->block_bytes;
-    void *raw[3] = {random_weights(t, SE * SFF, SD, 0.1f), random_weights(t, SE * SFF, SD, 0.1f),
-                    random_weights(t, SE * SD, SFF, 0.1f)};
+    size_t                      rb_ff = (size_t)(ff / ti->block_elems) * ti->block_bytes;
+    void *raw[3] = {random_weights(t, SE * ff, SD, 0.1f), random_weights(t, SE * ff, SD, 0.1f),
+                    random_weights(t, SE * SD, ff, 0.1f)};
     celer_weight gc[SE], uc[SE], dc[SE];
     for (int e = 0; e < SE; e++) {
-        gc[e] = (celer_weight){.type = t, .rows = SFF, .cols = SD, .data = (char *)raw[0] + e * SFF * rb_in};
-        uc[e] = (celer_weight){.type = t, .rows = SFF, .cols = SD, .data = (char *)raw[1] + e * SFF * rb_in};
-        dc[e] = (celer_weight){.type = t, .rows = SD, .cols = SFF, .data = (char *)raw[2] + e * SD * rb_ff};
+        gc[e] = (celer_weight){.type = t, .rows = ff, .cols = SD, .data = (char *)raw[0] + e * ff * rb_in};
+        uc[e] = (celer_weight){.type = t, .rows = ff, .cols = SD, .data = (char *)raw[1] + e * ff * rb_in};
+        dc[e] = (celer_weight){.type = t, .rows = SD, .cols = ff, .data = (char *)raw[2] + e * SD * rb_ff};
         CHECK(cpu->ops->weight_load(cpu, &gc[e], &err) == CELER_OK && cpu->ops->weight_load(cpu, &uc[e], &err) == CELER_OK &&
               cpu->ops->weight_load(cpu, &dc[e], &err) == CELER_OK);
     }
@@ -87,21 +87,21 @@ static void test_moe_stacked(celer_ggml_type t, int64_t T, int sms)
     if (T == 64)
         for (int64_t i = 0; i < T; i++) logits[i * SE] = 50.0f;
     CHECK(cpu->ops->moe_route(cpu, logits, T, SE, SK, true, ic, wc, &err) == CELER_OK);
-    celer_moe mc = {SE, SFF, gc, uc, dc};
+    celer_moe mc = {SE, ff, gc, uc, dc};
     float    *x = malloc((size_t)(T * SD) * 4), *oc = malloc((size_t)(T * SD) * 4), *og = malloc((size_t)(T * SD) * 4);
     random_fill(x, T * SD, 1.0f);
     CHECK(cpu->ops->moe_ffn(cpu, &mc, x, T, ic, wc, SK, CELER_ACT_SILU, oc, &err) == CELER_OK);
-    stacked_ffn(gpu, t, T, raw, x, ic, wc, og);
+    stacked_ffn(gpu, t, T, raw, x, ic, wc, ff, og);
     double e = rel_l2f(og, oc, T * SD);
     if (!(e < 2e-2)) fprintf(stderr, "  moe_ffn stacked %s T=%lld: %.2e\n", ti->name, (long long)T, e);
     CHECK(e < 2e-2);
     for (int v = 0; v < N_VARIANTS; v++) {
         variant[v].out = malloc((size_t)(T * SD) * 4);
         if (!variant[v].be) continue;
-        stacked_ffn(variant[v].be, t, T, raw, x, ic, wc, variant[v].out);
+        stacked_ffn(variant[v].be, t, T, raw, x, ic, wc, ff, variant[v].out);
         const int    r     = variant[v].ref;
         const bool   exact = r >= 0 && variant[r].be && T * SK <= 256 &&
-                           (variant[v].rows / 16) * T * SK >= 3 * (int64_t)sms;
+                           ((variant[v].rows == 1 ? SD : 2 * ff) / 16) * T * SK >= 3 * (int64_t)sms;
         const double e2    = rel_l2f(variant[v].out, oc, T * SD);
         const bool   same  = exact && !memcmp(variant[v].out, variant[r].out, (size_t)(T * SD) * 4);
         if (!(e2 < 2e-2) || (exact && !same))
@@ -251,14 +251,18 @@ int main(void)
     celer_device_facts facts;
     for (int v = 0; v < N_VARIANTS; v++) variant[v].be = gpu_backend_with(variant[v].env, variant[v].env[1] ? 2 : 1);
     CHECK(celer_device_query(0, &facts, &err) == CELER_OK);
-    test_moe_stacked(CELER_GGML_Q4_0, 1, facts.compute_units);
-    test_moe_stacked(CELER_GGML_Q4_K, 7, facts.compute_units);
-    test_moe_stacked(CELER_GGML_Q6_K, 37, facts.compute_units);
-    test_moe_stacked(CELER_GGML_Q8_0, 8, facts.compute_units);
-    test_moe_stacked(CELER_GGML_Q4_0, 32, facts.compute_units); /* a batch of 32 */
-    test_moe_stacked(CELER_GGML_Q8_0, 64, facts.compute_units); /* 256 pairs, one expert's in two tiles */
-    test_moe_stacked(CELER_GGML_Q4_0, 300, facts.compute_units); /* past 256 pairs, Q4_0 / Q8_0: every expert in one launch */
-    test_moe_stacked(CELER_GGML_Q8_0, 70, facts.compute_units);
+    test_moe_stacked(CELER_GGML_Q4_0, 1, SFF, facts.compute_units);
+    test_moe_stacked(CELER_GGML_Q4_K, 7, SFF, facts.compute_units);
+    test_moe_stacked(CELER_GGML_Q6_K, 37, SFF, facts.compute_units);
+    test_moe_stacked(CELER_GGML_Q8_0, 8, SFF, facts.compute_units);
+    test_moe_stacked(CELER_GGML_Q4_0, 32, SFF, facts.compute_units); /* a batch of 32 */
+    test_moe_stacked(CELER_GGML_Q8_0, 64, SFF, facts.compute_units); /* 256 pairs, one expert's in two tiles */
+    test_moe_stacked(CELER_GGML_Q4_0, 300, SFF, facts.compute_units); /* past 256 pairs, Q4_0 / Q8_0: every expert in one launch */
+    test_moe_stacked(CELER_GGML_Q8_0, 70, SFF, facts.compute_units);
+    /* 2,048 inside: the down products' rows longer than a warp's units (the combining kernel's
+     * other form: two units a lane a round) */
+    test_moe_stacked(CELER_GGML_Q4_0, 1, 2048, facts.compute_units);
+    test_moe_stacked(CELER_GGML_Q8_0, 3, 2048, facts.compute_units);
     for (int v = 0; v < N_VARIANTS; v++) celer_backend_destroy(variant[v].be);
     return gpu_test_close("test_gpu_moe");
 }

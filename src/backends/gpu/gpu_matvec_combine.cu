@@ -11,16 +11,26 @@
  * where that product ran unsliced (KS 1). Selection n reads activation row n. The selections and
  * their weights come from the routing, which finished before the kernel before this one (the
  * experts' gate/up) passed its own wait: they are read before this kernel's wait, with a warp's
- * first units, which are then in flight while that kernel runs. */
+ * first units, which are then in flight while that kernel runs. ONE (rows of at most a warp's
+ * units, as the 30B-A3B's experts' 768 columns: a lane's first unit is all it has) loads a unit a
+ * lane a round and asks for cmb_blocks blocks an SM: MVQ_UNROLL's registers for a second unit
+ * that never comes left two (95 registers a lane for Q4_0), 264 of the 30B-A3B's 512 blocks
+ * resident at the wait and the rest loading after it; Q4_0 and Q4_1 fit four (64 registers, no
+ * spills: all 512), the others three. */
 enum { MVQ_CMB = 8, CMB_THREADS = 32 * MVQ_CMB };
-template <int F, int SD>
-__global__ void __launch_bounds__(CMB_THREADS)
+template <int F> static __host__ __device__ constexpr bool cmb_kquant()
+{
+    return F == GPU_Q5_K || F == GPU_Q4_K || F == GPU_Q6_K;
+}
+template <int F> static __host__ __device__ constexpr int cmb_blocks() { return F == GPU_Q4_0 || F == GPU_Q4_1 ? 4 : 3; }
+template <int F, int SD, bool ONE>
+__global__ void __launch_bounds__(CMB_THREADS, ONE ? cmb_blocks<F>() : 0)
     k_mmvq_combine(gpu_wdesc w, gpu_xq x, gpu_mv_sel sel, int K, const float *__restrict__ wts, float *__restrict__ out)
 {
     gpu_dep_deferred(); /* the selections, their weights and a warp's first units are read before the wait */
     __shared__ float part[MVQ_CMB][MVQ_ROWS], wj[MVQ_CMB];
     mvq_fix_sdtype<SD>(w);
-    constexpr int U    = F == GPU_Q5_K || F == GPU_Q4_K || F == GPU_Q6_K ? 1 : MVQ_UNROLL;
+    constexpr int U    = ONE || cmb_kquant<F>() ? 1 : MVQ_UNROLL;
     const int64_t t    = blockIdx.y, r0 = (int64_t)blockIdx.x * MVQ_ROWS, nu = units<F>(w.cols);
     const int     lane = threadIdx.x % CELER_WARP, wib = threadIdx.x / CELER_WARP, nwv = CMB_THREADS / CELER_WARP;
     if ((int)threadIdx.x < K) wj[threadIdx.x] = wts[t * K + threadIdx.x];
@@ -63,10 +73,18 @@ __global__ void __launch_bounds__(CMB_THREADS)
 }
 
 typedef void (*cmb_fn)(gpu_wdesc, gpu_xq, gpu_mv_sel, int, const float *, float *);
-#define CMB_ROW(F, SD) {F, SD, k_mmvq_combine<F, SD>}
+/* ONE where it fits its blocks an SM without spilling (ptxas, sm_90: 64 registers for Q4_0 and
+ * Q4_1, 78-80 for the others at three; at three Q4_K spilled 244 bytes, Q5_K 448, MLX 8-bit with
+ * f32 scales 32), else none. */
+template <int F, int SD> static constexpr cmb_fn cmb_one()
+{
+    if constexpr (F == GPU_Q4_K || F == GPU_Q5_K || (F == GPU_AFFINE8 && SD == 0)) return NULL;
+    else return k_mmvq_combine<F, SD, true>;
+}
+#define CMB_ROW(F, SD) {F, SD, {k_mmvq_combine<F, SD, false>, cmb_one<F, SD>()}}
 static const struct {
     int    fmt, sd; /* as MVQ_FORMATS names them */
-    cmb_fn fn;
+    cmb_fn fn[2];
 } CMB[] = {MVQ_FORMATS(CMB_ROW)};
 
 bool gpu_matvec_q8_combines(int64_t K) { return K >= 1 && K <= MVQ_CMB; }
@@ -76,7 +94,8 @@ celer_status gpu_matvec_q8_combine(gpu_backend *g, const gpu_wdesc *w, int fmt, 
                                    celer_error *err)
 {
     const auto  *row = mvq_row(CMB, fmt, w->sdtype);
-    const cmb_fn fn  = row ? row->fn : NULL;
+    const bool   one = w->cols / 32 <= g->prop.warpSize;
+    const cmb_fn fn  = !row ? NULL : one && row->fn[1] ? row->fn[1] : row->fn[0];
     if (!fn || !gpu_matvec_q8_combines(K) || sel->per_x != 1)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no combining decode kernel for format %d, %lld selections",
                           CELER_GPU_NAME, fmt, (long long)K);
