@@ -15,7 +15,9 @@
  *     the host and leaves every third row undecided gives the tokens that drawing every row on
  *     the host gives (the generator's numbers consumed alike, undecided rows read and drawn);
  *   - refusals: an empty prompt, one past the context, an id outside the vocabulary, more
- *     positions than the whole pool. */
+ *     positions than the whole pool;
+ *   - the engine's cache reused by a prompt that extends the last generate's tokens: the same
+ *     reply as from an empty cache, every token that was run reused and no other. */
 #include "models/synth.h"
 #include "runtime/engine_impl.h"
 #include "runtime/sampler.h"
@@ -129,6 +131,39 @@ static int sample_runs(celer_engine *e, const request *q, const celer_gen_params
     return 0;
 }
 
+/* The engine's cache reused across generate calls: a prompt that extends the last call's tokens
+ * (its reply included, whose last token was drawn but, at max_tokens, never run) gives what it
+ * gives from an empty cache, every token that was run reused and the last one run again. The
+ * reply's tokens come from a run of one token more (greedy: the same first four). */
+static int test_reuse(celer_engine *e, const request *r, int vocab)
+{
+    celer_error      err = {0};
+    celer_gen_params gp  = {.sampling = celer_sampling_default(), .ignore_eos = true, .max_tokens = 5};
+    static result    first, again, fresh;
+    int32_t          ids[128];
+    memset(&first, 0, sizeof first), memset(&again, 0, sizeof again), memset(&fresh, 0, sizeof fresh);
+    celer_engine_reset(e);
+    CHECK(celer_engine_generate(e, r->ids, r->n, &gp, on_text, &first, &first.stats, &err) == CELER_OK);
+    const int32_t n = (int32_t)r->n + 4; /* the prompt and the first four drawn, all run */
+    CHECK(e->n_tokens >= n && n + 1 <= 128);
+    memcpy(ids, e->tokens, (size_t)n * sizeof *ids);
+    ids[n]        = (r->ids[0] + 1) % vocab;
+    gp.max_tokens = 4;
+    celer_engine_reset(e);
+    CHECK(celer_engine_generate(e, r->ids, r->n, &gp, on_text, &first, &first.stats, &err) == CELER_OK);
+    const int32_t held = e->n_tokens; /* the fourth drawn is not among them: never run */
+    gp.max_tokens      = 6;
+    CHECK(celer_engine_generate(e, ids, (size_t)n + 1, &gp, on_text, &again, &again.stats, &err) == CELER_OK);
+    celer_engine_reset(e);
+    CHECK(celer_engine_generate(e, ids, (size_t)n + 1, &gp, on_text, &fresh, &fresh.stats, &err) == CELER_OK);
+    if (!same(&again, &fresh) || again.stats.n_reused != n - 1)
+        fprintf(stderr, "reuse: %lld of %d tokens reused; %zu bytes against %zu from an empty cache%s\n",
+                (long long)again.stats.n_reused, n, again.n, fresh.n, same(&again, &fresh) ? "" : ", different");
+    CHECK(same(&again, &fresh));
+    CHECK(again.stats.n_reused == n - 1 && held == n - 1);
+    return 0;
+}
+
 static int test_model(const char *path, int vocab)
 {
     celer_engine       *e;
@@ -160,6 +195,8 @@ static int test_model(const char *path, int vocab)
         snprintf(engine[i].finish, sizeof engine[i].finish, "%s", engine[i].stats.finish);
         CHECK(same(&engine[i], &alone[i]));
     }
+
+    if (test_reuse(e, &q[0], vocab)) return 1;
 
     /* together: 4 slots, steps of 16 tokens */
     celer_batcher       *b4;

@@ -303,6 +303,7 @@ celer_status celer_engine_generate(celer_engine *e, const int32_t *prompt, size_
     celer_status st = run_tokens(e, prompt + keep, keep, (int32_t)n_prompt - keep, err);
     e->n_tokens     = (int32_t)n_prompt;
     int32_t id      = -1; /* the next token, picked as each run ends (the prompt's time includes it) */
+    bool    unrun   = false; /* the last token in e->tokens was drawn, not run */
     if (!st) st = next_token(e, &out.sm, &id, err);
     s.t_prompt = now() - t0;
     double t1  = now();
@@ -324,10 +325,13 @@ celer_status celer_engine_generate(celer_engine *e, const int32_t *prompt, size_
         bool more              = s.n_gen < p->max_tokens;
         if (more) st = run_tokens(e, &id, e->n_tokens, 1, err);
         e->n_tokens++;
+        unrun = !more;
         if (more && !st) st = next_token(e, &out.sm, &id, err);
     }
     if (!st) st = celer_token_out_end(&out, on_text, user, err);
-    /* the cache holds what was run: a token sampled but not run is not part of it */
+    /* the engine's tokens are those the cache holds: the last one drawn at max_tokens was never
+     * run, so a later prompt that repeats it runs it (reused, its keys and values were missing) */
+    if (unrun) e->n_tokens--;
     if (e->n_tokens > 0 && e->kv.seq_len[0] < e->n_tokens) e->kv.seq_len[0] = e->n_tokens;
     s.t_gen = now() - t1;
     celer_token_out_free(&out);
