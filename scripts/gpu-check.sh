@@ -3,7 +3,8 @@
 # its numbers were taken). Steps, any of them in order (default: build test verify):
 #   build    configure and build the CUDA backend (build-cuda/), sm_90 unless CELER_CUDA_ARCHS says
 #   test     tests/test_ports, tests/test_batcher (its engines on the GPU: continuous batches of
-#            mixed prefill and decode), tests/gpu/test_gpu_ops, test_gpu_ports, test_gpu_moe and
+#            mixed prefill and decode), tests/test_engine (the engine's generate there),
+#            tests/gpu/test_gpu_ops, test_gpu_ports, test_gpu_moe and
 #            test_gpu_sample, each again under compute-sanitizer --tool memcheck; the first three also with
 #            CELER_GPU_MMQ_FROM=0 (every Q4_0 / Q8_0 product on the integer matrix units, one-token
 #            steps too), CELER_GPU_BLAS_FROM=0 (long products off cuBLAS: the tiled f32 kernel),
@@ -142,7 +143,7 @@ step_build() {
     touch_changed_sources
     cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCELER_CUDA=ON \
         -DCELER_CUDA_ARCHS="${CELER_CUDA_ARCHS:-90}" "${DEPS[@]}" >"$OUT/logs/configure.log" 2>&1 &&
-        cmake --build "$B" -j"$(nproc)" --target celer test_gpu_ops test_gpu_ports test_gpu_moe test_gpu_sample test_ports test_batcher >"$OUT/logs/build.log" 2>&1
+        cmake --build "$B" -j"$(nproc)" --target celer test_gpu_ops test_gpu_ports test_gpu_moe test_gpu_sample test_ports test_batcher test_engine >"$OUT/logs/build.log" 2>&1
     local rc=$?
     [ $rc = 0 ] && mv "$B/.celer-sources.new" "$B/.celer-sources"
     result "build (celer and the GPU tests)" "$([ $rc = 0 ] && echo ok || echo FAILED) in $((SECONDS - t0)) s"
@@ -165,7 +166,7 @@ bg_rc() { cat "$1.rc" 2>/dev/null || echo 255; }
 step_test() {
     local t v have_cs=0 quick=${TEST_QUICK:-0}
     [ "$quick" != 1 ] && command -v compute-sanitizer >/dev/null && have_cs=1
-    for t in test_ports test_batcher; do # the batcher's engine takes the GPU (auto): mixed batches there
+    for t in test_ports test_batcher test_engine; do # their engines take the GPU (auto): mixed batches there
         bg_test "$OUT/logs/$t.log" "$B/$t"
     done
     # a batch's requests equal to each run alone with 8-bit activations too (the precision a token
@@ -190,7 +191,7 @@ step_test() {
         done
     done
     wait
-    for t in test_ports test_batcher test_batcher-MVQ_X8=1 test_batcher-MOE_GROUP=2; do
+    for t in test_ports test_batcher test_engine test_batcher-MVQ_X8=1 test_batcher-MOE_GROUP=2; do
         result "$t" "$([ "$(bg_rc "$OUT/logs/$t.log")" = 0 ] && echo passed || echo FAILED)"
     done
     for t in test_gpu_ops test_gpu_ports test_gpu_moe test_gpu_sample; do

@@ -15,10 +15,7 @@
  *     the host and leaves every third row undecided gives the tokens that drawing every row on
  *     the host gives (the generator's numbers consumed alike, undecided rows read and drawn);
  *   - refusals: an empty prompt, one past the context, an id outside the vocabulary, more
- *     positions than the whole pool;
- *   - the engine's cache reused by a prompt that extends the last generate's tokens: the same
- *     reply as from an empty cache, every token that was run reused and no other. */
-#include "models/synth.h"
+ *     positions than the whole pool. */
 #include "runtime/engine_impl.h"
 #include "runtime/sampler.h"
 
@@ -28,23 +25,9 @@
 #include <unistd.h>
 #include "check.h"
 #include "rng.h"
+#include "engine_test.h"
 
-enum { N_REQ = 12, MAX_TEXT = 4096 };
-
-typedef struct {
-    char            text[MAX_TEXT];
-    size_t          n;
-    celer_gen_stats stats;
-    bool            done, failed;
-    char            finish[16];
-} result;
-
-static bool on_text(void *user, const char *text, size_t n)
-{
-    result *r = user;
-    if (r->n + n < MAX_TEXT) memcpy(r->text + r->n, text, n), r->n += n;
-    return true;
-}
+enum { N_REQ = 12 };
 
 static void on_done(void *user, const celer_gen_stats *s, const celer_error *err)
 {
@@ -77,12 +60,6 @@ static int run_all(celer_batcher *b, const request *q, int n, const celer_gen_pa
     }
     for (int i = 0; i < n; i++) CHECK(out[i].done && !out[i].failed);
     return 0;
-}
-
-static bool same(const result *a, const result *b)
-{
-    return a->n == b->n && !memcmp(a->text, b->text, a->n) && a->stats.n_gen == b->stats.n_gen &&
-           !strcmp(a->finish, b->finish);
 }
 
 /* A stand-in for a backend's sample op: every third row left undecided (-1), the others drawn on
@@ -131,39 +108,6 @@ static int sample_runs(celer_engine *e, const request *q, const celer_gen_params
     return 0;
 }
 
-/* The engine's cache reused across generate calls: a prompt that extends the last call's tokens
- * (its reply included, whose last token was drawn but, at max_tokens, never run) gives what it
- * gives from an empty cache, every token that was run reused and the last one run again. The
- * reply's tokens come from a run of one token more (greedy: the same first four). */
-static int test_reuse(celer_engine *e, const request *r, int vocab)
-{
-    celer_error      err = {0};
-    celer_gen_params gp  = {.sampling = celer_sampling_default(), .ignore_eos = true, .max_tokens = 5};
-    static result    first, again, fresh;
-    int32_t          ids[128];
-    memset(&first, 0, sizeof first), memset(&again, 0, sizeof again), memset(&fresh, 0, sizeof fresh);
-    celer_engine_reset(e);
-    CHECK(celer_engine_generate(e, r->ids, r->n, &gp, on_text, &first, &first.stats, &err) == CELER_OK);
-    const int32_t n = (int32_t)r->n + 4; /* the prompt and the first four drawn, all run */
-    CHECK(e->n_tokens >= n && n + 1 <= 128);
-    memcpy(ids, e->tokens, (size_t)n * sizeof *ids);
-    ids[n]        = (r->ids[0] + 1) % vocab;
-    gp.max_tokens = 4;
-    celer_engine_reset(e);
-    CHECK(celer_engine_generate(e, r->ids, r->n, &gp, on_text, &first, &first.stats, &err) == CELER_OK);
-    const int32_t held = e->n_tokens; /* the fourth drawn is not among them: never run */
-    gp.max_tokens      = 6;
-    CHECK(celer_engine_generate(e, ids, (size_t)n + 1, &gp, on_text, &again, &again.stats, &err) == CELER_OK);
-    celer_engine_reset(e);
-    CHECK(celer_engine_generate(e, ids, (size_t)n + 1, &gp, on_text, &fresh, &fresh.stats, &err) == CELER_OK);
-    if (!same(&again, &fresh) || again.stats.n_reused != n - 1)
-        fprintf(stderr, "reuse: %lld of %d tokens reused; %zu bytes against %zu from an empty cache%s\n",
-                (long long)again.stats.n_reused, n, again.n, fresh.n, same(&again, &fresh) ? "" : ", different");
-    CHECK(same(&again, &fresh));
-    CHECK(again.stats.n_reused == n - 1 && held == n - 1);
-    return 0;
-}
-
 static int test_model(const char *path, int vocab)
 {
     celer_engine       *e;
@@ -195,8 +139,6 @@ static int test_model(const char *path, int vocab)
         snprintf(engine[i].finish, sizeof engine[i].finish, "%s", engine[i].stats.finish);
         CHECK(same(&engine[i], &alone[i]));
     }
-
-    if (test_reuse(e, &q[0], vocab)) return 1;
 
     /* together: 4 slots, steps of 16 tokens */
     celer_batcher       *b4;
@@ -355,17 +297,6 @@ static int test_model(const char *path, int vocab)
     return 0;
 }
 
-static int write_model(const char *arch, const char *path)
-{
-    celer_synth_shape s;
-    celer_error       err = {0};
-    CHECK(celer_synth_shape_defaults(&s, arch));
-    s.n_layer = 2, s.n_embd = 64, s.n_ff = 128, s.n_head = 4, s.n_head_kv = 2, s.head_dim = 16, s.n_vocab = 512;
-    if (!strcmp(arch, "qwen3moe")) s.n_expert = 8, s.n_expert_used = 2, s.n_ff_expert = 32;
-    CHECK(celer_synth_write(&s, celer_synth_type_find("Q8_0"), 7, path, NULL, NULL, NULL, &err) == CELER_OK);
-    return 0;
-}
-
 int main(void)
 {
     int         fails = 0;
@@ -373,7 +304,7 @@ int main(void)
     for (size_t i = 0; i < 2; i++) {
         char path[64];
         snprintf(path, sizeof path, "/tmp/celer-test-batcher-%d-%s.gguf", (int)getpid(), archs[i]);
-        if (write_model(archs[i], path)) return 1;
+        if (write_synth_model(archs[i], path)) return 1;
         fails += test_model(path, 512);
         unlink(path);
     }
