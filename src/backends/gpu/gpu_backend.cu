@@ -54,11 +54,11 @@ double gpu_now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Polls the stream until done or the deadline passes (a hung kernel fails the device instead of
- * hanging the request forever): spinning for the first SPIN_S seconds, which covers a decode
- * step (a sleep there overshoots by tens of microseconds on a step of a few milliseconds), then
- * short sleeps. */
-celer_status gpu_sync(gpu_backend *g, celer_error *err)
+/* Polls the stream (or, with ev, that event) until done or the deadline passes (a hung kernel
+ * fails the device instead of hanging the request forever): spinning for the first SPIN_S
+ * seconds, which covers a decode step (a sleep there overshoots by tens of microseconds on a step
+ * of a few milliseconds), then short sleeps. */
+static celer_status gpu_wait(gpu_backend *g, gpuEvent_t ev, celer_error *err)
 {
     enum { SPIN_CHECK = 64 };
     static const double SPIN_S = 0.05;
@@ -66,7 +66,7 @@ celer_status gpu_sync(gpu_backend *g, celer_error *err)
     const double t0    = gpu_now_s();
     bool         naps = false; /* past SPIN_S: a nap between polls */
     for (int spin = 1;; spin++) {
-        gpuError_t e = gpuStreamQuery(g->stream);
+        gpuError_t e = ev ? gpuEventQuery(ev) : gpuStreamQuery(g->stream);
         if (e == gpuSuccess) break;
         if (e != gpuErrorNotReady) return gpu_fail(g, err, e, "a kernel");
         if (!naps && spin % SPIN_CHECK) continue;
@@ -85,6 +85,9 @@ celer_status gpu_sync(gpu_backend *g, celer_error *err)
     if (g->stats) g->wait_s += gpu_now_s() - t0, g->waits++;
     return CELER_OK;
 }
+
+celer_status gpu_sync(gpu_backend *g, celer_error *err) { return gpu_wait(g, NULL, err); }
+celer_status gpu_sync_event(gpu_backend *g, gpuEvent_t ev, celer_error *err) { return gpu_wait(g, ev, err); }
 
 celer_status gpu_grid(gpu_backend *g, int64_t n, int64_t per, unsigned *blocks, const char *kernel, celer_error *err)
 {

@@ -44,6 +44,13 @@ typedef struct {
     uint64_t arena_total;  /* bytes of all the arenas */
     uint64_t uploaded, upload_total;
     double   progress_at;
+    /* weight rows rearranged on the host (gpu_weights.cu): by the pool's threads into two pinned
+     * buffers in turn, each copied while the other fills */
+    struct celer_pool *load_pool;
+    char              *load_buf[2];
+    gpuEvent_t         load_done[2]; /* a buffer's copy finished */
+    bool               load_busy[2]; /* its copy queued since the last wait */
+    int                load_next;
     bool          failed;
     char          failure[256];
     /* the batch and the KV block tables as the kernels see them: uploaded when they change */
@@ -152,8 +159,9 @@ static inline celer_status gpu_launch_done(gpu_backend *g, celer_error *err, con
 }
 /* CELER_OK, or the failure the device had earlier. */
 celer_status gpu_alive(gpu_backend *g, celer_error *err);
-/* Waits for the stream, within the watchdog's deadline. */
+/* Waits for the stream, or for an event recorded on it, within the watchdog's deadline. */
 celer_status gpu_sync(gpu_backend *g, celer_error *err);
+celer_status gpu_sync_event(gpu_backend *g, gpuEvent_t ev, celer_error *err);
 /* Seconds on a monotonic clock. */
 double       gpu_now_s(void);
 /* b grown to at least bytes (its contents are lost when it grows). */
