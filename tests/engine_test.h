@@ -8,7 +8,9 @@
 #include "models/synth.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include "check.h"
 
 enum { MAX_TEXT = 4096 };
@@ -46,6 +48,22 @@ static inline int write_synth_model(const char *arch, const char *path)
     if (!strcmp(arch, "qwen3moe")) s.n_expert = 8, s.n_expert_used = 2, s.n_ff_expert = 32;
     CHECK(celer_synth_write(&s, celer_synth_type_find("Q8_0"), 7, path, NULL, NULL, NULL, &err) == CELER_OK);
     return 0;
+}
+
+/* test(path, vocabulary) on the dense llama and the qwen3moe, each written to a file named for
+ * the test and removed after; the failures. */
+static inline int on_synth_models(const char *name, int (*test)(const char *path, int vocab))
+{
+    int         fails   = 0;
+    const char *archs[] = {"llama", "qwen3moe"};
+    for (size_t i = 0; i < 2; i++) {
+        char path[96];
+        snprintf(path, sizeof path, "/tmp/celer-test-%s-%d-%s.gguf", name, (int)getpid(), archs[i]);
+        if (write_synth_model(archs[i], path)) return fails + 1;
+        fails += test(path, 512);
+        unlink(path);
+    }
+    return fails;
 }
 
 #endif

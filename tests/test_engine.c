@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include "check.h"
 #include "engine_test.h"
 #include "rng.h"
@@ -59,16 +58,4 @@ static int test_model(const char *path, int vocab)
     return rc;
 }
 
-int main(void)
-{
-    int         fails   = 0;
-    const char *archs[] = {"llama", "qwen3moe"};
-    for (size_t i = 0; i < 2; i++) {
-        char path[64];
-        snprintf(path, sizeof path, "/tmp/celer-test-engine-%d-%s.gguf", (int)getpid(), archs[i]);
-        if (write_synth_model(archs[i], path)) return 1;
-        fails += test_model(path, 512);
-        unlink(path);
-    }
-    return fails != 0;
-}
+int main(void) { return on_synth_models("engine", test_model) != 0; }
