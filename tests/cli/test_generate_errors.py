@@ -412,6 +412,7 @@ def test_bench_parallel_runs(models: Path) -> None:
     o = json.loads(r.out)
     assert o["parallel"] == 3 and o["reps"] == 2 and o["pp"]["tokens"] == 8 and o["tg"]["tokens"] == 4, o
     assert o["pp"]["median"] > 0 and o["tg"]["median"] > 0, o
+    assert o["load_s"] > 0, o
 
 
 def test_bench_sampled_runs(models: Path) -> None:

@@ -24,7 +24,8 @@ static void bench_usage(FILE *out)
                  "the same threads. With --parallel S: S sequences of P prompt tokens at once (pp: all the\n"
                  "prompts in one step), then N tokens each decoded together (tg: S tokens a step), through the\n"
                  "batcher the server uses; tok/s counts every sequence's tokens (as llama-batched-bench's S_PP\n"
-                 "and S_TG).\n\n"
+                 "and S_TG). Last, the seconds the model took to open and to place its weights on the\n"
+                 "backend (load; JSON: load_s).\n\n"
                  "options:\n"
                  "  -m, --model MODEL  a .gguf file (default: the default model)\n"
                  "  -p, --prompt P     prompt tokens for pp (default 512; 0 skips pp)\n"
@@ -201,7 +202,9 @@ int cmd_bench(int argc, char **argv)
 
     celer_error   err = {0};
     celer_engine *e   = NULL;
+    double        t_load = cli_now_s(); /* the model opened and its weights on the backend */
     if (celer_engine_create(&e, model, &cfg, &err)) return cli_report(&err);
+    t_load = cli_now_s() - t_load;
     cli_print_load_note(e);
     const celer_tokenizer *tok     = celer_engine_tokenizer(e);
     int32_t                n_vocab = celer_tokenizer_n_vocab(tok);
@@ -264,10 +267,11 @@ int cmd_bench(int argc, char **argv)
                    "\"depth\": %ld, \"pp\": {\"tokens\": %ld, \"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, "
                    "\"tg\": {\"tokens\": %ld, \"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, "
                    "\"weight_bytes_per_token\": %llu, \"kv_bytes_per_token\": %llu, \"copy_bytes_per_s\": %.0f, "
-                   "\"tg_bandwidth_share\": %.4f, \"temperature\": %g, \"top_k\": %d, \"top_p\": %g}\n",
+                   "\"tg_bandwidth_share\": %.4f, \"temperature\": %g, \"top_k\": %d, \"top_p\": %g, "
+                   "\"load_s\": %.3f}\n",
                    hp->arch, celer_engine_backend_name(e), celer_engine_threads(e), R, S, D, P, sp.median, sp.min,
                    sp.max, N, sg.median, sg.min, sg.max, (unsigned long long)wb, (unsigned long long)kb, bw, share,
-                   smp.temperature, smp.top_k, smp.top_p);
+                   smp.temperature, smp.top_k, smp.top_p, t_load);
         } else {
             char sfx[24] = "", tp[48], tn[48]; /* the test's name: pp512, tg128 x32, tg128 @d4096 */
             if (S) snprintf(sfx, sizeof sfx, " x%ld", S);
@@ -290,6 +294,8 @@ int cmd_bench(int argc, char **argv)
                     printf("tg: each token sampled at temperature %g, top-k %d, top-p %g (seed 1)\n", smp.temperature,
                            smp.top_k, smp.top_p);
             }
+            printf("load: %.2f s to open the model and place its weights on %s\n", t_load,
+                   celer_engine_backend_name(e));
         }
     }
     free(ids);
