@@ -40,16 +40,24 @@ gpu_mlx_row gpu_mlx_row_layout(const celer_mlx_quant *q)
     return r;
 }
 
+/* The SPLIT types, X(type, values a block, bytes a block, the codes' offset, their length): once
+ * for gpu_split_of and once for the host's fill of their rows (fill_of). */
+#define GPU_SPLIT_TYPES(X)                                                                                           \
+    X(CELER_GGML_Q4_0, 32, 18, 2, 16)                                                                                 \
+    X(CELER_GGML_Q4_1, 32, 20, 4, 16)                                                                                 \
+    X(CELER_GGML_Q5_0, 32, 22, 6, 16)                                                                                 \
+    X(CELER_GGML_Q5_1, 32, 24, 8, 16)                                                                                 \
+    X(CELER_GGML_Q8_0, 32, 34, 2, 32)                                                                                 \
+    X(CELER_GGML_Q4_K, 256, 144, 16, 128)                                                                             \
+    X(CELER_GGML_Q6_K, 256, 210, 0, 192)
+
 bool gpu_split_of(celer_ggml_type t, gpu_split *s)
 {
     switch (t) {
-    case CELER_GGML_Q4_0: *s = (gpu_split){2, 16, 18, 32}; return true;
-    case CELER_GGML_Q4_1: *s = (gpu_split){4, 16, 20, 32}; return true;
-    case CELER_GGML_Q5_0: *s = (gpu_split){6, 16, 22, 32}; return true;
-    case CELER_GGML_Q5_1: *s = (gpu_split){8, 16, 24, 32}; return true;
-    case CELER_GGML_Q8_0: *s = (gpu_split){2, 32, 34, 32}; return true;
-    case CELER_GGML_Q4_K: *s = (gpu_split){16, 128, 144, 256}; return true;
-    case CELER_GGML_Q6_K: *s = (gpu_split){0, 192, 210, 256}; return true;
+#define SPLIT_CASE(T, BE, BB, OFF, LEN)                                                                               \
+    case T: *s = (gpu_split){OFF, LEN, BB, BE}; return true;
+        GPU_SPLIT_TYPES(SPLIT_CASE)
+#undef SPLIT_CASE
     default: return false;
     }
 }
@@ -240,7 +248,7 @@ static void fill_mlx(const celer_weight *w, int64_t r0, int64_t n, size_t rb, ch
 
 /* A SPLIT row: the blocks' codes (bytes OFF .. OFF + LEN of each block of BB bytes, BE values),
  * then their other bytes in order; the sizes fixed so that each copy is a few moves
- * (gpu_split_of gives them). */
+ * (GPU_SPLIT_TYPES lists them). */
 template <int BE, int BB, int OFF, int LEN>
 static void fill_split_t(const celer_weight *w, int64_t r0, int64_t n, size_t rb, char *h)
 {
@@ -257,20 +265,6 @@ static void fill_split_t(const celer_weight *w, int64_t r0, int64_t n, size_t rb
     }
 }
 
-/* The fill of a SPLIT type, as gpu_split_of describes it; NULL for the others. */
-static row_fill_fn fill_split(celer_ggml_type t)
-{
-    switch (t) {
-    case CELER_GGML_Q4_0: return fill_split_t<32, 18, 2, 16>;
-    case CELER_GGML_Q4_1: return fill_split_t<32, 20, 4, 16>;
-    case CELER_GGML_Q5_0: return fill_split_t<32, 22, 6, 16>;
-    case CELER_GGML_Q5_1: return fill_split_t<32, 24, 8, 16>;
-    case CELER_GGML_Q8_0: return fill_split_t<32, 34, 2, 32>;
-    case CELER_GGML_Q4_K: return fill_split_t<256, 144, 16, 128>;
-    default: return NULL;
-    }
-}
-
 /* Q6_K in unit order (q6k_order.h): a row's codes, then its scales, then its d values. */
 static void fill_q6k(const celer_weight *w, int64_t r0, int64_t n, size_t rb, char *h)
 {
@@ -279,6 +273,18 @@ static void fill_q6k(const celer_weight *w, int64_t r0, int64_t n, size_t rb, ch
         const uint8_t *src   = (const uint8_t *)w->data + (size_t)(r0 + r) * (size_t)(nb * 210);
         uint8_t       *codes = (uint8_t *)h + (size_t)r * rb, *sc = codes + 192 * nb, *d = sc + 16 * nb;
         for (int64_t b = 0; b < nb; b++) q6k_order_block(src + 210 * b, codes + 192 * b, sc + 16 * b, d + 2 * b);
+    }
+}
+
+/* The fill of a SPLIT type (Q6_K's in unit order); NULL for the others. */
+static row_fill_fn fill_of(celer_ggml_type t)
+{
+    switch (t) {
+#define FILL_CASE(T, BE, BB, OFF, LEN)                                                                                \
+    case T: return T == CELER_GGML_Q6_K ? fill_q6k : fill_split_t<BE, BB, OFF, LEN>;
+        GPU_SPLIT_TYPES(FILL_CASE)
+#undef FILL_CASE
+    default: return NULL;
     }
 }
 
@@ -312,11 +318,8 @@ celer_status gpu_weight_load(celer_backend *be, celer_weight *w, celer_error *er
                           ti->name, (long long)w->cols);
     gpu_split sp;
     if (gpu_split_of(w->type, &sp)) {
-        const row_fill_fn fill = w->type == CELER_GGML_Q6_K ? fill_q6k : fill_split(w->type);
-        if (!fill)
-            return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no host rearrangement for %s", CELER_GPU_NAME, ti->name);
         const size_t used = (size_t)(w->cols / sp.block_elems) * (size_t)sp.block_bytes;
-        return load_rows(g, w, gpu_row_bytes(w), used, fill, GPU_LAYOUT_SPLIT, err);
+        return load_rows(g, w, gpu_row_bytes(w), used, fill_of(w->type), GPU_LAYOUT_SPLIT, err);
     }
     size_t bytes = (size_t)w->rows * gpu_row_bytes(w);
     void  *dst;
