@@ -13,6 +13,9 @@
  *   smem R       each warp copies its R consecutive rows (R · row bytes, contiguous) into shared
  *                memory with one cp.async.bulk before the wait, then waits, stages x and dots its
  *                rows from there: every byte requested before the wait where the blocks fit.
+ *   sliced U     k_mmvq's sliced pass (the engine's form for these grids, short of three blocks an
+ *                SM): two warps a row group, x read from global memory, U units a lane a round
+ *                (U1 with three blocks an SM, as its WIDE instances); the comparison BULK lacked.
  * For each, the µs a (busy, product) pair takes past busy alone, at S = 0 and S = 4 (about a
  * norm kernel's time in the 8B's step): what the product adds to the step after the kernel
  * before it. Shapes: the 8B's q/k/v (6144 × 4096), o (4096 × 4096) and gate (14336 × 4096: more
@@ -68,6 +71,78 @@ __global__ void __launch_bounds__(32 * SW) k_smem(const uint8_t *w, shape s, xin
     }
 }
 
+/* Σ over one unit of one row as unit_dot, the activations read where they lie (a block's 32 · L
+ * codes, then its (d, d S) apart): the engine's sliced passes of the simple formats read x so. */
+template <int L> static __device__ __forceinline__ float unit_dot_g(uint4 q, uint32_t sc, const xin &in, int64_t u)
+{
+    const float2   dd   = in.d[u];
+    const uint4   *xb   = (const uint4 *)in.q + 2 * L * u;
+    const uint32_t v[4] = {q.x, q.y, q.z, q.w};
+    int            sh = 0, sl = 0;
+#pragma unroll
+    for (int c = 0; c < 2; c++) {
+        const uint4    h     = xb[c];
+        const uint32_t hx[4] = {h.x, h.y, h.z, h.w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) sh = __dp4a((int)((v[k] >> (4 * c)) & 0x0f0f0f0fu), (int)hx[k], sh);
+        if (L == 2) {
+            const uint4    l     = xb[2 + c];
+            const uint32_t lx[4] = {l.x, l.y, l.z, l.w};
+#pragma unroll
+            for (int k = 0; k < 4; k++) sl = __dp4a((int)((v[k] >> (4 * c)) & 0x0f0f0f0fu), (int)lx[k], sl);
+        }
+    }
+    const float A = f16(sc);
+    return A * dd.x * (float)(256 * sh + sl) - 8.0f * A * dd.y;
+}
+
+/* k_mmvq's sliced one-token pass (the engine's q/k/v and o products at the 8B's shapes): two
+ * warps a row group, taking alternate runs of 32 units, U units a lane a round (2 as k_mmvq, 1
+ * with three blocks an SM as its WIDE instances), the first round loaded before the wait, x read
+ * from global memory, the two warps' sums added through shared memory. */
+template <int U, int MINB>
+__global__ void __launch_bounds__(2 * RT, MINB) k_sliced(const uint8_t *w, shape s, xin in, float *y)
+{
+    constexpr int     G = RT / 32; /* row groups a block */
+    __shared__ float  part[G][RW];
+    const int64_t     nb   = s.cols / 32;
+    const int         lane = threadIdx.x % 32, wib = threadIdx.x / 32, grp = wib % G, ks = wib / G;
+    const int64_t     r0 = ((int64_t)blockIdx.x * G + grp) * RW, u0 = ks * 32 + lane;
+    uint4             q[U][RW];
+    uint32_t          sc[U][RW];
+    auto              load = [&](int64_t u) {
+#pragma unroll
+        for (int j = 0; j < U; j++)
+#pragma unroll
+            for (int i = 0; i < RW; i++) {
+                const uint8_t *row = w + (r0 + i) * s.row_b;
+                const int64_t  uu  = u + 64 * j < nb ? u + 64 * j : u;
+                q[j][i]            = *(const uint4 *)(row + 16 * uu);
+                sc[j][i]           = *(const uint16_t *)(row + s.cols / 2 + 2 * uu);
+            }
+    };
+    load(u0);
+    dep_wait();
+    float acc[RW] = {};
+    for (int64_t u = u0; u < nb; u += 64 * U) {
+        if (u != u0) load(u);
+#pragma unroll
+        for (int j = 0; j < U; j++)
+            if (u + 64 * j < nb)
+#pragma unroll
+                for (int i = 0; i < RW; i++) acc[i] += unit_dot_g<1>(q[j][i], sc[j][i], in, u + 64 * j);
+    }
+#pragma unroll
+    for (int i = 0; i < RW; i++) acc[i] = warp_sum(acc[i]);
+    if (ks == 1 && lane == 0)
+#pragma unroll
+        for (int i = 0; i < RW; i++) part[grp][i] = acc[i];
+    __syncthreads();
+    if (ks == 0 && lane == 0)
+#pragma unroll
+        for (int i = 0; i < RW; i++) y[r0 + i] = acc[i] + part[grp][i];
+}
+
 /* ---- host ----------------------------------------------------------------------------------- */
 
 typedef void (*kern)(const uint8_t *, shape, xin, float *);
@@ -75,7 +150,7 @@ typedef void (*kern)(const uint8_t *, shape, xin, float *);
 typedef struct {
     const char *name;
     kern        fn;
-    int         R; /* smem: rows a warp; 0: regs */
+    int         R; /* smem: rows a warp; 0: regs; -1: sliced */
 } variant;
 
 /* fn<<<blocks, threads, smem>>>(args) launched while the kernel before runs. */
@@ -99,6 +174,8 @@ int main(void)
     CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev));
     const variant V[] = {{"regs late", k_regs<1, 0, 2>, 0},
                          {"regs early", k_regs<1, 0, 1>, 0},
+                         {"sliced U2", k_sliced<2, 0>, -1},
+                         {"sliced U1", k_sliced<1, 3>, -1},
                          {"smem R4", k_smem<4>, 4},
                          {"smem R8", k_smem<8>, 8},
                          {"smem R12", k_smem<12>, 12}};
@@ -115,7 +192,9 @@ int main(void)
             for (const variant &v : V) {
                 size_t   smem;
                 unsigned blocks, threads;
-                if (!v.R) {
+                if (v.R < 0) {
+                    smem = 0, threads = 2 * RT, blocks = (unsigned)(s.rows / (RW * RT / 32));
+                } else if (!v.R) {
                     smem = x_smem(s.cols, 1), threads = RT, blocks = (unsigned)(s.rows / (RW * RT / 32));
                 } else {
                     smem = x_smem(s.cols, 1) + (size_t)SW * v.R * s.row_b, threads = 32 * SW;
