@@ -50,17 +50,25 @@ static inline int write_synth_model(const char *arch, const char *path)
     return 0;
 }
 
-/* test(path, vocabulary) on the dense llama and the qwen3moe, each written to a file named for
- * the test and removed after; the failures. */
-static inline int on_synth_models(const char *name, int (*test)(const char *path, int vocab))
+/* test(engine, arch, vocabulary) on the dense llama and the qwen3moe, each written to a file named
+ * for the test, opened with a context of 256, then closed and removed; the failures. */
+static inline int on_synth_models(const char *name, int (*test)(celer_engine *e, const char *arch, int vocab))
 {
     int         fails   = 0;
     const char *archs[] = {"llama", "qwen3moe"};
     for (size_t i = 0; i < 2; i++) {
-        char path[96];
+        char                path[96];
+        celer_engine       *e   = NULL;
+        celer_error         err = {0};
+        celer_engine_config ec  = {.n_ctx = 256};
         snprintf(path, sizeof path, "/tmp/celer-test-%s-%d-%s.gguf", name, (int)getpid(), archs[i]);
         if (write_synth_model(archs[i], path)) return fails + 1;
-        fails += test(path, 512);
+        if (celer_engine_create(&e, path, &ec, &err)) {
+            fprintf(stderr, "%s: %s\n", path, err.msg);
+            fails++;
+        } else
+            fails += test(e, archs[i], 512);
+        celer_engine_free(e);
         unlink(path);
     }
     return fails;

@@ -107,12 +107,9 @@ static int sample_runs(celer_engine *e, const request *q, const celer_gen_params
     return 0;
 }
 
-static int test_model(const char *path, int vocab)
+static int test_model(celer_engine *e, const char *arch, int vocab)
 {
-    celer_engine       *e;
-    celer_error         err = {0};
-    celer_engine_config ec  = {.n_ctx = 256};
-    CHECK(celer_engine_create(&e, path, &ec, &err) == CELER_OK);
+    celer_error err = {0};
     static request q[N_REQ];
     for (int i = 0; i < N_REQ; i++) {
         q[i].n          = 1 + rnd() % 50;
@@ -146,7 +143,7 @@ static int test_model(const char *path, int vocab)
     if (run_all(b4, q, N_REQ, &p, batched)) return 1;
     for (int i = 0; i < N_REQ; i++) {
         if (!same(&batched[i], &alone[i]))
-            fprintf(stderr, "%s: request %d: batched %zu bytes, %lld tokens (%s); alone %zu, %lld (%s)\n", path, i,
+            fprintf(stderr, "%s: request %d: batched %zu bytes, %lld tokens (%s); alone %zu, %lld (%s)\n", arch, i,
                     batched[i].n, (long long)batched[i].stats.n_gen, batched[i].finish, alone[i].n,
                     (long long)alone[i].stats.n_gen, alone[i].finish);
         CHECK(same(&batched[i], &alone[i]));
@@ -242,7 +239,7 @@ static int test_model(const char *path, int vocab)
             if (i % 3 && !exact) continue;
             const result *want = i % 3 ? &sa[i] : &alone[i];
             if (!same(&sb[i], want))
-                fprintf(stderr, "%s: sampled %d, request %d: batched %zu bytes (%s); alone %zu (%s)\n", path, v, i,
+                fprintf(stderr, "%s: sampled %d, request %d: batched %zu bytes (%s); alone %zu (%s)\n", arch, v, i,
                         sb[i].n, sb[i].finish, want->n, want->finish);
             CHECK(sb[i].done && !sb[i].failed && same(&sb[i], want));
         }
@@ -292,7 +289,6 @@ static int test_model(const char *path, int vocab)
         CHECK(!strcmp(viab.finish, "stop") && same(&viab, &viae));
         CHECK(viab.n < alone[4].n && !memcmp(viab.text, alone[4].text, viab.n));
     }
-    celer_engine_free(e);
     return 0;
 }
 

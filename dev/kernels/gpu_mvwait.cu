@@ -75,25 +75,7 @@ __global__ void __launch_bounds__(32 * SW) k_smem(const uint8_t *w, shape s, xin
  * codes, then its (d, d S) apart): the engine's sliced passes of the simple formats read x so. */
 template <int L> static __device__ __forceinline__ float unit_dot_g(uint4 q, uint32_t sc, const xin &in, int64_t u)
 {
-    const float2   dd   = in.d[u];
-    const uint4   *xb   = (const uint4 *)in.q + 2 * L * u;
-    const uint32_t v[4] = {q.x, q.y, q.z, q.w};
-    int            sh = 0, sl = 0;
-#pragma unroll
-    for (int c = 0; c < 2; c++) {
-        const uint4    h     = xb[c];
-        const uint32_t hx[4] = {h.x, h.y, h.z, h.w};
-#pragma unroll
-        for (int k = 0; k < 4; k++) sh = __dp4a((int)((v[k] >> (4 * c)) & 0x0f0f0f0fu), (int)hx[k], sh);
-        if (L == 2) {
-            const uint4    l     = xb[2 + c];
-            const uint32_t lx[4] = {l.x, l.y, l.z, l.w};
-#pragma unroll
-            for (int k = 0; k < 4; k++) sl = __dp4a((int)((v[k] >> (4 * c)) & 0x0f0f0f0fu), (int)lx[k], sl);
-        }
-    }
-    const float A = f16(sc);
-    return A * dd.x * (float)(256 * sh + sl) - 8.0f * A * dd.y;
+    return unit_dot_at<L>(q, sc, (const uint4 *)in.q + 2 * L * u, 1, in.d[u]);
 }
 
 /* k_mmvq's sliced one-token pass (the engine's q/k/v and o products at the 8B's shapes): two
@@ -110,22 +92,11 @@ __global__ void __launch_bounds__(2 * RT, MINB) k_sliced(const uint8_t *w, shape
     const int64_t     r0 = ((int64_t)blockIdx.x * G + grp) * RW, u0 = ks * 32 + lane;
     uint4             q[U][RW];
     uint32_t          sc[U][RW];
-    auto              load = [&](int64_t u) {
-#pragma unroll
-        for (int j = 0; j < U; j++)
-#pragma unroll
-            for (int i = 0; i < RW; i++) {
-                const uint8_t *row = w + (r0 + i) * s.row_b;
-                const int64_t  uu  = u + 64 * j < nb ? u + 64 * j : u;
-                q[j][i]            = *(const uint4 *)(row + 16 * uu);
-                sc[j][i]           = *(const uint16_t *)(row + s.cols / 2 + 2 * uu);
-            }
-    };
-    load(u0);
+    regs_load<U, 64>(w, s, r0, u0, nb, q, sc);
     dep_wait();
     float acc[RW] = {};
     for (int64_t u = u0; u < nb; u += 64 * U) {
-        if (u != u0) load(u);
+        if (u != u0) regs_load<U, 64>(w, s, r0, u, nb, q, sc);
 #pragma unroll
         for (int j = 0; j < U; j++)
             if (u + 64 * j < nb)

@@ -122,21 +122,21 @@ template <int L, bool EXACT = false> static __device__ float x_norm_stage(uint4 
 
 static __device__ __forceinline__ float f16(uint32_t h) { return __half2float(__ushort_as_half((unsigned short)h)); }
 
-/* Σ over one unit of one row, as k_mmvq: A d (256 w·hi + w·lo) − 8 A d S (codes w of 0..15). */
+/* Σ over one unit of one row, as k_mmvq: A d (256 w·hi + w·lo) − 8 A d S (codes w of 0..15); the
+ * unit's activation chunk k (hi 0-15, hi 16-31, then lo's) at x[k · stride], (d, d S) dd. */
 template <int L>
-static __device__ __forceinline__ float unit_dot(uint4 q, uint32_t sc, const uint4 *xs, int64_t nb, int64_t u)
+static __device__ __forceinline__ float unit_dot_at(uint4 q, uint32_t sc, const uint4 *x, int64_t stride, float2 dd)
 {
-    const float2   dd = ((const float2 *)(xs + 2 * L * nb))[u];
     const uint32_t v[4] = {q.x, q.y, q.z, q.w};
     int            sh = 0, sl = 0;
 #pragma unroll
     for (int c = 0; c < 2; c++) { /* values 0-15 (low nibbles), 16-31 (high) */
-        const uint4    h = xs[c * nb + u];
+        const uint4    h = x[c * stride];
         const uint32_t hx[4] = {h.x, h.y, h.z, h.w};
 #pragma unroll
         for (int k = 0; k < 4; k++) sh = __dp4a((int)((v[k] >> (4 * c)) & 0x0f0f0f0fu), (int)hx[k], sh);
         if (L == 2) {
-            const uint4    l = xs[(2 + c) * nb + u];
+            const uint4    l = x[(2 + c) * stride];
             const uint32_t lx[4] = {l.x, l.y, l.z, l.w};
 #pragma unroll
             for (int k = 0; k < 4; k++) sl = __dp4a((int)((v[k] >> (4 * c)) & 0x0f0f0f0fu), (int)lx[k], sl);
@@ -146,16 +146,24 @@ static __device__ __forceinline__ float unit_dot(uint4 q, uint32_t sc, const uin
     return A * dd.x * (float)(256 * sh + sl) - 8.0f * A * dd.y;
 }
 
-/* Units u and u + 32 of the warp's RW rows (uu past nu: u again, not used). */
+/* The same with x staged in shared memory (x_stage's layout). */
+template <int L>
+static __device__ __forceinline__ float unit_dot(uint4 q, uint32_t sc, const uint4 *xs, int64_t nb, int64_t u)
+{
+    return unit_dot_at<L>(q, sc, xs + u, nb, ((const float2 *)(xs + 2 * L * nb))[u]);
+}
+
+/* Units u, u + SW, .. (U of them) of the warp's RW rows (uu past nu: u again, not used). */
+template <int U, int SW = 32>
 static __device__ __forceinline__ void regs_load(const uint8_t *w, const shape &s, int64_t r0, int64_t u, int64_t nu,
-                                                 uint4 (&q)[2][RW], uint32_t (&sc)[2][RW])
+                                                 uint4 (&q)[U][RW], uint32_t (&sc)[U][RW])
 {
 #pragma unroll
-    for (int j = 0; j < 2; j++)
+    for (int j = 0; j < U; j++)
 #pragma unroll
         for (int i = 0; i < RW; i++) {
             const uint8_t *row = w + (r0 + i) * s.row_b;
-            const int64_t  uu  = u + 32 * j < nu ? u + 32 * j : u;
+            const int64_t  uu  = u + SW * j < nu ? u + SW * j : u;
             q[j][i]            = *(const uint4 *)(row + 16 * uu);
             sc[j][i]           = *(const uint16_t *)(row + s.cols / 2 + 2 * uu);
         }

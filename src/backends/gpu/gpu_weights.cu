@@ -145,7 +145,7 @@ typedef void (*row_fill_fn)(const celer_weight *w, int64_t r0, int64_t n, size_t
 
 /* Rearranging rows on the host bounded a model's upload: one thread took ~0.5 GB/s of Q4_0 with
  * its block's sizes read at run time (a 30B-A3B's 17 GB in ~35 s on the H200's host), ~1.9 GB/s
- * with them fixed at compile time (fill_split), and the threads of LOAD_THREADS share each buffer's
+ * with them fixed at compile time (fill_split_t), and the threads of LOAD_THREADS share each buffer's
  * rows while the buffer before it is copied. LOAD_BYTES a buffer, pinned. */
 enum { LOAD_THREADS = 8, LOAD_BYTES = 64 << 20 };
 
@@ -187,10 +187,10 @@ static celer_status load_rows(gpu_backend *g, celer_weight *w, size_t rb, size_t
                               celer_error *err)
 {
     void *dst;
-    if (load_setup(g, err) || weight_alloc(g, rb * (size_t)w->rows, &dst, err)) return err->code;
     if (rb > LOAD_BYTES)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: a weight row of %zu bytes (at most %d)", CELER_GPU_NAME, rb,
                           (int)LOAD_BYTES);
+    if (load_setup(g, err) || weight_alloc(g, rb * (size_t)w->rows, &dst, err)) return err->code;
     const int64_t chunk = (int64_t)(LOAD_BYTES / rb); /* rows a buffer */
     for (int64_t r0 = 0; r0 < w->rows; r0 += chunk) {
         const int i = g->load_next;
@@ -350,8 +350,7 @@ celer_status gpu_weight_view(celer_backend *be, const celer_weight *w, int64_t r
 
 void gpu_weights_free(gpu_backend *g)
 {
-    if (g->stream) (void)gpuStreamSynchronize(g->stream); /* copies from the load buffers */
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 2; i++) { /* gpu_free synchronized the stream: no copy reads them */
         if (g->load_buf[i]) (void)gpuFreeHost(g->load_buf[i]);
         if (g->load_done[i]) (void)gpuEventDestroy(g->load_done[i]);
         g->load_buf[i] = NULL, g->load_done[i] = NULL, g->load_busy[i] = false;
