@@ -250,7 +250,7 @@ static celer_status forward_step(const celer_model *m, celer_backend *be, celer_
     if (T > a->cap || n_out > a->cap_out)
         return celer_fail(err, CELER_ERR_INVALID, "model: a step of %lld tokens (%lld with logits) exceeds the %lld (%lld) "
                           "the buffers hold", (long long)T, (long long)n_out, (long long)a->cap, (long long)a->cap_out);
-    if (m->embd_mlx) { /* the rows as mx.dequantize gives them, from the arrays as stored (host memory) */
+    if (m->embd_mlx && ids) { /* the rows as mx.dequantize gives them, from the arrays as stored (host memory) */
         celer_weight e = {.type = CELER_WEIGHT_MLX, .rows = m->embd_q.rows, .cols = m->embd_q.cols,
                           .mlx = m->embd_q, .mlx_data = m->embd_d};
         TRY(op->get_rows(be, &e, ids, T, a->x, err));
@@ -275,13 +275,14 @@ static celer_status forward_step(const celer_model *m, celer_backend *be, celer_
 }
 
 /* A step's shape for the backend's step graphs: what fixes its sequence of ops and buffers
- * (the model, the cache, the activations, the token count and which rows give logits). */
-static uint64_t step_key(const celer_model *m, const celer_kv_cache *kv, const celer_acts *a, int64_t T,
+ * (the model, the cache, the activations, the token count, whether its ids are the backend's
+ * kept one (their rows read from another buffer) and which rows give logits). */
+static uint64_t step_key(const celer_model *m, const celer_kv_cache *kv, const celer_acts *a, int64_t T, bool kept,
                          const int32_t *out_idx, int64_t n_out)
 {
     uint64_t h = 1469598103934665603ull; /* FNV-1a over the words */
     uint64_t words[] = {(uint64_t)(uintptr_t)m, (uint64_t)(uintptr_t)kv, (uint64_t)(uintptr_t)a->x, (uint64_t)T,
-                        (uint64_t)n_out};
+                        (uint64_t)kept, (uint64_t)n_out};
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) h = (h ^ words[i]) * 1099511628211ull;
     for (int64_t i = 0; i < n_out; i++) h = (h ^ (uint64_t)(uint32_t)out_idx[i]) * 1099511628211ull;
     return h;
@@ -294,7 +295,7 @@ celer_status celer_model_forward(const celer_model *m, celer_backend *be, celer_
     const celer_backend_ops *op = be->ops;
     if (!op->step_begin || a->trace) /* a traced step reads the routing mid-step */
         return forward_step(m, be, kv, b, ids, out_idx, n_out, a, err);
-    uint64_t key = step_key(m, kv, a, b->n_tokens, out_idx, n_out);
+    uint64_t key = step_key(m, kv, a, b->n_tokens, !ids, out_idx, n_out);
     for (int pass = 0; pass < 2; pass++) { /* a second pass when the backend could not record the step */
         bool         redo = false;
         celer_error  end_err;

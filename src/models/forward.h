@@ -42,8 +42,9 @@ int32_t      celer_model_moe_layers(const celer_model *m, int32_t *layers, int32
  * CELER_ERR_UNSUPPORTED (naming the architecture) when m has no MoE layer. */
 celer_status celer_acts_set_router_trace(celer_acts *a, const celer_model *m, int32_t *experts, celer_error *err);
 
-/* Runs b (ids: its tokens) through the model: writes every token's keys and values into kv and
- * leaves in a->logits the logits of the n_out tokens listed in out_idx (indices into the batch). */
+/* Runs b (ids: its tokens; NULL, one token: the one the backend kept, argmax_keep) through the
+ * model: writes every token's keys and values into kv and leaves in a->logits the logits of the
+ * n_out tokens listed in out_idx (indices into the batch). */
 celer_status celer_model_forward(const celer_model *m, celer_backend *be, celer_kv_cache *kv, const celer_batch *b,
                                  const int32_t *ids, const int32_t *out_idx, int64_t n_out, celer_acts *a,
                                  celer_error *err);

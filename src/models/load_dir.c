@@ -387,13 +387,16 @@ celer_status celer_model_load_dir(celer_model *m, const celer_model_file *mf, ce
     dloader L = {.mf = mf, .m = m, .be = be, .err = err, .dir = dir, .norm_add = m->arch->sandwich_norm ? 1.0f : 0.0f};
     celer_rope rope;
     bool       tied = !celer_safetensors_set_find(&mf->st, "lm_head.weight"); /* else missing: take_mat says so */
+    bool       kept = be->ops->argmax_keep != NULL; /* the table read on the backend too (model.h) */
     if (dir_rope(&L, &rope) ||
-        take_mat(&L, "model.embed_tokens", hp->n_vocab, hp->n_embd, false, &m->tok_embd, &m->embd_q, &m->embd_d, tied) ||
+        take_mat(&L, "model.embed_tokens", hp->n_vocab, hp->n_embd, false, &m->tok_embd, &m->embd_q, &m->embd_d,
+                 tied || kept) ||
         take_vec(&L, "model.norm.weight", hp->n_embd, false, L.norm_add, &m->output_norm) ||
         take_mat(&L, "lm_head", hp->n_vocab, hp->n_embd, mf->cfg.tie_word_embeddings != 0, &m->output, NULL, NULL, true))
         return err->code;
     if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
-    m->embd_mlx = m->embd_q.rows > 0;
+    m->embd_mlx  = m->embd_q.rows > 0;
+    m->embd_kept = m->embd_mlx && (tied || kept) && m->embd_q.mode == CELER_HF_QUANT_AFFINE;
     m->n_layers = (int32_t)hp->n_layer;
     m->layers   = calloc((size_t)m->n_layers, sizeof *m->layers);
     if (!m->layers) return celer_fail(err, CELER_ERR_OOM, "model: out of memory");

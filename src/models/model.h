@@ -62,9 +62,9 @@ typedef struct {
     char              load_note[256]; /* what the load converted, for stderr; "" when nothing */
     /* An MLX-quantized embedding table: its rows are looked up as mlx.core.dequantize gives them
      * (in the scales' dtype), from the arrays as stored; tok_embd is the same table as a
-     * CELER_WEIGHT_MLX weight, on the backend (packed for its matmul) only when it is the tied
-     * output. */
-    bool                 embd_mlx;
+     * CELER_WEIGHT_MLX weight, on the backend (packed for its matmul) when it is the tied output
+     * or the backend keeps argmax ids (argmax_keep: a kept id's row is read there, embd_kept). */
+    bool                 embd_mlx, embd_kept;
     celer_mlx_quant      embd_q;
     celer_mlx_quant_data embd_d;
 } celer_model;

@@ -232,7 +232,8 @@ celer_status celer_engine_copy_bandwidth(celer_engine *e, size_t bytes, int reps
     return st;
 }
 
-/* Runs n tokens from position start; the last one's logits stay on the backend (e->acts.logits). */
+/* Runs n tokens from position start; the last one's logits stay on the backend (e->acts.logits).
+ * ids NULL (n 1): the token the backend kept (argmax_keep). */
 static celer_status run_tokens(celer_engine *e, const int32_t *ids, int32_t start, int32_t n, celer_error *err)
 {
     for (int32_t done = 0; done < n;) {
@@ -241,7 +242,8 @@ static celer_status run_tokens(celer_engine *e, const int32_t *ids, int32_t star
         if (celer_kv_cache_reserve(&e->kv, 0, start + done + k, err)) return err->code;
         celer_batch b    = {.n_tokens = k, .pos = e->pos, .seq = e->seq};
         int32_t     last = k - 1;
-        if (celer_model_forward(&e->model, e->be, &e->kv, &b, ids + done, &last, 1, &e->acts, err)) return err->code;
+        if (celer_model_forward(&e->model, e->be, &e->kv, &b, ids ? ids + done : NULL, &last, 1, &e->acts, err))
+            return err->code;
         done += k;
     }
     return CELER_OK;
@@ -273,6 +275,19 @@ static celer_status next_token(celer_engine *e, celer_sampler *sm, int32_t *id, 
     return CELER_OK;
 }
 
+/* Greedy decode a step ahead, where the backend keeps an argmax for the next step's input
+ * (argmax_keep): each step is queued with its token still on the backend, and the token before it
+ * is read and handed out while the step runs, so that the host's walk of a step, the read and the
+ * text overlap the device's work instead of following it. A step queued on an end of generation
+ * (a token only read after it) is run for nothing and left out of the cache. */
+static bool decode_ahead(const celer_engine *e, const celer_sampler *sm)
+{
+    const celer_backend_ops *op = e->be->ops;
+    return op->argmax_keep && op->argmax_take && celer_sampling_is_argmax(&sm->p) &&
+           (!e->model.embd_mlx || e->model.embd_kept) && /* an MLX table's rows read where it is too */
+           e->model.tok_embd.rows >= e->model.hp.n_vocab;  /* every argmax a row of the table */
+}
+
 celer_status celer_engine_generate(celer_engine *e, const int32_t *prompt, size_t n_prompt, const celer_gen_params *p,
                                    celer_text_fn on_text, void *user, celer_gen_stats *stats, celer_error *err)
 {
@@ -299,12 +314,20 @@ celer_status celer_engine_generate(celer_engine *e, const int32_t *prompt, size_
         celer_token_out_free(&out);
         return err->code;
     }
-    double       t0 = now();
-    celer_status st = run_tokens(e, prompt + keep, keep, (int32_t)n_prompt - keep, err);
-    e->n_tokens     = (int32_t)n_prompt;
-    int32_t id      = -1; /* the next token, picked as each run ends (the prompt's time includes it) */
-    bool    unrun   = false; /* the last token in e->tokens was drawn, not run */
-    if (!st) st = next_token(e, &out.sm, &id, err);
+    const celer_backend_ops *op    = e->be->ops;
+    const bool               ahead = decode_ahead(e, &out.sm);
+    int                      kept  = 0; /* ids the backend keeps, not yet taken (ahead) */
+    double                   t0    = now();
+    celer_status             st    = run_tokens(e, prompt + keep, keep, (int32_t)n_prompt - keep, err);
+    e->n_tokens                    = (int32_t)n_prompt;
+    int32_t id    = -1;    /* the next token, picked as each run ends (the prompt's time includes it) */
+    bool    unrun = false; /* the last token in e->tokens was drawn, not run */
+    bool    have  = true;  /* id holds the next token (ahead: else the backend keeps it) */
+    if (!st && ahead) { /* kept for the first step's input, and taken: the prompt's time waits for it */
+        st = op->argmax_keep(e->be, e->acts.logits, e->model.hp.n_vocab, err);
+        if (!st) st = op->argmax_take(e->be, &id, err);
+    } else if (!st)
+        st = next_token(e, &out.sm, &id, err);
     s.t_prompt = now() - t0;
     double t1  = now();
     while (!st) {
@@ -312,6 +335,20 @@ celer_status celer_engine_generate(celer_engine *e, const int32_t *prompt, size_
         if (e->n_tokens >= e->n_ctx) {
             s.finish = "length";
             break;
+        }
+        bool more = s.n_gen + 1 < p->max_tokens; /* the token after this one is drawn */
+        if (ahead) {                              /* this token's step queued before it is read */
+            if (more) st = run_tokens(e, NULL, e->n_tokens, 1, err);
+            if (more && !st) {
+                st = op->argmax_keep(e->be, e->acts.logits, e->model.hp.n_vocab, err);
+                kept += !st;
+            }
+            if (!st && !have) {
+                st = op->argmax_take(e->be, &id, err);
+                kept--;
+            }
+            have = false;
+            if (st) break;
         }
         if (s.n_gen == 0) s.t_first = now() - t0;
         s.n_gen++;
@@ -322,12 +359,17 @@ celer_status celer_engine_generate(celer_engine *e, const int32_t *prompt, size_
             break;
         }
         e->tokens[e->n_tokens] = id;
-        bool more              = s.n_gen < p->max_tokens;
-        if (more) st = run_tokens(e, &id, e->n_tokens, 1, err);
+        if (more && !ahead) st = run_tokens(e, &id, e->n_tokens, 1, err);
         e->n_tokens++;
         unrun = !more;
-        if (more && !st) st = next_token(e, &out.sm, &id, err);
+        if (more && !ahead && !st) st = next_token(e, &out.sm, &id, err);
     }
+    for (; kept > 0; kept--) { /* a step queued on the last token: its id is not wanted */
+        celer_error ignored;
+        int32_t     unused;
+        (void)op->argmax_take(e->be, &unused, &ignored);
+    }
+    celer_kv_cache_truncate(&e->kv, 0, e->n_tokens); /* and its keys and values neither */
     if (!st) st = celer_token_out_end(&out, on_text, user, err);
     /* the engine's tokens are those the cache holds: the last one drawn at max_tokens was never
      * run, so a later prompt that repeats it runs it (reused, its keys and values were missing) */

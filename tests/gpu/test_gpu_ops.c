@@ -166,6 +166,26 @@ static void test_matmul_gguf(void)
     }
 }
 
+/* get_rows of the id argmax_keep kept (ids NULL) gives row id of w (loaded here), want, bit for
+ * bit: the id made the largest of w->rows logits, kept, then taken. */
+static bool kept_row_is(const celer_weight *w, int32_t id, const float *want)
+{
+    float *logits = malloc((size_t)w->rows * sizeof *logits), *got = malloc((size_t)w->cols * sizeof *got);
+    random_fill(logits, w->rows, 1.0f);
+    logits[id]  = 5.0f;
+    float  *dl  = dev_copy(logits, (size_t)w->rows * 4), *dy = dev_zeros((size_t)w->cols);
+    int32_t back = -1;
+    bool    ok   = gpu->ops->argmax_keep(gpu, dl, w->rows, &err) == CELER_OK &&
+              gpu->ops->argmax_take(gpu, &back, &err) == CELER_OK && back == id &&
+              gpu->ops->get_rows(gpu, w, NULL, 1, dy, &err) == CELER_OK;
+    if (ok) to_host(dy, got, (size_t)w->cols * sizeof *got);
+    ok = ok && !memcmp(got, want, (size_t)w->cols * sizeof *got);
+    if (!ok) fprintf(stderr, "  kept row %d of a %lld-row table: %s\n", id, (long long)w->rows, back == id ? "differs" : "not kept");
+    gpu->ops->release(gpu, dl), gpu->ops->release(gpu, dy);
+    free(logits), free(got);
+    return ok;
+}
+
 /* One MLX weight quantized from random values, its host arrays and its dequantized rows. */
 static void test_matmul_mlx_one(celer_hf_quant_mode mode, uint32_t bits, uint32_t group, celer_st_dtype dtype,
                                 bool gscale)
@@ -206,6 +226,12 @@ static void test_matmul_mlx_one(celer_hf_quant_mode mode, uint32_t bits, uint32_
     CHECK(gpu->ops->get_rows(gpu, &e, ids, 3, dy, &err) == CELER_OK);
     to_host(dy, rows_h, 3 * (size_t)k * sizeof *rows_h);
     for (int i = 0; i < 3; i++) CHECK(!memcmp(rows_h + i * k, wd + ids[i] * k, (size_t)k * sizeof *wd));
+    /* the same rows of the table on the device, for an id argmax_keep kept (decode a step ahead) */
+    if (gpu->ops->argmax_keep && mode == CELER_HF_QUANT_AFFINE) {
+        celer_weight wl = w;
+        CHECK(gpu->ops->weight_load(gpu, &wl, &err) == CELER_OK);
+        for (int i = 0; i < 3; i++) CHECK(kept_row_is(&wl, ids[i], wd + ids[i] * k));
+    }
     gpu->ops->release(gpu, dy);
     free(rows_h), free(src), free(r16), free(wq), free(sc), free(bi), free(wd);
 }
@@ -246,6 +272,7 @@ static void test_get_rows(void)
             CHECK(celer_dequant_row(t, (char *)raw + ids[j] * rb, ref, k));
             if (memcmp(y + j * k, ref, (size_t)k * sizeof *ref)) fprintf(stderr, "  get_rows %s row %d differs\n", ti->name, ids[j]);
             CHECK(!memcmp(y + j * k, ref, (size_t)k * sizeof *ref));
+            if (gpu->ops->argmax_keep) CHECK(kept_row_is(&w, ids[j], ref)); /* the same row for a kept id */
         }
         int32_t bad = 300;
         CHECK(gpu->ops->get_rows(gpu, &w, &bad, 1, dy, &err) == CELER_ERR_INVALID);
@@ -687,6 +714,35 @@ static void test_batch_geometries(void)
     for (int g = 0; g < NG; g++) free(y[g]);
 }
 
+/* Writes land in stream order, and their sources may be reused as soon as write returns: each
+ * write's bytes, copied on the device into a slot of their own, are what was written, the host
+ * buffer and the device buffer both reused by the next write. The backend takes small writes
+ * through a pinned ring of two 64 KiB halves (gpu_backend.cu's gpu_upload): 300 writes of 1 to
+ * 7 KiB go round it many times, and a write of 80 KiB now and then is copied from pageable
+ * memory among them. */
+static void test_upload_order(void)
+{
+    enum { N = 300, SLOT = 80 << 10, WORDS = SLOT / 4 };
+    int32_t *src = malloc(SLOT), *got = malloc((size_t)N * SLOT);
+    float   *dx = dev_zeros(WORDS), *dall = dev_zeros((int64_t)N * WORDS);
+    size_t   n[N];
+    for (int i = 0; i < N; i++) {
+        n[i] = i % 50 == 25 ? SLOT : (size_t)(i % 7 + 1) * 1024;
+        for (size_t j = 0; j < n[i] / 4; j++) src[j] = i * 100000 + (int32_t)j;
+        CHECK(gpu->ops->write(gpu, dx, src, n[i], &err) == CELER_OK);
+        CHECK(gpu->ops->copy(gpu, dall + (size_t)i * WORDS, dx, n[i], &err) == CELER_OK);
+        memset(src, 0xff, SLOT); /* the source, reused at once */
+    }
+    to_host(dall, got, (size_t)N * SLOT);
+    int bad = 0;
+    for (int i = 0; i < N; i++)
+        for (size_t j = 0; j < n[i] / 4; j++) bad += got[(size_t)i * WORDS + j] != i * 100000 + (int32_t)j;
+    if (bad) fprintf(stderr, "  uploads: %d words not as written\n", bad);
+    CHECK(bad == 0);
+    gpu->ops->release(gpu, dx), gpu->ops->release(gpu, dall);
+    free(src), free(got);
+}
+
 int main(void)
 {
     setenv("CELER_GPU_BLAS_CHUNK_MB", "0.25", 0); /* several chunks of f16 rows a weight (the bounds above) */
@@ -702,5 +758,6 @@ int main(void)
     test_graph_reuse();
     test_xq_held();
     test_batch_geometries();
+    test_upload_order();
     return gpu_test_close("test_gpu_ops");
 }

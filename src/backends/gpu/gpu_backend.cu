@@ -195,9 +195,42 @@ celer_status gpu_host_stage(gpu_backend *g, size_t bytes, void **out, celer_erro
     return CELER_OK;
 }
 
-/* Pageable host memory: the call returns once the source has been taken, so the caller may
- * reuse it at once. While a step is being recorded the copy is made at once on the side stream
- * (a step's inputs are uploaded before its graph runs, never recorded in it). */
+enum { UP_HALF = 64 << 10 }; /* a half of the upload ring: many steps' positions and tables */
+
+/* Space for n bytes in the pinned ring into *out, or NULL where the ring cannot take them (too
+ * large, or no pinned memory: the caller copies from pageable memory). A copy from pageable
+ * memory waits for the work queued before it, so a step queued behind a running one (the
+ * engine's decode ahead) would wait for it; from the ring, the copy is queued and the call
+ * returns. */
+static celer_status up_space(gpu_backend *g, size_t n, char **out, celer_error *err)
+{
+    *out = NULL;
+    n    = (n + 15) / 16 * 16;
+    if (n > UP_HALF) return CELER_OK;
+    if (!g->up_ring) {
+        for (int h = 0; h < 2; h++)
+            if (!g->up_ev[h]) GPU_TRY(g, err, gpuEventCreate(&g->up_ev[h]), "an event for uploads");
+        if (gpuHostAlloc((void **)&g->up_ring, 2 * UP_HALF) != gpuSuccess) {
+            (void)gpuGetLastError();
+            g->up_ring = NULL;
+            return CELER_OK;
+        }
+    }
+    if (g->up_head + n > UP_HALF) { /* this half's copies are queued: the other half, once its are done */
+        GPU_TRY(g, err, gpuEventRecord(g->up_ev[g->up_half], g->stream), "an event for uploads");
+        g->up_queued[g->up_half] = true;
+        g->up_half ^= 1, g->up_head = 0;
+        if (g->up_queued[g->up_half] && gpu_sync_event(g, g->up_ev[g->up_half], err)) return err->code;
+        g->up_queued[g->up_half] = false;
+    }
+    *out = g->up_ring + (size_t)g->up_half * UP_HALF + g->up_head;
+    g->up_head += n;
+    return CELER_OK;
+}
+
+/* The call returns once the source has been taken, so the caller may reuse it at once. While a
+ * step is being recorded the copy is made at once on the side stream (a step's inputs are
+ * uploaded before its graph runs, never recorded in it). */
 celer_status gpu_upload(gpu_backend *g, void *dst, const void *src, size_t n, celer_error *err)
 {
     if (!n) return CELER_OK;
@@ -207,6 +240,9 @@ celer_status gpu_upload(gpu_backend *g, void *dst, const void *src, size_t n, ce
         GPU_TRY(g, err, gpuStreamSynchronize(g->side), "host-to-device copy");
         return CELER_OK;
     }
+    char *pin;
+    if (up_space(g, n, &pin, err)) return err->code;
+    if (pin) src = memcpy(pin, src, n);
     GPU_TRY(g, err, gpuMemcpyAsync(dst, src, n, gpuMemcpyHostToDevice, g->stream), "host-to-device copy");
     return CELER_OK;
 }
@@ -319,14 +355,20 @@ static void gpu_free(celer_backend *be)
     gpu_graphs_free(g);
     gpu_buf *bufs[] = {&g->d_pos,  &g->d_seq,  &g->d_tables,    &g->d_ids,   &g->d_draw,
                        &g->d_xq,   &g->d_xq2,  &g->d_part,      &g->d_attn,      &g->d_att_count,
-                       &g->d_route, &g->d_norm_count};
+                       &g->d_route, &g->d_norm_count, &g->d_keep};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu_release(be, bufs[i]->p);
     for (size_t i = 0; i < sizeof g->moe / sizeof g->moe[0]; i++) gpu_release(be, g->moe[i].p);
     for (int i = 0; i < g->n_freq; i++) gpu_release(be, g->freq[i].dev);
     gpu_blas_free(g); /* before the stream its handle is bound to */
     gpu_weights_free(g);
+    if (g->up_ring) (void)gpuFreeHost(g->up_ring);
+    for (int h = 0; h < 2; h++)
+        if (g->up_ev[h]) (void)gpuEventDestroy(g->up_ev[h]);
     if (g->stream) (void)gpuStreamDestroy(g->stream);
     free(g->h_pos), free(g->h_seq), free(g->h_tables), free(g->host_stage);
+    if (g->h_keep) (void)gpuFreeHost(g->h_keep);
+    for (int i = 0; i < 2; i++)
+        if (g->keep_ev[i]) (void)gpuEventDestroy(g->keep_ev[i]);
     free(g);
 }
 
@@ -341,6 +383,8 @@ static const celer_backend_ops gpu_ops = {
     .weight_view   = gpu_weight_view,
     .argmax        = gpu_argmax,
     .sample        = gpu_sample,
+    .argmax_keep   = gpu_argmax_keep,
+    .argmax_take   = gpu_argmax_take,
     .read          = gpu_read,
     .write         = gpu_write,
     .copy          = gpu_copy,

@@ -70,6 +70,10 @@ typedef struct {
     gpu_buf  d_norm_count; /* the sliced add_rmsnorm's blocks done, a counter a row (gpu_norm.cu) */
     gpu_buf  d_attn; /* decode attention's splits (gpu_attention.cu) */
     gpu_buf  d_att_count; /* their tickets, with att_merge_in */
+    gpu_buf    d_keep;    /* argmax_keep's id: the next step's input (gpu_sample.cu) */
+    int32_t   *h_keep;    /* its copies on the host (pinned), a slot each */
+    gpuEvent_t keep_ev[2]; /* a slot's copy done */
+    int        keep_head, keep_n; /* the oldest slot not taken; how many are kept */
     const void *smem_fns[GPU_SMEM_FNS]; /* kernels allowed their shared memory past 48 KB (gpu_allow_smem) */
     int         n_smem_fns;
     int      mmq_from;    /* steps of more tokens take the integer matrix units (gpu_mmq.h) */
@@ -137,6 +141,13 @@ typedef struct {
     gpu_buf moe[7];
     void   *host_stage;
     size_t  host_stage_bytes;
+    /* small uploads' pinned ring (gpu_upload): two halves, the one in use filled from up_head;
+     * up_ev[h] recorded once half h's copies were queued, waited for before it is filled again */
+    char       *up_ring;
+    size_t      up_head;
+    int         up_half;
+    gpuEvent_t  up_ev[2];
+    bool        up_queued[2];
 } gpu_backend;
 
 static inline gpu_backend *gpu_of(celer_backend *be) { return (gpu_backend *)be; }
@@ -357,6 +368,8 @@ celer_status gpu_rmsnorm(celer_backend *be, const float *x, const celer_weight *
                          float *y, celer_error *err);
 /* gpu_sample.cu */
 celer_status gpu_argmax(celer_backend *be, const float *x, int64_t rows, int64_t n, int32_t *ids, celer_error *err);
+celer_status gpu_argmax_keep(celer_backend *be, const float *x, int64_t n, celer_error *err);
+celer_status gpu_argmax_take(celer_backend *be, int32_t *id, celer_error *err);
 celer_status gpu_sample(celer_backend *be, const float *x, int64_t rows, int64_t n, const celer_draw *d, int32_t *ids,
                         celer_error *err);
 /* gpu_ops.cu */

@@ -102,11 +102,24 @@ static __device__ __forceinline__ void k_scale_min(const uint8_t *s, int j, int 
     }
 }
 
+/* v rounded to an MLX weight's scales' dtype (sdtype: 0 f32, 1 f16, 2 bf16; to nearest, ties
+ * to even, as quant/half.h rounds on the host) and back. */
+static __device__ __forceinline__ float mx_round(float v, int32_t sdtype)
+{
+    if (sdtype == 1) return __half2float(__float2half_rn(v));
+    if (sdtype != 2) return v;
+    const uint32_t x = __float_as_uint(v);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return v; /* NaN */
+    return __uint_as_float((x + 0x7fffu + ((x >> 16) & 1u)) & 0xffff0000u);
+}
+
 /* Value j (0..31) of chunk c of the row at `row`. Written per value so that the decode-step
  * kernel can give each lane of a warp one value of a chunk (its loads of the activations are
  * then one contiguous line per warp); dec32 below unrolls it over a whole chunk, where the
- * compiler shares the block's scale loads between the 32 values. */
-template <int F>
+ * compiler shares the block's scale loads between the 32 values. MX (MLX affine): the value as
+ * mx.dequantize gives it, the product and the sum each rounded to the scales' dtype (an
+ * embedding row; the products keep f32). */
+template <int F, bool MX = false>
 static __device__ __forceinline__ float dec1(const gpu_wdesc &w, const uint8_t *row, int64_t c, int j)
 {
     if (F == GPU_F32) return ((const float *)row)[32 * c + j];
@@ -163,8 +176,10 @@ static __device__ __forceinline__ float dec1(const gpu_wdesc &w, const uint8_t *
         }
         const int64_t g  = mlx_group_of(w, c);
         const int     pair = w.sdtype == 0 ? 8 : 4; /* a group's scale and bias */
-        return __fadd_rn(__fmul_rn((float)q, dec_sdtype(row + w.scales_off + pair * g, w.sdtype)),
-                         dec_sdtype(row + w.biases_off + pair * g, w.sdtype));
+        const float   s = dec_sdtype(row + w.scales_off + pair * g, w.sdtype);
+        const float   b = dec_sdtype(row + w.biases_off + pair * g, w.sdtype);
+        if (MX) return mx_round(__fadd_rn(mx_round(__fmul_rn((float)q, s), w.sdtype), b), w.sdtype);
+        return __fadd_rn(__fmul_rn((float)q, s), b);
     }
     if (F == GPU_MXFP4 || F == GPU_NVFP4) {
         const uint32_t q = (((const uint32_t *)(row + 16 * c))[j / 8] >> (4 * (j % 8))) & 0x0f;
@@ -176,11 +191,11 @@ static __device__ __forceinline__ float dec1(const gpu_wdesc &w, const uint8_t *
 }
 
 /* v[0..32) = values 32c .. 32c + 31 of the row at `row`. */
-template <int F>
+template <int F, bool MX = false>
 static __device__ __forceinline__ void dec32(const gpu_wdesc &w, const uint8_t *row, int64_t c, float v[32])
 {
 #pragma unroll
-    for (int j = 0; j < 32; j++) v[j] = dec1<F>(w, row, c, j);
+    for (int j = 0; j < 32; j++) v[j] = dec1<F, MX>(w, row, c, j);
 }
 
 #endif

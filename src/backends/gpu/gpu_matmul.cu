@@ -127,7 +127,7 @@ __global__ void k_gemm(gpu_wdesc w, const float *__restrict__ x, int64_t T, floa
         }
 }
 
-template <int F>
+template <int F, bool MX = false>
 __global__ void k_get_rows(gpu_wdesc w, const int32_t *__restrict__ ids, int64_t n, float *__restrict__ y)
 {
     gpu_dep_enter();
@@ -135,7 +135,7 @@ __global__ void k_get_rows(gpu_wdesc w, const int32_t *__restrict__ ids, int64_t
     if (i >= n * nc) return;
     const int64_t t = i / nc, c = i % nc;
     float         v[32];
-    dec32<F>(w, w.data + (int64_t)ids[t] * w.row_bytes, c, v);
+    dec32<F, MX>(w, w.data + (int64_t)ids[t] * w.row_bytes, c, v);
 #pragma unroll
     for (int k = 0; k < 32; k++) y[t * w.cols + 32 * c + k] = v[k];
 }
@@ -215,6 +215,10 @@ typedef void (*rows_fn)(gpu_wdesc, const int32_t *, int64_t, float *);
 static const matvec_fn MATVEC[GPU_FMT_COUNT] = GPU_FMT_TABLE(k_matvec);
 static const gemm_fn   GEMM[GPU_FMT_COUNT]   = GPU_FMT_TABLE(k_gemm);
 static const rows_fn   ROWS[GPU_FMT_COUNT]   = GPU_FMT_TABLE(k_get_rows);
+/* MLX affine tables' rows as mx.dequantize gives them (dec1's MX), GPU_AFFINE2 on */
+static const rows_fn ROWS_MX[] = {k_get_rows<GPU_AFFINE2, true>, k_get_rows<GPU_AFFINE3, true>,
+                                  k_get_rows<GPU_AFFINE4, true>, k_get_rows<GPU_AFFINE5, true>,
+                                  k_get_rows<GPU_AFFINE6, true>, k_get_rows<GPU_AFFINE8, true>};
 
 /* Whether a product of T tokens of format f takes the vendor BLAS (gpu_blas.h). */
 static bool blas_takes(const gpu_backend *g, int f, int64_t T)
@@ -367,11 +371,31 @@ static celer_status get_rows_mlx(gpu_backend *g, const celer_weight *w, const in
     return gpu_upload(g, y, h, (size_t)(n * w->cols) * sizeof *h, err);
 }
 
+/* The row of the id argmax_keep left in d_keep (backend.h): read there, never by the host. The
+ * engine asks for it only where every argmax is a row of w (n_vocab <= w's rows). An MLX table
+ * (loaded here: model.h's embd_kept) gives its rows as mx.dequantize does, as the host's lookup. */
+static celer_status get_rows_kept(gpu_backend *g, const celer_weight *w, int64_t n, float *y, celer_error *err)
+{
+    gpu_wdesc  d;
+    int        f;
+    unsigned   blocks;
+    const bool mlx = w->type == CELER_WEIGHT_MLX;
+    if (n != 1 || !g->d_keep.p || (mlx && (!w->data || w->mlx.mode != CELER_HF_QUANT_AFFINE)))
+        return celer_fail(err, CELER_ERR_INVALID, "%s: get_rows of the kept id: %s", CELER_GPU_NAME,
+                          n != 1 ? "one row only" : !g->d_keep.p ? "no id kept" : "an MLX table not here, or not affine");
+    if (gpu_weight_desc(w, &d, &f, err) || gpu_grid(g, w->cols / 32, 256, &blocks, "get_rows", err)) return err->code;
+    if (mlx && (f < GPU_AFFINE2 || f > GPU_AFFINE8))
+        return celer_fail(err, CELER_ERR_INVALID, "%s: get_rows of the kept id: MLX format %d", CELER_GPU_NAME, f);
+    const rows_fn fn = mlx ? ROWS_MX[f - GPU_AFFINE2] : ROWS[f];
+    return GPU_LAUNCH(g, err, "get_rows", fn, blocks, 256, 0, d, (const int32_t *)g->d_keep.p, (int64_t)1, y);
+}
+
 celer_status gpu_get_rows(celer_backend *be, const celer_weight *w, const int32_t *ids, int64_t n, float *y,
                           celer_error *err)
 {
     gpu_backend *g = gpu_of(be);
     if (gpu_alive(g, err)) return err->code;
+    if (!ids) return get_rows_kept(g, w, n, y, err);
     for (int64_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= w->rows)
             return celer_fail(err, CELER_ERR_INVALID, "%s: token id %d is outside the embedding (%lld rows)",

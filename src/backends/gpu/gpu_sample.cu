@@ -84,27 +84,71 @@ __global__ void k_argmax_rows(const float *__restrict__ x, int64_t n, int parts,
     if (threadIdx.x == 0) ids[blockIdx.x] = first != first || bi >= n ? 0 : (int32_t)bi;
 }
 
-celer_status gpu_argmax(celer_backend *be, const float *x, int64_t rows, int64_t n, int32_t *ids, celer_error *err)
+/* The argmax of rows of x into di (device memory, rows ids), launched: d_ids past its first
+ * ib bytes holds the parts' indices and values. */
+static celer_status argmax_launch(gpu_backend *g, const float *x, int64_t rows, int64_t n, size_t ib, int32_t *di,
+                                  celer_error *err)
 {
-    gpu_backend *g = gpu_of(be);
-    if (gpu_alive(g, err)) return err->code;
-    if (rows <= 0) return CELER_OK;
     if (rows > GPU_MAX_GRID_YZ || n <= 0 || n > INT32_MAX)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: argmax of %lld rows of %lld", CELER_GPU_NAME, (long long)rows,
                           (long long)n);
     int64_t parts, part;
     argmax_split(n, &parts, &part);
-    /* d_ids: the ids, then each part's index, then its value */
-    const size_t ib = ((size_t)rows * sizeof *ids + 15) / 16 * 16, pb = (size_t)(rows * parts);
+    const size_t pb = (size_t)(rows * parts);
     if (gpu_buf_reserve(g, &g->d_ids, ib + pb * (sizeof(int64_t) + sizeof(float)), err)) return err->code;
-    int32_t *di = (int32_t *)g->d_ids.p;
+    if (!di) di = (int32_t *)g->d_ids.p;
     int64_t *pi = (int64_t *)((char *)g->d_ids.p + ib);
     float   *pv = (float *)(pi + pb);
     if (GPU_LAUNCH(g, err, "argmax", k_argmax_parts, dim3((unsigned)parts, (unsigned)rows), THREADS, 0, x, n, part, pv,
-                   pi) ||
-        GPU_LAUNCH(g, err, "argmax", k_argmax_rows, (unsigned)rows, ARGMAX_PARTS, 0, x, n, (int)parts, pv, pi, di))
+                   pi))
         return err->code;
-    return g->base.ops->read(&g->base, di, ids, (size_t)rows * sizeof *ids, err);
+    return GPU_LAUNCH(g, err, "argmax", k_argmax_rows, (unsigned)rows, ARGMAX_PARTS, 0, x, n, (int)parts, pv, pi, di);
+}
+
+celer_status gpu_argmax(celer_backend *be, const float *x, int64_t rows, int64_t n, int32_t *ids, celer_error *err)
+{
+    gpu_backend *g = gpu_of(be);
+    if (gpu_alive(g, err)) return err->code;
+    if (rows <= 0) return CELER_OK;
+    /* d_ids: the ids, then each part's index, then its value */
+    const size_t ib = ((size_t)rows * sizeof *ids + 15) / 16 * 16;
+    if (argmax_launch(g, x, rows, n, ib, NULL, err)) return err->code;
+    return g->base.ops->read(&g->base, g->d_ids.p, ids, (size_t)rows * sizeof *ids, err);
+}
+
+/* Greedy decode a step ahead (backend.h): the id into d_keep, where the next step's get_rows
+ * reads it, then copied into a pinned slot on the host, an event after it; argmax_take waits for
+ * that event alone, while the steps queued after it run. */
+celer_status gpu_argmax_keep(celer_backend *be, const float *x, int64_t n, celer_error *err)
+{
+    gpu_backend *g = gpu_of(be);
+    if (gpu_alive(g, err)) return err->code;
+    if (g->in_step || g->keep_n >= 2)
+        return celer_fail(err, CELER_ERR_INVALID, "%s: argmax_keep %s", CELER_GPU_NAME,
+                          g->in_step ? "inside a step" : "with two ids kept and not taken");
+    if (!g->h_keep) {
+        GPU_TRY(g, err, gpuHostAlloc((void **)&g->h_keep, 2 * sizeof *g->h_keep), "pinned host memory for kept ids");
+        for (int i = 0; i < 2; i++) GPU_TRY(g, err, gpuEventCreate(&g->keep_ev[i]), "an event for a kept id");
+    }
+    if (gpu_buf_reserve(g, &g->d_keep, 16, err) || argmax_launch(g, x, 1, n, 16, (int32_t *)g->d_keep.p, err))
+        return err->code;
+    const int slot = (g->keep_head + g->keep_n) % 2;
+    GPU_TRY(g, err, gpuMemcpyAsync(&g->h_keep[slot], g->d_keep.p, sizeof *g->h_keep, gpuMemcpyDeviceToHost, g->stream),
+            "copying a kept id");
+    GPU_TRY(g, err, gpuEventRecord(g->keep_ev[slot], g->stream), "an event for a kept id");
+    g->keep_n++;
+    return CELER_OK;
+}
+
+celer_status gpu_argmax_take(celer_backend *be, int32_t *id, celer_error *err)
+{
+    gpu_backend *g = gpu_of(be);
+    if (!g->keep_n) return celer_fail(err, CELER_ERR_INVALID, "%s: argmax_take with no id kept", CELER_GPU_NAME);
+    const int slot = g->keep_head;
+    g->keep_head = (g->keep_head + 1) % 2, g->keep_n--; /* taken, even when the wait fails */
+    if (gpu_sync_event(g, g->keep_ev[slot], err)) return err->code;
+    *id = g->h_keep[slot];
+    return CELER_OK;
 }
 
 /* ---- the sampler's draw -------------------------------------------------------------- */
