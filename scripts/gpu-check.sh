@@ -685,6 +685,12 @@ trap 'result "stopped" "by a signal, in step ${s:-?}"; finish; exit 143' TERM IN
 
 steps=("$@")
 [ ${#steps[@]} = 0 ] && steps=(build test verify)
+# A fresh lent machine has no build, and every step but standalone runs $B's binaries (an `ab`
+# without `build` once ran nothing but its patched trees' tests): build first when not asked.
+if [ ! -x "$B/celer" ] && [[ " ${steps[*]} " != *" build "* ]] && [[ " ${steps[*]} " != " standalone " ]]; then
+    echo "gpu-check: no $B/celer on this machine: the build step first"
+    steps=(build "${steps[@]}")
+fi
 for s in "${steps[@]}"; do
     "step_$s" || break
 done
