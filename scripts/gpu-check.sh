@@ -93,8 +93,9 @@
 #            8B and the 30B-A3B (AB_MODELS), AB_ROUNDS rounds (default 2) taking the variants in
 #            turn; AB_PP=1 adds pp512; AB_P=N runs N sequences of 128 + 128 at once (bench -P, the
 #            batcher: aggregate tok/s); AB_DEPTH=D measures after D tokens of context (bench -d); AB_TYPE=T the
-#            weights' type (default Q4_0; Q4_K_M for dev/patches/mvq-kquants-one-unit.diff). base
-#            is the build step's own build: run build first. AB_TESTS="test_gpu_ports test_batcher .."
+#            weights' type (default Q4_0; Q4_K_M for dev/patches/mvq-kquants-one-unit.diff); AB_TEMP=T
+#            sampled decode at temperature T (bench --temp). base is the build step's own build (made
+#            first where the machine has none). AB_TESTS="test_gpu_ports test_batcher .."
 #            builds those programs in each patched tree too and runs them there first (logs/ab-NAME-*.log)
 # Logs go to $OUT/logs-HHMMSS.tar.gz ($OUT defaults to ./gpu-out); the last lines printed are a
 # short table of results — also when a signal (a `timeout` around the script) stops it, after
@@ -639,6 +640,7 @@ step_ab() {
     [ "${AB_P:-1}" != 1 ] && pp=128 what="x${AB_P}: pp128 tg128 aggregate" # a batch: its prefill too
     local shape_args=(-d "${AB_DEPTH:-0}") # bench takes --parallel (a batch) or --depth (one sequence)
     [ "${AB_P:-1}" != 1 ] && shape_args=(-P "$AB_P")
+    [ -n "${AB_TEMP:-}" ] && shape_args+=(--temp "$AB_TEMP") && what+=" T $AB_TEMP" # sampled decode
     for round in $(seq 1 "${AB_ROUNDS:-2}"); do
         for shape in ${AB_MODELS:-llama-3.1-8b qwen3-30b-a3b}; do
             synth_big "$shape" "${AB_TYPE:-Q4_0}"
