@@ -94,7 +94,9 @@
 #            turn; AB_PP=1 adds pp512; AB_P=N runs N sequences of 128 + 128 at once (bench -P, the
 #            batcher: aggregate tok/s); AB_DEPTH=D measures after D tokens of context (bench -d); AB_TYPE=T the
 #            weights' type (default Q4_0; Q4_K_M for dev/patches/mvq-kquants-one-unit.diff); AB_TEMP=T
-#            sampled decode at temperature T (bench --temp). base is the build step's own build (made
+#            sampled decode at temperature T (bench --temp). Last, `ab NAME steps`: how each variant's
+#            steps ran (op by op, recorded, replayed; a short run with CELER_GPU_STATS=1, not timed).
+#            base is the build step's own build (made
 #            first where the machine has none). AB_TESTS="test_gpu_ports test_batcher .."
 #            builds those programs in each patched tree too and runs them there first (logs/ab-NAME-*.log)
 # Logs go to $OUT/logs-HHMMSS.tar.gz ($OUT defaults to ./gpu-out); the last lines printed are a
@@ -655,10 +657,23 @@ step_ab() {
             done
         done
     done
+    # how each variant's steps ran (CELER_GPU_STATS, one short run apart from the timed ones): a
+    # variant whose steps fall to op by op (a graph refused at every replay) says so here, where
+    # its tok/s alone once hid why decode ahead lost
+    local steps=()
+    for shape in ${AB_MODELS:-llama-3.1-8b qwen3-30b-a3b}; do
+        synth_big "$shape" "${AB_TYPE:-Q4_0}"
+        for i in "${!names[@]}"; do
+            steps[$i]+="$shape: $(env ${envsets[$i]} CELER_GPU_STATS=1 "${dirs[$i]}/celer" bench -m "$f" --backend cuda \
+                -p "$pp" -n 64 "${shape_args[@]}" -r 1 2>&1 | grep -m1 -o 'steps:[^;]*' |
+                sed -E 's/ \(host [0-9]+ us each\)//g; s/^steps: //'); "
+        done
+    done
     for i in "${!names[@]}"; do
         for shape in ${AB_MODELS:-llama-3.1-8b qwen3-30b-a3b}; do
             result "ab ${names[$i]} $shape ($what @d${AB_DEPTH:-0})" "${tg[$i,$shape]}"
         done
+        result "ab ${names[$i]} steps" "${steps[$i]:-}"
     done
 }
 
