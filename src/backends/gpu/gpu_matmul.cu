@@ -371,23 +371,19 @@ static celer_status get_rows_mlx(gpu_backend *g, const celer_weight *w, const in
     return gpu_upload(g, y, h, (size_t)(n * w->cols) * sizeof *h, err);
 }
 
-/* The row of the id argmax_keep left in d_keep (backend.h): read there, never by the host. The
- * engine asks for it only where every argmax is a row of w (n_vocab <= w's rows). An MLX table
- * (loaded here: model.h's embd_kept) gives its rows as mx.dequantize does, as the host's lookup. */
-static celer_status get_rows_kept(gpu_backend *g, const celer_weight *w, int64_t n, float *y, celer_error *err)
+/* Rows of w for the n ids at ids (device memory) into y; mx: an MLX affine table's, as
+ * mx.dequantize gives them (dec1's MX). */
+static celer_status rows_launch(gpu_backend *g, const celer_weight *w, bool mx, const int32_t *ids, int64_t n, float *y,
+                                celer_error *err)
 {
-    gpu_wdesc  d;
-    int        f;
-    unsigned   blocks;
-    const bool mlx = w->type == CELER_WEIGHT_MLX;
-    if (n != 1 || !g->d_keep.p || (mlx && (!w->data || w->mlx.mode != CELER_HF_QUANT_AFFINE)))
-        return celer_fail(err, CELER_ERR_INVALID, "%s: get_rows of the kept id: %s", CELER_GPU_NAME,
-                          n != 1 ? "one row only" : !g->d_keep.p ? "no id kept" : "an MLX table not here, or not affine");
-    if (gpu_weight_desc(w, &d, &f, err) || gpu_grid(g, w->cols / 32, 256, &blocks, "get_rows", err)) return err->code;
-    if (mlx && (f < GPU_AFFINE2 || f > GPU_AFFINE8))
+    gpu_wdesc d;
+    int       f;
+    unsigned  blocks;
+    if (gpu_weight_desc(w, &d, &f, err) || gpu_grid(g, n * (w->cols / 32), 256, &blocks, "get_rows", err))
+        return err->code;
+    if (mx && (f < GPU_AFFINE2 || f > GPU_AFFINE8))
         return celer_fail(err, CELER_ERR_INVALID, "%s: get_rows of the kept id: MLX format %d", CELER_GPU_NAME, f);
-    const rows_fn fn = mlx ? ROWS_MX[f - GPU_AFFINE2] : ROWS[f];
-    return GPU_LAUNCH(g, err, "get_rows", fn, blocks, 256, 0, d, (const int32_t *)g->d_keep.p, (int64_t)1, y);
+    return GPU_LAUNCH(g, err, "get_rows", mx ? ROWS_MX[f - GPU_AFFINE2] : ROWS[f], blocks, 256, 0, d, ids, n, y);
 }
 
 celer_status gpu_get_rows(celer_backend *be, const celer_weight *w, const int32_t *ids, int64_t n, float *y,
@@ -395,19 +391,25 @@ celer_status gpu_get_rows(celer_backend *be, const celer_weight *w, const int32_
 {
     gpu_backend *g = gpu_of(be);
     if (gpu_alive(g, err)) return err->code;
-    if (!ids) return get_rows_kept(g, w, n, y, err);
+    if (!ids) { /* the id argmax_keep left in d_keep (backend.h), read there, never by the host: the engine
+                 * asks only where every argmax is a row of w; an MLX table (loaded here: model.h's
+                 * embd_kept) gives its rows as the host's lookup does */
+        const bool mlx = w->type == CELER_WEIGHT_MLX;
+        if (n != 1 || !g->d_keep.p || (mlx && (!w->data || w->mlx.mode != CELER_HF_QUANT_AFFINE)))
+            return celer_fail(err, CELER_ERR_INVALID, "%s: get_rows of the kept id: %s", CELER_GPU_NAME,
+                              n != 1             ? "one row only"
+                              : !g->d_keep.p     ? "no id kept"
+                                                 : "an MLX table not here, or not affine");
+        return rows_launch(g, w, mlx, (const int32_t *)g->d_keep.p, 1, y, err);
+    }
     for (int64_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= w->rows)
             return celer_fail(err, CELER_ERR_INVALID, "%s: token id %d is outside the embedding (%lld rows)",
                               CELER_GPU_NAME, ids[i], (long long)w->rows);
     if (n <= 0) return CELER_OK;
     if (w->type == CELER_WEIGHT_MLX) return get_rows_mlx(g, w, ids, n, y, err);
-    gpu_wdesc d;
-    int       f;
-    unsigned  blocks;
-    if (gpu_weight_desc(w, &d, &f, err) || gpu_buf_reserve(g, &g->d_ids, (size_t)n * sizeof *ids, err) ||
-        gpu_upload(g, g->d_ids.p, ids, (size_t)n * sizeof *ids, err) ||
-        gpu_grid(g, n * (w->cols / 32), 256, &blocks, "get_rows", err))
+    if (gpu_buf_reserve(g, &g->d_ids, (size_t)n * sizeof *ids, err) ||
+        gpu_upload(g, g->d_ids.p, ids, (size_t)n * sizeof *ids, err))
         return err->code;
-    return GPU_LAUNCH(g, err, "get_rows", ROWS[f], blocks, 256, 0, d, (const int32_t *)g->d_ids.p, n, y);
+    return rows_launch(g, w, false, (const int32_t *)g->d_ids.p, n, y, err);
 }
