@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""A host model of the warp-group batch kernel's index math (k_mmq_w in dev/patches/sq-wgmma.diff,
+src/backends/gpu/gpu_mmq_wgmma.cu once applied), line for line: each thread's copies of the
+activations into a stage's B images and token scales, each lane's A fragment from its weight
+words, the product as the PTX ISA defines wgmma.mma_async.m64n64k32.s32.s8.s8 on those operands,
+each lane's sums and their scaling, and where each output goes; against a plain product of the
+same integers. Written without a device, to check the kernel's indices before its first run; if
+that run disagrees, the assumptions below are the place to look (the model and the kernel share
+them, so they agree with each other either way):
+
+  A: warp w of the group holds rows 16w .. 16w + 15 as mma.m16n8k32's A fragment (lane 4g + q:
+     a0 row g, k 4q .. 4q + 3; a1 row g + 8; a2, a3 the same rows at k 16 + 4q ..).
+  B: K-major without swizzling, element (k, n) at start + (n // 8) * SBO + (k // 16) * LBO +
+     (n % 8) * 16 + k % 16 (LBO: between core matrices along k; SBO: along n).
+  D: lane 4g + q of warp w holds d[4j + e] = row 16w + g + 8 (e // 2), column 8j + 2q + e % 2.
+
+    python3 dev/kernels/wgmma_model.py     # needs numpy; prints each shape's relative error
+"""
+import numpy as np
+
+NT, BQ, IMG, XS = 32, 8, 2048, 128  # tokens, column blocks a stage, a block's B bytes, its scales' bytes
+
+
+def sw_at(n, k):
+    return (n // 8 * 2 + k // 16) * 128 + n % 8 * 16 + k % 16
+
+
+def sw_tok(t):
+    return t % 8 // 2 * 8 + t // 8 * 2 + t % 2
+
+
+def run(rng, fmt, rows, nb, T, kz0, kend):
+    wb = 16 if fmt == "Q4_0" else 32
+    lo_v, hi_v = (-8, 8) if fmt == "Q4_0" else (-127, 128)
+    vals = rng.integers(lo_v, hi_v, size=(rows, nb, 32))
+    ws = rng.uniform(-0.02, 0.02, size=(rows, nb)).astype(np.float16)
+    codes = np.zeros((rows, nb, wb), np.int64)  # the row's code bytes as stored
+    if fmt == "Q4_0":
+        codes[:] = (vals[:, :, :16] + 8) | ((vals[:, :, 16:] + 8) << 4)
+    else:
+        codes[:] = vals & 0xFF
+    hi = rng.integers(-127, 128, size=(T, nb, 32))
+    lo = rng.integers(-127, 128, size=(T, nb, 32))
+    d = rng.uniform(0.001, 0.01, size=(T, nb)).astype(np.float32)
+    xq = np.concatenate([hi, lo], axis=2)  # X32: a block's 32 hi codes, then its 32 lo codes
+
+    ref = np.zeros((T, rows))
+    for b in range(kz0, kend):
+        ref += (d[:, b, None] * ws[None, :, b].astype(np.float64)) * (256 * hi[:, b] @ vals[:, b].T + lo[:, b] @ vals[:, b].T)
+
+    def frag(row, b, off, ok):  # four code bytes of a row's block as A's signed bytes
+        if not ok:
+            return [0] * 4
+        c = [int(codes[row, b, off + i]) for i in range(4)]
+        if fmt == "Q4_0":
+            return c
+        return [x - 256 if x > 127 else x for x in c]
+
+    out = np.zeros((T, rows))
+    for row0 in range(0, rows, 64):
+        acc = np.zeros((4, 32, 4, 4))
+        for s in range((kend - kz0 + BQ - 1) // BQ):
+            k0 = kz0 + s * BQ
+            nv = min(kend - k0, BQ)
+            img = np.zeros(BQ * IMG, np.int64)
+            scl = np.zeros(BQ * NT)
+            for tid in range(128):  # the copy plan
+                n, kh, t, ts, js = tid // 2, tid % 2, tid // 2 % NT, tid % NT, tid // NT
+                for j in range(BQ):
+                    if t < T and j < nv:
+                        src = 32 * (n // NT) + 16 * kh
+                        at = sw_at(n, 16 * kh) + j * IMG
+                        img[at : at + 16] = xq[t, k0 + j, src : src + 16]
+                for i in range(2):
+                    if ts < T and js + 4 * i < nv:
+                        scl[(js + 4 * i) * NT + sw_tok(ts)] = d[ts, k0 + js + 4 * i]
+            for w in range(4):
+                for j in range(BQ):
+                    A = np.zeros((16, 32), np.int64)
+                    for lane in range(32):
+                        g, q = lane // 4, lane % 4
+                        ra, rb = row0 + 16 * w + g, row0 + 16 * w + g + 8
+                        pa, pb = (ra if ra < rows else 0), (rb if rb < rows else 0)
+                        ua, ub = frag(pa, k0 + j, 4 * q, j < nv), frag(pb, k0 + j, 4 * q, j < nv)
+                        if fmt == "Q4_0":  # low nibbles k 4q .., high nibbles k 16 + 4q .., minus 8
+                            a = [[(x & 15) - 8 for x in ua], [(x & 15) - 8 for x in ub],
+                                 [(x >> 4) - 8 for x in ua], [(x >> 4) - 8 for x in ub]]
+                        else:
+                            a = [ua, ub, frag(pa, k0 + j, 16 + 4 * q, j < nv), frag(pb, k0 + j, 16 + 4 * q, j < nv)]
+                        A[g, 4 * q : 4 * q + 4], A[g + 8, 4 * q : 4 * q + 4] = a[0], a[1]
+                        A[g, 16 + 4 * q : 20 + 4 * q], A[g + 8, 16 + 4 * q : 20 + 4 * q] = a[2], a[3]
+                    lbo, sbo, start = sw_at(0, 16), sw_at(8, 0), j * IMG
+                    B = np.array([[img[start + n // 8 * sbo + k // 16 * lbo + n % 8 * 16 + k % 16] for n in range(64)]
+                                  for k in range(32)])
+                    D = A @ B
+                    for lane in range(32):
+                        g, q = lane // 4, lane % 4
+                        dd = [D[g + 8 * (e // 2), 8 * jj + 2 * q + e % 2] for jj in range(8) for e in range(4)]
+                        ra, rb = row0 + 16 * w + g, row0 + 16 * w + g + 8
+                        pa, pb = (ra if ra < rows else 0), (rb if rb < rows else 0)
+                        sw = [float(ws[pa, k0 + j]), float(ws[pb, k0 + j])] if j < nv else [0.0, 0.0]
+                        dv = scl[j * NT + 8 * q : j * NT + 8 * q + 8]
+                        for jt in range(4):
+                            for e in range(4):
+                                acc[w, lane, jt, e] += sw[e // 2] * dv[2 * jt + e % 2] * (256 * dd[4 * jt + e] + dd[16 + 4 * jt + e])
+        for w in range(4):
+            for lane in range(32):
+                g, q = lane // 4, lane % 4
+                for jt in range(4):
+                    for e in range(4):
+                        r, t = row0 + 16 * w + g + 8 * (e // 2), 8 * jt + 2 * q + e % 2
+                        if r < rows and t < T:
+                            out[t, r] = acc[w, lane, jt, e]
+    return np.abs(out - ref).max() / np.abs(ref).max()
+
+
+def main():
+    rng = np.random.default_rng(1)
+    worst = 0.0
+    for fmt in ("Q4_0", "Q8_0"):
+        # whole stages, a part's offset and short last stage, few tokens, rows past a block
+        for rows, nb, T, kz0, kend in [(80, 16, 32, 0, 16), (70, 12, 17, 4, 12), (64, 20, 5, 0, 20), (130, 9, 31, 0, 9)]:
+            e = run(rng, fmt, rows, nb, T, kz0, kend)
+            worst = max(worst, e)
+            print(f"{fmt} rows {rows} blocks {kz0}..{kend} of {nb}, {T} tokens: relative error {e:.1e}")
+    print("agrees" if worst < 1e-6 else "DISAGREES")
+    return 0 if worst < 1e-6 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
