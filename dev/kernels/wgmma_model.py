@@ -29,7 +29,7 @@ def sw_tok(t):
     return t % 8 // 2 * 8 + t // 8 * 2 + t % 2
 
 
-def run(rng, fmt, rows, nb, T, kz0, kend):
+def run(rng, fmt, rows, nb, T, kz0, kend, WG):
     wb = 16 if fmt == "Q4_0" else 32
     lo_v, hi_v = (-8, 8) if fmt == "Q4_0" else (-127, 128)
     vals = rng.integers(lo_v, hi_v, size=(rows, nb, 32))
@@ -57,24 +57,28 @@ def run(rng, fmt, rows, nb, T, kz0, kend):
         return [x - 256 if x > 127 else x for x in c]
 
     out = np.zeros((T, rows))
-    for row0 in range(0, rows, 64):
-        acc = np.zeros((4, 32, 4, 4))
+    for blk0 in range(0, rows, 64 * WG):
+        acc = np.zeros((WG, 4, 32, 4, 4))
         for s in range((kend - kz0 + BQ - 1) // BQ):
             k0 = kz0 + s * BQ
             nv = min(kend - k0, BQ)
             img = np.zeros(BQ * IMG, np.int64)
             scl = np.zeros(BQ * NT)
-            for tid in range(128):  # the copy plan
-                n, kh, t, ts, js = tid // 2, tid % 2, tid // 2 % NT, tid % NT, tid // NT
-                for j in range(BQ):
+            for tid in range(128 * WG):  # the copy plan
+                n, kh, ts, js, jb = tid % 128 // 2, tid % 2, tid % NT, tid // NT, tid // 128
+                t = n % NT
+                for i in range(BQ // WG):
+                    j = jb + WG * i
                     if t < T and j < nv:
                         src = 32 * (n // NT) + 16 * kh
                         at = sw_at(n, 16 * kh) + j * IMG
                         img[at : at + 16] = xq[t, k0 + j, src : src + 16]
-                for i in range(2):
-                    if ts < T and js + 4 * i < nv:
-                        scl[(js + 4 * i) * NT + sw_tok(ts)] = d[ts, k0 + js + 4 * i]
-            for w in range(4):
+                for i in range(2 // WG):
+                    j = js + 4 * WG * i
+                    if ts < T and j < nv:
+                        scl[j * NT + sw_tok(ts)] = d[ts, k0 + j]
+            for wg, w in [(a, b) for a in range(WG) for b in range(4)]:
+                row0 = blk0 + 64 * wg
                 for j in range(BQ):
                     A = np.zeros((16, 32), np.int64)
                     for lane in range(32):
@@ -102,27 +106,28 @@ def run(rng, fmt, rows, nb, T, kz0, kend):
                         dv = scl[j * NT + 8 * q : j * NT + 8 * q + 8]
                         for jt in range(4):
                             for e in range(4):
-                                acc[w, lane, jt, e] += sw[e // 2] * dv[2 * jt + e % 2] * (256 * dd[4 * jt + e] + dd[16 + 4 * jt + e])
-        for w in range(4):
+                                acc[wg, w, lane, jt, e] += sw[e // 2] * dv[2 * jt + e % 2] * (256 * dd[4 * jt + e] + dd[16 + 4 * jt + e])
+        for wg, w in [(a, b) for a in range(WG) for b in range(4)]:
             for lane in range(32):
                 g, q = lane // 4, lane % 4
                 for jt in range(4):
                     for e in range(4):
-                        r, t = row0 + 16 * w + g + 8 * (e // 2), 8 * jt + 2 * q + e % 2
+                        r, t = blk0 + 64 * wg + 16 * w + g + 8 * (e // 2), 8 * jt + 2 * q + e % 2
                         if r < rows and t < T:
-                            out[t, r] = acc[w, lane, jt, e]
+                            out[t, r] = acc[wg, w, lane, jt, e]
     return np.abs(out - ref).max() / np.abs(ref).max()
 
 
 def main():
     rng = np.random.default_rng(1)
     worst = 0.0
-    for fmt in ("Q4_0", "Q8_0"):
+    for fmt, WG in (("Q4_0", 1), ("Q8_0", 1), ("Q4_0", 2), ("Q8_0", 2)):
         # whole stages, a part's offset and short last stage, few tokens, rows past a block
         for rows, nb, T, kz0, kend in [(80, 16, 32, 0, 16), (70, 12, 17, 4, 12), (64, 20, 5, 0, 20), (130, 9, 31, 0, 9)]:
-            e = run(rng, fmt, rows, nb, T, kz0, kend)
+            e = run(rng, fmt, rows, nb, T, kz0, kend, WG)
             worst = max(worst, e)
-            print(f"{fmt} rows {rows} blocks {kz0}..{kend} of {nb}, {T} tokens: relative error {e:.1e}")
+            print(f"{fmt}, {WG} warp group(s) a block, rows {rows} blocks {kz0}..{kend} of {nb}, {T} tokens: "
+                  f"relative error {e:.1e}")
     print("agrees" if worst < 1e-6 else "DISAGREES")
     return 0 if worst < 1e-6 else 1
 
