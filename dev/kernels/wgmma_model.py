@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """A host model of the warp-group batch kernel's index math (k_mmq_w in dev/patches/sq-wgmma.diff,
-src/backends/gpu/gpu_mmq_wgmma.cu once applied), line for line: each thread's copies of the
-activations into a stage's B images and token scales, each lane's A fragment from its weight
-words, the product as the PTX ISA defines wgmma.mma_async.m64n64k32.s32.s8.s8 on those operands,
-each lane's sums and their scaling, and where each output goes; against a plain product of the
-same integers. Written without a device, to check the kernel's indices before its first run; if
+src/backends/gpu/gpu_mmq_wgmma.cu once applied; its 16-token shape in sq-wgmma16.diff), line for
+line: each thread's copies of the activations into a stage's B images (64 or 32 columns) and
+token scales, each lane's A fragment from its weight words, the product as the PTX ISA defines
+wgmma.mma_async.m64n{64,32}k32.s32.s8.s8 on those operands, each lane's sums and their scaling,
+and where each output goes; against a plain product of the same integers. Written without a device, to check the kernel's indices before its first run; if
 that run disagrees, the assumptions below are the place to look (the model and the kernel share
 them, so they agree with each other either way):
 
@@ -18,18 +18,19 @@ them, so they agree with each other either way):
 """
 import numpy as np
 
-NT, BQ, IMG, XS = 32, 8, 2048, 128  # tokens, column blocks a stage, a block's B bytes, its scales' bytes
+BQ = 8  # column blocks a stage
 
 
 def sw_at(n, k):
     return (n // 8 * 2 + k // 16) * 128 + n % 8 * 16 + k % 16
 
 
-def sw_tok(t):
-    return t % 8 // 2 * 8 + t // 8 * 2 + t % 2
+def sw_tok(t, NT):
+    return t % 8 // 2 * (NT // 4) + t // 8 * 2 + t % 2
 
 
-def run(rng, fmt, rows, nb, T, kz0, kend, WG):
+def run(rng, fmt, rows, nb, T, kz0, kend, WG, NT):
+    IMG, XS = 2 * NT * 32, NT * 4  # a block's B bytes (2 NT columns), its tokens' d
     wb = 16 if fmt == "Q4_0" else 32
     lo_v, hi_v = (-8, 8) if fmt == "Q4_0" else (-127, 128)
     vals = rng.integers(lo_v, hi_v, size=(rows, nb, 32))
@@ -58,25 +59,26 @@ def run(rng, fmt, rows, nb, T, kz0, kend, WG):
 
     out = np.zeros((T, rows))
     for blk0 in range(0, rows, 64 * WG):
-        acc = np.zeros((WG, 4, 32, 4, 4))
+        acc = np.zeros((WG, 4, 32, NT // 8, 4))
         for s in range((kend - kz0 + BQ - 1) // BQ):
             k0 = kz0 + s * BQ
             nv = min(kend - k0, BQ)
             img = np.zeros(BQ * IMG, np.int64)
             scl = np.zeros(BQ * NT)
+            XJ, SJ = 128 * WG // (4 * NT), 128 * WG // NT  # blocks between a thread's pieces
             for tid in range(128 * WG):  # the copy plan
-                n, kh, ts, js, jb = tid % 128 // 2, tid % 2, tid % NT, tid // NT, tid // 128
+                n, kh, ts, xb, sb = tid % (4 * NT) // 2, tid % 2, tid % NT, tid // (4 * NT), tid // NT
                 t = n % NT
-                for i in range(BQ // WG):
-                    j = jb + WG * i
+                for i in range(BQ // XJ):
+                    j = xb + XJ * i
                     if t < T and j < nv:
                         src = 32 * (n // NT) + 16 * kh
                         at = sw_at(n, 16 * kh) + j * IMG
                         img[at : at + 16] = xq[t, k0 + j, src : src + 16]
-                for i in range(2 // WG):
-                    j = js + 4 * WG * i
-                    if ts < T and j < nv:
-                        scl[j * NT + sw_tok(ts)] = d[ts, k0 + j]
+                for i in range((BQ + SJ - 1) // SJ):
+                    j = sb + SJ * i
+                    if j < BQ and ts < T and j < nv:
+                        scl[j * NT + sw_tok(ts, NT)] = d[ts, k0 + j]
             for wg, w in [(a, b) for a in range(WG) for b in range(4)]:
                 row0 = blk0 + 64 * wg
                 for j in range(BQ):
@@ -94,23 +96,23 @@ def run(rng, fmt, rows, nb, T, kz0, kend, WG):
                         A[g, 4 * q : 4 * q + 4], A[g + 8, 4 * q : 4 * q + 4] = a[0], a[1]
                         A[g, 16 + 4 * q : 20 + 4 * q], A[g + 8, 16 + 4 * q : 20 + 4 * q] = a[2], a[3]
                     lbo, sbo, start = sw_at(0, 16), sw_at(8, 0), j * IMG
-                    B = np.array([[img[start + n // 8 * sbo + k // 16 * lbo + n % 8 * 16 + k % 16] for n in range(64)]
+                    B = np.array([[img[start + n // 8 * sbo + k // 16 * lbo + n % 8 * 16 + k % 16] for n in range(2 * NT)]
                                   for k in range(32)])
                     D = A @ B
                     for lane in range(32):
                         g, q = lane // 4, lane % 4
-                        dd = [D[g + 8 * (e // 2), 8 * jj + 2 * q + e % 2] for jj in range(8) for e in range(4)]
+                        dd = [D[g + 8 * (e // 2), 8 * jj + 2 * q + e % 2] for jj in range(NT // 4) for e in range(4)]
                         ra, rb = row0 + 16 * w + g, row0 + 16 * w + g + 8
                         pa, pb = (ra if ra < rows else 0), (rb if rb < rows else 0)
                         sw = [float(ws[pa, k0 + j]), float(ws[pb, k0 + j])] if j < nv else [0.0, 0.0]
-                        dv = scl[j * NT + 8 * q : j * NT + 8 * q + 8]
-                        for jt in range(4):
+                        dv = scl[j * NT + NT // 4 * q : j * NT + NT // 4 * (q + 1)]
+                        for jt in range(NT // 8):
                             for e in range(4):
-                                acc[wg, w, lane, jt, e] += sw[e // 2] * dv[2 * jt + e % 2] * (256 * dd[4 * jt + e] + dd[16 + 4 * jt + e])
+                                acc[wg, w, lane, jt, e] += sw[e // 2] * dv[2 * jt + e % 2] * (256 * dd[4 * jt + e] + dd[NT // 2 + 4 * jt + e])
         for wg, w in [(a, b) for a in range(WG) for b in range(4)]:
             for lane in range(32):
                 g, q = lane // 4, lane % 4
-                for jt in range(4):
+                for jt in range(NT // 8):
                     for e in range(4):
                         r, t = blk0 + 64 * wg + 16 * w + g + 8 * (e // 2), 8 * jt + 2 * q + e % 2
                         if r < rows and t < T:
@@ -121,13 +123,14 @@ def run(rng, fmt, rows, nb, T, kz0, kend, WG):
 def main():
     rng = np.random.default_rng(1)
     worst = 0.0
-    for fmt, WG in (("Q4_0", 1), ("Q8_0", 1), ("Q4_0", 2), ("Q8_0", 2)):
+    for fmt, WG, NT in (("Q4_0", 1, 32), ("Q8_0", 1, 32), ("Q4_0", 2, 32), ("Q8_0", 2, 32), ("Q4_0", 1, 16),
+                        ("Q8_0", 2, 16)):
         # whole stages, a part's offset and short last stage, few tokens, rows past a block
-        for rows, nb, T, kz0, kend in [(80, 16, 32, 0, 16), (70, 12, 17, 4, 12), (64, 20, 5, 0, 20), (130, 9, 31, 0, 9)]:
-            e = run(rng, fmt, rows, nb, T, kz0, kend, WG)
+        for rows, nb, T, kz0, kend in [(80, 16, NT, 0, 16), (70, 12, 9, 4, 12), (64, 20, 5, 0, 20), (130, 9, NT - 1, 0, 9)]:
+            e = run(rng, fmt, rows, nb, T, kz0, kend, WG, NT)
             worst = max(worst, e)
-            print(f"{fmt}, {WG} warp group(s) a block, rows {rows} blocks {kz0}..{kend} of {nb}, {T} tokens: "
-                  f"relative error {e:.1e}")
+            print(f"{fmt}, {WG} warp group(s) a block, {NT}-token shape, rows {rows} blocks {kz0}..{kend} of {nb}, "
+                  f"{T} tokens: relative error {e:.1e}")
     print("agrees" if worst < 1e-6 else "DISAGREES")
     return 0 if worst < 1e-6 else 1
 
