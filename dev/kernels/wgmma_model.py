@@ -29,7 +29,7 @@ def sw_tok(t, NT):
     return t % 8 // 2 * (NT // 4) + t // 8 * 2 + t % 2
 
 
-def run(rng, fmt, rows, nb, T, kz0, kend, WG, NT):
+def run(rng, fmt, rows, nb, T, kz0, kend, WG, NT, WS=False):
     IMG, XS = 2 * NT * 32, NT * 4  # a block's B bytes (2 NT columns), its tokens' d
     wb = 16 if fmt == "Q4_0" else 32
     lo_v, hi_v = (-8, 8) if fmt == "Q4_0" else (-127, 128)
@@ -49,10 +49,16 @@ def run(rng, fmt, rows, nb, T, kz0, kend, WG, NT):
     for b in range(kz0, kend):
         ref += (d[:, b, None] * ws[None, :, b].astype(np.float64)) * (256 * hi[:, b] @ vals[:, b].T + lo[:, b] @ vals[:, b].T)
 
-    def frag(row, b, off, ok):  # four code bytes of a row's block as A's signed bytes
+    WB = wb
+    WLD, CPR = BQ * WB + 16, BQ * WB // 16  # WS: a staged row's stride, its 16-byte pieces
+
+    def frag(row, b, off, ok, staged=None):  # four code bytes of a row's block as A's signed bytes
         if not ok:
             return [0] * 4
-        c = [int(codes[row, b, off + i]) for i in range(4)]
+        if staged is not None:  # WS: from the stage's copy (row: within the block, b: within the stage)
+            c = [int(staged[row * WLD + WB * b + off + i]) for i in range(4)]
+        else:
+            c = [int(codes[row, b, off + i]) for i in range(4)]
         if fmt == "Q4_0":
             return c
         return [x - 256 if x > 127 else x for x in c]
@@ -79,6 +85,21 @@ def run(rng, fmt, rows, nb, T, kz0, kend, WG, NT):
                     j = sb + SJ * i
                     if j < BQ and ts < T and j < nv:
                         scl[j * NT + sw_tok(ts, NT)] = d[ts, k0 + j]
+            wimg = np.zeros(64 * WG * WLD, np.int64)  # WS: the stage's rows of codes, then scales
+            wscl = np.zeros((64 * WG, BQ))
+            if WS:
+                WR = 128 * WG // CPR
+                for tid in range(128 * WG):
+                    wk, wr = tid % CPR, tid // CPR
+                    for i in range(64 * WG // WR):
+                        r = wr + WR * i
+                        if 16 * wk // WB < nv and blk0 + r < rows:
+                            src = [int(codes[blk0 + r, k0 + (16 * wk + i2) // WB, (16 * wk + i2) % WB]) for i2 in range(16)]
+                            wimg[r * WLD + 16 * wk : r * WLD + 16 * wk + 16] = src
+                    if tid < 64 * WG and blk0 + tid < rows:
+                        for i in range(BQ):
+                            if i < nv:
+                                wscl[tid, i] = float(ws[blk0 + tid, k0 + i])
             for wg, w in [(a, b) for a in range(WG) for b in range(4)]:
                 row0 = blk0 + 64 * wg
                 for j in range(BQ):
@@ -87,12 +108,20 @@ def run(rng, fmt, rows, nb, T, kz0, kend, WG, NT):
                         g, q = lane // 4, lane % 4
                         ra, rb = row0 + 16 * w + g, row0 + 16 * w + g + 8
                         pa, pb = (ra if ra < rows else 0), (rb if rb < rows else 0)
-                        ua, ub = frag(pa, k0 + j, 4 * q, j < nv), frag(pb, k0 + j, 4 * q, j < nv)
+                        if WS:
+                            sr = 64 * wg + 16 * w + g  # the row within the block's stage
+                            ua = frag(sr, j, 4 * q, j < nv, wimg)
+                            ub = frag(sr + 8, j, 4 * q, j < nv, wimg)
+                        else:
+                            ua, ub = frag(pa, k0 + j, 4 * q, j < nv), frag(pb, k0 + j, 4 * q, j < nv)
                         if fmt == "Q4_0":  # low nibbles k 4q .., high nibbles k 16 + 4q .., minus 8
                             a = [[(x & 15) - 8 for x in ua], [(x & 15) - 8 for x in ub],
                                  [(x >> 4) - 8 for x in ua], [(x >> 4) - 8 for x in ub]]
                         else:
-                            a = [ua, ub, frag(pa, k0 + j, 16 + 4 * q, j < nv), frag(pb, k0 + j, 16 + 4 * q, j < nv)]
+                            if WS:
+                                a = [ua, ub, frag(sr, j, 16 + 4 * q, j < nv, wimg), frag(sr + 8, j, 16 + 4 * q, j < nv, wimg)]
+                            else:
+                                a = [ua, ub, frag(pa, k0 + j, 16 + 4 * q, j < nv), frag(pb, k0 + j, 16 + 4 * q, j < nv)]
                         A[g, 4 * q : 4 * q + 4], A[g + 8, 4 * q : 4 * q + 4] = a[0], a[1]
                         A[g, 16 + 4 * q : 20 + 4 * q], A[g + 8, 16 + 4 * q : 20 + 4 * q] = a[2], a[3]
                     lbo, sbo, start = sw_at(0, 16), sw_at(8, 0), j * IMG
@@ -104,7 +133,11 @@ def run(rng, fmt, rows, nb, T, kz0, kend, WG, NT):
                         dd = [D[g + 8 * (e // 2), 8 * jj + 2 * q + e % 2] for jj in range(NT // 4) for e in range(4)]
                         ra, rb = row0 + 16 * w + g, row0 + 16 * w + g + 8
                         pa, pb = (ra if ra < rows else 0), (rb if rb < rows else 0)
-                        sw = [float(ws[pa, k0 + j]), float(ws[pb, k0 + j])] if j < nv else [0.0, 0.0]
+                        if WS:
+                            sr = 64 * wg + 16 * w + g
+                            sw = [wscl[sr, j], wscl[sr + 8, j]]
+                        else:
+                            sw = [float(ws[pa, k0 + j]), float(ws[pb, k0 + j])] if j < nv else [0.0, 0.0]
                         dv = scl[j * NT + NT // 4 * q : j * NT + NT // 4 * (q + 1)]
                         for jt in range(NT // 8):
                             for e in range(4):
@@ -123,14 +156,15 @@ def run(rng, fmt, rows, nb, T, kz0, kend, WG, NT):
 def main():
     rng = np.random.default_rng(1)
     worst = 0.0
-    for fmt, WG, NT in (("Q4_0", 1, 32), ("Q8_0", 1, 32), ("Q4_0", 2, 32), ("Q8_0", 2, 32), ("Q4_0", 1, 16),
-                        ("Q8_0", 2, 16)):
+    for fmt, WG, NT, WS in (("Q4_0", 1, 32, False), ("Q8_0", 1, 32, False), ("Q4_0", 2, 32, False),
+                            ("Q8_0", 2, 32, False), ("Q4_0", 1, 16, False), ("Q8_0", 2, 16, False),
+                            ("Q4_0", 1, 32, True), ("Q8_0", 1, 32, True), ("Q4_0", 2, 32, True), ("Q8_0", 2, 32, True)):
         # whole stages, a part's offset and short last stage, few tokens, rows past a block
         for rows, nb, T, kz0, kend in [(80, 16, NT, 0, 16), (70, 12, 9, 4, 12), (64, 20, 5, 0, 20), (130, 9, NT - 1, 0, 9)]:
-            e = run(rng, fmt, rows, nb, T, kz0, kend, WG, NT)
+            e = run(rng, fmt, rows, nb, T, kz0, kend, WG, NT, WS)
             worst = max(worst, e)
-            print(f"{fmt}, {WG} warp group(s) a block, {NT}-token shape, rows {rows} blocks {kz0}..{kend} of {nb}, "
-                  f"{T} tokens: relative error {e:.1e}")
+            print(f"{fmt}, {WG} warp group(s) a block, {NT}-token shape{', weights staged' if WS else ''}, rows {rows} "
+                  f"blocks {kz0}..{kend} of {nb}, {T} tokens: relative error {e:.1e}")
     print("agrees" if worst < 1e-6 else "DISAGREES")
     return 0 if worst < 1e-6 else 1
 
