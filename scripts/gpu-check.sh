@@ -98,7 +98,8 @@
 #            steps ran (op by op, recorded, replayed; a short run with CELER_GPU_STATS=1, not timed).
 #            base is the build step's own build (made
 #            first where the machine has none). AB_TESTS="test_gpu_ports test_batcher .."
-#            builds those programs in each patched tree too and runs them there first (logs/ab-NAME-*.log)
+#            builds those programs in each patched tree too and runs them there first (logs/ab-NAME-*.log;
+#            once a tree, whatever number of variants share it: a failure leaves them all untimed)
 # Logs go to $OUT/logs-HHMMSS.tar.gz ($OUT defaults to ./gpu-out); the last lines printed are a
 # short table of results — also when a signal (a `timeout` around the script) stops it, after
 # the command in hand; `ab` prints each run's figure as it goes.
@@ -626,6 +627,7 @@ ab_tests() {
 
 step_ab() {
     local v name spec item patches envs dirs=() names=() envsets=() round shape
+    declare -A tested # a patched build's AB_TESTS, run once however many variants share it
     for v in ${AB:-base}; do
         name=${v%%:*} spec=$([ "$v" = "$name" ] || echo "${v#*:}") patches="" envs=""
         for item in ${spec//,/ }; do
@@ -633,7 +635,12 @@ step_ab() {
         done
         local d
         d=$(ab_build "$patches") || { result "ab $name" "build FAILED (logs/ab-build.log)"; continue; }
-        if [ -n "$patches" ] && [ -n "${AB_TESTS:-}" ]; then ab_tests "$name" "$d" || continue; fi
+        if [ -n "$patches" ] && [ -n "${AB_TESTS:-}" ]; then
+            if [ -z "${tested[$d]:-}" ]; then
+                if ab_tests "$name" "$d"; then tested[$d]=passed; else tested[$d]=failed; fi
+            fi
+            [ "${tested[$d]}" = passed ] || { result "ab $name" "not timed: its build's tests failed"; continue; }
+        fi
         names+=("$name") dirs+=("$d") envsets+=("$envs")
     done
     declare -A tg
