@@ -14,6 +14,9 @@ them, so they agree with each other either way):
      (n % 8) * 16 + k % 16 (LBO: between core matrices along k; SBO: along n).
   D: lane 4g + q of warp w holds d[4j + e] = row 16w + g + 8 (e // 2), column 8j + 2q + e % 2.
 
+All three agree with CUTLASS's cute layouts for these instructions (ALayout_64x32, the K-major
+no-swizzle descriptor's LBO 128 / SBO 256 bytes, CLayout_64xN), decoded by hand (dev/kernels/README.md).
+
     python3 dev/kernels/wgmma_model.py     # needs numpy; prints each shape's relative error
 """
 import numpy as np
