@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU backend's checks on a machine with an NVIDIA GPU (docs/benchmarks/gpu-h200.md says how
 # its numbers were taken). Steps, any of them in order (default: build test verify):
-#   build    configure and build the CUDA backend (build-cuda/), sm_90 unless CELER_CUDA_ARCHS says
+#   build    configure and build the CUDA backend (build-cuda/), sm_90a unless CELER_CUDA_ARCHS says
 #   test     tests/test_ports, tests/test_batcher (its engines on the GPU: continuous batches of
 #            mixed prefill and decode), tests/test_engine (the engine's generate there),
 #            tests/gpu/test_gpu_ops, test_gpu_ports, test_gpu_moe and
@@ -146,7 +146,7 @@ step_build() {
     local t0=$SECONDS
     touch_changed_sources
     cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCELER_CUDA=ON \
-        -DCELER_CUDA_ARCHS="${CELER_CUDA_ARCHS:-90}" "${DEPS[@]}" >"$OUT/logs/configure.log" 2>&1 &&
+        -DCELER_CUDA_ARCHS="${CELER_CUDA_ARCHS:-90a}" "${DEPS[@]}" >"$OUT/logs/configure.log" 2>&1 &&
         cmake --build "$B" -j"$(nproc)" --target celer test_gpu_ops test_gpu_ports test_gpu_moe test_gpu_sample test_ports test_batcher test_engine >"$OUT/logs/build.log" 2>&1
     local rc=$?
     [ $rc = 0 ] && mv "$B/.celer-sources.new" "$B/.celer-sources"
@@ -573,7 +573,7 @@ step_trace() {
     local B=$B-trace shape log rc # touch_changed_sources keeps this build's own record
     touch_changed_sources
     cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCELER_CUDA=ON -DCELER_GPU_TRACE=ON \
-        -DCELER_CUDA_ARCHS="${CELER_CUDA_ARCHS:-90}" "${DEPS[@]}" >"$OUT/logs/trace-configure.log" 2>&1 &&
+        -DCELER_CUDA_ARCHS="${CELER_CUDA_ARCHS:-90a}" "${DEPS[@]}" >"$OUT/logs/trace-configure.log" 2>&1 &&
         cmake --build "$B" -j"$(nproc)" --target celer >"$OUT/logs/trace-build.log" 2>&1 ||
         { result "trace (build)" FAILED; tail -20 "$OUT/logs/trace-build.log"; return 0; }
     mv "$B/.celer-sources.new" "$B/.celer-sources"
@@ -602,7 +602,7 @@ ab_build() {
                 { echo "patch $p failed" >&2; return 1; }
         done
         (cd "$dir" && cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DCELER_CUDA=ON \
-            -DCELER_CUDA_ARCHS="${CELER_CUDA_ARCHS:-90}" "${DEPS[@]}" && cmake --build build-cuda -j"$(nproc)" --target celer) \
+            -DCELER_CUDA_ARCHS="${CELER_CUDA_ARCHS:-90a}" "${DEPS[@]}" && cmake --build build-cuda -j"$(nproc)" --target celer) \
             >>"$OUT/logs/ab-build.log" 2>&1 || { echo "build of $patches failed" >&2; return 1; }
     fi
     if [ -n "${AB_TESTS:-}" ]; then # shellcheck disable=SC2086 # the programs' names are words
