@@ -161,6 +161,18 @@ if(CELER_HIP)
     message(FATAL_ERROR "CELER_HIP=ON needs the ROCm device libraries (ocml.bc): apt-get install rocm-device-libs")
   endif()
 
+  # Each processor needs its ISA-version library there; Debian 12's rocm-device-libs has none for
+  # gfx11 or gfx12 (it predates them), which would otherwise fail below with clang's words only.
+  foreach(_celer_arch ${CELER_HIP_ARCHS})
+    string(REGEX MATCH "^gfx([0-9a-f]+)(:|$)" _celer_isa "${_celer_arch}")
+    if(_celer_isa AND NOT EXISTS ${CELER_HIP_DEVICE_LIB_PATH}/oclc_isa_version_${CMAKE_MATCH_1}.bc)
+      message(FATAL_ERROR "CELER_HIP_ARCHS has ${_celer_arch}, but ${CELER_HIP_DEVICE_LIB_PATH} has no "
+                          "oclc_isa_version_${CMAKE_MATCH_1}.bc: these device libraries predate it. Use a ROCm "
+                          "install that has it (ROCM_PATH=/opt/rocm, or -DCELER_HIP_DEVICE_LIB_PATH=its "
+                          "amdgcn/bitcode), or leave ${_celer_arch} out")
+    endif()
+  endforeach()
+
   set(_celer_hip_flags -std=c++17 -fPIC -Wall -Wextra --rocm-device-lib-path=${CELER_HIP_DEVICE_LIB_PATH})
   foreach(_celer_arch ${CELER_HIP_ARCHS})
     list(APPEND _celer_hip_flags --offload-arch=${_celer_arch})

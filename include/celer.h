@@ -228,6 +228,7 @@ typedef struct {
     bool     unified;             /* the GPU allocates host memory (APUs such as Strix Halo) */
     char     unified_source[64];  /* how that was decided */
     char     built_archs[128];    /* the targets this build has code for */
+    char     matrix[128];         /* its integer matrix units and what this build runs on them */
     bool     supported;           /* this build can run on it; else why says what to do */
     char     why[512];
 } celer_device_facts;

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Compiles and links both GPU builds of celer (DESIGN.md, Testing: CI has no GPU, so it builds
-# them): CUDA for sm_80/sm_90 with nvcc (and dev/kernels' standalone CUDA harnesses), and HIP for
-# gfx1030/gfx90a with Debian's hipcc. Then, on a machine without an AMD GPU, the HIP build must
-# refuse the rocm backend cleanly: exit 3 and one line on stderr saying there is no AMD GPU.
+# them): CUDA for sm_80/sm_90 with nvcc (and dev/kernels' standalone CUDA harnesses), and HIP with
+# Debian's hipcc for gfx1030 (RDNA 2: wave32, no matrix units), gfx90a (CDNA 2: wave64, MFMA),
+# gfx940 (CDNA 3: MFMA of 32 bytes) and gfx1100 (RDNA 3: WMMA; Strix Halo's gfx1151 is the same
+# ISA family, which this clang does not know by name). Then, on a machine without an AMD GPU,
+# the HIP build must refuse the rocm backend cleanly: exit 3 and one line on stderr saying there
+# is no AMD GPU.
 #
 #   scripts/check-gpu-builds.sh [--only cuda|hip] [--no-device-check] [CUDA_BUILD_DIR [HIP_BUILD_DIR]]
 #
 # Build folders: the arguments, else $CELER_CUDA_BUILD_DIR / $CELER_HIP_BUILD_DIR, else
 # build-cuda and build-hip. Arch lists: $CELER_CUDA_ARCHS ("80;90") and $CELER_HIP_ARCHS
-# ("gfx1030;gfx90a"). CC (default clang, as in the Makefile), JOBS (default nproc), and CI
+# ("gfx1030;gfx90a;gfx940;gfx1100"). CC (default clang, as in the Makefile), JOBS (default nproc), and CI
 # (set: -DCELER_WERROR=ON) as for `make`. Needs nvcc (the CUDA toolkit) and hipcc
 # (apt-get install hipcc); a missing one fails at configure with the package to install.
 # Exit 0 when every build and check passes, 1 otherwise.
@@ -33,7 +36,7 @@ case "$only" in ""|cuda|hip) ;; *) echo "check-gpu-builds: --only takes cuda or 
 cuda_dir=${dirs[0]:-${CELER_CUDA_BUILD_DIR:-build-cuda}}
 hip_dir=${dirs[1]:-${CELER_HIP_BUILD_DIR:-build-hip}}
 cuda_archs=${CELER_CUDA_ARCHS:-80;90}
-hip_archs=${CELER_HIP_ARCHS:-gfx1030;gfx90a}
+hip_archs=${CELER_HIP_ARCHS:-gfx1030;gfx90a;gfx940;gfx1100}
 if [ -z "${CC:-}" ]; then
     if command -v clang >/dev/null 2>&1; then CC=clang; else CC=cc; fi
 fi
@@ -55,6 +58,39 @@ build_variant() {
     cmake --build "$dir" -j "$jobs" --target celer || fail "$name: build failed (above)"
     [ -x "$dir/celer" ] || fail "$name: $dir/celer was not built"
     echo "check-gpu-builds: $name: ok, $dir/celer built in $((SECONDS - t0)) s"
+}
+
+# __oclc_ISA_version for a processor's digits ("1100", "90a"): major · 1000 + minor · 100 +
+# stepping, the last two one hex digit each (gfx1100: 11000, gfx90a: 9010).
+isa_number() {
+    local d=$1
+    echo $(( 10#${d:0:${#d}-2} * 1000 + 16#${d: -2:1} * 100 + 16#${d: -1} ))
+}
+
+# The device libraries for the HIP build, in $1: Debian 12's folder, or where it lacks a target's
+# ISA-version library (it predates gfx11), a folder of links to it plus that library made here:
+# a module of one constant, __oclc_ISA_version, written as gfx1030's with the number changed
+# (llvm-dis/llvm-as of LLVM 15, which hipcc depends on). The build that uses it is compiled and
+# linked, never run: a compile check of RDNA 3's code paths, not a ROCm install.
+hip_device_libs() {
+    local dir=$1 src=/usr/lib/x86_64-linux-gnu/amdgcn/bitcode arch isa missing=()
+    for arch in ${hip_archs//;/ }; do
+        isa=${arch%%:*} isa=${isa#gfx}
+        [[ $isa =~ ^[0-9a-f]+$ ]] && [ ! -e "$src/oclc_isa_version_$isa.bc" ] && missing+=("$isa")
+    done
+    if ((${#missing[@]} == 0)); then echo "$src"; return; fi
+    command -v llvm-dis-15 >/dev/null && command -v llvm-as-15 >/dev/null ||
+        fail "hip: $src has no ISA library for ${missing[*]}, and llvm-dis-15/llvm-as-15 (apt-get install llvm-15) are missing to make them"
+    mkdir -p "$dir"
+    ln -sf "$src"/*.bc "$dir"/
+    for isa in "${missing[@]}"; do
+        rm -f "$dir/oclc_isa_version_$isa.bc"
+        llvm-dis-15 "$src/oclc_isa_version_1030.bc" -o - |
+            sed "s/constant i32 10300,/constant i32 $(isa_number "$isa"),/" |
+            llvm-as-15 -o "$dir/oclc_isa_version_$isa.bc" || fail "hip: making oclc_isa_version_$isa.bc failed"
+        echo "check-gpu-builds: hip: made $dir/oclc_isa_version_$isa.bc (this Debian's device libraries predate gfx$isa)" >&2
+    done
+    echo "$dir"
 }
 
 # The HIP build on a machine with no AMD GPU: `celer info --backend rocm` must exit 3
@@ -111,7 +147,9 @@ if [ "$only" != hip ]; then
     check_standalone
 fi
 if [ "$only" != cuda ]; then
-    build_variant hip "$hip_dir" -DCELER_HIP=ON -DCELER_CUDA=OFF "-DCELER_HIP_ARCHS=$hip_archs"
+    libs=$(hip_device_libs "$hip_dir/device-libs")
+    build_variant hip "$hip_dir" -DCELER_HIP=ON -DCELER_CUDA=OFF "-DCELER_HIP_ARCHS=$hip_archs" \
+        "-DCELER_HIP_DEVICE_LIB_PATH=$libs"
     if [ "$device_check" -eq 1 ]; then
         check_hip_no_device "$hip_dir"
     else

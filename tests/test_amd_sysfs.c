@@ -380,6 +380,54 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
     return remove(p);
 }
 
+/* ---- matrix units ------------------------------------------------------------------------ */
+
+static int line_has(const char *arch, int built, const char *want)
+{
+    char line[128];
+    celer_gfx_matrix_line(arch, built, line, sizeof line);
+    if (strstr(line, want)) return 1;
+    fprintf(stderr, "matrix line for %s (built %d): \"%s\" lacks \"%s\"\n", arch, built, line, want);
+    return 0;
+}
+
+static int test_gfx_matrix(void)
+{
+    CHECK(celer_gfx_matrix("gfx90a:sramecc+:xnack-") == CELER_AMX_MFMA16);
+    CHECK(celer_gfx_matrix("gfx908") == CELER_AMX_MFMA16);
+    static const char *const cdna3[] = {"gfx940", "gfx941", "gfx942:sramecc+:xnack-", "gfx950"};
+    for (size_t i = 0; i < sizeof cdna3 / sizeof cdna3[0]; i++) CHECK(celer_gfx_matrix(cdna3[i]) == CELER_AMX_MFMA32);
+    static const char *const rdna3[] = {"gfx1100", "gfx1101", "gfx1102", "gfx1103",
+                                        "gfx1150", "gfx1151", "gfx1152", "gfx1153"};
+    for (size_t i = 0; i < sizeof rdna3 / sizeof rdna3[0]; i++) CHECK(celer_gfx_matrix(rdna3[i]) == CELER_AMX_WMMA11);
+    CHECK(celer_gfx_matrix("gfx1200") == CELER_AMX_WMMA12 && celer_gfx_matrix("GFX1201") == CELER_AMX_WMMA12);
+    /* no matrix units: RDNA 1-2, Vega, names that only look alike */
+    static const char *const none[] = {"gfx1030", "gfx1036", "gfx1010", "gfx906", "gfx900", "gfx90c", "gfx11",
+                                       "gfx110",  "gfx11000", "gfx11-generic", "gfx9-4-generic", "", "sm_90"};
+    for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) CHECK(celer_gfx_matrix(none[i]) == CELER_AMX_NONE);
+    CHECK(celer_gfx_matrix(NULL) == CELER_AMX_NONE);
+    /* taken only where the loaded code's kind is the device's */
+    CHECK(celer_gfx_matrix_taken("gfx1151", CELER_AMX_WMMA11) == CELER_AMX_WMMA11);
+    CHECK(celer_gfx_matrix_taken("gfx90a", CELER_AMX_MFMA16) == CELER_AMX_MFMA16);
+    CHECK(celer_gfx_matrix_taken("gfx942", CELER_AMX_MFMA32) == CELER_AMX_MFMA32);
+    CHECK(celer_gfx_matrix_taken("gfx942", CELER_AMX_MFMA16) == CELER_AMX_NONE); /* a mismatch runs nothing */
+    CHECK(celer_gfx_matrix_taken("gfx1151", CELER_AMX_NONE) == CELER_AMX_NONE);  /* generic-target code */
+    CHECK(celer_gfx_matrix_taken("gfx1030", CELER_AMX_NONE) == CELER_AMX_NONE);
+    CHECK(celer_gfx_matrix_taken("gfx1201", CELER_AMX_WMMA12) == CELER_AMX_NONE); /* no kernel takes them */
+    CHECK(line_has("gfx1151", CELER_AMX_WMMA11, "WMMA"));
+    CHECK(line_has("gfx1151", CELER_AMX_WMMA11, "more than 32 tokens"));
+    CHECK(line_has("gfx90a", CELER_AMX_MFMA16, "MFMA i8 16x16x16"));
+    CHECK(line_has("gfx942", CELER_AMX_MFMA32, "MFMA i8 16x16x32"));
+    CHECK(line_has("gfx1030", CELER_AMX_NONE, "f32 tiled kernel"));
+    CHECK(line_has("gfx1201", CELER_AMX_NONE, "no kernel for them yet"));
+    CHECK(line_has("gfx1151", CELER_AMX_NONE, "rebuild for the processor itself"));
+    CHECK(line_has("gfx942", CELER_AMX_MFMA16, "left off"));
+    char tiny[8];
+    celer_gfx_matrix_line("gfx1151", CELER_AMX_WMMA11, tiny, sizeof tiny);
+    CHECK(strlen(tiny) == sizeof tiny - 1); /* truncated, terminated */
+    return 0;
+}
+
 int main(void)
 {
     snprintf(tmp, sizeof tmp, "/tmp/celer-amd-XXXXXX");
@@ -389,7 +437,7 @@ int main(void)
     }
     int fails = test_discrete() + test_strix_halo_small() + test_strix_halo_large() + test_apu_rule_edges() +
                 test_two_cards() + test_other_vendor() + test_missing_files() + test_malformed() +
-                test_used_over_total() + test_gfx_base() + test_gfx_match() + test_gfx_check();
+                test_used_over_total() + test_gfx_base() + test_gfx_match() + test_gfx_check() + test_gfx_matrix();
     if (nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0) fails++;
     if (fails) fprintf(stderr, "test_amd_sysfs: %d group(s) failed\n", fails);
     else printf("test_amd_sysfs: ok\n");

@@ -113,8 +113,8 @@ if(TARGET celer_gpu)
 endif()
 
 # CI has no GPU: it compiles and links the CUDA build (sm_80, sm_90) and the HIP build (gfx1030,
-# gfx90a, Debian's hipcc), and checks that the HIP binary, where no AMD GPU exists, says so in one
-# line and exits 3 (scripts/check-gpu-builds.sh). Not in the sanitizer build or a GPU build itself.
+# gfx90a, gfx940, gfx1100, Debian's hipcc), and checks that the HIP binary, where no AMD GPU
+# exists, says so in one line and exits 3 (scripts/check-gpu-builds.sh). Not in the sanitizer build or a GPU build itself.
 if(NOT CELER_SANITIZE AND NOT TARGET celer_gpu)
   add_test(NAME gpu_builds
            COMMAND ${PROJECT_SOURCE_DIR}/scripts/check-gpu-builds.sh ${PROJECT_BINARY_DIR}/gpu-cuda

@@ -149,3 +149,54 @@ celer_status celer_gfx_check(const char *device_arch, const char *device_name, c
                  name, base);
     return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s%s", head, line);
 }
+
+int celer_gfx_matrix(const char *gcn_arch_name)
+{
+    char b[32];
+    celer_gfx_arch_base(gcn_arch_name, b, sizeof b);
+    static const char *const mfma16[] = {"gfx908", "gfx90a"};
+    static const char *const mfma32[] = {"gfx940", "gfx941", "gfx942", "gfx950"};
+    for (size_t i = 0; i < sizeof mfma16 / sizeof *mfma16; i++)
+        if (strcasecmp(b, mfma16[i]) == 0) return CELER_AMX_MFMA16;
+    for (size_t i = 0; i < sizeof mfma32 / sizeof *mfma32; i++)
+        if (strcasecmp(b, mfma32[i]) == 0) return CELER_AMX_MFMA32;
+    /* gfx11xx, gfx12xx: gfx1100 .. gfx1153, gfx1200, gfx1201 (generic targets are no device's) */
+    const bool gfx1xxx = strlen(b) == 7 && isdigit((unsigned char)b[5]) && isdigit((unsigned char)b[6]);
+    if (gfx1xxx && strncasecmp(b, "gfx11", 5) == 0) return CELER_AMX_WMMA11;
+    if (gfx1xxx && strncasecmp(b, "gfx12", 5) == 0) return CELER_AMX_WMMA12;
+    return CELER_AMX_NONE;
+}
+
+static const char *matrix_name(int kind)
+{
+    switch (kind) {
+    case CELER_AMX_MFMA16: return "MFMA i8 16x16x16";
+    case CELER_AMX_MFMA32: return "MFMA i8 16x16x32";
+    case CELER_AMX_WMMA11: return "WMMA i8 (RDNA 3)";
+    case CELER_AMX_WMMA12: return "WMMA (RDNA 4)";
+    default: return "none";
+    }
+}
+
+int celer_gfx_matrix_taken(const char *gcn_arch_name, int built)
+{
+    const bool kernel = built == CELER_AMX_MFMA16 || built == CELER_AMX_MFMA32 || built == CELER_AMX_WMMA11;
+    return kernel && built == celer_gfx_matrix(gcn_arch_name) ? built : CELER_AMX_NONE;
+}
+
+void celer_gfx_matrix_line(const char *gcn_arch_name, int built, char *out, size_t n)
+{
+    const int dev = celer_gfx_matrix(gcn_arch_name);
+    if (n == 0) return;
+    if (dev == CELER_AMX_NONE)
+        snprintf(out, n, "none (integer dot products only): prefill on the f32 tiled kernel");
+    else if (celer_gfx_matrix_taken(gcn_arch_name, built))
+        snprintf(out, n, "%s: Q4_0 and Q8_0 steps of more than 32 tokens on them", matrix_name(dev));
+    else if (dev == CELER_AMX_WMMA12)
+        snprintf(out, n, "%s: no kernel for them yet; prefill on the f32 tiled kernel", matrix_name(dev));
+    else if (built == CELER_AMX_NONE)
+        snprintf(out, n, "%s: not in this build's code for it (a generic target?): rebuild for the processor itself",
+                 matrix_name(dev));
+    else
+        snprintf(out, n, "%s, but this build's code says %s: left off", matrix_name(dev), matrix_name(built));
+}

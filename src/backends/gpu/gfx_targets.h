@@ -10,6 +10,7 @@
 #ifndef CELER_BACKENDS_GPU_GFX_TARGETS_H
 #define CELER_BACKENDS_GPU_GFX_TARGETS_H
 
+#include "backends/gpu/amx_layout.h"
 #include "celer.h"
 
 /* The processor part of a target id, without features or surrounding spaces:
@@ -27,5 +28,16 @@ bool celer_gfx_target_built(const char *device_arch, const char *built_list);
  * rebuilds with the device's target added, last on the line so it can be copied as is. */
 celer_status celer_gfx_check(const char *device_arch, const char *device_name, const char *built_list,
                              celer_error *err);
+
+/* The integer matrix units of a device (its gcnArchName; features ignored) as a CELER_AMX_* kind
+ * (amx_layout.h): MFMA16 on gfx908 and gfx90a, MFMA32 on gfx940, gfx941, gfx942 and gfx950,
+ * WMMA11 on gfx11xx, WMMA12 on gfx12xx, NONE elsewhere (gfx10 and older gfx9: dot products only). */
+int  celer_gfx_matrix(const char *gcn_arch_name);
+/* What the prefill kernel takes: the kind the loaded code reports (built, set by each device pass;
+ * gpu_mmq.cu) when the device's name agrees with it and a kernel takes that kind, else NONE (a
+ * mismatch runs nothing unknown). */
+int  celer_gfx_matrix_taken(const char *gcn_arch_name, int built);
+/* One line for celer info: the device's units and whether this build takes them. */
+void celer_gfx_matrix_line(const char *gcn_arch_name, int built, char *out, size_t n);
 
 #endif

@@ -481,8 +481,21 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
         gpu_free(&g->base);
         return st;
     }
+    /* AMD's matrix units take the tiled prefill kernel's steps (past 32 tokens; CELER_GPU_AMX=0:
+     * none do). Batches of decodes and MoE experts keep the decode kernels and the tiled kernel
+     * there: the batch kernel is NVIDIA's alone (gpu_mmq.h) */
+    g->amx = env_is("CELER_GPU_AMX", "0") ? CELER_AMX_NONE : gpu_amx_take(&g->prop);
+    if (g->amx != CELER_AMX_NONE) {
+        if (!(mf && *mf)) g->mmq_from = GPU_MMQ_SMALL;
+        g->moe_group = 0, g->moe_stream = false;
+    }
     /* CELER_GPU_EARLY=0: each kernel launched after the one before ends */
     g->early       = gpu_early_launch_ok(&g->prop) && !env_is("CELER_GPU_EARLY", "0");
+    if (gpu_mmq_selfcheck(g, err)) {
+        const celer_status st = err->code;
+        gpu_free(&g->base);
+        return st;
+    }
     const char *lt = getenv("CELER_GPU_LATE"); /* launch names, separated by commas or '+': never early */
     if (lt && *lt) snprintf(g->late, sizeof g->late, ",%s,", lt);
     for (char *c = g->late; *c; c++) *c = *c == '+' ? ',' : *c;

@@ -1,6 +1,7 @@
 /* Device facts: what the runtime says of a device, and what the vendor header adds (the gfx
  * targets this build has, unified memory on APUs). */
 #include "backends/gpu/gpu_backend.h"
+#include "backends/gpu/gpu_mmq.h"
 
 extern "C" {
 #include "backends/gpu/gpu_device.h"
@@ -52,5 +53,6 @@ extern "C" celer_status celer_gpu_device_facts(int index, celer_device_facts *f,
     f->mem_free        = free_b;
     f->mem_allocatable = free_b;
     gpu_vendor_facts(&p, f);
+    if (f->supported) gpu_mmq_facts(&p, f); /* (a device without code: no module to ask) */
     return CELER_OK;
 }

@@ -20,7 +20,10 @@
  * mma.m16n8k32 fragments (PTX ISA), lane = 4 g + q: A (16 × 32) a0 = row g, bytes 4q .. 4q+3;
  * a1 = row g + 8, same bytes; a2, a3 = the same rows, bytes 16 + 4q ..; B (32 × 8) b0 = column
  * g, bytes 4q ..; b1 = bytes 16 + 4q ..; C (16 × 8) c0, c1 = row g, columns 2q, 2q + 1; c2, c3 =
- * row g + 8. */
+ * row g + 8.
+ *
+ * On AMD the same tile runs on MFMA or WMMA (a HIP build's mmq_tile below; amx_layout.h), for
+ * steps of more than 32 tokens: the batch kernel's fragments are NVIDIA's alone. */
 #include "backends/gpu/gpu_mmq.h"
 
 enum {
@@ -30,8 +33,46 @@ enum {
 
 bool gpu_mmq_has(const gpu_backend *g, int fmt)
 {
+    return (gpu_imma_ok(&g->prop) || g->amx != CELER_AMX_NONE) && !g->mmq_off && (fmt == GPU_Q4_0 || fmt == GPU_Q8_0);
+}
+
+bool gpu_mmq_batch_has(const gpu_backend *g, int fmt)
+{
     return gpu_imma_ok(&g->prop) && (fmt == GPU_Q4_0 || fmt == GPU_Q8_0);
 }
+
+#if CELER_GPU_AMX
+/* Each device pass's kind of matrix units, for the host to read from the code it loaded. */
+__device__ int gpu_amx_kind = CELER_GPU_AMX_HERE;
+
+static int amx_built(void)
+{
+    int kind = CELER_AMX_NONE;
+    if (hipMemcpyFromSymbol(&kind, HIP_SYMBOL(gpu_amx_kind), sizeof kind, 0, hipMemcpyDeviceToHost) != hipSuccess) {
+        (void)gpuGetLastError();
+        return CELER_AMX_NONE;
+    }
+    return kind;
+}
+
+int gpu_amx_take(const gpuDeviceProp *p) { return celer_gfx_matrix_taken(p->gcnArchName, amx_built()); }
+
+void gpu_mmq_facts(const gpuDeviceProp *p, celer_device_facts *f)
+{
+    celer_gfx_matrix_line(p->gcnArchName, amx_built(), f->matrix, sizeof f->matrix);
+}
+#else
+int gpu_amx_take(const gpuDeviceProp *p) { return (void)p, CELER_AMX_NONE; }
+
+void gpu_mmq_facts(const gpuDeviceProp *p, celer_device_facts *f)
+{
+    if (gpu_imma_ok(p))
+        snprintf(f->matrix, sizeof f->matrix, "mma.sync (i8, f16): Q4_0 and Q8_0 steps of more than %d tokens, "
+                 "prefill attention", GPU_MMQ_FROM);
+    else
+        snprintf(f->matrix, sizeof f->matrix, "none taken before sm_80: prefill on the f32 tiled kernel");
+}
+#endif
 
 /* One iteration's global data in a thread's registers: MMQ_WUNITS weight blocks (codes, f16
  * scale) and XU token blocks (hi and lo codes, scale), zeros past the matrix. */
@@ -75,6 +116,19 @@ static __device__ __forceinline__ void mmq_fetch(mmq_regs<XU> &st, const gpu_wde
     }
 }
 
+/* The x rows of a thread's XU token blocks (tokens t0 + u / MMQ_BQ of its units u; with rows,
+ * rows[t]), -1 past the T tokens. */
+template <int XU>
+static __device__ __forceinline__ void mmq_xrows(int64_t (&xr)[XU], const int32_t *__restrict__ rows, int64_t T,
+                                                 int64_t t0, int tid)
+{
+#pragma unroll
+    for (int j = 0; j < XU; j++) {
+        const int64_t t = t0 + (tid + MMQ_THREADS * j) / MMQ_BQ;
+        xr[j]           = t >= T ? -1 : rows ? rows[t] : t;
+    }
+}
+
 /* 16 bytes into a shared row at a 4-byte boundary (the rows' padding breaks 16-byte alignment). */
 static __device__ __forceinline__ void put16(int8_t *dst, uint4 v)
 {
@@ -110,6 +164,74 @@ static __device__ __forceinline__ void mmq_put(const mmq_regs<XU> &st, int8_t (*
     }
 }
 
+#if CELER_GPU_AMX
+/* The same tile on AMD's matrix units (amx_layout.h): the 128 threads are 2 waves of 64 (CDNA:
+ * each 32 rows × NT tokens) or 4 of 32 (RDNA 3: each 32 rows × NT / 2 tokens, as the NVIDIA
+ * warps below), in 16 × 16 tiles. The staging is the NVIDIA kernel's, and so are each block's
+ * sums, scales and order: the same outputs. */
+template <int F, int NT>
+static __device__ __forceinline__ void mmq_tile(const gpu_wdesc &w, const gpu_xq &x, const int32_t *__restrict__ rows,
+                                                int64_t T, int64_t t0, int64_t kz0, int64_t nq, float *__restrict__ y,
+                                                int add)
+{
+    constexpr int K = CELER_GPU_AMX_HERE, ACC = amx_acc(K);
+    constexpr int WN = MMQ_THREADS / CELER_WARP / 2; /* waves along the tokens: 1 or 2 */
+    constexpr int NJ = NT / 16 / WN;                 /* a wave's 16-token tiles */
+    constexpr int XU = NT * MMQ_BQ / MMQ_THREADS;    /* token blocks a thread stages */
+    __shared__ __align__(16) int8_t wq[MMQ_ROWS][MMQ_LD];
+    __shared__ __align__(16) int8_t xh[NT][MMQ_LD], xl[NT][MMQ_LD];
+    __shared__ float                wd[MMQ_ROWS][MMQ_BQ], xd[NT][MMQ_BQ];
+    const int     tid = threadIdx.x, lane = tid % CELER_WARP, wave = tid / CELER_WARP;
+    const int     wm = 32 * (wave % 2), wn = NT / WN * (wave / 2);
+    const int64_t r0 = (int64_t)blockIdx.x * MMQ_ROWS;
+    float         acc[2][NJ][ACC] = {};
+    int64_t xr[XU]; /* the x rows of this thread's token blocks, -1 past the tokens */
+    mmq_xrows<XU>(xr, rows, T, t0, tid);
+    /* the NVIDIA tile's staging loop, written out again: folded into one function with it, that
+     * kernel's code changed (a few instructions) where no GPU could measure it */
+    mmq_regs<XU> st;
+    mmq_fetch<F, XU>(st, w, x, xr, r0, kz0, nq, tid);
+    for (int64_t k0 = kz0; k0 < nq; k0 += MMQ_BQ) {
+        mmq_put<F, XU>(st, wq, xh, xl, wd, xd, tid);
+        __syncthreads();
+        if (k0 + MMQ_BQ < nq) mmq_fetch<F, XU>(st, w, x, xr, r0, k0 + MMQ_BQ, nq, tid);
+#pragma unroll 1
+        for (int qb = 0; qb < MMQ_BQ; qb++) {
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++) { /* 16 rows: their scales, then each 16-token tile */
+                const int8_t *a = &wq[wm + 16 * mi + lane % 16][32 * qb];
+                float         sw[ACC]; /* the row scales of this lane's accumulators */
+#pragma unroll
+                for (int v = 0; v < ACC; v++) sw[v] = wd[wm + 16 * mi + amx_row(K, lane, v)][qb];
+#pragma unroll
+                for (int nj = 0; nj < NJ; nj++) {
+                    const int n = wn + 16 * nj + lane % 16; /* this lane's token */
+                    int       c[ACC];                       /* 256 · (hi codes' sums) + lo codes' sums */
+#pragma unroll
+                    for (int v = 0; v < ACC; v++) c[v] = 0;
+                    gpu_amx_block(c, a, &xh[n][32 * qb]);
+#pragma unroll
+                    for (int v = 0; v < ACC; v++) c[v] *= 256; /* |c| < 2^28 after the lo sums: exact */
+                    gpu_amx_block(c, a, &xl[n][32 * qb]);
+                    const float sx = xd[n][qb];
+#pragma unroll
+                    for (int v = 0; v < ACC; v++) acc[mi][nj][v] += sw[v] * sx * (float)c[v];
+                }
+            }
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+        for (int nj = 0; nj < NJ; nj++)
+#pragma unroll
+            for (int v = 0; v < ACC; v++) {
+                const int64_t r = r0 + wm + 16 * mi + amx_row(K, lane, v), t = t0 + wn + 16 * nj + lane % 16;
+                if (r < w.rows && t < T) mmq_put(&y[t * w.rows + r], acc[mi][nj][v], add);
+            }
+}
+#else
 /* Rows blockIdx.x · 64 .. of w × tokens t0 .. t0 + NT (T of them), column blocks kz0 .. nq, into y
  * (T, w.rows; with add, added to it). Token t is x's row t, or with `rows` its row rows[t] (an
  * expert's tokens read where they lie: no gathered copy of their activations). */
@@ -134,11 +256,7 @@ static __device__ __forceinline__ void mmq_tile(const gpu_wdesc &w, const gpu_xq
 #pragma unroll
             for (int e = 0; e < 4; e++) acc[mi][ni][e] = 0.0f;
     int64_t xr[XU]; /* the x rows of this thread's token blocks, -1 past the tokens */
-#pragma unroll
-    for (int j = 0; j < XU; j++) {
-        const int64_t t = t0 + (tid + MMQ_THREADS * j) / MMQ_BQ;
-        xr[j]           = t >= T ? -1 : rows ? rows[t] : t;
-    }
+    mmq_xrows<XU>(xr, rows, T, t0, tid);
     mmq_regs<XU> st;
     mmq_fetch<F, XU>(st, w, x, xr, r0, kz0, nq, tid);
     for (int64_t k0 = kz0; k0 < nq; k0 += MMQ_BQ) {
@@ -189,6 +307,7 @@ static __device__ __forceinline__ void mmq_tile(const gpu_wdesc &w, const gpu_xq
                 if (r < w.rows && t < T) mmq_put(&y[t * w.rows + r], acc[mi][ni][e], add);
             }
 }
+#endif
 
 /* Columns blocks kz0 .. kz1 of part blockIdx.z (kper blocks a part), into y + blockIdx.z · T · rows
  * (with add: added to y). */
@@ -262,7 +381,7 @@ celer_status gpu_mmq_xq(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_x
 {
     if (!gpu_mmq_has(g, fmt))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no integer prefill kernel for format %d", CELER_GPU_NAME, fmt);
-    if (T <= GPU_MMQ_SMALL) return gpu_mmq_small(g, w, fmt, xq, T, y, add, err);
+    if (T <= GPU_MMQ_SMALL && gpu_mmq_batch_has(g, fmt)) return gpu_mmq_small(g, w, fmt, xq, T, y, add, err);
     const gpu_mmq_fn fn = fmt == GPU_Q4_0 ? k_mmq<GPU_Q4_0, 64> : k_mmq<GPU_Q8_0, 64>;
     const int64_t bt = (T + 63) / 64;
     if (bt > GPU_MAX_GRID_YZ)

@@ -17,8 +17,22 @@ extern "C" {
  * twentieth pass), and the 8B's 8 sequences decoding together went from 850 to 1,650 tok/s. */
 enum { GPU_MMQ_FROM = 2, GPU_MMQ_SMALL = 32 };
 
-/* Whether this device and build run the format (enum gpu_fmt) on the integer matrix units. */
+/* Whether this device and build run the format (enum gpu_fmt) on the integer matrix units: the
+ * tiled kernel on NVIDIA's (sm_80 and later) or AMD's (g->amx). */
 bool         gpu_mmq_has(const gpu_backend *g, int fmt);
+/* Whether the batch kernel (gpu_mmq_small.cu: mma.sync fragments, 32-lane warps) runs here:
+ * NVIDIA's units only. Without it a step of a few tokens takes the tiled kernel. */
+bool         gpu_mmq_batch_has(const gpu_backend *g, int fmt);
+/* The kind of AMD matrix units (CELER_AMX_*, amx_layout.h) the prefill kernel takes on device p
+ * (current): the kind the loaded code reports if p's name agrees (celer_gfx_matrix_taken), else
+ * CELER_AMX_NONE, as always in a CUDA build. */
+int          gpu_amx_take(const gpuDeviceProp *p);
+/* The tiled kernel against the decode kernel on one small product, where CELER_GPU_MMQ_CHECK or
+ * AMD's units ask for it (gpu_mmq_check.cu); a disagreement sets g->mmq_off and says so on
+ * stderr. An error only when the device fails. */
+celer_status gpu_mmq_selfcheck(gpu_backend *g, celer_error *err);
+/* f->matrix: the device's integer matrix units and what this build runs on them (celer info). */
+void         gpu_mmq_facts(const gpuDeviceProp *p, celer_device_facts *f);
 /* y (T, w.rows) = x̂ · wᵀ (with add: y += x̂ · wᵀ), x quantized here (gpu_quant_x). */
 celer_status gpu_mmq(gpu_backend *g, const gpu_wdesc *w, int fmt, const float *x, int64_t T, float *y, bool add,
                      celer_error *err);

@@ -300,8 +300,8 @@ celer_status gpu_moe_ffn(celer_backend *be, const celer_moe *moe, const float *x
                     stacked(moe->down, E, &dw[2], &fw[2]) && fw[0] == fw[1] && dw[0].cols == dw[1].cols &&
                     dw[2].cols == ff;
     if (N <= MOE_DEVICE_MAX && st) { /* decode-sized: the choices stay on the device */
-        if (g->moe_group > 0 && T >= g->moe_group && E <= GROUP_E_MAX && gpu_mmq_has(g, fw[0]) &&
-            gpu_mmq_has(g, fw[2]))
+        if (g->moe_group > 0 && T >= g->moe_group && E <= GROUP_E_MAX && gpu_mmq_batch_has(g, fw[0]) &&
+            gpu_mmq_batch_has(g, fw[2]))
             return moe_ffn_grouped_device(g, x, T, ids, w, K, E, d, ff, act, out, dw, fw, err);
         return moe_ffn_device(g, moe, x, T, ids, w, K, act, out, dw, fw, err);
     }

@@ -22,6 +22,9 @@ extern "C" {
 /* A function of the headers shared with host-only C (q6k_order.h): host and device here, host
  * there. */
 #define CELER_HD __host__ __device__
+extern "C" {
+#include "backends/gpu/amx_layout.h"
+}
 
 #if defined(__HIPCC__) || defined(__HIP__)
 #include <hip/hip_fp16.h>
@@ -100,8 +103,9 @@ static __device__ __forceinline__ uint16_t gpu_f16_bits(float v)
     return r.x;
 }
 
-/* Integer matrix units from this source: not yet on AMD (MFMA / WMMA builtins are to come); the
- * f32 tiled kernel runs prefill there. */
+/* NVIDIA's mma.sync fragments below are for 32-lane warps: not on AMD (the flash-attention and
+ * batch kernels that use them stay off there). AMD's own integer matrix units run the tiled
+ * prefill kernel instead: gpu_amx_block, after these. */
 #define CELER_GPU_IMMA 0
 #define CELER_GPU_IMMA_HERE 0
 static inline bool gpu_imma_ok(const gpuDeviceProp *p) { return (void)p, false; }
@@ -122,6 +126,60 @@ static __device__ __forceinline__ void gpu_hmma_16x8x16(float c[4], const uint32
     (void)c, (void)a, (void)b0, (void)b1;
 }
 static __device__ __forceinline__ uint32_t gpu_half2_bits(float lo, float hi) { return (void)lo, (void)hi, 0u; }
+
+/* AMD's integer matrix units (amx_layout.h says which instruction each target has and where its
+ * operands lie): CELER_GPU_AMX_HERE is this device pass's kind, CELER_AMX_NONE in the host pass
+ * and on targets without them (gfx1030) or without a kernel here (gfx12). The host asks the
+ * loaded code which kind it has (gpu_amx_built, gpu_mmq.cu) rather than trusting a name. */
+#define CELER_GPU_AMX 1
+#if defined(__gfx908__) || defined(__gfx90a__)
+#define CELER_GPU_AMX_HERE CELER_AMX_MFMA16
+#elif defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__) || defined(__gfx950__)
+#define CELER_GPU_AMX_HERE CELER_AMX_MFMA32
+#elif defined(__GFX11__) && __AMDGCN_WAVEFRONT_SIZE == 32
+#define CELER_GPU_AMX_HERE CELER_AMX_WMMA11
+#else
+#define CELER_GPU_AMX_HERE CELER_AMX_NONE
+#endif
+/* acc (a lane's amx_acc accumulators of a 16 x 16 tile) += the tile's sums over one 32-value
+ * block: a is the lane's weight row (m = lane % 16) at the block's first byte, b its token's
+ * codes (n = lane % 16) likewise; 4-byte aligned. Nothing where the pass has no units (the host
+ * never launches the kernel there). */
+static __device__ __forceinline__ void gpu_amx_block(int *acc, const int8_t *a, const int8_t *b)
+{
+    constexpr int K = CELER_GPU_AMX_HERE;
+    static_assert(K == CELER_AMX_NONE || amx_lanes(K) == CELER_WARP, "the kind's wave size is the pass's");
+    const int lane = (int)(threadIdx.x % CELER_WARP);
+#define GPU_AMX_WORD(p, i) (*(const int *)((p) + amx_word_at(K, lane, (i))))
+#if CELER_GPU_AMX_HERE == CELER_AMX_MFMA16 || CELER_GPU_AMX_HERE == CELER_AMX_MFMA32
+    typedef int v4i __attribute__((ext_vector_type(4)));
+    v4i c = {acc[0], acc[1], acc[2], acc[3]};
+#if CELER_GPU_AMX_HERE == CELER_AMX_MFMA16
+    c = __builtin_amdgcn_mfma_i32_16x16x16i8(GPU_AMX_WORD(a, 0), GPU_AMX_WORD(b, 0), c, 0, 0, 0);
+    c = __builtin_amdgcn_mfma_i32_16x16x16i8(GPU_AMX_WORD(a, 1), GPU_AMX_WORD(b, 1), c, 0, 0, 0);
+#else
+    const long a8 = (long)(uint32_t)GPU_AMX_WORD(a, 0) | (long)((uint64_t)(uint32_t)GPU_AMX_WORD(a, 1) << 32);
+    const long b8 = (long)(uint32_t)GPU_AMX_WORD(b, 0) | (long)((uint64_t)(uint32_t)GPU_AMX_WORD(b, 1) << 32);
+    c             = __builtin_amdgcn_mfma_i32_16x16x32_i8(a8, b8, c, 0, 0, 0);
+#endif
+    for (int v = 0; v < 4; v++) acc[v] = c[v];
+#elif CELER_GPU_AMX_HERE == CELER_AMX_WMMA11
+    typedef int v4i __attribute__((ext_vector_type(4)));
+    typedef int v8i __attribute__((ext_vector_type(8)));
+    v8i c = {acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7]};
+    for (int j = 0; j < 2; j++) { /* k 0-15, then 16-31; both operands signed, no clamping */
+        const v4i av = {GPU_AMX_WORD(a, 4 * j), GPU_AMX_WORD(a, 4 * j + 1), GPU_AMX_WORD(a, 4 * j + 2),
+                        GPU_AMX_WORD(a, 4 * j + 3)};
+        const v4i bv = {GPU_AMX_WORD(b, 4 * j), GPU_AMX_WORD(b, 4 * j + 1), GPU_AMX_WORD(b, 4 * j + 2),
+                        GPU_AMX_WORD(b, 4 * j + 3)};
+        c            = __builtin_amdgcn_wmma_i32_16x16x16_iu8_w32(true, av, true, bv, c, false);
+    }
+    for (int v = 0; v < 8; v++) acc[v] = c[v];
+#else
+    (void)K, (void)lane, (void)acc, (void)a, (void)b;
+#endif
+#undef GPU_AMX_WORD
+}
 /* Programmatic dependent launch: not in HIP; kernels run one after the other (see the CUDA half). */
 static __device__ __forceinline__ void gpu_dep_enter(void) {}
 static __device__ __forceinline__ void gpu_dep_deferred(void) {}
@@ -236,6 +294,7 @@ static __device__ __forceinline__ uint16_t gpu_f16_bits(float v) { return __half
  * host checks the device's compute capability (gpu_imma_ok); device code for an older target
  * compiles to nothing (CELER_GPU_IMMA_HERE 0 in that pass). */
 #define CELER_GPU_IMMA 1
+#define CELER_GPU_AMX  0 /* AMD's matrix units: none here (see the HIP half) */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define CELER_GPU_IMMA_HERE 1
 #else
