@@ -187,7 +187,7 @@ step_test() {
         "CELER_GPU_BLAS_PASSES=3" "CELER_GPU_KV_F16=1" "CELER_GPU_ATT_MERGE_IN=0" "CELER_GPU_MVQ_X8=1"
         "CELER_GPU_ATT_WIDE=0" "CELER_GPU_SQ_WIDE=0" "CELER_GPU_SQ_WIDE=1"
         "CELER_GPU_MOE_STREAM=0" "CELER_GPU_MMQ_FROM=8" "CELER_GPU_NORM_ADD_SLICE=0" "CELER_GPU_MOE_COMBINE=0"
-        "CELER_GPU_GLU_FUSE=0" "CELER_GPU_MVQ_XS=0" "CELER_GPU_MMQ_CHECK=1" "CELER_GPU_MMQ_CHECK=bad")
+        "CELER_GPU_GLU_FUSE=0" "CELER_GPU_MVQ_XS=0" "CELER_GPU_CHECK=1" "CELER_GPU_CHECK=bad")
     [ "$quick" = 1 ] && variants=()
     for v in "${variants[@]}"; do
         for t in test_gpu_ops test_gpu_ports test_gpu_moe; do
@@ -211,8 +211,9 @@ step_test() {
             result "memcheck $t" "compute-sanitizer not found"
         fi
     done
-    # the tiled kernel's self-check (gpu_mmq_check.cu): silent where it passes (=1), and where it is
-    # made to fail (=bad) its note said and the kernel left off, every result still right
+    # the long steps' self-checks (gpu_selfcheck.cu): silent where they pass (=1), and where they
+    # are made to fail (=bad) both notes said, the tiled kernel and cuBLAS left off, every result
+    # still right
     local log ok note
     for v in "${variants[@]}"; do
         for t in test_gpu_ops test_gpu_ports test_gpu_moe; do
@@ -220,8 +221,10 @@ step_test() {
             ok=$([ "$(bg_rc "$log")" = 0 ] && echo passed || echo FAILED)
             note=$(grep -c 'disagreed with the decode kernel' "$log")
             case "$v" in
-                CELER_GPU_MMQ_CHECK=1) [ "$note" = 0 ] || ok="FAILED (the self-check failed: $note notes)" ;;
-                CELER_GPU_MMQ_CHECK=bad) [ "$note" -gt 0 ] || ok="FAILED (the spoiled self-check passed)" ;;
+                CELER_GPU_CHECK=1) [ "$note" = 0 ] || ok="FAILED (a self-check failed: $note notes)" ;;
+                CELER_GPU_CHECK=bad)
+                    grep -q "matrix units' product disagreed" "$log" && grep -q "cuBLAS's product disagreed" "$log" ||
+                        ok="FAILED (a spoiled self-check passed)" ;;
             esac
             result "$t, $v" "$ok"
         done

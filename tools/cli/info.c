@@ -48,6 +48,7 @@ static void device_json(cJSON *o, const celer_device_facts *f)
     cJSON_AddStringToObject(o, "unified_memory_source", f->unified_source);
     cJSON_AddStringToObject(o, "built_archs", f->built_archs);
     cJSON_AddStringToObject(o, "matrix_units", f->matrix);
+    cJSON_AddStringToObject(o, "blas", f->blas);
     cJSON_AddBoolToObject(o, "supported", f->supported);
     if (!f->supported) cJSON_AddStringToObject(o, "refused", f->why);
 }
@@ -63,6 +64,7 @@ static void device_text(const celer_device_facts *f)
            cli_bytes(f->mem_free, b, sizeof b), cli_bytes(f->mem_allocatable, c, sizeof c));
     printf("  unified      %s (%s)\n", f->unified ? "yes" : "no", f->unified_source);
     if (f->matrix[0]) printf("  matrix       %s\n", f->matrix);
+    if (f->blas[0]) printf("  blas         %s\n", f->blas);
     if (!f->supported) printf("  refused      %s\n", f->why);
 }
 

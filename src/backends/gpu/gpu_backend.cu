@@ -450,11 +450,11 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->glu_fuse     = !env_is("CELER_GPU_GLU_FUSE", "0"); /* 0: one-token gate/up products, then their GLU */
     g->moe_stream   = !env_is("CELER_GPU_MOE_STREAM", "0"); /* 0: a MoE prefill's experts on the tiled kernel */
     const char *bf  = getenv("CELER_GPU_BLAS_FROM"); /* tokens, 0: never (gpu_blas.h) */
-    g->blas_from    = !CELER_GPU_BLAS ? 0 : bf && *bf ? atoi(bf) : GPU_BLAS_FROM;
+    g->blas_from    = bf && *bf ? atoi(bf) : GPU_BLAS_FROM;
     if (g->blas_from < 0) g->blas_from = 0;
     const char *bp  = getenv("CELER_GPU_BLAS_PASSES"); /* 1 .. 3 (gpu_blas.h) */
     g->blas_passes  = bp && atoi(bp) >= 1 && atoi(bp) <= 3 ? atoi(bp) : GPU_BLAS_PASSES;
-    g->blas_f32     = CELER_GPU_BLAS && !(bf && *bf && atoi(bf) == 0); /* f32 products: f32 arithmetic there */
+    g->blas_f32     = !(bf && *bf && atoi(bf) == 0); /* f32 products: f32 arithmetic there */
     const char  *bc = getenv("CELER_GPU_BLAS_CHUNK_MB"); /* MiB, fractions too (the tests lower it) */
     const double mb = bc && atof(bc) > 0 ? atof(bc) : (double)GPU_BLAS_CHUNK_MB;
     g->blas_chunk   = (size_t)(mb * 1048576.0);
@@ -481,6 +481,8 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
         gpu_free(&g->base);
         return st;
     }
+    char no_blas[320]; /* a HIP build without rocBLAS (or its kernels for this GPU): no product takes it */
+    if (!gpu_blas_there(&g->prop, no_blas, sizeof no_blas)) g->blas_from = 0, g->blas_f32 = false;
     /* AMD's matrix units take the tiled prefill kernel's steps (past 32 tokens; CELER_GPU_AMX=0:
      * none do). Batches of decodes and MoE experts keep the decode kernels and the tiled kernel
      * there: the batch kernel is NVIDIA's alone (gpu_mmq.h) */
@@ -491,7 +493,7 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     }
     /* CELER_GPU_EARLY=0: each kernel launched after the one before ends */
     g->early       = gpu_early_launch_ok(&g->prop) && !env_is("CELER_GPU_EARLY", "0");
-    if (gpu_mmq_selfcheck(g, err)) {
+    if (gpu_selfcheck(g, err)) {
         const celer_status st = err->code;
         gpu_free(&g->base);
         return st;

@@ -78,7 +78,7 @@ typedef struct {
     int         n_smem_fns;
     int      mmq_from;    /* steps of more tokens take the integer matrix units (gpu_mmq.h) */
     int      amx;         /* AMD: the matrix units the loaded code takes (CELER_AMX_*; gpu_amx_take) */
-    bool     mmq_off;     /* the tiled integer kernel failed its self-check (gpu_mmq_selfcheck): left off */
+    bool     mmq_off;     /* the tiled integer kernel failed its self-check (gpu_selfcheck): left off */
     int      sq_geom;     /* the batch kernel's geometry, 2 (CELER_GPU_SQ_WIDE=0 or 1: the others; gpu_mmq_small.cu) */
     int      blas_from;   /* Q4_0/Q8_0 steps of this many tokens take the vendor BLAS; 0: none does (gpu_blas.h) */
     bool     blas_f32;    /* F32 weights' long steps take it (unless CELER_GPU_BLAS_FROM=0) */
@@ -170,6 +170,11 @@ static inline celer_status gpu_launch_done(gpu_backend *g, celer_error *err, con
     if (e == gpuSuccess) e = last;
     return e == gpuSuccess ? CELER_OK : gpu_fail(g, err, e, name);
 }
+/* The long steps' paths (the tiled integer kernel, the vendor BLAS) against the decode kernel on
+ * one small product, where CELER_GPU_SELFCHECK or CELER_GPU_CHECK asks (gpu_selfcheck.cu); a path
+ * that disagrees is left off (g->mmq_off; blas_from 0) and said so on stderr. An error only when
+ * the device fails. */
+celer_status gpu_selfcheck(gpu_backend *g, celer_error *err);
 /* CELER_OK, or the failure the device had earlier. */
 celer_status gpu_alive(gpu_backend *g, celer_error *err);
 /* Waits for the stream, or for an event recorded on it, within the watchdog's deadline. */

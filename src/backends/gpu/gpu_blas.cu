@@ -1,4 +1,6 @@
-/* Products of many tokens on cuBLAS. A step of T tokens multiplies every weight by T columns: past
+/* Products of many tokens on the vendor BLAS: cuBLAS, or rocBLAS where a HIP build finds it
+ * (gpu_vendor.h; the description below is cuBLAS's, measured on the H200, and rocBLAS takes the
+ * same calls). A step of T tokens multiplies every weight by T columns: past
  * a few dozen tokens that is matrix work, which cuBLAS's f16 tensor-core kernels are built for,
  * where this backend's own took 217 us (Q4_0 on the integer matrix units) and 1.2-1.8 ms (the
  * other formats in the f32 tiled kernel) for 4096 × 4096 by 512 tokens on the H200.
@@ -31,15 +33,13 @@
 #include <limits.h>
 #include <stdlib.h>
 
-#if CELER_GPU_BLAS
-
 enum { THREADS = 256, CHUNK_STEP = 128 /* rows: a multiple of cuBLAS's tiles */, PARTS = 512 };
 /* A lo half is stored times 2^11, so that it keeps f16's 11 bits where v - hi is below f16's
  * normal range (|v| under ~0.1 for weights); |lo| · 2^11 <= |hi|: no overflow. */
 static constexpr float LO_SCALE = 2048.0f;
 
 struct gpu_blas {
-    cublasHandle_t handle;
+    gpuBlasHandle  handle;
     gpu_buf        work; /* cuBLAS's workspace: 32 MiB on Hopper and later, 4 MiB before (its manual's advice) */
     gpu_buf        w16;  /* (chunk, cols) f16 twice: hi and lo of rows of the weight being multiplied */
     gpu_buf        x16;  /* (T, cols) f16 twice: hi and lo of the activations, scaled */
@@ -107,7 +107,7 @@ __global__ void k_amax_parts(const float *__restrict__ x, int64_t n, float *__re
     float            m = 0.0f;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         m = fmaxf(m, fabsf(x[i]));
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, gpu_shfl_xor(m, o)); /* 32 lanes (a wave64's halves apart) */
     if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = m;
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -131,7 +131,7 @@ __global__ void k_half_of(const float *__restrict__ x, int64_t n, float *__restr
     if (threadIdx.x < 32) {
         float m = 0.0f;
         for (int i = threadIdx.x; i < n_parts; i += 32) m = fmaxf(m, parts[i]);
-        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, gpu_shfl_xor(m, o));
         if (threadIdx.x == 0) {
             int e = 0;
             if (m >= 32768.0f && m <= 3.0e38f) (void)frexpf(m, &e), e -= 15; /* m < 2^e: m / 2^(e - 15) < 2^15 */
@@ -153,24 +153,34 @@ __global__ void k_half_of(const float *__restrict__ x, int64_t n, float *__restr
 typedef void (*dequant_fn)(gpu_wdesc, int64_t, int64_t, uint4 *, uint4 *);
 static const dequant_fn DEQUANT[GPU_FMT_COUNT] = GPU_FMT_TABLE(k_dequant_f16);
 
-/* CELER_OK, or the device failed for a cuBLAS call that did not succeed (ALLOC_FAILED: out of
- * memory, the device stays usable). */
-static celer_status blas_check(gpu_backend *g, celer_error *err, cublasStatus_t s, const char *what)
+/* CELER_OK, or the device failed for a BLAS call that did not succeed (out of memory: the device
+ * stays usable). */
+static celer_status blas_check(gpu_backend *g, celer_error *err, gpuBlasStatus s, const char *what)
 {
-    if (s == CUBLAS_STATUS_SUCCESS) return CELER_OK;
+    if (gpu_blas_ok(s)) return CELER_OK;
     char words[160];
-    snprintf(words, sizeof words, "%s (cuBLAS status %d)", cublasGetStatusString(s), (int)s);
-    return gpu_fail_with(g, err, s == CUBLAS_STATUS_ALLOC_FAILED, what, words);
+    snprintf(words, sizeof words, "%s (%s status %d)", gpu_blas_words(s), CELER_GPU_BLAS_NAME, (int)s);
+    return gpu_fail_with(g, err, gpu_blas_oom(s), what, words);
 }
 
 void gpu_blas_free(gpu_backend *g)
 {
     struct gpu_blas *b = g->blas;
     if (!b) return;
-    if (b->handle) (void)cublasDestroy(b->handle);
+    if (b->handle) (void)gpu_blas_destroy(b->handle);
     (void)gpuFree(b->work.p), (void)gpuFree(b->w16.p), (void)gpuFree(b->x16.p), (void)gpuFree(b->amax.p);
     free(b);
     g->blas = NULL;
+}
+
+void gpu_blas_facts(const gpuDeviceProp *p, celer_device_facts *f)
+{
+    char why[320];
+    if (!gpu_blas_there(p, why, sizeof why))
+        snprintf(f->blas, sizeof f->blas, "none: %s; long steps on this build's kernels", why);
+    else
+        snprintf(f->blas, sizeof f->blas, "%s (%s): Q4_0 and Q8_0 steps of %d tokens and more, other formats' of more "
+                 "than 32", CELER_GPU_BLAS_NAME, gpu_blas_file(), (int)GPU_BLAS_FROM);
 }
 
 /* Its buffers at their largest (gpu_buf_reserve grows them by a quarter past a request): a
@@ -186,47 +196,41 @@ uint64_t gpu_blas_scratch(const gpu_backend *g, int64_t tokens, int64_t cols)
     return (uint64_t)(1.25 * ((double)g->blas_chunk + x16) + work + (double)BLAS_LIBRARY_MB * 1048576.0);
 }
 
-/* The handle, made at the first product: bound to the stream, then given its workspace (binding
- * a stream puts cuBLAS back on its own pool, which allocates). Not part of a step's recording. */
+/* The handle, made at the first product, bound to the stream with a workspace of its own. Not
+ * part of a step's recording. */
 static celer_status blas_open(gpu_backend *g, celer_error *err)
 {
     if (g->blas) return CELER_OK;
     if (g->rec == GPU_REC_CAPTURE) gpu_graph_break(g, false);
     struct gpu_blas *b = (struct gpu_blas *)calloc(1, sizeof *b);
     if (!b) return celer_fail(err, CELER_ERR_OOM, "%s: out of host memory", CELER_GPU_NAME);
-    cublasHandle_t h = NULL;
-    celer_status   st = blas_check(g, err, cublasCreate(&h), "cublasCreate");
-    b->handle         = st ? NULL : h;
-    g->blas           = b; /* freeable from here on, whatever fails next */
+    gpuBlasHandle h  = NULL;
+    celer_status  st = blas_check(g, err, gpu_blas_create(&h), "creating the BLAS handle");
+    b->handle        = st ? NULL : h;
+    g->blas          = b; /* freeable from here on, whatever fails next */
     if (!st) st = gpu_buf_reserve(g, &b->work, (size_t)(g->prop.major >= 9 ? 32 : 4) << 20, err);
-    if (!st) st = blas_check(g, err, cublasSetStream(h, g->stream), "cublasSetStream");
-    if (!st) st = blas_check(g, err, cublasSetWorkspace(h, b->work.p, b->work.bytes), "cublasSetWorkspace");
-    if (!st) st = blas_check(g, err, cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+    if (!st) st = blas_check(g, err, gpu_blas_bind(h, g->stream, b->work.p, b->work.bytes), "binding the BLAS handle");
     if (st) gpu_blas_free(g);
     return st;
 }
 
-/* C (m, n; column-major, columns ldc apart) = alpha Aᵀ B, A (k, m) and B (k, n) column-major of
- * type ab, lda and ldb apart: with A a weight's rows, B the activations' tokens and C y's, that
- * is y (n, ldc) = alpha x · wᵀ row-major. ab (alpha, then beta) NULL: 1 and 0 from the host;
- * else two floats on the device. Skipped and signed as a launch is. */
-static celer_status gemm(gpu_backend *g, int m, int n, int k, const void *a, int lda, const void *b, int ldb,
-                         cudaDataType ab, float *c, int ldc, cublasComputeType_t compute, const float *dev_ab,
-                         celer_error *err)
+/* C (m, n; column-major, columns ldc apart) = alpha Aᵀ B, A (k, m) and B (k, n) column-major, lda
+ * and ldb apart, f16 (else f32): with A a weight's rows, B the activations' tokens and C y's,
+ * that is y (n, ldc) = alpha x · wᵀ row-major. dev_ab (alpha, then beta) NULL: 1 and 0 from the
+ * host; else two floats on the device. Skipped and signed as a launch is; where the BLAS cannot
+ * be recorded, a step being recorded is run op by op instead. */
+static celer_status gemm(gpu_backend *g, int m, int n, int k, const void *a, int lda, const void *b, int ldb, bool f16,
+                         float *c, int ldc, const float *dev_ab, celer_error *err)
 {
     static const float one = 1.0f, zero = 0.0f;
+    if (!CELER_GPU_BLAS_RECORDS && g->rec == GPU_REC_CAPTURE) gpu_graph_break(g, true);
     if (gpu_signing(g))
-        gpu_sign(g, (const void *)gemm, dim3(1), dim3(1), 0,
-                 gpu_sig_args(0, m, n, k, a, lda, b, ldb, ab, c, ldc, compute, dev_ab));
+        gpu_sign(g, (const void *)gemm, dim3(1), dim3(1), 0, gpu_sig_args(0, m, n, k, a, lda, b, ldb, f16, c, ldc, dev_ab));
     if (gpu_skip(g)) return CELER_OK;
-    cublasHandle_t h = g->blas->handle;
-    if (blas_check(g, err, cublasSetPointerMode(h, dev_ab ? CUBLAS_POINTER_MODE_DEVICE : CUBLAS_POINTER_MODE_HOST),
-                   "cublasSetPointerMode"))
-        return err->code;
-    cublasStatus_t s = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, dev_ab ? dev_ab : &one, a, ab, lda, b, ab, ldb,
-                                    dev_ab ? dev_ab + 1 : &zero, c, CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT);
-    if (blas_check(g, err, s, "cublasGemmEx")) return err->code;
-    return gpu_launch_done(g, err, "cublasGemmEx", gpuSuccess);
+    const gpuBlasStatus s = gpu_blas_gemm_tn(g->blas->handle, m, n, k, dev_ab ? dev_ab : &one, a, lda, b, ldb,
+                                             dev_ab ? dev_ab + 1 : &zero, c, ldc, f16, dev_ab != NULL);
+    if (blas_check(g, err, s, "the BLAS product")) return err->code;
+    return gpu_launch_done(g, err, CELER_GPU_BLAS_NAME " gemm", gpuSuccess);
 }
 
 celer_status gpu_blas_matmul(gpu_backend *g, const gpu_wdesc *w, int fmt, const float *x, int64_t T, float *y,
@@ -234,15 +238,14 @@ celer_status gpu_blas_matmul(gpu_backend *g, const gpu_wdesc *w, int fmt, const 
 {
     if (w->rows > INT_MAX || w->cols > INT_MAX || T > INT_MAX)
         return celer_fail(err, CELER_ERR_UNSUPPORTED,
-                          "%s: a product of %lld × %lld by %lld tokens is past cuBLAS's sizes (int)", CELER_GPU_NAME,
-                          (long long)w->rows, (long long)w->cols, (long long)T);
+                          "%s: a product of %lld × %lld by %lld tokens is past %s's sizes (int)", CELER_GPU_NAME,
+                          (long long)w->rows, (long long)w->cols, (long long)T, CELER_GPU_BLAS_NAME);
     if (blas_open(g, err)) return err->code;
     struct gpu_blas *b = g->blas;
     const int        rows = (int)w->rows, k = (int)w->cols, n = (int)T;
     if (fmt == GPU_F32) {
         CELER_ASSERT(w->row_bytes % 4 == 0);
-        return gemm(g, rows, n, k, w->data, (int)(w->row_bytes / 4), x, k, CUDA_R_32F, y, rows,
-                    CUBLAS_COMPUTE_32F_PEDANTIC, NULL, err);
+        return gemm(g, rows, n, k, w->data, (int)(w->row_bytes / 4), x, k, false, y, rows, NULL, err);
     }
     /* rows a chunk: as many as g->blas_chunk bytes hold (both halves), in steps of CHUNK_STEP
      * (at least one), at most the weight's */
@@ -285,24 +288,11 @@ celer_status gpu_blas_matmul(gpu_backend *g, const gpu_wdesc *w, int fmt, const 
                 return err->code;
             wh = hi, wl = lo, ld = k;
         }
-        if (gemm(g, (int)m, n, k, wh, ld, xh, k, CUDA_R_16F, y + r0, rows, CUBLAS_COMPUTE_32F, set, err) ||
-            (xl && gemm(g, (int)m, n, k, wh, ld, xl, k, CUDA_R_16F, y + r0, rows, CUBLAS_COMPUTE_32F, add, err)) ||
-            (wl && gemm(g, (int)m, n, k, wl, ld, xh, k, CUDA_R_16F, y + r0, rows, CUBLAS_COMPUTE_32F, add, err)))
+        if (gemm(g, (int)m, n, k, wh, ld, xh, k, true, y + r0, rows, set, err) ||
+            (xl && gemm(g, (int)m, n, k, wh, ld, xl, k, true, y + r0, rows, add, err)) ||
+            (wl && gemm(g, (int)m, n, k, wl, ld, xh, k, true, y + r0, rows, add, err)))
             return err->code;
     }
     if (y < x + nx && x < y + T * rows) g->x16_src = NULL; /* y written over x: the halves are stale */
     return CELER_OK;
 }
-
-#else /* no vendor BLAS: blas_from is 0, blas_f32 false, and gpu_matmul never comes here */
-
-celer_status gpu_blas_matmul(gpu_backend *, const gpu_wdesc *, int, const float *, int64_t, float *, celer_error *err)
-{
-    return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: this build has no vendor BLAS", CELER_GPU_NAME);
-}
-
-void gpu_blas_free(gpu_backend *) {}
-
-uint64_t gpu_blas_scratch(const gpu_backend *, int64_t, int64_t) { return 0; }
-
-#endif

@@ -1,6 +1,7 @@
-/* Products of many tokens on the vendor BLAS (gpu_blas.cu): in CUDA builds cuBLAS multiplies
- * f16 halves of the weights and activations with f32 accumulation. A HIP build has no vendor
- * BLAS (CELER_GPU_BLAS 0 in gpu_vendor.h) and keeps its kernels for every step. */
+/* Products of many tokens on the vendor BLAS (gpu_blas.cu): cuBLAS in CUDA builds, rocBLAS in HIP
+ * builds where a ROCm 6 install has it (gpu_rocblas.h), multiply f16 halves of the weights and
+ * activations with f32 accumulation. Without one (a HIP build on Debian 12's packages) the
+ * backend keeps its kernels for every step. */
 #ifndef CELER_BACKENDS_GPU_GPU_BLAS_H
 #define CELER_BACKENDS_GPU_GPU_BLAS_H
 
@@ -28,6 +29,8 @@ celer_status gpu_blas_matmul(gpu_backend *g, const gpu_wdesc *w, int fmt, const 
                              celer_error *err);
 /* The handle, its workspace and the scratch released; nothing when no product took the BLAS. */
 void         gpu_blas_free(gpu_backend *g);
+/* f->blas: which BLAS this build's long steps take and where it was found, or why none. */
+void         gpu_blas_facts(const gpuDeviceProp *p, celer_device_facts *f);
 /* The device memory the BLAS path may take beyond the planner's estimate, for steps of up to
  * `tokens` tokens through weights of up to `cols` columns (0 without a vendor BLAS). */
 uint64_t     gpu_blas_scratch(const gpu_backend *g, int64_t tokens, int64_t cols);

@@ -1,6 +1,7 @@
 /* Device facts: what the runtime says of a device, and what the vendor header adds (the gfx
  * targets this build has, unified memory on APUs). */
 #include "backends/gpu/gpu_backend.h"
+#include "backends/gpu/gpu_blas.h"
 #include "backends/gpu/gpu_mmq.h"
 
 extern "C" {
@@ -54,5 +55,6 @@ extern "C" celer_status celer_gpu_device_facts(int index, celer_device_facts *f,
     f->mem_allocatable = free_b;
     gpu_vendor_facts(&p, f);
     if (f->supported) gpu_mmq_facts(&p, f); /* (a device without code: no module to ask) */
+    if (f->supported) gpu_blas_facts(&p, f);
     return CELER_OK;
 }

@@ -27,10 +27,6 @@ bool         gpu_mmq_batch_has(const gpu_backend *g, int fmt);
  * (current): the kind the loaded code reports if p's name agrees (celer_gfx_matrix_taken), else
  * CELER_AMX_NONE, as always in a CUDA build. */
 int          gpu_amx_take(const gpuDeviceProp *p);
-/* The tiled kernel against the decode kernel on one small product, where CELER_GPU_MMQ_CHECK or
- * AMD's units ask for it (gpu_mmq_check.cu); a disagreement sets g->mmq_off and says so on
- * stderr. An error only when the device fails. */
-celer_status gpu_mmq_selfcheck(gpu_backend *g, celer_error *err);
 /* f->matrix: the device's integer matrix units and what this build runs on them (celer info). */
 void         gpu_mmq_facts(const gpuDeviceProp *p, celer_device_facts *f);
 /* y (T, w.rows) = x̂ · wᵀ (with add: y += x̂ · wᵀ), x quantized here (gpu_quant_x). */

@@ -33,6 +33,7 @@ extern "C" {
 #include "backends/gpu/amd_sysfs.h"
 #include "backends/gpu/gfx_targets.h"
 }
+#include "backends/gpu/gpu_rocblas.h"
 
 #define CELER_GPU_VENDOR "AMD"
 #define CELER_GPU_KIND   CELER_BACKEND_ROCM
@@ -206,9 +207,53 @@ static __device__ __forceinline__ void gpu_cp_commit(void) {}
 template <int N> static __device__ __forceinline__ void gpu_cp_wait(void) {}
 #define gpuFuncSetMaxDynamicShared(fn, bytes) hipFuncSetAttribute((const void *)(fn), hipFuncAttributeMaxDynamicSharedMemorySize, (bytes))
 
-/* No vendor BLAS: Debian 12 packages no hipBLAS, so prefill stays on this source's kernels
- * (gpu_blas.h). */
-#define CELER_GPU_BLAS 0
+/* The vendor BLAS (gpu_blas.cu): rocBLAS, loaded at run time where a ROCm 6 install has it
+ * (gpu_rocblas.h; Debian 12 packages none: there prefill stays on this source's kernels). A step
+ * that calls it is never recorded in a graph (rocBLAS's stream capture is not relied on). */
+#define CELER_GPU_BLAS_NAME    "rocBLAS"
+#define CELER_GPU_BLAS_RECORDS 0
+/* Nothing of this half has run on AMD hardware: the long steps' paths check themselves against
+ * the decode kernel when a backend opens (gpu_selfcheck.cu). */
+#define CELER_GPU_SELFCHECK 1
+typedef void *gpuBlasHandle;
+typedef int   gpuBlasStatus;
+/* Whether rocBLAS was found, with kernels for device p (without them it aborts the process);
+ * if not, why (n bytes) says why. */
+static inline bool gpu_blas_there(const gpuDeviceProp *p, char *why, size_t n)
+{
+    if (!gpu_rocblas().lib) {
+        snprintf(why, n, "%s", gpu_rocblas().why);
+        return false;
+    }
+    char arch[32];
+    celer_gfx_arch_base(p->gcnArchName, arch, sizeof arch);
+    return celer_rocblas_has_arch(gpu_rocblas().kernels, arch, why, n);
+}
+static inline const char *gpu_blas_file(void) { return gpu_rocblas().path; }
+static inline bool gpu_blas_ok(gpuBlasStatus s) { return s == ROCBLAS_SUCCESS; }
+static inline bool gpu_blas_oom(gpuBlasStatus s) { return s == ROCBLAS_MEMORY_ERROR; }
+static inline const char *gpu_blas_words(gpuBlasStatus s) { return gpu_rocblas().status_to_string(s); }
+static inline gpuBlasStatus gpu_blas_create(gpuBlasHandle *h) { return gpu_rocblas().create_handle(h); }
+static inline gpuBlasStatus gpu_blas_destroy(gpuBlasHandle h) { return gpu_rocblas().destroy_handle(h); }
+static inline gpuBlasStatus gpu_blas_bind(gpuBlasHandle h, gpuStream_t s, void *work, size_t bytes)
+{
+    gpuBlasStatus st = gpu_rocblas().set_stream(h, s);
+    if (st == ROCBLAS_SUCCESS) st = gpu_rocblas().set_workspace(h, work, bytes);
+    return st;
+}
+/* As the CUDA half's: C = alpha Aᵀ B + beta C, column-major; the f32 product in f32 (rocBLAS
+ * has no reduced-precision f32 mode to leave). */
+static inline gpuBlasStatus gpu_blas_gemm_tn(gpuBlasHandle h, int m, int n, int k, const float *alpha, const void *a,
+                                             int lda, const void *b, int ldb, const float *beta, float *c, int ldc,
+                                             bool f16, bool dev)
+{
+    const gpu_rocblas_api &r  = gpu_rocblas();
+    gpuBlasStatus          st = r.set_pointer_mode(h, dev ? ROCBLAS_POINTER_DEVICE : ROCBLAS_POINTER_HOST);
+    if (st != ROCBLAS_SUCCESS) return st;
+    const int ab = f16 ? ROCBLAS_F16 : ROCBLAS_F32;
+    return r.gemm_ex(h, ROCBLAS_OP_T, ROCBLAS_OP_N, m, n, k, alpha, a, ab, lda, b, ab, ldb, beta, c, ROCBLAS_F32, ldc, c,
+                     ROCBLAS_F32, ldc, ROCBLAS_F32, ROCBLAS_ALGO_STANDARD, 0, 0);
+}
 
 /* What the HIP runtime does not say: whether the build has code for this gfx target
  * (gfx_targets.h), and on APUs the memory the GPU can really allocate (amd_sysfs.h: the VRAM
@@ -475,11 +520,47 @@ template <int N> static __device__ __forceinline__ void gpu_cp_wait(void)
 }
 #define gpuFuncSetMaxDynamicShared(fn, bytes) cudaFuncSetAttribute((fn), cudaFuncAttributeMaxDynamicSharedMemorySize, (bytes))
 
-/* The vendor BLAS (gpu_blas.cu): cuBLAS, called in its own spelling as kernels are written in
- * CUDA's (a HIP build with hipBLAS would map these names here). Its f16 operands are made by
- * gpu_f16_bits (the nearest f16, ties to even). */
+/* The vendor BLAS (gpu_blas.cu): cuBLAS, linked. Its f16 operands are made by gpu_f16_bits (the
+ * nearest f16, ties to even). A step that calls it may be recorded in a graph. */
 #include <cublas_v2.h>
-#define CELER_GPU_BLAS 1
+#define CELER_GPU_BLAS_NAME    "cuBLAS"
+#define CELER_GPU_BLAS_RECORDS 1
+#define CELER_GPU_SELFCHECK    0 /* the tests run these paths on the H200 (CELER_GPU_CHECK=1 checks anyway) */
+typedef cublasHandle_t gpuBlasHandle;
+typedef cublasStatus_t gpuBlasStatus;
+/* Linked: always there (why: unused). */
+static inline bool gpu_blas_there(const gpuDeviceProp *p, char *why, size_t n)
+{
+    return (void)p, (void)why, (void)n, true;
+}
+static inline const char *gpu_blas_file(void) { return "linked"; }
+static inline bool gpu_blas_ok(gpuBlasStatus s) { return s == CUBLAS_STATUS_SUCCESS; }
+static inline bool gpu_blas_oom(gpuBlasStatus s) { return s == CUBLAS_STATUS_ALLOC_FAILED; }
+static inline const char *gpu_blas_words(gpuBlasStatus s) { return cublasGetStatusString(s); }
+static inline gpuBlasStatus gpu_blas_create(gpuBlasHandle *h) { return cublasCreate(h); }
+static inline gpuBlasStatus gpu_blas_destroy(gpuBlasHandle h) { return cublasDestroy(h); }
+/* Bound to the stream, then given its workspace (binding a stream puts cuBLAS back on its own
+ * pool, which allocates), in its default math. */
+static inline gpuBlasStatus gpu_blas_bind(gpuBlasHandle h, gpuStream_t s, void *work, size_t bytes)
+{
+    gpuBlasStatus st = cublasSetStream(h, s);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetWorkspace(h, work, bytes);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetMathMode(h, CUBLAS_DEFAULT_MATH);
+    return st;
+}
+/* C (m, n; column-major, columns ldc apart) = alpha Aᵀ B + beta C, A (k, m) and B (k, n)
+ * column-major, lda and ldb apart: f16 operands with f32 sums (f16), else f32 operands in f32
+ * arithmetic as prescribed (no TF32); alpha and beta on the device (dev) or the host. */
+static inline gpuBlasStatus gpu_blas_gemm_tn(gpuBlasHandle h, int m, int n, int k, const float *alpha, const void *a,
+                                             int lda, const void *b, int ldb, const float *beta, float *c, int ldc,
+                                             bool f16, bool dev)
+{
+    gpuBlasStatus st = cublasSetPointerMode(h, dev ? CUBLAS_POINTER_MODE_DEVICE : CUBLAS_POINTER_MODE_HOST);
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
+    const cudaDataType ab = f16 ? CUDA_R_16F : CUDA_R_32F;
+    return cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, alpha, a, ab, lda, b, ab, ldb, beta, c, CUDA_R_32F, ldc,
+                        f16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT);
+}
 
 /* NVIDIA: the runtime says it all; the driver runs PTX of an older target on newer devices. */
 static inline void gpu_vendor_facts(const gpuDeviceProp *p, celer_device_facts *f)

@@ -1,0 +1,114 @@
+/* Self-checks of the long steps' product paths at the backend's start. A vendor's paths that have
+ * run on no hardware of its (CELER_GPU_SELFCHECK in gpu_vendor.h: AMD's, docs/platforms.md) are
+ * held to the ISA and to the libraries' headers without running: the tiled kernel's fragment
+ * layouts by a host model (tests/test_amx_layout.c), the rocBLAS calls by their declarations
+ * (gpu_rocblas.h). A slip either cannot show would turn every prefill into noise. So before any
+ * product takes them, each path and the decode kernel (gpu_matvec.cu: another code path over the
+ * same quantized tokens) multiply one random Q8_0 matrix; they must agree to that path's
+ * rounding. Where one does not, it is left off with a note on stderr, and long steps take the
+ * other kernels: slower, never wrong.
+ *
+ * CELER_GPU_CHECK: unset, the checks run where CELER_GPU_SELFCHECK says; 1: on every device (to
+ * test them on NVIDIA); 0: never; bad: as 1, with one weight changed between the path's product
+ * and the decode kernel's (to test what a failed check does). */
+#include "backends/gpu/gpu_blas.h"
+#include "backends/gpu/gpu_mmq.h"
+
+#include "quant/half.h"
+
+#include <math.h>
+
+/* 64 rows (the kernel's row block) × 8 column blocks (two of its column steps) × 40 tokens (a
+ * partial token tile past the batch kernel's 32). */
+enum { CK_ROWS = 64, CK_COLS = 256, CK_T = 40, CK_ROW_BYTES = CK_COLS + 2 * (CK_COLS / 32) };
+enum { CK_WB = CK_ROWS * CK_ROW_BYTES, CK_XB = CK_T * CK_COLS * 4, CK_YB = CK_T * CK_ROWS * 4 };
+
+static uint32_t ck_rnd(uint32_t *r)
+{
+    *r ^= *r << 13, *r ^= *r >> 17, *r ^= *r << 5;
+    return *r;
+}
+
+enum { CK_TILED, CK_BLAS };
+
+/* The two products of the check into y[0] (the path's: the tiled kernel or the BLAS) and y[1]
+ * (the decode kernel's), from host memory w and x; with bad, a weight byte changed between them. */
+static celer_status ck_run(gpu_backend *g, int path, const uint8_t *w, const float *x, float *const y[2], bool bad,
+                           celer_error *err)
+{
+    void *mem;
+    if (g->base.ops->alloc(&g->base, CK_WB + CK_XB + 2 * CK_YB, &mem, err)) return err->code;
+    uint8_t *dw = (uint8_t *)mem;
+    float   *dx = (float *)(dw + CK_WB), *dy[2] = {dx + CK_T * CK_COLS, dx + CK_T * CK_COLS + CK_T * CK_ROWS};
+    gpu_wdesc d;
+    memset(&d, 0, sizeof d);
+    d.data = dw, d.rows = CK_ROWS, d.cols = CK_COLS, d.row_bytes = CK_ROW_BYTES, d.scales_off = CK_COLS, d.gmul = 1.0f;
+    gpu_xq        xq;
+    const size_t  at   = 5 * CK_ROW_BYTES + 77; /* the byte bad changes: row 5, column 77 */
+    const uint8_t flip = (uint8_t)(w[at] ^ 0x40);
+    celer_status  st   = gpu_upload(g, dw, w, CK_WB, err);
+    if (!st) st = gpu_upload(g, dx, x, CK_XB, err);
+    if (!st) st = gpu_quant_x(g, dx, CK_T, CK_COLS, g->mvq_x8, &xq, err);
+    if (!st && path == CK_TILED) st = gpu_mmq_xq(g, &d, GPU_Q8_0, &xq, CK_T, dy[0], false, err);
+    if (!st && path == CK_BLAS) st = gpu_blas_matmul(g, &d, GPU_Q8_0, dx, CK_T, dy[0], err);
+    if (!st && bad) st = gpu_upload(g, dw + at, &flip, 1, err);
+    if (!st) st = gpu_matvec_q8(g, &d, 1, GPU_Q8_0, &xq, CK_T, &dy[1], false, err);
+    for (int i = 0; i < 2 && !st; i++) st = g->base.ops->read(&g->base, dy[i], y[i], CK_YB, err);
+    if (!st) st = gpu_sync(g, err);
+    g->base.ops->release(&g->base, mem);
+    gpu_forget_acts(g); /* x's quantization named memory that is gone */
+    return st;
+}
+
+/* One path's check (tol: its difference from the decode kernel's sums, relative to the largest
+ * output); *agrees false when it does not, with the note said. */
+static celer_status ck_path(gpu_backend *g, int path, bool bad, float tol, bool *agrees, celer_error *err)
+{
+    *agrees    = true;
+    uint8_t *w = (uint8_t *)malloc(CK_WB + CK_XB + 2 * CK_YB);
+    if (!w) return celer_fail(err, CELER_ERR_OOM, "%s: out of memory", CELER_GPU_NAME);
+    float   *x = (float *)(w + CK_WB), *const y[2] = {x + CK_T * CK_COLS, x + CK_T * CK_COLS + CK_T * CK_ROWS};
+    uint32_t r = 0x2545f491u;
+    for (int i = 0; i < CK_ROWS; i++) { /* a Q8_0 row as the device holds it: codes, then f16 scales */
+        for (int k = 0; k < CK_COLS; k++) w[i * CK_ROW_BYTES + k] = (uint8_t)ck_rnd(&r);
+        for (int b = 0; b < CK_COLS / 32; b++) {
+            const float    s = ldexpf(1.0f + (float)(ck_rnd(&r) % 8) / 8.0f, -(int)(ck_rnd(&r) % 8));
+            const uint16_t h = celer_f32_to_half(s);
+            memcpy(&w[i * CK_ROW_BYTES + CK_COLS + 2 * b], &h, 2);
+        }
+    }
+    for (int i = 0; i < CK_T * CK_COLS; i++) x[i] = (float)((int)(ck_rnd(&r) % 2001) - 1000) / 500.0f;
+    const celer_status st = ck_run(g, path, w, x, y, bad, err);
+    float top = 0.0f; /* apart by rounding, relative to the largest output */
+    for (int i = 0; i < CK_T * CK_ROWS; i++) top = fmaxf(top, fabsf(y[1][i]));
+    int worst = -1;
+    for (int i = 0; !st && i < CK_T * CK_ROWS; i++)
+        if (!(fabsf(y[0][i] - y[1][i]) <= tol * top)) worst = i;
+    if (worst >= 0) {
+        *agrees = false;
+        fprintf(stderr,
+                "celer: %s: %s disagreed with the decode kernel's on a self-check (token %d, row %d: %g against "
+                "%g); long steps run on other kernels. Please report this with the output of `celer info`\n",
+                CELER_GPU_NAME, path == CK_TILED ? "the integer matrix units' product" : CELER_GPU_BLAS_NAME "'s product",
+                worst / CK_ROWS, worst % CK_ROWS, (double)y[0][worst], (double)y[1][worst]);
+    }
+    free(w);
+    return st;
+}
+
+celer_status gpu_selfcheck(gpu_backend *g, celer_error *err)
+{
+    const char *ev  = getenv("CELER_GPU_CHECK");
+    const bool  bad = ev && strcmp(ev, "bad") == 0, on = bad || (ev && strcmp(ev, "1") == 0);
+    if ((ev && strcmp(ev, "0") == 0) || !(on || CELER_GPU_SELFCHECK)) return CELER_OK;
+    bool agrees;
+    if (gpu_mmq_has(g, GPU_Q8_0)) { /* the same integer sums: f32 rounding apart */
+        if (ck_path(g, CK_TILED, bad, 1e-4f, &agrees, err)) return err->code;
+        g->mmq_off = !agrees;
+    }
+    if (g->blas_from > 0) { /* f16 weights (11 bits) against the integer kernels' */
+        if (ck_path(g, CK_BLAS, bad, 4e-3f, &agrees, err)) return err->code;
+        if (!agrees) g->blas_from = 0, g->blas_f32 = false;
+    }
+    return CELER_OK;
+}
