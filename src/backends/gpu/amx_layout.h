@@ -16,6 +16,8 @@
  *   WMMA11 (RDNA 3, 3.5: gfx11xx; wave32): v_wmma_i32_16x16x16_iu8 twice a block; an operand is
  *     16 bytes a lane, all 16 k of the lane's row or column (lanes 16-31 repeat lanes 0-15); D:
  *     8 registers, register v = D[2 v + l / 16][l % 16] (rows interleaved between the halves).
+ * These are also the placements of llama.cpp's AMD tiles (ggml-cuda/mma.cuh: MFMA i8, RDNA 3
+ * WMMA), which have run on the hardware: read for comparison, not copied.
  * RDNA 4 (gfx12) has WMMA with other layouts and intrinsics that Debian's compiler lacks: no
  * kernel here yet (CELER_AMX_WMMA12 names the units for celer info). */
 #ifndef CELER_BACKENDS_GPU_AMX_LAYOUT_H
