@@ -9,8 +9,8 @@
  * other kernels: slower, never wrong.
  *
  * CELER_GPU_CHECK: unset, the checks run where CELER_GPU_SELFCHECK says; 1: on every device (to
- * test them on NVIDIA); 0: never; bad: as 1, with one weight changed between the path's product
- * and the decode kernel's (to test what a failed check does). */
+ * test them on NVIDIA); 0: never; bad: as 1, with one weight row negated between the path's
+ * product and the decode kernel's (to test what a failed check does). */
 #include "backends/gpu/gpu_blas.h"
 #include "backends/gpu/gpu_mmq.h"
 
@@ -32,7 +32,7 @@ static uint32_t ck_rnd(uint32_t *r)
 enum { CK_TILED, CK_BLAS };
 
 /* The two products of the check into y[0] (the path's: the tiled kernel or the BLAS) and y[1]
- * (the decode kernel's), from host memory w and x; with bad, a weight byte changed between them. */
+ * (the decode kernel's), from host memory w and x; with bad, a weight row changed between them. */
 static celer_status ck_run(gpu_backend *g, int path, const uint8_t *w, const float *x, float *const y[2], bool bad,
                            celer_error *err)
 {
@@ -44,14 +44,16 @@ static celer_status ck_run(gpu_backend *g, int path, const uint8_t *w, const flo
     memset(&d, 0, sizeof d);
     d.data = dw, d.rows = CK_ROWS, d.cols = CK_COLS, d.row_bytes = CK_ROW_BYTES, d.scales_off = CK_COLS, d.gmul = 1.0f;
     gpu_xq        xq;
-    const size_t  at   = 5 * CK_ROW_BYTES + 77; /* the byte bad changes: row 5, column 77 */
-    const uint8_t flip = (uint8_t)(w[at] ^ 0x40);
+    uint8_t       neg[CK_COLS]; /* what bad makes of row 5's codes: their negation, every output of
+                                 * the row moved by about its size (one byte was not enough past
+                                 * the BLAS path's tolerance where its scale was small) */
+    for (int k = 0; k < CK_COLS; k++) neg[k] = (uint8_t)(-(int8_t)w[5 * CK_ROW_BYTES + k]);
     celer_status  st   = gpu_upload(g, dw, w, CK_WB, err);
     if (!st) st = gpu_upload(g, dx, x, CK_XB, err);
     if (!st) st = gpu_quant_x(g, dx, CK_T, CK_COLS, g->mvq_x8, &xq, err);
     if (!st && path == CK_TILED) st = gpu_mmq_xq(g, &d, GPU_Q8_0, &xq, CK_T, dy[0], false, err);
     if (!st && path == CK_BLAS) st = gpu_blas_matmul(g, &d, GPU_Q8_0, dx, CK_T, dy[0], err);
-    if (!st && bad) st = gpu_upload(g, dw + at, &flip, 1, err);
+    if (!st && bad) st = gpu_upload(g, dw + 5 * CK_ROW_BYTES, neg, CK_COLS, err);
     if (!st) st = gpu_matvec_q8(g, &d, 1, GPU_Q8_0, &xq, CK_T, &dy[1], false, err);
     for (int i = 0; i < 2 && !st; i++) st = g->base.ops->read(&g->base, dy[i], y[i], CK_YB, err);
     if (!st) st = gpu_sync(g, err);
