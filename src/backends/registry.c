@@ -68,7 +68,7 @@ celer_status celer_device_query(int index, celer_device_facts *f, celer_error *e
 {
     memset(f, 0, sizeof *f);
 #if CELER_HAVE_GPU
-    return celer_gpu_device_facts(index, f, err);
+    return celer_gpu_device_report(index, f, err);
 #else
     (void)index;
     return celer_fail(err, CELER_ERR_UNSUPPORTED, "this celer has no GPU backend; rebuild with -DCELER_CUDA=ON or "

@@ -54,7 +54,16 @@ extern "C" celer_status celer_gpu_device_facts(int index, celer_device_facts *f,
     f->mem_free        = free_b;
     f->mem_allocatable = free_b;
     gpu_vendor_facts(&p, f);
-    if (f->supported) gpu_mmq_facts(&p, f); /* (a device without code: no module to ask) */
-    if (f->supported) gpu_blas_facts(&p, f);
+    return CELER_OK;
+}
+
+extern "C" celer_status celer_gpu_device_report(int index, celer_device_facts *f, celer_error *err)
+{
+    gpuDeviceProp p;
+    if (celer_gpu_device_facts(index, f, err)) return err->code;
+    if (!f->supported) return CELER_OK; /* no module to ask */
+    if (gpuGetDeviceProperties(&p, index) != gpuSuccess) return (void)gpuGetLastError(), CELER_OK;
+    gpu_mmq_facts(&p, f);
+    gpu_blas_facts(&p, f);
     return CELER_OK;
 }

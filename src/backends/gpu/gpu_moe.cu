@@ -250,7 +250,8 @@ static celer_status grouped_mmq(gpu_backend *g, const float *x, int64_t T, const
                                 const gpu_wdesc dw[3], const int fw[3], float *G, float *U, float *Y, celer_error *err)
 {
     gpu_buf       *b_groups = &g->moe[6];
-    moe_groups     gr       = {g->moe_stream, NULL, 0, E, NULL};
+    const bool     tiles    = g->moe_stream && gpu_mmq_batch_has(g, fw[0]) && gpu_mmq_batch_has(g, fw[2]);
+    moe_groups     gr       = {tiles, NULL, 0, E, NULL};
     const int32_t *src      = start; /* what goes up: count values */
     int64_t        count    = E + 1;
     if (gr.tiles)
