@@ -20,6 +20,7 @@
 #            CELER_GPU_MOE_COMBINE=0 (a MoE decode step's combine in a kernel of its own),
 #            CELER_GPU_GLU_FUSE=0 (one-token gate/up products, then their GLU: three launches),
 #            CELER_GPU_MVQ_XS=0 (one-token products reading their activations from global memory),
+#            CELER_GPU_QKV_IN=0 (one-token q/k/v products, then the attention inputs' kernel),
 #            and test_batcher with CELER_GPU_MOE_GROUP=2 (MoE batches from 2 tokens grouped by expert
 #            on the device; the default groups from 8, test_gpu_moe both ways). TEST_JOBS
 #            (default 6) of these run at once; TEST_QUICK=1 runs each program once, without memcheck
@@ -187,7 +188,7 @@ step_test() {
         "CELER_GPU_BLAS_PASSES=3" "CELER_GPU_KV_F16=1" "CELER_GPU_ATT_MERGE_IN=0" "CELER_GPU_MVQ_X8=1"
         "CELER_GPU_ATT_WIDE=0" "CELER_GPU_SQ_WIDE=0" "CELER_GPU_SQ_WIDE=1"
         "CELER_GPU_MOE_STREAM=0" "CELER_GPU_MMQ_FROM=8" "CELER_GPU_NORM_ADD_SLICE=0" "CELER_GPU_MOE_COMBINE=0"
-        "CELER_GPU_GLU_FUSE=0" "CELER_GPU_MVQ_XS=0" "CELER_GPU_CHECK=1" "CELER_GPU_CHECK=bad")
+        "CELER_GPU_GLU_FUSE=0" "CELER_GPU_MVQ_XS=0" "CELER_GPU_QKV_IN=0" "CELER_GPU_CHECK=1" "CELER_GPU_CHECK=bad")
     [ "$quick" = 1 ] && variants=()
     for v in "${variants[@]}"; do
         for t in test_gpu_ops test_gpu_ports test_gpu_moe; do

@@ -15,7 +15,11 @@
  *     the host and leaves every third row undecided gives the tokens that drawing every row on
  *     the host gives (the generator's numbers consumed alike, undecided rows read and drawn);
  *   - refusals: an empty prompt, one past the context, an id outside the vocabulary, more
- *     positions than the whole pool. */
+ *     positions than the whole pool;
+ *   - all of it again on the CPU through stand-ins for decode ahead (a GPU has its own): steady
+ *     greedy batches queue each step on the picks kept from the one before; every reply as step
+ *     by step, every kept set taken. */
+#include "core/error.h"
 #include "runtime/engine_impl.h"
 #include "runtime/sampler.h"
 
@@ -107,19 +111,14 @@ static int sample_runs(celer_engine *e, const request *q, const celer_gen_params
     return 0;
 }
 
-static int test_model(celer_engine *e, const char *arch, int vocab)
+/* Every check above on requests q; alone: each request's reply alone (one slot). */
+static int checks(celer_engine *e, const char *arch, int vocab, const request *q, result *alone)
 {
-    celer_error err = {0};
-    static request q[N_REQ];
-    for (int i = 0; i < N_REQ; i++) {
-        q[i].n          = 1 + rnd() % 50;
-        q[i].max_tokens = 3 + (int32_t)(rnd() % 30);
-        for (size_t k = 0; k < q[i].n; k++) q[i].ids[k] = (int32_t)(rnd() % (uint32_t)vocab);
-    }
-    celer_gen_params p = {.sampling = celer_sampling_default(), .ignore_eos = true};
+    celer_error      err = {0};
+    celer_gen_params p   = {.sampling = celer_sampling_default(), .ignore_eos = true};
 
     /* alone: one slot, one request at a time; and the engine's own generate for the first three */
-    static result alone[N_REQ], batched[N_REQ], engine[3];
+    static result batched[N_REQ], engine[3];
     celer_batcher *b1;
     celer_batcher_config one = {.n_parallel = 1};
     CHECK(celer_batcher_create(&b1, e, &one, &err) == CELER_OK);
@@ -289,6 +288,71 @@ static int test_model(celer_engine *e, const char *arch, int vocab)
         CHECK(!strcmp(viab.finish, "stop") && same(&viab, &viae));
         CHECK(viab.n < alone[4].n && !memcmp(viab.text, alone[4].text, viab.n));
     }
+    return 0;
+}
+
+/* Stand-ins for decode ahead (argmax_keep of rows, argmax_take, get_rows of the kept ids) over a
+ * backend's own argmax and get_rows: the batcher's steps ahead on the CPU. */
+enum { AH_MAX = 64 };
+static const celer_backend_ops *ah_real;
+static int32_t                  ah_set[2][AH_MAX], ah_rows[2], ah_last[AH_MAX], ah_last_n;
+static int                      ah_head, ah_n, ah_keeps;
+
+static celer_status ah_keep(celer_backend *be, const float *x, int64_t rows, int64_t n, celer_error *err)
+{
+    if (ah_n >= 2 || rows < 1 || rows > AH_MAX)
+        return celer_fail(err, CELER_ERR_INVALID, "stand-in: a third set kept, or %lld rows", (long long)rows);
+    const int s = (ah_head + ah_n) % 2;
+    if (ah_real->argmax(be, x, rows, n, ah_set[s], err)) return err->code;
+    memcpy(ah_last, ah_set[s], (size_t)rows * sizeof *ah_last);
+    ah_rows[s] = ah_last_n = (int32_t)rows, ah_n++, ah_keeps++;
+    return CELER_OK;
+}
+
+static celer_status ah_take(celer_backend *be, int32_t *ids, celer_error *err)
+{
+    (void)be;
+    if (!ah_n) return celer_fail(err, CELER_ERR_INVALID, "stand-in: nothing kept");
+    memcpy(ids, ah_set[ah_head], (size_t)ah_rows[ah_head] * sizeof *ids);
+    ah_head = (ah_head + 1) % 2, ah_n--;
+    return CELER_OK;
+}
+
+static celer_status ah_get_rows(celer_backend *be, const celer_weight *w, const int32_t *ids, int64_t n, float *y,
+                                celer_error *err)
+{
+    if (!ids && (n < 1 || n > ah_last_n)) return celer_fail(err, CELER_ERR_INVALID, "stand-in: %lld kept rows", (long long)n);
+    return ah_real->get_rows(be, w, ids ? ids : ah_last, n, y, err);
+}
+
+/* The checks, then on a backend without decode ahead (the CPU) again through the stand-ins: the
+ * batcher queues each steady step on the picks of the one before (and the engine's generate runs
+ * ahead too): every reply as without, every kept set taken. On a GPU its own ops ran ahead. */
+static int test_model(celer_engine *e, const char *arch, int vocab)
+{
+    static request q[N_REQ];
+    static result  first[N_REQ], again[N_REQ];
+    for (int i = 0; i < N_REQ; i++) {
+        q[i].n          = 1 + rnd() % 50;
+        q[i].max_tokens = 3 + (int32_t)(rnd() % 30);
+        for (size_t k = 0; k < q[i].n; k++) q[i].ids[k] = (int32_t)(rnd() % (uint32_t)vocab);
+    }
+    if (checks(e, arch, vocab, q, first)) return 1;
+    if (e->be->ops->argmax_keep) return 0;
+    static celer_backend_ops ahead;
+    ah_real = e->be->ops, ahead = *ah_real, ah_keeps = 0;
+    ahead.argmax_keep = ah_keep, ahead.argmax_take = ah_take, ahead.get_rows = ah_get_rows;
+    e->be->ops = &ahead;
+    int rc     = checks(e, arch, vocab, q, again);
+    e->be->ops = ah_real;
+    if (rc) return 1;
+    for (int i = 0; i < N_REQ; i++) {
+        if (!same(&again[i], &first[i]))
+            fprintf(stderr, "%s: request %d ahead: %zu bytes (%s); step by step %zu (%s)\n", arch, i, again[i].n,
+                    again[i].finish, first[i].n, first[i].finish);
+        CHECK(same(&again[i], &first[i]));
+    }
+    CHECK(ah_keeps > N_REQ && ah_n == 0);
     return 0;
 }
 

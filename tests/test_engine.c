@@ -8,9 +8,12 @@
  *     step: the same replies ending at max_tokens, at a stop string (a step queued for nothing,
  *     its id taken and its keys and values left out: the next call's reuse as from an empty
  *     cache) and after one token; the stand-ins keep at most two and end with none kept; a step
- *     on the kept id never shares its step key (its graph, on the GPU) with one on the host's. */
+ *     on the kept id never shares its step key (its graph, on the GPU) with one on the host's;
+ *   - sampled decode a step ahead (sample_keep) against step by step, one seed: the same replies,
+ *     draws left to the host (-1) made there, the step queued on them dropped and run again. */
 #include "core/error.h"
 #include "runtime/engine_impl.h"
+#include "runtime/sampler.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,11 +60,33 @@ static const celer_backend_ops *real;
 static int32_t                  kept_q[2], kept_last;
 static int                      kept_head, kept_n, kept_calls;
 
-static celer_status si_keep(celer_backend *be, const float *x, int64_t n, celer_error *err)
+static celer_status si_keep(celer_backend *be, const float *x, int64_t rows, int64_t n, celer_error *err)
 {
     int32_t id;
-    if (kept_n >= 2) return celer_fail(err, CELER_ERR_INVALID, "stand-in: a third id kept");
+    if (kept_n >= 2 || rows != 1) return celer_fail(err, CELER_ERR_INVALID, "stand-in: a third id kept, or rows");
     if (real->argmax(be, x, 1, n, &id, err)) return err->code;
+    kept_q[(kept_head + kept_n++) % 2] = kept_last = id;
+    kept_calls++;
+    return CELER_OK;
+}
+
+/* The draw d of row x as the host makes it, every third one left to the host (-1), as a device
+ * leaves a draw past its candidate list: the engine must make those itself. */
+static celer_sampler si_sm;
+static int           si_draws;
+
+static celer_status si_sample_keep(celer_backend *be, const float *x, int64_t rows, int64_t n, const celer_draw *d,
+                                   celer_error *err)
+{
+    if (kept_n >= 2 || rows != 1) return celer_fail(err, CELER_ERR_INVALID, "stand-in: a third id kept, or rows");
+    float *row = malloc((size_t)n * sizeof *row);
+    if (!row || real->read(be, x, row, (size_t)n * sizeof *row, err)) {
+        free(row);
+        return row ? err->code : celer_fail(err, CELER_ERR_OOM, "stand-in: out of memory");
+    }
+    int32_t id = celer_sampler_draw(&si_sm, row, d);
+    free(row);
+    if (++si_draws % 3 == 0) id = -1;
     kept_q[(kept_head + kept_n++) % 2] = kept_last = id;
     kept_calls++;
     return CELER_OK;
@@ -110,7 +135,8 @@ static celer_status si_get_rows(celer_backend *be, const celer_weight *w, const 
     note_rows(!ids);
     if (real->argmax_keep) return real->get_rows(be, w, ids, n, y, err);
     if (!ids && n != 1) return celer_fail(err, CELER_ERR_INVALID, "stand-in: %lld kept rows", (long long)n);
-    return real->get_rows(be, w, ids ? ids : &kept_last, n, y, err);
+    const int32_t row0 = 0; /* a kept -1 reads row 0, as backend.h asks */
+    return real->get_rows(be, w, ids ? ids : kept_last < 0 ? &row0 : &kept_last, n, y, err);
 }
 
 /* One generate of prompt on e with the ops ops (e's cache emptied first unless keep). */
@@ -174,12 +200,61 @@ static int test_ahead(celer_engine *e, const int32_t *prompt, size_t n_prompt, i
     return 0;
 }
 
+/* Sampled decode a step ahead against step by step, one seed: the same replies at max_tokens, at
+ * a stop string and after one token. The CPU's stand-in leaves every third draw to the host (a
+ * device does so deep in a long tail only), so the engine's redraw — the step queued on it
+ * dropped, the token before it run again — runs several times a reply; on the GPU its own ops
+ * against none. */
+static int test_ahead_sampled(celer_engine *e, const int32_t *prompt, size_t n_prompt, int vocab)
+{
+    static celer_backend_ops ahead, step;
+    static result            a, s;
+    celer_error              err = {0};
+    celer_gen_params         gp  = {.sampling = celer_sampling_default(), .ignore_eos = true, .max_tokens = 20};
+    gp.sampling.temperature = 0.9f, gp.sampling.top_k = 40, gp.sampling.top_p = 0.95f, gp.sampling.seed = 7;
+    real = e->be->ops, ahead = *real, step = *real, kept_calls = 0, si_draws = 0, n_keys = 0;
+    if (real->sample_keep) /* the backend's own, against none */
+        step.sample_keep = NULL;
+    else {
+        CHECK(celer_sampler_init(&si_sm, &gp.sampling, vocab, &err) == CELER_OK);
+        ahead.sample_keep = si_sample_keep, ahead.argmax_take = si_take;
+    }
+    ahead.get_rows = si_get_rows, ahead.step_begin = si_step_begin, ahead.step_end = si_step_end;
+    int fails = 0;
+    if (gen(e, &ahead, false, prompt, n_prompt, &gp, &a) || gen(e, &step, false, prompt, n_prompt, &gp, &s)) fails++;
+    else {
+        if (!same(&a, &s)) fprintf(stderr, "sampled ahead: %zu bytes against %zu step by step\n", a.n, s.n);
+        CHECK(same(&a, &s) && !strcmp(a.finish, "length") && a.stats.n_gen == 20 && kept_n == 0);
+        CHECK(real->sample_keep || si_draws >= 20); /* at least one a token, the redrawn ones' reused */
+        char        stop[3] = {s.text[s.n / 2], s.text[s.n / 2 + 1], 0};
+        const char *stops[] = {stop, NULL};
+        gp.stop             = stops;
+        CHECK(s.n > 4);
+        if (gen(e, &ahead, false, prompt, n_prompt, &gp, &a) || gen(e, &step, false, prompt, n_prompt, &gp, &s))
+            fails++;
+        else
+            CHECK(same(&a, &s) && !strcmp(a.finish, "stop") && kept_n == 0);
+        gp.stop       = NULL;
+        gp.max_tokens = 1;
+        if (gen(e, &ahead, false, prompt, n_prompt, &gp, &a) || gen(e, &step, false, prompt, n_prompt, &gp, &s))
+            fails++;
+        else
+            CHECK(same(&a, &s) && a.stats.n_gen == 1 && kept_n == 0);
+    }
+    int both = 0; /* the redraw's steps on the host's ids never share a key with those on kept ones */
+    for (int i = 0; i < n_keys; i++) both += key_how[i] == 3;
+    CHECK(both == 0);
+    if (!real->sample_keep) celer_sampler_free(&si_sm);
+    return fails;
+}
+
 static int test_model(celer_engine *e, const char *arch, int vocab)
 {
     (void)arch;
     int32_t prompt[24];
     for (size_t k = 0; k < sizeof prompt / sizeof prompt[0]; k++) prompt[k] = (int32_t)(rnd() % (uint32_t)vocab);
-    return test_reuse(e, prompt, 10, vocab) || test_ahead(e, prompt, 12, vocab);
+    return test_reuse(e, prompt, 10, vocab) || test_ahead(e, prompt, 12, vocab) ||
+           test_ahead_sampled(e, prompt, 12, vocab);
 }
 
 int main(void) { return on_synth_models("engine", test_model) != 0; }

@@ -133,13 +133,19 @@ typedef struct {
      * the host with the same d). Waits for the work before it. NULL: sampled rows are read. */
     celer_status (*sample)(celer_backend *be, const float *x, int64_t rows, int64_t n, const celer_draw *d,
                            int32_t *ids, celer_error *err);
-    /* Greedy decode a step ahead (NULL where a backend has none). argmax_keep: the argmax of the
-     * one row x (n values, backend memory), as argmax gives it, kept where get_rows with ids NULL
-     * reads it (the next step's input, which the host need not have read), its copy to the host
-     * started; it returns without waiting. argmax_take: the oldest kept id not yet taken, waiting
-     * for its copy alone. At most two are kept and not taken. */
-    celer_status (*argmax_keep)(celer_backend *be, const float *x, int64_t n, celer_error *err);
-    celer_status (*argmax_take)(celer_backend *be, int32_t *id, celer_error *err);
+    /* Decode a step ahead (NULL where a backend has none). argmax_keep: the argmax of each of the
+     * rows rows of x (n values each, backend memory), as argmax gives them, kept where get_rows
+     * with ids NULL reads them (the next step's inputs, which the host need not have read), their
+     * copy to the host started; it returns without waiting. argmax_take: the oldest kept set not
+     * yet taken (as many ids as were kept), waiting for its copy alone. At most two sets are kept
+     * and not taken. */
+    celer_status (*argmax_keep)(celer_backend *be, const float *x, int64_t rows, int64_t n, celer_error *err);
+    celer_status (*argmax_take)(celer_backend *be, int32_t *ids, celer_error *err);
+    /* Sampled decode a step ahead (NULL where a backend has none): the draws d (one a row) kept as
+     * argmax_keep keeps argmaxes (argmax_take takes either), -1 where sample leaves a row to the
+     * host (get_rows of a kept -1 reads row 0: the caller drops that step). */
+    celer_status (*sample_keep)(celer_backend *be, const float *x, int64_t rows, int64_t n, const celer_draw *d,
+                                celer_error *err);
     /* backend memory to host memory (waits for the work before it), host to backend, backend to backend */
     celer_status (*read)(celer_backend *be, const void *src, void *host_dst, size_t n, celer_error *err);
     celer_status (*write)(celer_backend *be, void *dst, const void *host_src, size_t n, celer_error *err);
@@ -150,8 +156,8 @@ typedef struct {
 
     /* y (n, cols) = rows ids (host memory) of w, as f32. A CELER_WEIGHT_MLX w whose data is NULL
      * is described by its host arrays alone (an embedding table only looked up): its rows are as
-     * mx.dequantize gives them. ids NULL (n 1, a backend with argmax_keep, w not such an MLX
-     * table): the row of the id argmax_keep kept last. */
+     * mx.dequantize gives them. ids NULL (a backend with argmax_keep, w not such an MLX table):
+     * the rows of the n ids argmax_keep or sample_keep kept last (row 0 for a kept -1). */
     celer_status (*get_rows)(celer_backend *be, const celer_weight *w, const int32_t *ids, int64_t n, float *y,
                              celer_error *err);
     /* y (rows, d) = x / rms(x) * w; w is a vector of d (f32); y may be x */

@@ -26,6 +26,14 @@ const celer_port celer_port_attn_inputs = {
     .impl     = {GPU_SLOT(celer_gpu_attn_inputs)},
 };
 
+const celer_port celer_port_qkv_inputs = {
+    .name     = "qkv_inputs",
+    .does     = "multiplies an attention block's input by its q, k and v weights, rotates the queries and keys and "
+                "appends the keys and values to the paged KV cache in one pass (no per-head norms)",
+    .fallback = "matmuls of the q, k and v weights, then attn_inputs",
+    .impl     = {GPU_SLOT(celer_gpu_qkv_inputs)},
+};
+
 const celer_port celer_port_matmuls = {
     .name     = "matmuls",
     .does     = "multiplies one input by up to three weights, reading the input once",
@@ -54,9 +62,9 @@ const celer_port celer_port_moe_router = {
     .impl     = {GPU_SLOT(celer_gpu_moe_router)},
 };
 
-const celer_port *const celer_ports[] = {&celer_port_add_rmsnorm,  &celer_port_attn_inputs, &celer_port_matmuls,
-                                         &celer_port_matmul_glu,   &celer_port_matmul_add,  &celer_port_moe_router,
-                                         NULL};
+const celer_port *const celer_ports[] = {&celer_port_add_rmsnorm, &celer_port_attn_inputs, &celer_port_qkv_inputs,
+                                         &celer_port_matmuls,     &celer_port_matmul_glu,   &celer_port_matmul_add,
+                                         &celer_port_moe_router,  NULL};
 
 static const char *const KIND_NAMES[CELER_BACKEND_KIND_COUNT] = {"cpu", "cuda", "rocm"};
 

@@ -166,11 +166,20 @@ static celer_status attention_block(const celer_model *m, celer_backend *be, cel
     int64_t                  T  = b->n_tokens;
     const celer_weight *qkv[] = {&l->wq, &l->wk, &l->wv};
     float *const        out[] = {a->q, a->k, a->v};
-    TRY(norm_matmuls(m, be, T, &l->attn_norm, *pend, qkv, 3, out, a, err));
-    if (l->bq.data) TRY(op->add_bias(be, a->q, &l->bq, T, err));
-    if (l->bk.data) TRY(op->add_bias(be, a->k, &l->bk, T, err));
-    if (l->bv.data) TRY(op->add_bias(be, a->v, &l->bv, T, err));
-    TRY(attn_inputs(m, be, kv, b, il, a, err));
+    celer_port_fn       fn;
+    celer_error         none;
+    if (!l->bq.data && !l->bk.data && !l->bv.data && !m->arch->qk_norm &&
+        !celer_port_select(&celer_port_qkv_inputs, op->kind, &fn, &none)) { /* the products make the inputs */
+        TRY(norm_matmuls(m, be, T, &l->attn_norm, *pend, NULL, 0, NULL, a, err));
+        TRY(((celer_qkv_inputs_fn)fn)(be, qkv, a->h, kv, il, b, a->q, m->hp.n_head, a->k, a->v, m->hp.head_dim_k,
+                                      &l->rope, err));
+    } else {
+        TRY(norm_matmuls(m, be, T, &l->attn_norm, *pend, qkv, 3, out, a, err));
+        if (l->bq.data) TRY(op->add_bias(be, a->q, &l->bq, T, err));
+        if (l->bk.data) TRY(op->add_bias(be, a->k, &l->bk, T, err));
+        if (l->bv.data) TRY(op->add_bias(be, a->v, &l->bv, T, err));
+        TRY(attn_inputs(m, be, kv, b, il, a, err));
+    }
     TRY(op->attention(be, a->q, kv, il, b, &l->attn, a->att, err));
     return out_product(m, be, T, &l->wo, a->att, m->arch->sandwich_norm ? &l->post_attn_norm : NULL, a, pend, err);
 }

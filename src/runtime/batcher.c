@@ -55,6 +55,12 @@ struct celer_batcher {
     celer_draw     *draws;      /* (n_slots) each row's draw, when the backend takes them */
     float          *logits;     /* (n_slots, n_vocab) host copy of the rows read */
     float          *scratch;    /* (n_vocab) the sampler's copy of a row whose raw logits are reported too */
+    /* a step ahead (the engine's decode ahead, for a batch): the last step's greedy picks kept on
+     * the backend, not yet taken — n_pend rows, each a running request's (its slot and id: one
+     * that ends meanwhile is gone from its slot) */
+    int32_t         n_pend;
+    int32_t        *pend_slot;  /* (n_slots) */
+    uint64_t       *pend_id;    /* (n_slots) */
     pthread_mutex_t mu;         /* guards the queue, next_id and cancel flags */
     celer_request  *head, *tail;
     int32_t         n_waiting;
@@ -108,8 +114,10 @@ celer_status celer_batcher_create(celer_batcher **out, celer_engine *e, const ce
         b->draws   = malloc((size_t)b->n_slots * sizeof *b->draws);
         b->logits  = malloc((size_t)b->n_slots * (size_t)hp->n_vocab * sizeof *b->logits);
         b->scratch = malloc((size_t)hp->n_vocab * sizeof *b->scratch);
+        b->pend_slot = malloc((size_t)b->n_slots * sizeof *b->pend_slot);
+        b->pend_id   = malloc((size_t)b->n_slots * sizeof *b->pend_id);
         if (!b->slots || !b->ids || !b->pos || !b->seq || !b->out_idx || !b->out_req || !b->picked || !b->draws ||
-            !b->logits || !b->scratch)
+            !b->logits || !b->scratch || !b->pend_slot || !b->pend_id)
             st = celer_fail(err, CELER_ERR_OOM, "batcher: out of memory");
     }
     if (st) {
@@ -139,6 +147,11 @@ static void finish(celer_batcher *b, celer_request *r, const char *why, const ce
 void celer_batcher_free(celer_batcher *b)
 {
     if (!b) return;
+    if (b->n_pend && b->picked) { /* the backend's kept picks taken (it may serve others) */
+        celer_error ignored;
+        (void)b->e->be->ops->argmax_take(b->e->be, b->picked, &ignored);
+        b->n_pend = 0;
+    }
     for (int32_t s = 0; b->slots && s < b->n_slots; s++)
         if (b->slots[s]) finish(b, b->slots[s], "cancelled", NULL);
     while (b->head) {
@@ -149,7 +162,7 @@ void celer_batcher_free(celer_batcher *b)
     celer_acts_free(&b->acts, b->e->be);
     celer_kv_cache_free(&b->kv, b->e->be);
     free(b->slots), free(b->ids), free(b->pos), free(b->seq), free(b->out_idx), free(b->out_req), free(b->logits);
-    free(b->picked), free(b->draws);
+    free(b->picked), free(b->draws), free(b->pend_slot), free(b->pend_id);
     free(b->scratch);
     pthread_mutex_destroy(&b->mu);
     free(b);
@@ -360,9 +373,93 @@ static celer_status pick_tokens(celer_batcher *b, int32_t n_out, celer_error *er
     return CELER_OK;
 }
 
+/* The step's failure: every running request fails with it. */
+static celer_status fail_all(celer_batcher *b, celer_error *err)
+{
+    for (int32_t s = 0; s < b->n_slots; s++)
+        if (b->slots[s]) finish(b, b->slots[s], "stop", err);
+    return err->code;
+}
+
+/* Whether the next step may be queued on the picks of the step just run (rows out_req[0 ..
+ * n_out), or of the kept rows pend when n_out < 0), kept on the backend: a steady decode — every
+ * running request one of those rows and decoding, each greedy without log-probabilities, none
+ * cancelled, no request waiting while a slot is free — on a backend that keeps argmax ids, with
+ * an embedding it reads them from. */
+static bool steady(celer_batcher *b, int32_t n_out)
+{
+    const celer_engine      *e  = b->e;
+    const celer_backend_ops *op = e->be->ops;
+    if (!op->argmax_keep || !op->argmax_take || (e->model.embd_mlx && !e->model.embd_kept) ||
+        e->model.tok_embd.rows < e->model.hp.n_vocab)
+        return false;
+    const int32_t n       = n_out < 0 ? b->n_pend : n_out;
+    int32_t       running = 0;
+    for (int32_t s = 0; s < b->n_slots; s++) running += b->slots[s] != NULL;
+    if (n != running || n < 1) return false;
+    for (int32_t i = 0; i < n; i++) {
+        const celer_request *r = n_out < 0 ? b->slots[b->pend_slot[i]] : b->out_req[i];
+        if (!r || (n_out < 0 && r->id != b->pend_id[i]) || r->cancel || r->p.on_token ||
+            !celer_sampling_is_argmax(&r->p.sampling) || r->n_run != r->n_tokens)
+            return false;
+    }
+    pthread_mutex_lock(&b->mu);
+    const bool waiting = b->head != NULL && running < b->n_slots;
+    pthread_mutex_unlock(&b->mu);
+    return !waiting;
+}
+
+/* A step whose inputs are the kept picks of the step before (rows pend): queued where the batch is
+ * still steady, its own picks kept in turn; then the kept ones taken and handed to their requests
+ * while it runs. A row whose request ended or was cancelled meanwhile drops its pick; where the
+ * batch is no longer steady nothing is queued, and the next step goes as usual. A step queued on
+ * a pick that ends its request runs for nothing: its row's keys and values land in blocks freed
+ * with the request, before any later step can reuse them. */
+static celer_status step_ahead(celer_batcher *b, celer_error *err)
+{
+    celer_engine *e     = b->e;
+    const int32_t n     = b->n_pend;
+    const bool    again = steady(b, -1);
+    if (again) {
+        for (int32_t i = 0; i < n; i++) { /* each pick goes to position n_tokens of its request */
+            celer_request *r = b->slots[b->pend_slot[i]];
+            b->pos[i] = r->n_tokens, b->seq[i] = r->slot, b->out_idx[i] = i, b->out_req[i] = r;
+            r->n_run = r->n_tokens + 1;
+            if (b->kv.seq_len[r->slot] < r->n_run) b->kv.seq_len[r->slot] = r->n_run;
+        }
+        celer_batch bt = {.n_tokens = n, .pos = b->pos, .seq = b->seq};
+        if (celer_model_forward(&e->model, e->be, &b->kv, &bt, NULL, b->out_idx, n, &b->acts, err)) {
+            celer_error ignored;
+            (void)e->be->ops->argmax_take(e->be, b->picked, &ignored);
+            b->n_pend = 0;
+            return fail_all(b, err);
+        }
+    }
+    /* the rows kept next are these same rows (steady): pend_slot and pend_id stand */
+    celer_status st = again ? e->be->ops->argmax_keep(e->be, b->acts.logits, n, e->model.hp.n_vocab, err) : CELER_OK;
+    b->n_pend       = again && !st ? n : 0;
+    celer_error  te;
+    celer_status ts = e->be->ops->argmax_take(e->be, b->picked, st ? &te : err); /* the old set, always */
+    if (st || ts) { /* every set the backend still keeps taken: it may serve others */
+        celer_error ignored;
+        if (b->n_pend) (void)e->be->ops->argmax_take(e->be, b->picked, &ignored);
+        b->n_pend = 0;
+        return fail_all(b, err);
+    }
+    for (int32_t i = 0; i < n; i++) {
+        celer_request *r = b->slots[b->pend_slot[i]];
+        if (r && r->id == b->pend_id[i] && !r->cancel) take_token(b, r, NULL, b->picked[i]); /* admit ends a cancelled one */
+    }
+    return CELER_OK;
+}
+
 celer_status celer_batcher_step(celer_batcher *b, bool *busy, celer_error *err)
 {
     *busy = false;
+    if (b->n_pend) {
+        *busy = true;
+        return step_ahead(b, err);
+    }
     if (admit(b, err)) return err->code;
     /* the batch: each decoding sequence's next token, then prompt chunks in slot order */
     int32_t n = 0, n_out = 0;
@@ -390,12 +487,16 @@ celer_status celer_batcher_step(celer_batcher *b, bool *busy, celer_error *err)
     celer_batch   bt = {.n_tokens = n, .pos = b->pos, .seq = b->seq};
     celer_status  st = celer_model_forward(&e->model, e->be, &b->kv, &bt, b->ids, b->out_idx, n_out, &b->acts, err);
     int64_t       nv = e->model.hp.n_vocab;
-    if (!st) st = pick_tokens(b, n_out, err);
-    if (st) { /* the step failed: every running request fails with it */
+    if (!st && n_out > 0 && steady(b, n_out)) { /* the picks kept, the next step queued on them (step_ahead) */
+        if (e->be->ops->argmax_keep(e->be, b->acts.logits, n_out, nv, err)) return fail_all(b, err);
+        for (int32_t i = 0; i < n_out; i++) b->pend_slot[i] = b->out_req[i]->slot, b->pend_id[i] = b->out_req[i]->id;
+        b->n_pend = n_out;
         for (int32_t s = 0; s < b->n_slots; s++)
-            if (b->slots[s]) finish(b, b->slots[s], "stop", err);
-        return st;
+            if (b->slots[s] && b->kv.seq_len[s] < b->slots[s]->n_run) b->kv.seq_len[s] = b->slots[s]->n_run;
+        return CELER_OK;
     }
+    if (!st) st = pick_tokens(b, n_out, err);
+    if (st) return fail_all(b, err); /* the step failed: every running request fails with it */
     for (int32_t s = 0; s < b->n_slots; s++)
         if (b->slots[s] && b->kv.seq_len[s] < b->slots[s]->n_run) b->kv.seq_len[s] = b->slots[s]->n_run;
     for (int32_t i = 0; i < n_out; i++)

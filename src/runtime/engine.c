@@ -275,17 +275,88 @@ static celer_status next_token(celer_engine *e, celer_sampler *sm, int32_t *id, 
     return CELER_OK;
 }
 
-/* Greedy decode a step ahead, where the backend keeps an argmax for the next step's input
- * (argmax_keep): each step is queued with its token still on the backend, and the token before it
- * is read and handed out while the step runs, so that the host's walk of a step, the read and the
- * text overlap the device's work instead of following it. A step queued on an end of generation
- * (a token only read after it) is run for nothing and left out of the cache. */
-static bool decode_ahead(const celer_engine *e, const celer_sampler *sm)
+/* Decode a step ahead, where the backend keeps the next step's input (argmax_keep, or
+ * sample_keep for a draw it can take, celer_sampling_on_backend): each step is queued with its
+ * token still on the backend, and the token before it is read and handed out while the step runs,
+ * so that the host's walk of a step, the read and the text overlap the device's work instead of
+ * following it. A step queued on an end of generation (a token only read after it) is run for
+ * nothing and left out of the cache. Sampled draws take the generator's numbers in token order,
+ * as step by step. */
+typedef struct {
+    bool       on, sampled;
+    bool       host; /* the next step's input was drawn here (ahead_redraw), not kept */
+    int        kept; /* ids the backend keeps, not yet taken */
+    celer_draw d[2]; /* the kept ids' draws, oldest first (sampled) */
+} ahead_q;
+
+static ahead_q decode_ahead(const celer_engine *e, const celer_sampler *sm)
 {
     const celer_backend_ops *op = e->be->ops;
-    return op->argmax_keep && op->argmax_take && celer_sampling_is_argmax(&sm->p) &&
-           (!e->model.embd_mlx || e->model.embd_kept) && /* an MLX table's rows read where it is too */
-           e->model.tok_embd.rows >= e->model.hp.n_vocab;  /* every argmax a row of the table */
+    ahead_q                  a  = {.sampled = !celer_sampling_is_argmax(&sm->p)};
+    const bool keeps = a.sampled ? op->sample_keep && celer_sampling_on_backend(&sm->p) : op->argmax_keep != NULL;
+    a.on = keeps && op->argmax_take && (!e->model.embd_mlx || e->model.embd_kept) && /* an MLX table's rows read
+                                                                                      * where it is too */
+           e->model.tok_embd.rows >= e->model.hp.n_vocab; /* every id a row of the table */
+    return a;
+}
+
+/* The next token's id kept from the last run's logits; a sampled one with the draw reuse, or the
+ * generator's next number. */
+static celer_status ahead_keep(celer_engine *e, ahead_q *a, celer_sampler *sm, const celer_draw *reuse,
+                               celer_error *err)
+{
+    const celer_backend_ops *op = e->be->ops;
+    const int64_t            nv = e->model.hp.n_vocab;
+    celer_status             st;
+    if (a->sampled) {
+        const celer_draw d = reuse ? *reuse : celer_sampler_next_draw(sm);
+        st                 = op->sample_keep(e->be, e->acts.logits, 1, nv, &d, err);
+        if (!st) a->d[a->kept] = d;
+    } else
+        st = op->argmax_keep(e->be, e->acts.logits, 1, nv, err);
+    a->kept += !st;
+    return st;
+}
+
+/* The oldest kept id, and its draw (d NULL: not wanted). */
+static celer_status ahead_take(celer_engine *e, ahead_q *a, int32_t *id, celer_draw *d, celer_error *err)
+{
+    if (d) *d = a->d[0];
+    a->d[0] = a->d[1], a->kept--; /* taken, even when the wait fails (the backend's queue too) */
+    return e->be->ops->argmax_take(e->be, id, err);
+}
+
+/* A sampled id the backend left to the host (-1, draw d) made here. Where a step was queued on it
+ * (queued), that step is dropped — its kept id taken, its keys and values cut — and the logits d
+ * was for, which it overwrote, are made again by running the token before it once more; then the
+ * step on the drawn token is queued again, its next id kept with the dropped one's draw. Else the
+ * next step (if any) takes the drawn id from the host (a->host). */
+static celer_status ahead_redraw(celer_engine *e, ahead_q *a, celer_sampler *sm, bool queued, const celer_draw *d,
+                                 int32_t *id, celer_error *err)
+{
+    celer_draw next;
+    int32_t    unused;
+    if (queued) {
+        const int32_t last = e->n_tokens - 1; /* the token whose logits d draws from */
+        if (ahead_take(e, a, &unused, &next, err)) return err->code;
+        celer_kv_cache_truncate(&e->kv, 0, last);
+        if (run_tokens(e, &e->tokens[last], last, 1, err)) return err->code;
+    }
+    if (read_logits(e, err)) return err->code;
+    *id     = celer_sampler_draw(sm, e->logits, d);
+    a->host = !queued;
+    if (!queued) return CELER_OK;
+    if (run_tokens(e, id, e->n_tokens, 1, err)) return err->code;
+    return ahead_keep(e, a, sm, &next, err);
+}
+
+/* The oldest kept id, made on the host where the backend left it (see ahead_redraw). */
+static celer_status ahead_next(celer_engine *e, ahead_q *a, celer_sampler *sm, bool queued, int32_t *id,
+                               celer_error *err)
+{
+    celer_draw d;
+    if (ahead_take(e, a, id, &d, err)) return err->code;
+    return *id < 0 ? ahead_redraw(e, a, sm, queued, &d, id, err) : CELER_OK;
 }
 
 celer_status celer_engine_generate(celer_engine *e, const int32_t *prompt, size_t n_prompt, const celer_gen_params *p,
@@ -314,18 +385,17 @@ celer_status celer_engine_generate(celer_engine *e, const int32_t *prompt, size_
         celer_token_out_free(&out);
         return err->code;
     }
-    const celer_backend_ops *op    = e->be->ops;
-    const bool               ahead = decode_ahead(e, &out.sm);
-    int                      kept  = 0; /* ids the backend keeps, not yet taken (ahead) */
-    double                   t0    = now();
+    ahead_q      aq = decode_ahead(e, &out.sm);
+    const bool   ahead = aq.on;
+    double       t0    = now();
     celer_status             st    = run_tokens(e, prompt + keep, keep, (int32_t)n_prompt - keep, err);
     e->n_tokens                    = (int32_t)n_prompt;
     int32_t id    = -1;    /* the next token, picked as each run ends (the prompt's time includes it) */
     bool    unrun = false; /* the last token in e->tokens was drawn, not run */
     bool    have  = true;  /* id holds the next token (ahead: else the backend keeps it) */
     if (!st && ahead) { /* kept for the first step's input, and taken: the prompt's time waits for it */
-        st = op->argmax_keep(e->be, e->acts.logits, e->model.hp.n_vocab, err);
-        if (!st) st = op->argmax_take(e->be, &id, err);
+        st = ahead_keep(e, &aq, &out.sm, NULL, err);
+        if (!st) st = ahead_next(e, &aq, &out.sm, false, &id, err);
     } else if (!st)
         st = next_token(e, &out.sm, &id, err);
     s.t_prompt = now() - t0;
@@ -338,15 +408,10 @@ celer_status celer_engine_generate(celer_engine *e, const int32_t *prompt, size_
         }
         bool more = s.n_gen + 1 < p->max_tokens; /* the token after this one is drawn */
         if (ahead) {                              /* this token's step queued before it is read */
-            if (more) st = run_tokens(e, NULL, e->n_tokens, 1, err);
-            if (more && !st) {
-                st = op->argmax_keep(e->be, e->acts.logits, e->model.hp.n_vocab, err);
-                kept += !st;
-            }
-            if (!st && !have) {
-                st = op->argmax_take(e->be, &id, err);
-                kept--;
-            }
+            if (more) st = run_tokens(e, aq.host ? &id : NULL, e->n_tokens, 1, err);
+            aq.host = false;
+            if (more && !st) st = ahead_keep(e, &aq, &out.sm, NULL, err);
+            if (!st && !have) st = ahead_next(e, &aq, &out.sm, more, &id, err);
             have = false;
             if (st) break;
         }
@@ -364,10 +429,10 @@ celer_status celer_engine_generate(celer_engine *e, const int32_t *prompt, size_
         unrun = !more;
         if (more && !ahead && !st) st = next_token(e, &out.sm, &id, err);
     }
-    for (; kept > 0; kept--) { /* a step queued on the last token: its id is not wanted */
+    while (aq.kept > 0) { /* a step queued on the last token: its id is not wanted */
         celer_error ignored;
         int32_t     unused;
-        (void)op->argmax_take(e->be, &unused, &ignored);
+        (void)ahead_take(e, &aq, &unused, NULL, &ignored);
     }
     celer_kv_cache_truncate(&e->kv, 0, e->n_tokens); /* and its keys and values neither */
     if (!st) st = celer_token_out_end(&out, on_text, user, err);

@@ -175,7 +175,7 @@ static bool kept_row_is(const celer_weight *w, int32_t id, const float *want)
     logits[id]  = 5.0f;
     float  *dl  = dev_copy(logits, (size_t)w->rows * 4), *dy = dev_zeros((size_t)w->cols);
     int32_t back = -1;
-    bool    ok   = gpu->ops->argmax_keep(gpu, dl, w->rows, &err) == CELER_OK &&
+    bool    ok   = gpu->ops->argmax_keep(gpu, dl, 1, w->rows, &err) == CELER_OK &&
               gpu->ops->argmax_take(gpu, &back, &err) == CELER_OK && back == id &&
               gpu->ops->get_rows(gpu, w, NULL, 1, dy, &err) == CELER_OK;
     if (ok) to_host(dy, got, (size_t)w->cols * sizeof *got);

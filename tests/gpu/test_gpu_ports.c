@@ -5,6 +5,8 @@
  *     cache contents compared directly);
  *   - matmuls against the CPU's matmul per weight: 1e-3 (1e-2 where the BLAS path may take it);
  *   - matmul_add against the product and an add: equal bit for bit;
+ *   - qkv_inputs against matmuls then attn_inputs on the GPU: equal bit for bit (q, k, v and
+ *     the step's cache rows);
  *   - matmul_glu, one token: the default's one launch bit for bit the products and glu of
  *     CELER_GPU_GLU_FUSE=0 where those run unsliced, a down product of its output too; the
  *     default's against the CPU's fallback: 1e-2 (2e-2 with 8-bit activations).
@@ -251,6 +253,94 @@ static void test_matmul_glu(void)
     celer_backend_destroy(apart);
 }
 
+/* qkv_inputs against its fallback on the GPU (matmuls, then attn_inputs), bit for bit: q, k and v
+ * and the step's rows of both caches. One token of Q4_0, Q4_1 and Q8_0 weights (the formats with
+ * fused kernels), the rotation over the whole head and over half of it, at row counts the
+ * one-token products take sliced (768 rows), sliced WIDE (6,144: the 8B's q/k/v) and unsliced
+ * (10,240) on the H200; then Q4_K weights, a NEOX rotation and five tokens, which the port runs
+ * as the fallback itself. */
+static void test_qkv_inputs(void)
+{
+    enum { K = 512, HD = 128, TMAX = 5, P0 = 3000 };
+    static const struct {
+        celer_ggml_type type;
+        int             nh, nkv, T, neox, n_rot;
+    } cases[] = {{CELER_GGML_Q4_0, 4, 2, 1, 0, HD},  {CELER_GGML_Q8_0, 4, 2, 1, 0, 64},
+                 {CELER_GGML_Q4_1, 32, 8, 1, 0, HD}, {CELER_GGML_Q4_0, 64, 8, 1, 0, 64},
+                 {CELER_GGML_Q4_K, 4, 2, 1, 0, HD},  {CELER_GGML_Q4_0, 4, 2, 1, 1, HD},
+                 {CELER_GGML_Q4_0, 4, 2, TMAX, 0, HD}};
+    celer_port_fn fq, fm, fa;
+    CHECK(celer_port_select(&celer_port_qkv_inputs, gpu->ops->kind, &fq, &err) == CELER_OK);
+    CHECK(celer_port_select(&celer_port_matmuls, gpu->ops->kind, &fm, &err) == CELER_OK);
+    CHECK(celer_port_select(&celer_port_attn_inputs, gpu->ops->kind, &fa, &err) == CELER_OK);
+    if (!fq || !fm || !fa) return;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int     T = cases[c].T, nh = cases[c].nh, nkv = cases[c].nkv;
+        const int64_t rows[3] = {(int64_t)nh * HD, (int64_t)nkv * HD, (int64_t)nkv * HD};
+        celer_weight  w[3];
+        const celer_weight *pw[3];
+        void               *raw[3];
+        for (int i = 0; i < 3; i++) {
+            raw[i] = random_weights(cases[c].type, rows[i], K, 0.1f);
+            w[i]   = (celer_weight){.type = cases[c].type, .rows = rows[i], .cols = K, .data = raw[i]};
+            CHECK(gpu->ops->weight_load(gpu, &w[i], &err) == CELER_OK);
+            pw[i] = &w[i];
+        }
+        celer_rope r = {.mode = cases[c].neox ? CELER_ROPE_NEOX : CELER_ROPE_NORM, .n_rot = cases[c].n_rot,
+                        .base = 500000.0f, .pos_scale = 1.0f, .mscale = 1.0f};
+        int32_t     pos[TMAX], seq[TMAX];
+        for (int t = 0; t < T; t++) pos[t] = P0 + t, seq[t] = 1;
+        celer_batch    b = {T, pos, seq};
+        celer_kv_cache kc[2];
+        float         *x = malloc((size_t)(T * K) * sizeof *x), *y[2][3], *h[2][3];
+        random_acts(x, T, K);
+        float *dx = dev_copy(x, (size_t)(T * K) * sizeof *x);
+        for (int v = 0; v < 2; v++) {
+            CHECK(celer_kv_cache_init(&kc[v], gpu, 1, nkv, HD, HD, 2, 4096, 256, &err) == CELER_OK);
+            CHECK(celer_kv_cache_reserve(&kc[v], 1, P0 + T, &err) == CELER_OK);
+            for (int i = 0; i < 3; i++)
+                y[v][i] = dev_zeros((size_t)(T * rows[i])), h[v][i] = malloc((size_t)(T * rows[i]) * sizeof(float));
+        }
+        CHECK(((celer_qkv_inputs_fn)fq)(gpu, pw, dx, &kc[0], 0, &b, y[0][0], nh, y[0][1], y[0][2], HD, &r, &err) ==
+              CELER_OK);
+        CHECK(((celer_matmuls_fn)fm)(gpu, pw, 3, dx, T, y[1], &err) == CELER_OK);
+        CHECK(((celer_attn_inputs_fn)fa)(gpu, &kc[1], 0, y[1][0], nh, y[1][1], y[1][2], NULL, NULL, 0.0f, &b, HD, &r,
+                                         &err) == CELER_OK);
+        int differ = 0;
+        for (int i = 0; i < 3; i++) {
+            for (int v = 0; v < 2; v++) to_host(y[v][i], h[v][i], (size_t)(T * rows[i]) * sizeof(float));
+            differ += memcmp(h[0][i], h[1][i], (size_t)(T * rows[i]) * sizeof(float)) != 0;
+        }
+        const int64_t kw = (int64_t)nkv * HD, pool = (int64_t)kc[0].n_blocks * kc[0].block_size * kw;
+        float        *ph[2][2];
+        for (int v = 0; v < 2; v++)
+            for (int kv = 0; kv < 2; kv++) {
+                ph[v][kv] = malloc((size_t)pool * sizeof(float));
+                pool_to_host(&kc[v], kv ? kc[v].v[0] : kc[v].k[0], ph[v][kv], pool);
+            }
+        for (int t = 0; t < T; t++) { /* the step's rows: the rest of the pools was never written */
+            const int32_t p    = pos[t];
+            const int64_t slot = (int64_t)kc[0].tables[1 * kc[0].max_blocks + p / kc[0].block_size] * kc[0].block_size +
+                                 p % kc[0].block_size;
+            for (int kv = 0; kv < 2; kv++)
+                differ += memcmp(ph[0][kv] + slot * kw, ph[1][kv] + slot * kw, (size_t)kw * sizeof(float)) != 0;
+        }
+        if (differ)
+            fprintf(stderr, "  qkv_inputs case %zu (%s, %d + %d heads, %d tokens%s, %d rotated): %d of %d arrays differ\n",
+                    c, celer_ggml_type_get(cases[c].type)->name, nh, nkv, T, cases[c].neox ? ", neox" : "",
+                    cases[c].n_rot, differ, 3 + 2 * T);
+        CHECK(differ == 0);
+        for (int v = 0; v < 2; v++) {
+            for (int i = 0; i < 3; i++) gpu->ops->release(gpu, y[v][i]), free(h[v][i]);
+            for (int kv = 0; kv < 2; kv++) free(ph[v][kv]);
+            celer_kv_cache_free(&kc[v], gpu);
+        }
+        gpu->ops->release(gpu, dx);
+        free(x);
+        for (int i = 0; i < 3; i++) free(raw[i]);
+    }
+}
+
 int main(void)
 {
     if (gpu_test_open("test_gpu_ports")) return 1;
@@ -258,5 +348,6 @@ int main(void)
     test_matmuls();
     test_matmul_add();
     test_matmul_glu();
+    test_qkv_inputs();
     return gpu_test_close("test_gpu_ports");
 }

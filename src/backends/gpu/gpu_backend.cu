@@ -385,6 +385,7 @@ static const celer_backend_ops gpu_ops = {
     .sample        = gpu_sample,
     .argmax_keep   = gpu_argmax_keep,
     .argmax_take   = gpu_argmax_take,
+    .sample_keep   = gpu_sample_keep,
     .read          = gpu_read,
     .write         = gpu_write,
     .copy          = gpu_copy,
@@ -429,7 +430,6 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     if (!f.supported) return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s", f.why);
     gpu_backend *g = (gpu_backend *)calloc(1, sizeof *g);
     if (!g) return celer_fail(err, CELER_ERR_OOM, "%s: out of memory", CELER_GPU_NAME);
-    g->base.ops  = &gpu_ops;
     g->device    = device;
     /* the watchdog's deadline: the config's, else CELER_GPU_WATCHDOG (seconds), else 120 s */
     const char *wd = getenv("CELER_GPU_WATCHDOG");
@@ -448,6 +448,7 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     if (g->moe_group < 0) g->moe_group = GPU_MOE_GROUP;
     g->moe_combine  = !env_is("CELER_GPU_MOE_COMBINE", "0"); /* 0: a MoE decode step's combine apart */
     g->glu_fuse     = !env_is("CELER_GPU_GLU_FUSE", "0"); /* 0: one-token gate/up products, then their GLU */
+    g->qkv_in       = !env_is("CELER_GPU_QKV_IN", "0"); /* 0: one-token q/k/v products, then attn_inputs */
     g->moe_stream   = !env_is("CELER_GPU_MOE_STREAM", "0"); /* 0: a MoE prefill's experts on the tiled kernel */
     const char *bf  = getenv("CELER_GPU_BLAS_FROM"); /* tokens, 0: never (gpu_blas.h) */
     g->blas_from    = bf && *bf ? atoi(bf) : GPU_BLAS_FROM;
@@ -465,6 +466,9 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->mvq_x8       = env_is("CELER_GPU_MVQ_X8", "1"); /* one-token products on 8 bits (gpu_matvec.cu) */
     g->mvq_xs       = !env_is("CELER_GPU_MVQ_XS", "0"); /* 0: one-token products read x from global memory */
     g->sample_off   = env_is("CELER_GPU_SAMPLE", "0"); /* sampled draws read their logits (gpu_sample.cu) */
+    g->ops          = gpu_ops; /* with the host's draws, sampled decode step by step (sample_keep none) */
+    if (g->sample_off) g->ops.sample_keep = NULL;
+    g->base.ops = &g->ops;
     g->att_merge_in = !env_is("CELER_GPU_ATT_MERGE_IN", "0"); /* 0: decode attention's merge a kernel of its own */
     const char *aw  = getenv("CELER_GPU_ATT_WIDE"); /* most passes a wide block takes (0: every step split) */
     g->att_wide     = aw && *aw && atoi(aw) >= 0 && atoi(aw) <= 64 ? atoi(aw) : ATT_WIDE_PASSES;

@@ -70,8 +70,9 @@ typedef struct {
     gpu_buf  d_norm_count; /* the sliced add_rmsnorm's blocks done, a counter a row (gpu_norm.cu) */
     gpu_buf  d_attn; /* decode attention's splits (gpu_attention.cu) */
     gpu_buf  d_att_count; /* their tickets, with att_merge_in */
-    gpu_buf    d_keep;    /* argmax_keep's id: the next step's input (gpu_sample.cu) */
-    int32_t   *h_keep;    /* its copies on the host (pinned), a slot each */
+    gpu_buf    d_keep;    /* argmax_keep's ids: the next step's inputs (gpu_sample.cu) */
+    int32_t   *h_keep;    /* their copies on the host (pinned), two slots of keep_cap ids */
+    int32_t    keep_cap, keep_rows[2], keep_last; /* a slot's room; the ids in each; in the last kept */
     gpuEvent_t keep_ev[2]; /* a slot's copy done */
     int        keep_head, keep_n; /* the oldest slot not taken; how many are kept */
     const void *smem_fns[GPU_SMEM_FNS]; /* kernels allowed their shared memory past 48 KB (gpu_allow_smem) */
@@ -91,6 +92,7 @@ typedef struct {
     bool     mvq_x8;      /* CELER_GPU_MVQ_X8=1: dense products of quantized weights on 8-bit activations */
     bool     mvq_xs;      /* one-token decode products stage x in shared memory (CELER_GPU_MVQ_XS=0: not) */
     bool     sample_off;  /* CELER_GPU_SAMPLE=0: every sampled draw left to the host (gpu_sample.cu) */
+    celer_backend_ops ops; /* gpu_ops, less sample_keep with sample_off (base.ops points here) */
     bool     att_merge_in; /* decode attention's last split merges them (CELER_GPU_ATT_MERGE_IN=0: a kernel does) */
     int32_t  att_wide;     /* most passes of a wide block, short contexts unsplit (CELER_GPU_ATT_WIDE; 0: split) */
     bool     early;       /* kernels launched while the one before runs (gpu_dep_enter; CELER_GPU_EARLY=0: off) */
@@ -99,6 +101,7 @@ typedef struct {
     int      moe_group;   /* MoE decode steps of this many tokens and more grouped on the device (GPU_MOE_GROUP) */
     bool     moe_combine; /* MoE decode's down products sum their choices (gpu_matvec_combine.cu; MOE_COMBINE=0: not) */
     bool     glu_fuse;    /* one-token gate/up and GLU in one launch (gpu_matvec_glu.cu; CELER_GPU_GLU_FUSE=0: not) */
+    bool     qkv_in;      /* one-token q/k/v products make their attention inputs (CELER_GPU_QKV_IN=0: not) */
     bool     moe_stream;  /* a MoE prefill's experts on the batch kernel (gpu_mmq_small.cu); CELER_GPU_MOE_STREAM=0: not */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */
     int64_t  h_pos_n, h_seq_n, h_tables_n;
@@ -375,8 +378,10 @@ celer_status gpu_rmsnorm(celer_backend *be, const float *x, const celer_weight *
                          float *y, celer_error *err);
 /* gpu_sample.cu */
 celer_status gpu_argmax(celer_backend *be, const float *x, int64_t rows, int64_t n, int32_t *ids, celer_error *err);
-celer_status gpu_argmax_keep(celer_backend *be, const float *x, int64_t n, celer_error *err);
-celer_status gpu_argmax_take(celer_backend *be, int32_t *id, celer_error *err);
+celer_status gpu_argmax_keep(celer_backend *be, const float *x, int64_t rows, int64_t n, celer_error *err);
+celer_status gpu_argmax_take(celer_backend *be, int32_t *ids, celer_error *err);
+celer_status gpu_sample_keep(celer_backend *be, const float *x, int64_t rows, int64_t n, const celer_draw *d,
+                             celer_error *err);
 celer_status gpu_sample(celer_backend *be, const float *x, int64_t rows, int64_t n, const celer_draw *d, int32_t *ids,
                         celer_error *err);
 /* gpu_ops.cu */

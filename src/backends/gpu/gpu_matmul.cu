@@ -135,7 +135,8 @@ __global__ void k_get_rows(gpu_wdesc w, const int32_t *__restrict__ ids, int64_t
     if (i >= n * nc) return;
     const int64_t t = i / nc, c = i % nc;
     float         v[32];
-    dec32<F, MX>(w, w.data + (int64_t)ids[t] * w.row_bytes, c, v);
+    const int32_t id = ids[t]; /* a kept draw left to the host (-1): row 0, its step dropped (backend.h) */
+    dec32<F, MX>(w, w.data + (int64_t)(id < 0 ? 0 : id) * w.row_bytes, c, v);
 #pragma unroll
     for (int k = 0; k < 32; k++) y[t * w.cols + 32 * c + k] = v[k];
 }
@@ -327,6 +328,47 @@ extern "C" celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight 
     return CELER_OK;
 }
 
+/* The port celer_port_qkv_inputs: a one-token step whose three weights share an integer decode
+ * kernel and whose RoPE pairs are adjacent (CELER_ROPE_NORM) in one launch, each warp rotating
+ * and appending the rows it summed (gpu_matvec_q8_inputs: the attention inputs' kernel saved);
+ * anything else the fallback, matmuls then attn_inputs. */
+extern "C" celer_status celer_gpu_qkv_inputs(celer_backend *be, const celer_weight *const *w, const float *x,
+                                             celer_kv_cache *kv, int32_t layer, const celer_batch *b, float *q,
+                                             int64_t n_head, float *k, float *v, int64_t head_dim,
+                                             const celer_rope *r, celer_error *err)
+{
+    gpu_backend *g    = gpu_of(be);
+    float *const y[3] = {q, k, v};
+    gpu_wdesc    d[3];
+    int          f[3];
+    if (gpu_alive(g, err)) return err->code;
+    const int64_t kw  = kv->n_kv_heads * head_dim;
+    bool          one = g->qkv_in && b->n_tokens == 1 && r->mode == CELER_ROPE_NORM && r->n_rot % 2 == 0 &&
+                        r->n_rot <= head_dim && head_dim % 2 == 0 && head_dim == kv->head_dim_k &&
+                        kv->head_dim_v == head_dim && w[0]->rows == n_head * head_dim && w[1]->rows == kw &&
+                        w[2]->rows == kw && head_dim <= INT32_MAX;
+    for (int i = 0; one && i < 3; i++) {
+        if (gpu_weight_desc(w[i], &d[i], &f[i], err)) return err->code;
+        one = gpu_matvec_q8_inputs_has(f[i]) && f[i] == f[0] && d[i].sdtype == d[0].sdtype && w[i]->cols == w[0]->cols &&
+              !blas_takes(g, f[i], 1) && !(1 > g->mmq_from && gpu_mmq_has(g, f[i]));
+    }
+    if (!one)
+        return celer_gpu_matmuls(be, w, 3, x, b->n_tokens, y, err)
+                   ? err->code
+                   : celer_gpu_attn_inputs(be, kv, layer, q, n_head, k, v, NULL, NULL, 0.0f, b, head_dim, r, err);
+    const int32_t *pos, *seq, *tables;
+    const double  *fq;
+    gpu_xq         xq;
+    if (gpu_kv_check(kv, b, false, err) || gpu_batch_upload(g, b, kv, &pos, &seq, &tables, err) ||
+        gpu_rope_freqs(g, r, &fq, err) || gpu_quant_x(g, x, 1, w[0]->cols, g->mvq_x8, &xq, err))
+        return err->code;
+    const gpu_mv_in in = {kv->k[layer],    kv->v[layer],          pos,          seq,
+                          tables,          fq,                    kw,           kv->max_blocks,
+                          kv->block_size,  (int32_t)head_dim,     (int32_t)r->n_rot, r->pos_scale,
+                          r->mscale,       kv->elem_bytes == 2};
+    return gpu_matvec_q8_inputs(g, d, f[0], &xq, &in, y, err);
+}
+
 /* The port celer_port_matmul_glu: a one-token step whose products take the integer decode
  * kernel in one launch (gpu_matvec_glu.cu; CELER_GPU_GLU_FUSE=0: not); anything else as its
  * fallback. */
@@ -391,16 +433,16 @@ celer_status gpu_get_rows(celer_backend *be, const celer_weight *w, const int32_
 {
     gpu_backend *g = gpu_of(be);
     if (gpu_alive(g, err)) return err->code;
-    if (!ids) { /* the id argmax_keep left in d_keep (backend.h), read there, never by the host: the engine
-                 * asks only where every argmax is a row of w; an MLX table (loaded here: model.h's
-                 * embd_kept) gives its rows as the host's lookup does */
+    if (!ids) { /* the n ids argmax_keep (or sample_keep) left in d_keep (backend.h), read there, never by
+                 * the host: the engine and the batcher ask only where every id is a row of w; an MLX
+                 * table (loaded here: model.h's embd_kept) gives its rows as the host's lookup does */
         const bool mlx = w->type == CELER_WEIGHT_MLX;
-        if (n != 1 || !g->d_keep.p || (mlx && (!w->data || w->mlx.mode != CELER_HF_QUANT_AFFINE)))
-            return celer_fail(err, CELER_ERR_INVALID, "%s: get_rows of the kept id: %s", CELER_GPU_NAME,
-                              n != 1             ? "one row only"
-                              : !g->d_keep.p     ? "no id kept"
-                                                 : "an MLX table not here, or not affine");
-        return rows_launch(g, w, mlx, (const int32_t *)g->d_keep.p, 1, y, err);
+        if (n < 1 || n > g->keep_last || !g->d_keep.p || (mlx && (!w->data || w->mlx.mode != CELER_HF_QUANT_AFFINE)))
+            return celer_fail(err, CELER_ERR_INVALID, "%s: get_rows of %lld kept ids: %s", CELER_GPU_NAME, (long long)n,
+                              n < 1 || n > g->keep_last ? "more than were kept"
+                              : !g->d_keep.p            ? "none kept"
+                                                        : "an MLX table not here, or not affine");
+        return rows_launch(g, w, mlx, (const int32_t *)g->d_keep.p, n, y, err);
     }
     for (int64_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= w->rows)

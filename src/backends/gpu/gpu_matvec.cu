@@ -8,7 +8,9 @@
  *
  * Formats without a kernel here (F32, F16, BF16, MLX affine 2/3/5/6, mxfp4, mxfp8, nvfp4) take
  * the float decode kernel of gpu_matmul.cu. */
+#include "backends/gpu/gpu_kv.cuh"
 #include "backends/gpu/gpu_mvq_units.cuh"
+#include "backends/gpu/gpu_rope.cuh"
 
 #include <string.h>
 
@@ -79,12 +81,54 @@ typedef struct {
     float    *y[GPU_MVQ_SET];
     unsigned  b0[GPU_MVQ_SET + 1];
     int       add;
+    gpu_mv_in in; /* q, k and v made attention inputs (in.kc: gpu_matvec_q8_inputs) */
 } mv_set;
 
 static inline uint64_t gpu_sig_arg(uint64_t h, const mv_set &s)
 {
     for (int i = 0; i < GPU_MVQ_SET; i++) h = gpu_sig_args(h, s.w[i], s.y[i], s.b0[i]);
-    return gpu_sig_args(h, s.b0[GPU_MVQ_SET], s.add);
+    return gpu_sig_args(h, s.b0[GPU_MVQ_SET], s.add, s.in);
+}
+
+/* A warp's one-token sums of weight k (0 q, 1 k, 2 v) of a q/k/v product, rows r0 .., stored as
+ * the attention inputs' kernel would leave them (gpu_fused.cu, pairs rotated as gpu_head.cuh's
+ * head_pair): q rotated in place; k and v as they are, and into the step's cache slot, k
+ * rotated. The pairs are adjacent rows and a warp's rows start even, so each warp holds whole
+ * pairs: no other block's sums are wanted. */
+static_assert(MVQ_ROWS % 2 == 0, "a warp's rows hold whole RoPE pairs");
+template <int NT>
+static __device__ __forceinline__ void mv_put_inputs(const gpu_mv_in &in, int k, int64_t r0, int64_t rows,
+                                                     const float (&acc)[MVQ_ROWS][NT], float *y)
+{
+    const int32_t p    = in.pos[0];
+    const int64_t slot = (int64_t)in.tables[(int64_t)in.seq[0] * in.max_blocks + p / in.block_size] * in.block_size +
+                         p % in.block_size;
+#pragma unroll
+    for (int i = 0; i < MVQ_ROWS; i += 2) {
+        const int64_t r = r0 + i, j = r % in.hd; /* rows and heads are even */
+        if (r >= rows) break;
+        const float x0 = acc[i][0], x1 = acc[i + 1][0];
+        float       y0 = x0, y1 = x1;
+        if (k < 2 && j < in.n_rot) {
+            float c, s;
+            gpu_rope_cos_sin(p, j / 2, in.freqs, in.pos_scale, in.mscale, &c, &s);
+            y0 = __fmaf_rn(x0, c, -__fmul_rn(x1, s));
+            y1 = __fmaf_rn(x0, s, __fmul_rn(x1, c));
+        }
+        if (k == 0) {
+            y[r] = y0, y[r + 1] = y1;
+            continue;
+        }
+        y[r] = x0, y[r + 1] = x1;
+        const int64_t at = slot * in.kw + r;
+        if (in.f16) {
+            uint16_t *c = (uint16_t *)(k == 1 ? in.kc : in.vc) + at;
+            kv_put(c, y0), kv_put(c + 1, y1);
+        } else {
+            float *c = (float *)(k == 1 ? in.kc : in.vc) + at;
+            kv_put(c, y0), kv_put(c + 1, y1);
+        }
+    }
 }
 
 /* MVQ_ROWS rows per warp, NT tokens (nt of them live) a pass. The lanes of a warp take
@@ -113,12 +157,13 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const mv_set &s)
  * 30B-A3B's, 320): a unit a lane a round and three blocks an SM (ptxas, sm_90: Q4_0 118 → 77
  * registers, none spilling), so that every block is resident at the dependency wait with half of
  * its units requested, where two an SM left 120 of the 8B's blocks to load everything after it. */
-template <int F, int NT, int KS, bool X8 = false, int SD = -1, bool XS = false, bool WIDE = false>
+template <int F, int NT, int KS, bool X8 = false, int SD = -1, bool XS = false, bool WIDE = false, bool IN = false>
 __global__ void __launch_bounds__(MVQ_THREADS * KS, KS > 1 && F == GPU_Q4_K ? 2 : WIDE ? 3 : 0)
     k_mmvq(mv_set set, gpu_xq x, int nt, int64_t t0, gpu_mv_sel sel)
 {
     gpu_dep_deferred(); /* a lane's first units are loaded before the wait: no kernel writes weights */
     static_assert(!XS || NT == 1, "activations staged for one token");
+    static_assert(!IN || NT == 1, "attention inputs of one token");
     if (sel.ids) gpu_dep_enter(); /* the kernel before wrote the selections */
     constexpr int GROUPS = MVQ_THREADS / 32; /* row groups a block (wave64: half of them hold rows) */
     __shared__ float part[KS > 1 ? KS - 1 : 1][GROUPS][MVQ_ROWS][NT];
@@ -209,14 +254,18 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS, KS > 1 && F == GPU_Q4_K ? 2 
             for (int t = 0; t < NT; t++)
                 for (int o = 0; o < KS - 1; o++) acc[i][t] += part[o][grp][i][t];
     }
+    if constexpr (IN) { /* the attention inputs' rows (gpu_matvec_q8_inputs) */
+        if (lane == 0 && live) mv_put_inputs<NT>(set.in, k, r0, w.rows, acc, y);
+    } else {
 #pragma unroll
-    for (int i = 0; i < MVQ_ROWS; i++)
+        for (int i = 0; i < MVQ_ROWS; i++)
 #pragma unroll
-        for (int t = 0; t < NT; t++)
-            if (t < nt && lane == 0 && r0 + i < w.rows) {
-                float *o = &y[t * w.rows + r0 + i];
-                *o       = set.add ? __fadd_rn(NT == 1 ? yv[i] : *o, acc[i][t]) : acc[i][t];
-            }
+            for (int t = 0; t < NT; t++)
+                if (t < nt && lane == 0 && r0 + i < w.rows) {
+                    float *o = &y[t * w.rows + r0 + i];
+                    *o       = set.add ? __fadd_rn(NT == 1 ? yv[i] : *o, acc[i][t]) : acc[i][t];
+                }
+    }
 }
 
 /* ---- dispatch ------------------------------------------------------------------------------- */
@@ -231,10 +280,10 @@ typedef void (*mmvq_fn)(mv_set, gpu_xq, int, int64_t, gpu_mv_sel);
  * scales without X8, which spilled 32 once the residual was read early). */
 enum { MVQ_SLICED = 4, MVQ_X8 = 5, MVQ_X8_SLICED = 6, MVQ_XS = 7, MVQ_WIDE = 11, MVQ_FNS = 13 };
 static int mvq_xs_of(int t1) { return MVQ_XS + (t1 ? t1 - MVQ_SLICED + 1 : 0); }
-template <int F, int SD, bool X8> static constexpr mmvq_fn mvq_wide()
+template <int F, int SD, bool X8, bool IN = false> static constexpr mmvq_fn mvq_wide()
 {
     if constexpr (F == GPU_Q4_K || F == GPU_Q5_K || (F == GPU_AFFINE8 && SD == 0 && !X8)) return NULL;
-    else return k_mmvq<F, 1, MVQ_KS, X8, SD, false, true>;
+    else return k_mmvq<F, 1, MVQ_KS, X8, SD, false, true, IN>;
 }
 #define MVQ_ROW(F, SD)                                                                                              \
     {                                                                                                               \
@@ -251,21 +300,39 @@ static const struct {
     mmvq_fn fn[MVQ_FNS];
 } MVQ[] = {MVQ_FORMATS(MVQ_ROW)};
 
-static const mmvq_fn *mvq_of(int fmt, int sdtype)
+/* The one-token kernels again, for q/k/v products that make their attention inputs (IN,
+ * gpu_matvec_q8_inputs), in the formats whose files give a model's q, k and v one type (the
+ * default model's Q4_1 among them; the K-quant mixes give v another); NULL where the table above
+ * has several tokens. Apart, so that the epilogue's registers and stack (a rotation's double
+ * sincos) stay out of every other product's kernels. */
+#define MVQ_IN_ROW(F)                                                                                                   {                                                                                                                       F, -1, {                                                                                                                k_mmvq<F, 1, 1, false, -1, false, false, true>, NULL, NULL, NULL,                                                       k_mmvq<F, 1, MVQ_KS, false, -1, false, false, true>, k_mmvq<F, 1, 1, true, -1, false, false, true>,                 k_mmvq<F, 1, MVQ_KS, true, -1, false, false, true>, k_mmvq<F, 1, 1, false, -1, true, false, true>,                  k_mmvq<F, 1, MVQ_KS, false, -1, true, false, true>, k_mmvq<F, 1, 1, true, -1, true, false, true>,                   k_mmvq<F, 1, MVQ_KS, true, -1, true, false, true>, mvq_wide<F, -1, false, true>(),                                  mvq_wide<F, -1, true, true>()                                                                               }                                                                                                               }
+static const struct {
+    int     fmt, sd;
+    mmvq_fn fn[MVQ_FNS];
+} MVQ_IN[] = {MVQ_IN_ROW(GPU_Q4_0), MVQ_IN_ROW(GPU_Q4_1), MVQ_IN_ROW(GPU_Q8_0)};
+
+static const mmvq_fn *mvq_of(int fmt, int sdtype, bool in)
 {
+    if (in) {
+        const auto *r = mvq_row(MVQ_IN, fmt, sdtype);
+        return r ? r->fn : NULL;
+    }
     const auto *r = mvq_row(MVQ, fmt, sdtype);
     return r ? r->fn : NULL;
 }
 
-bool gpu_matvec_q8_has(int fmt) { return mvq_of(fmt, 0) != NULL; }
+bool gpu_matvec_q8_has(int fmt) { return mvq_of(fmt, 0, false) != NULL; }
+
+bool gpu_matvec_q8_inputs_has(int fmt) { return mvq_of(fmt, 0, true) != NULL; }
 
 /* gpu_matvec_q8 and gpu_matvec_q8_sel, the products written (add false) or added to y. */
 static celer_status mvq_launch(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
-                               const gpu_mv_sel *sel, int64_t n_sel, float *const *y, bool add, celer_error *err)
+                               const gpu_mv_sel *sel, int64_t n_sel, float *const *y, bool add, const gpu_mv_in *in,
+                               celer_error *err)
 {
     if (n < 1 || n > GPU_MVQ_SET)
         return celer_fail(err, CELER_ERR_INVALID, "%s: %d weights in one decode product", CELER_GPU_NAME, n);
-    const mmvq_fn *fn = mvq_of(fmt, w[0].sdtype);
+    const mmvq_fn *fn = mvq_of(fmt, w[0].sdtype, in != NULL);
     mv_set         set;
     if (!fn)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no integer decode kernel for format %d", CELER_GPU_NAME, fmt);
@@ -288,6 +355,7 @@ static celer_status mvq_launch(gpu_backend *g, const gpu_wdesc *w, int n, int fm
     }
     set.b0[GPU_MVQ_SET] = (unsigned)total;
     set.add             = add;
+    if (in) set.in = *in;
     if (total > GPU_MAX_GRID_X)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: a decode product past the grid's limit", CELER_GPU_NAME);
     for (int i = n; i < GPU_MVQ_SET; i++) set.b0[i] = (unsigned)total; /* no blocks for the unused slots */
@@ -324,11 +392,22 @@ static celer_status mvq_launch(gpu_backend *g, const gpu_wdesc *w, int n, int fm
 celer_status gpu_matvec_q8_sel(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
                                const gpu_mv_sel *sel, int64_t n_sel, float *const *y, celer_error *err)
 {
-    return mvq_launch(g, w, n, fmt, xq, T, sel, n_sel, y, false, err);
+    return mvq_launch(g, w, n, fmt, xq, T, sel, n_sel, y, false, NULL, err);
 }
 
 celer_status gpu_matvec_q8(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
                            float *const *y, bool add, celer_error *err)
 {
-    return mvq_launch(g, w, n, fmt, xq, T, NULL, 0, y, add, err);
+    return mvq_launch(g, w, n, fmt, xq, T, NULL, 0, y, add, NULL, err);
+}
+
+celer_status gpu_matvec_q8_inputs(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const gpu_mv_in *in,
+                                  float *const *y, celer_error *err)
+{
+    if (!in->kc || !in->vc || in->hd < 2 || in->hd % 2 || in->n_rot % 2 || w[0].rows % in->hd ||
+        w[1].rows != in->kw || w[2].rows != in->kw)
+        return celer_fail(err, CELER_ERR_INVALID, "%s: q/k/v inputs of %lld, %lld and %lld rows (heads of %d, cache rows "
+                          "of %lld)", CELER_GPU_NAME, (long long)w[0].rows, (long long)w[1].rows, (long long)w[2].rows,
+                          (int)in->hd, (long long)in->kw);
+    return mvq_launch(g, w, GPU_MVQ_SET, fmt, xq, 1, NULL, 0, y, false, in, err);
 }

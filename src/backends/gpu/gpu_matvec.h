@@ -129,6 +129,26 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_mv_sel &s)
     return gpu_sig_args(h, s.ids, s.per_x, s.n_expert);
 }
 
+/* A one-token q/k/v product's outputs made attention inputs as its lanes store them
+ * (celer_port_qkv_inputs: no per-head norms, RoPE pairs adjacent, CELER_ROPE_NORM): the step's
+ * position and cache slot (from the batch's uploads), the rotation's frequencies, the layer's
+ * caches. kc NULL: a plain product. */
+typedef struct {
+    void          *kc, *vc; /* f32, or f16 bits where f16 */
+    const int32_t *pos, *seq, *tables;
+    const double  *freqs;
+    int64_t        kw; /* values a cache row: the key heads' */
+    int32_t        max_blocks, block_size, hd, n_rot;
+    float          pos_scale, mscale;
+    bool           f16;
+} gpu_mv_in;
+
+static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_mv_in &in)
+{
+    return gpu_sig_args(h, in.kc, in.vc, in.pos, in.seq, in.tables, in.freqs, in.kw, in.max_blocks, in.block_size,
+                        in.hd, in.n_rot, in.pos_scale, in.mscale, in.f16);
+}
+
 /* w as the kernels see it and its format (enum gpu_fmt); CELER_ERR_UNSUPPORTED for a weight no
  * GPU kernel reads (gpu_matmul.cu). */
 celer_status gpu_weight_desc(const celer_weight *w, gpu_wdesc *d, int *fmt, celer_error *err);
@@ -144,6 +164,15 @@ celer_status gpu_matvec_q8(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, c
 /* The same over the n_sel selections of sel (T unused), one launch. */
 celer_status gpu_matvec_q8_sel(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
                                const gpu_mv_sel *sel, int64_t n_sel, float *const *y, celer_error *err);
+
+/* One token's q, k and v (w[0..2]: one format and scales' dtype, k's and v's rows a cache row) in
+ * one launch, made attention inputs as in says: y[0] rotated, y[1] and y[2] as the products give
+ * them, the rotated keys and the values at in's slot of the caches — the values gpu_matvec_q8
+ * then the attention inputs' kernel (gpu_fused.cu) give, bit for bit. */
+celer_status gpu_matvec_q8_inputs(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const gpu_mv_in *in,
+                                  float *const *y, celer_error *err);
+/* Whether gpu_matvec_q8_inputs takes weights of the format (enum gpu_fmt). */
+bool         gpu_matvec_q8_inputs_has(int fmt);
 
 /* Whether a MoE decode step of K selections a token can take gpu_matvec_q8_combine. */
 bool         gpu_matvec_q8_combines(int64_t K);

@@ -116,38 +116,60 @@ celer_status gpu_argmax(celer_backend *be, const float *x, int64_t rows, int64_t
     return g->base.ops->read(&g->base, g->d_ids.p, ids, (size_t)rows * sizeof *ids, err);
 }
 
-/* Greedy decode a step ahead (backend.h): the id into d_keep, where the next step's get_rows
- * reads it, then copied into a pinned slot on the host, an event after it; argmax_take waits for
- * that event alone, while the steps queued after it run. */
-celer_status gpu_argmax_keep(celer_backend *be, const float *x, int64_t n, celer_error *err)
+/* Decode a step ahead (backend.h): room for a kept set of rows ids (d_keep, where the next
+ * step's get_rows reads them; the pinned slots, keep_cap ids each, grown while none is kept, and
+ * their events), outside a step and with a slot free. */
+static celer_status keep_room(gpu_backend *g, const char *op, int64_t rows, celer_error *err)
 {
-    gpu_backend *g = gpu_of(be);
     if (gpu_alive(g, err)) return err->code;
-    if (g->in_step || g->keep_n >= 2)
-        return celer_fail(err, CELER_ERR_INVALID, "%s: argmax_keep %s", CELER_GPU_NAME,
-                          g->in_step ? "inside a step" : "with two ids kept and not taken");
-    if (!g->h_keep) {
-        GPU_TRY(g, err, gpuHostAlloc((void **)&g->h_keep, 2 * sizeof *g->h_keep), "pinned host memory for kept ids");
-        for (int i = 0; i < 2; i++) GPU_TRY(g, err, gpuEventCreate(&g->keep_ev[i]), "an event for a kept id");
+    if (g->in_step || g->keep_n >= 2 || rows < 1 || (rows > g->keep_cap && g->keep_n))
+        return celer_fail(err, CELER_ERR_INVALID, "%s: %s of %lld rows %s", CELER_GPU_NAME, op, (long long)rows,
+                          g->in_step ? "inside a step" : g->keep_n >= 2 ? "with two sets kept and not taken"
+                          : rows < 1 ? "" : "past the slots' size with a set kept");
+    if (!g->keep_ev[0])
+        for (int i = 0; i < 2; i++) GPU_TRY(g, err, gpuEventCreate(&g->keep_ev[i]), "an event for kept ids");
+    if (rows > g->keep_cap) {
+        if (g->h_keep) (void)gpuFreeHost(g->h_keep);
+        g->h_keep = NULL, g->keep_cap = 0;
+        const int64_t cap = rows < 8 ? 8 : rows;
+        GPU_TRY(g, err, gpuHostAlloc((void **)&g->h_keep, 2 * (size_t)cap * sizeof *g->h_keep),
+                "pinned host memory for kept ids");
+        g->keep_cap = (int32_t)cap;
     }
-    if (gpu_buf_reserve(g, &g->d_keep, 16, err) || argmax_launch(g, x, 1, n, 16, (int32_t *)g->d_keep.p, err))
-        return err->code;
+    return gpu_buf_reserve(g, &g->d_keep, (size_t)rows * sizeof(int32_t), err);
+}
+
+/* The rows ids just written to d_keep copied into the next pinned slot, an event after them;
+ * argmax_take waits for that event alone, while the steps queued after it run. */
+static celer_status keep_copy(gpu_backend *g, int64_t rows, celer_error *err)
+{
     const int slot = (g->keep_head + g->keep_n) % 2;
-    GPU_TRY(g, err, gpuMemcpyAsync(&g->h_keep[slot], g->d_keep.p, sizeof *g->h_keep, gpuMemcpyDeviceToHost, g->stream),
-            "copying a kept id");
-    GPU_TRY(g, err, gpuEventRecord(g->keep_ev[slot], g->stream), "an event for a kept id");
+    GPU_TRY(g, err, gpuMemcpyAsync(g->h_keep + (size_t)slot * g->keep_cap, g->d_keep.p, (size_t)rows * sizeof *g->h_keep,
+                                   gpuMemcpyDeviceToHost, g->stream),
+            "copying kept ids");
+    GPU_TRY(g, err, gpuEventRecord(g->keep_ev[slot], g->stream), "an event for kept ids");
+    g->keep_rows[slot] = (int32_t)rows, g->keep_last = (int32_t)rows;
     g->keep_n++;
     return CELER_OK;
 }
 
-celer_status gpu_argmax_take(celer_backend *be, int32_t *id, celer_error *err)
+celer_status gpu_argmax_keep(celer_backend *be, const float *x, int64_t rows, int64_t n, celer_error *err)
+{
+    gpu_backend *g  = gpu_of(be);
+    const size_t ib = ((size_t)rows * sizeof(int32_t) + 15) / 16 * 16; /* d_ids' parts past it (argmax_launch) */
+    if (keep_room(g, "argmax_keep", rows, err) || argmax_launch(g, x, rows, n, ib, (int32_t *)g->d_keep.p, err))
+        return err->code;
+    return keep_copy(g, rows, err);
+}
+
+celer_status gpu_argmax_take(celer_backend *be, int32_t *ids, celer_error *err)
 {
     gpu_backend *g = gpu_of(be);
-    if (!g->keep_n) return celer_fail(err, CELER_ERR_INVALID, "%s: argmax_take with no id kept", CELER_GPU_NAME);
+    if (!g->keep_n) return celer_fail(err, CELER_ERR_INVALID, "%s: argmax_take with no ids kept", CELER_GPU_NAME);
     const int slot = g->keep_head;
     g->keep_head = (g->keep_head + 1) % 2, g->keep_n--; /* taken, even when the wait fails */
     if (gpu_sync_event(g, g->keep_ev[slot], err)) return err->code;
-    *id = g->h_keep[slot];
+    memcpy(ids, g->h_keep + (size_t)slot * g->keep_cap, (size_t)g->keep_rows[slot] * sizeof *ids);
     return CELER_OK;
 }
 
@@ -459,6 +481,43 @@ __global__ void __launch_bounds__(DRAW_THREADS)
     walk_ids(&r, n, part, parts, sp + row * parts, all, red, &ids[row]);
 }
 
+/* The draws d of rows of x launched, their ids (-1: left to the host) into di where di is not
+ * NULL, else into d_draw's first bytes (*out: where they are). */
+static celer_status sample_launch(gpu_backend *g, const float *x, int64_t rows, int64_t n, const celer_draw *d,
+                                  int32_t *di, int32_t **out, celer_error *err)
+{
+    if (rows > GPU_MAX_GRID_YZ || n <= 0 || n > INT32_MAX)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: sampling %lld rows of %lld", CELER_GPU_NAME, (long long)rows,
+                          (long long)n);
+    int64_t parts, part;
+    argmax_split(n, &parts, &part);
+    /* d_draw: the ids, the draws, the parts' argmax pairs and shares, the lists' lengths, the lists */
+    const int64_t pr  = rows * parts;
+    size_t        off[8] = {0}, len[7] = {(size_t)rows * sizeof *di, (size_t)rows * sizeof *d, (size_t)pr * sizeof(float),
+                                          (size_t)pr * sizeof(int64_t), (size_t)pr * sizeof(sample_part),
+                                          (size_t)rows * sizeof(unsigned int), (size_t)rows * SAMPLE_TOP * sizeof(u64)};
+    for (int k = 0; k < 7; k++) off[k + 1] = off[k] + (len[k] + 15) / 16 * 16;
+    if (gpu_buf_reserve(g, &g->d_draw, off[7], err)) return err->code;
+    char         *base = (char *)g->d_draw.p;
+    celer_draw   *dd   = (celer_draw *)(base + off[1]);
+    float        *pv   = (float *)(base + off[2]);
+    int64_t      *pi   = (int64_t *)(base + off[3]);
+    sample_part  *sp   = (sample_part *)(base + off[4]);
+    unsigned int *nt   = (unsigned int *)(base + off[5]);
+    u64          *list = (u64 *)(base + off[6]);
+    const dim3    grid((unsigned)parts, (unsigned)rows);
+    if (!di) di = (int32_t *)(base + off[0]);
+    *out = di;
+    if (gpu_upload(g, dd, d, (size_t)rows * sizeof *d, err) ||
+        GPU_LAUNCH(g, err, "sample", k_argmax_parts, grid, THREADS, 0, x, n, part, pv, pi) ||
+        GPU_LAUNCH(g, err, "sample", k_draw_sum, grid, THREADS, 0, x, n, part, (int)parts, dd, pv, pi, sp, nt) ||
+        GPU_LAUNCH(g, err, "sample", k_draw_count, grid, THREADS, 0, x, n, part, (int)parts, dd, pv, pi, sp) ||
+        GPU_LAUNCH(g, err, "sample", k_draw_list, grid, THREADS, 0, x, n, part, (int)parts, dd, pv, pi, sp, nt, list))
+        return err->code;
+    return GPU_LAUNCH(g, err, "sample", k_draw, dim3(1, (unsigned)rows), DRAW_THREADS, 0, x, n, part, (int)parts, dd,
+                      pv, pi, sp, nt, list, di);
+}
+
 celer_status gpu_sample(celer_backend *be, const float *x, int64_t rows, int64_t n, const celer_draw *d, int32_t *ids,
                         celer_error *err)
 {
@@ -471,34 +530,19 @@ celer_status gpu_sample(celer_backend *be, const float *x, int64_t rows, int64_t
             else if (gpu_argmax(be, x + r * n, 1, n, &ids[r], err)) return err->code;
         return CELER_OK;
     }
-    if (rows > GPU_MAX_GRID_YZ || n <= 0 || n > INT32_MAX)
-        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: sampling %lld rows of %lld", CELER_GPU_NAME, (long long)rows,
-                          (long long)n);
-    int64_t parts, part;
-    argmax_split(n, &parts, &part);
-    /* d_draw: the ids, the draws, the parts' argmax pairs and shares, the lists' lengths, the lists */
-    const int64_t pr  = rows * parts;
-    size_t        off[8] = {0}, len[7] = {(size_t)rows * sizeof *ids, (size_t)rows * sizeof *d, (size_t)pr * sizeof(float),
-                                          (size_t)pr * sizeof(int64_t), (size_t)pr * sizeof(sample_part),
-                                          (size_t)rows * sizeof(unsigned int), (size_t)rows * SAMPLE_TOP * sizeof(u64)};
-    for (int k = 0; k < 7; k++) off[k + 1] = off[k] + (len[k] + 15) / 16 * 16;
-    if (gpu_buf_reserve(g, &g->d_draw, off[7], err)) return err->code;
-    char         *base = (char *)g->d_draw.p;
-    int32_t      *di   = (int32_t *)(base + off[0]);
-    celer_draw   *dd   = (celer_draw *)(base + off[1]);
-    float        *pv   = (float *)(base + off[2]);
-    int64_t      *pi   = (int64_t *)(base + off[3]);
-    sample_part  *sp   = (sample_part *)(base + off[4]);
-    unsigned int *nt   = (unsigned int *)(base + off[5]);
-    u64          *list = (u64 *)(base + off[6]);
-    const dim3    grid((unsigned)parts, (unsigned)rows);
-    if (gpu_upload(g, dd, d, (size_t)rows * sizeof *d, err) ||
-        GPU_LAUNCH(g, err, "sample", k_argmax_parts, grid, THREADS, 0, x, n, part, pv, pi) ||
-        GPU_LAUNCH(g, err, "sample", k_draw_sum, grid, THREADS, 0, x, n, part, (int)parts, dd, pv, pi, sp, nt) ||
-        GPU_LAUNCH(g, err, "sample", k_draw_count, grid, THREADS, 0, x, n, part, (int)parts, dd, pv, pi, sp) ||
-        GPU_LAUNCH(g, err, "sample", k_draw_list, grid, THREADS, 0, x, n, part, (int)parts, dd, pv, pi, sp, nt, list) ||
-        GPU_LAUNCH(g, err, "sample", k_draw, dim3(1, (unsigned)rows), DRAW_THREADS, 0, x, n, part, (int)parts, dd, pv,
-                   pi, sp, nt, list, di))
-        return err->code;
+    int32_t *di;
+    if (sample_launch(g, x, rows, n, d, NULL, &di, err)) return err->code;
     return g->base.ops->read(&g->base, di, ids, (size_t)rows * sizeof *ids, err);
+}
+
+/* Sampled decode a step ahead (backend.h): the draw into d_keep as argmax_keep keeps an argmax.
+ * (With CELER_GPU_SAMPLE=0 the backend has none: sampled decode goes step by step.) */
+celer_status gpu_sample_keep(celer_backend *be, const float *x, int64_t rows, int64_t n, const celer_draw *d,
+                             celer_error *err)
+{
+    gpu_backend *g = gpu_of(be);
+    int32_t     *di;
+    if (keep_room(g, "sample_keep", rows, err) || sample_launch(g, x, rows, n, d, (int32_t *)g->d_keep.p, &di, err))
+        return err->code;
+    return keep_copy(g, rows, err);
 }
