@@ -373,6 +373,13 @@ static celer_status pick_tokens(celer_batcher *b, int32_t n_out, celer_error *er
     return CELER_OK;
 }
 
+/* Each running request's cache rows reach the tokens its steps have run. */
+static void cache_run(celer_batcher *b)
+{
+    for (int32_t s = 0; s < b->n_slots; s++)
+        if (b->slots[s] && b->kv.seq_len[s] < b->slots[s]->n_run) b->kv.seq_len[s] = b->slots[s]->n_run;
+}
+
 /* The step's failure: every running request fails with it. */
 static celer_status fail_all(celer_batcher *b, celer_error *err)
 {
@@ -491,14 +498,12 @@ celer_status celer_batcher_step(celer_batcher *b, bool *busy, celer_error *err)
         if (e->be->ops->argmax_keep(e->be, b->acts.logits, n_out, nv, err)) return fail_all(b, err);
         for (int32_t i = 0; i < n_out; i++) b->pend_slot[i] = b->out_req[i]->slot, b->pend_id[i] = b->out_req[i]->id;
         b->n_pend = n_out;
-        for (int32_t s = 0; s < b->n_slots; s++)
-            if (b->slots[s] && b->kv.seq_len[s] < b->slots[s]->n_run) b->kv.seq_len[s] = b->slots[s]->n_run;
+        cache_run(b);
         return CELER_OK;
     }
     if (!st) st = pick_tokens(b, n_out, err);
     if (st) return fail_all(b, err); /* the step failed: every running request fails with it */
-    for (int32_t s = 0; s < b->n_slots; s++)
-        if (b->slots[s] && b->kv.seq_len[s] < b->slots[s]->n_run) b->kv.seq_len[s] = b->slots[s]->n_run;
+    cache_run(b);
     for (int32_t i = 0; i < n_out; i++)
         take_token(b, b->out_req[i], b->logits + i * nv, b->picked[i]);
     return CELER_OK;

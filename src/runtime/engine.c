@@ -385,11 +385,11 @@ celer_status celer_engine_generate(celer_engine *e, const int32_t *prompt, size_
         celer_token_out_free(&out);
         return err->code;
     }
-    ahead_q      aq = decode_ahead(e, &out.sm);
+    ahead_q      aq    = decode_ahead(e, &out.sm);
     const bool   ahead = aq.on;
     double       t0    = now();
-    celer_status             st    = run_tokens(e, prompt + keep, keep, (int32_t)n_prompt - keep, err);
-    e->n_tokens                    = (int32_t)n_prompt;
+    celer_status st    = run_tokens(e, prompt + keep, keep, (int32_t)n_prompt - keep, err);
+    e->n_tokens        = (int32_t)n_prompt;
     int32_t id    = -1;    /* the next token, picked as each run ends (the prompt's time includes it) */
     bool    unrun = false; /* the last token in e->tokens was drawn, not run */
     bool    have  = true;  /* id holds the next token (ahead: else the backend keeps it) */

@@ -305,7 +305,17 @@ static const struct {
  * default model's Q4_1 among them; the K-quant mixes give v another); NULL where the table above
  * has several tokens. Apart, so that the epilogue's registers and stack (a rotation's double
  * sincos) stay out of every other product's kernels. */
-#define MVQ_IN_ROW(F)                                                                                                   {                                                                                                                       F, -1, {                                                                                                                k_mmvq<F, 1, 1, false, -1, false, false, true>, NULL, NULL, NULL,                                                       k_mmvq<F, 1, MVQ_KS, false, -1, false, false, true>, k_mmvq<F, 1, 1, true, -1, false, false, true>,                 k_mmvq<F, 1, MVQ_KS, true, -1, false, false, true>, k_mmvq<F, 1, 1, false, -1, true, false, true>,                  k_mmvq<F, 1, MVQ_KS, false, -1, true, false, true>, k_mmvq<F, 1, 1, true, -1, true, false, true>,                   k_mmvq<F, 1, MVQ_KS, true, -1, true, false, true>, mvq_wide<F, -1, false, true>(),                                  mvq_wide<F, -1, true, true>()                                                                               }                                                                                                               }
+#define MVQ_IN_ROW(F)                                                                                               \
+    {                                                                                                               \
+        F, -1, {                                                                                                    \
+            k_mmvq<F, 1, 1, false, -1, false, false, true>, NULL, NULL, NULL,                                       \
+                k_mmvq<F, 1, MVQ_KS, false, -1, false, false, true>, k_mmvq<F, 1, 1, true, -1, false, false, true>, \
+                k_mmvq<F, 1, MVQ_KS, true, -1, false, false, true>, k_mmvq<F, 1, 1, false, -1, true, false, true>,  \
+                k_mmvq<F, 1, MVQ_KS, false, -1, true, false, true>, k_mmvq<F, 1, 1, true, -1, true, false, true>,   \
+                k_mmvq<F, 1, MVQ_KS, true, -1, true, false, true>, mvq_wide<F, -1, false, true>(),                  \
+                mvq_wide<F, -1, true, true>()                                                                       \
+        }                                                                                                           \
+    }
 static const struct {
     int     fmt, sd;
     mmvq_fn fn[MVQ_FNS];
