@@ -228,7 +228,7 @@ typedef struct {
     bool     unified;             /* the GPU allocates host memory (APUs such as Strix Halo) */
     char     unified_source[64];  /* how that was decided */
     char     built_archs[128];    /* the targets this build has code for */
-    char     matrix[128];         /* its integer matrix units and what this build runs on them */
+    char     matrix[128];         /* its matrix units and what this build runs on them */
     char     blas[384];           /* the vendor BLAS long steps take ("cuBLAS", a rocBLAS path), or why none */
     bool     supported;           /* this build can run on it; else why says what to do */
     char     why[512];

@@ -214,18 +214,19 @@ step_test() {
         fi
     done
     # the long steps' self-checks (gpu_selfcheck.cu): silent where they pass (=1), and where they
-    # are made to fail (=bad) both notes said, the tiled kernel and cuBLAS left off, every result
-    # still right
+    # are made to fail (=bad) all three notes said, the tiled kernel, cuBLAS and prefill attention's
+    # kernel left off, every result still right
     local log ok note
     for v in "${variants[@]}"; do
         for t in test_gpu_ops test_gpu_ports test_gpu_moe; do
             log="$OUT/logs/$t-${v#CELER_GPU_}.log"
             ok=$([ "$(bg_rc "$log")" = 0 ] && echo passed || echo FAILED)
-            note=$(grep -c 'disagreed with the decode kernel' "$log")
+            note=$(grep -c 'disagreed with the' "$log")
             case "$v" in
                 CELER_GPU_CHECK=1) [ "$note" = 0 ] || ok="FAILED (a self-check failed: $note notes)" ;;
                 CELER_GPU_CHECK=bad)
-                    grep -q "matrix units' product disagreed" "$log" && grep -q "cuBLAS's product disagreed" "$log" ||
+                    grep -q "matrix units' product disagreed" "$log" && grep -q "cuBLAS's product disagreed" "$log" &&
+                        grep -q "prefill attention on the matrix units disagreed" "$log" ||
                         ok="FAILED (a spoiled self-check passed)" ;;
             esac
             result "$t, $v" "$ok"

@@ -138,9 +138,105 @@ static int kind_all(int kind)
     return 0;
 }
 
+/* ---- f16 products (prefill attention, gpu_flash_amx.cuh) ----------------------------------
+ * Values are small integers standing for halves: placement is what is under test. The ISA:
+ *   v_mfma_f32_16x16x16f16: A[m][k] in lane m + 16 (k / 4), half k % 4; B[k][n] in lane
+ *     n + 16 (k / 4), half k % 4; D as v_mfma_i32_16x16x16i8's.
+ *   v_wmma_f32_16x16x16_f16 (wave32): A[m][k] in lanes m and m + 16, half k; B[k][n] in lanes n
+ *     and n + 16, half k; D as v_wmma_i32_16x16x16_iu8's. */
+typedef struct {
+    int32_t h[LANES][16];
+} halves;
+
+/* The kernel's gathering: lane l's values i of row (A) or column (B) l % 16, at k = amx_half_k. */
+static void gather_h(int kind, const int32_t rows[16][16], halves *o)
+{
+    memset(o, 0, sizeof *o);
+    for (int l = 0; l < amx_lanes(kind); l++)
+        for (int i = 0; i < amx_halves(kind); i++) o->h[l][i] = rows[l % 16][amx_half_k(kind, l, i)];
+}
+
+/* One f16 product as the ISA places it (a is A by rows, b is B by columns, gathered). */
+static int hmma(int kind, const halves *a, const halves *b, int32_t d[LANES][ACC])
+{
+    for (int m = 0; m < 16; m++)
+        for (int n = 0; n < 16; n++) {
+            int32_t s = 0;
+            for (int k = 0; k < 16; k++) {
+                if (kind == CELER_AMX_WMMA11) {
+                    CHECK(a->h[m][k] == a->h[m + 16][k] && b->h[n][k] == b->h[n + 16][k]);
+                    s += a->h[m][k] * b->h[n][k];
+                } else {
+                    s += a->h[m + 16 * (k / 4)][k % 4] * b->h[n + 16 * (k / 4)][k % 4];
+                }
+            }
+            if (kind == CELER_AMX_WMMA11) d[n + 16 * (m % 2)][m / 2] += s;
+            else d[n + 16 * (m / 4)][m % 4] += s;
+        }
+    return 0;
+}
+
+/* Scores Sᵀ = K Qᵀ (keys × queries over 16 dimensions), then Oᵀ = Vᵀ Sᵀ with Sᵀ's tile handed
+ * over in place as B (amx_from_lane, amx_from_reg): both must be the plain products. */
+static int flash_tiles(int kind, const int32_t kk[16][16], const int32_t q[16][16], const int32_t vt[16][16])
+{
+    halves  a, b;
+    int32_t st[LANES][ACC], ot[LANES][ACC];
+    memset(st, 0, sizeof st), memset(ot, 0, sizeof ot);
+    gather_h(kind, kk, &a), gather_h(kind, q, &b);
+    CHECK(hmma(kind, &a, &b, st) == 0);
+    int32_t s[16][16]; /* the plain Sᵀ[key][query] */
+    for (int m = 0; m < 16; m++)
+        for (int n = 0; n < 16; n++) {
+            s[m][n] = 0;
+            for (int k = 0; k < 16; k++) s[m][n] += kk[m][k] * q[n][k];
+        }
+    for (int l = 0; l < amx_lanes(kind); l++)
+        for (int v = 0; v < amx_acc(kind); v++) CHECK(st[l][v] == s[amx_row(kind, l, v)][l % 16]);
+    halves p; /* Sᵀ as B of the next product: lane l's value i from where amx_from_* say */
+    memset(&p, 0, sizeof p);
+    for (int l = 0; l < amx_lanes(kind); l++)
+        for (int i = 0; i < amx_halves(kind); i++) {
+            const int fl = amx_from_lane(kind, l, i), fr = amx_from_reg(kind, i);
+            CHECK(fl >= 0 && fl < amx_lanes(kind) && fr >= 0 && fr < amx_acc(kind));
+            p.h[l][i] = st[fl][fr];
+        }
+    gather_h(kind, vt, &a);
+    CHECK(hmma(kind, &a, &p, ot) == 0);
+    for (int l = 0; l < amx_lanes(kind); l++)
+        for (int v = 0; v < amx_acc(kind); v++) {
+            const int d = amx_row(kind, l, v), n = l % 16;
+            int32_t   want = 0;
+            for (int k = 0; k < 16; k++) want += vt[d][k] * s[k][n];
+            CHECK(ot[l][v] == want);
+        }
+    return 0;
+}
+
+static int kind_f16(int kind)
+{
+    CHECK(amx_halves(kind) * (kind == CELER_AMX_WMMA11 ? 1 : 4) == 16); /* a row's 16 k, once */
+    for (int l = 0; l < amx_lanes(kind); l++) /* pairs of consecutive k: the kernel packs them */
+        for (int i = 0; i + 1 < amx_halves(kind); i += 2)
+            CHECK(amx_half_k(kind, l, i + 1) == amx_half_k(kind, l, i) + 1);
+    int32_t kk[16][16], q[16][16], vt[16][16];
+    for (int rep = 0; rep < 20; rep++) {
+        for (int i = 0; i < 16; i++)
+            for (int k = 0; k < 16; k++)
+                kk[i][k] = (int32_t)(rnd() % 15) - 7, q[i][k] = (int32_t)(rnd() % 15) - 7,
+                vt[i][k] = (int32_t)(rnd() % 15) - 7;
+        if (flash_tiles(kind, kk, q, vt)) {
+            fprintf(stderr, "test_amx_layout: f16, kind %d, run %d\n", kind, rep);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int main(void)
 {
-    const int fails = kind_all(CELER_AMX_MFMA16) + kind_all(CELER_AMX_MFMA32) + kind_all(CELER_AMX_WMMA11);
+    const int fails = kind_all(CELER_AMX_MFMA16) + kind_all(CELER_AMX_MFMA32) + kind_all(CELER_AMX_WMMA11) +
+                      kind_f16(CELER_AMX_MFMA16) + kind_f16(CELER_AMX_MFMA32) + kind_f16(CELER_AMX_WMMA11);
     if (fails) fprintf(stderr, "test_amx_layout: %d kind(s) failed\n", fails);
     else printf("test_amx_layout: ok\n");
     return fails != 0;

@@ -4,7 +4,7 @@ GPU_LAUNCH launches each kernel while the one before it still runs (gpu_vendor.h
 safe only if its first statement waits for its predecessor, so a new kernel that forgets the
 call could read its inputs before they are written, on one GPU generation and not another.
 
-Every `__global__` function of src/backends/gpu/*.cu is checked: the first statement of its
+Every `__global__` function of src/backends/gpu/*.cu and *.cuh is checked: the first statement of its
 body must be `gpu_dep_enter();`, or `gpu_dep_deferred();` (the kernel loads weights before it
 waits) with `gpu_dep_enter();` later in the body.
 
@@ -50,9 +50,15 @@ def body_end(text, body):
     return i - 1
 
 
+def sources(root):
+    """The GPU sources and the headers that hold kernels."""
+    gpu = Path(root) / "src/backends/gpu"
+    return sorted(list(gpu.glob("*.cu")) + list(gpu.glob("*.cuh")))
+
+
 def check(root):
     bad = []
-    for path in sorted((Path(root) / "src/backends/gpu").glob("*.cu")):
+    for path in sources(root):
         for name, first in kernels(path.read_text()):
             if first != "gpu_dep_enter();":
                 bad.append(f"{path.relative_to(root)}: kernel {name} begins with `{first[:60]}`, "
@@ -82,7 +88,7 @@ if __name__ == "__main__":
     problems = check(root)
     for p in problems:
         print(p, file=sys.stderr)
-    n = sum(len(kernels(p.read_text())) for p in (Path(root) / "src/backends/gpu").glob("*.cu"))
+    n = sum(len(kernels(p.read_text())) for p in sources(root))
     if problems:
         print(f"check_kernel_entry: {len(problems)} of {n} kernels", file=sys.stderr)
         sys.exit(1)

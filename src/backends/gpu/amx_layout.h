@@ -19,7 +19,14 @@
  * These are also the placements of llama.cpp's AMD tiles (ggml-cuda/mma.cuh: MFMA i8, RDNA 3
  * WMMA), which have run on the hardware: read for comparison, not copied.
  * RDNA 4 (gfx12) has WMMA with other layouts and intrinsics that Debian's compiler lacks: no
- * kernel here yet (CELER_AMX_WMMA12 names the units for celer info). */
+ * kernel here yet (CELER_AMX_WMMA12 names the units for celer info).
+ *
+ * The same units multiply f16 (prefill attention, gpu_flash_amx.cuh): D[m][n] += Σ_k A[m][k]
+ * B[k][n] over k = 0 .. 15 with f32 sums, D placed as the integer kinds place it (amx_row).
+ *   MFMA16, MFMA32: v_mfma_f32_16x16x16f16 (every CDNA); an operand is 4 halves a lane, lane
+ *     group l / 16 giving k 4 (l / 16) .. + 3.
+ *   WMMA11: v_wmma_f32_16x16x16_f16; an operand is 16 halves a lane, all k of its row or column
+ *     (lanes 16-31 repeat lanes 0-15). */
 #ifndef CELER_BACKENDS_GPU_AMX_LAYOUT_H
 #define CELER_BACKENDS_GPU_AMX_LAYOUT_H
 
@@ -61,5 +68,25 @@ static inline AMX_CONST CELER_HD int amx_row(int kind, int lane, int v)
 {
     return kind == CELER_AMX_WMMA11 ? 2 * v + lane / 16 % 2 : 4 * (lane / 16 % 4) + v;
 }
+
+/* f16 values a lane hands an f16 product, A's and B's alike (consecutive k, amx_half_k). */
+static inline AMX_CONST CELER_HD int amx_halves(int kind) { return kind == CELER_AMX_WMMA11 ? 16 : 4; }
+
+/* The k of the lane's f16 value i in an f16 product's operand (its row or column is lane % 16). */
+static inline AMX_CONST CELER_HD int amx_half_k(int kind, int lane, int i)
+{
+    return kind == CELER_AMX_WMMA11 ? i : 4 * (lane / 16 % 4) + i;
+}
+
+/* Where the lane's f16 value i of a B operand lies when that operand is an earlier product's
+ * tile D (B[k][n] = D[k][n]: prefill attention's probabilities, its scores' tile, as the values'
+ * operand): in lane amx_from_lane's accumulator amx_from_reg. MFMA: the lane's own accumulator
+ * i; WMMA11: k's row interleaves between the halves, so odd k come from lane + 16 and even k
+ * from lane - 16 where the lane does not hold them. */
+static inline AMX_CONST CELER_HD int amx_from_lane(int kind, int lane, int i)
+{
+    return kind == CELER_AMX_WMMA11 ? lane % 16 + 16 * (i % 2) : lane;
+}
+static inline AMX_CONST CELER_HD int amx_from_reg(int kind, int i) { return kind == CELER_AMX_WMMA11 ? i / 2 : i; }
 
 #endif

@@ -37,7 +37,8 @@ int  celer_gfx_matrix(const char *gcn_arch_name);
  * gpu_mmq.cu) when the device's name agrees with it and a kernel takes that kind, else NONE (a
  * mismatch runs nothing unknown). */
 int  celer_gfx_matrix_taken(const char *gcn_arch_name, int built);
-/* One line for celer info: the device's units and whether this build takes them. */
+/* One line for celer info: the device's units and whether this build takes them (the tiled
+ * prefill kernel and prefill attention take the same kinds). */
 void celer_gfx_matrix_line(const char *gcn_arch_name, int built, char *out, size_t n);
 
 #endif

@@ -86,7 +86,7 @@ typedef struct {
     size_t   blas_chunk;  /* bytes of f16 weight rows the BLAS path dequantizes at a time */
     int      blas_passes; /* 1 .. 3: the BLAS path's f16 products a product (gpu_blas.h) */
     struct gpu_blas *blas; /* its handle and scratch (gpu_blas.cu), made by the first product that takes it */
-    bool     flash_off;   /* CELER_GPU_FLASH=0: prefill attention without the matrix units */
+    bool     flash_off;   /* CELER_GPU_FLASH=0, or its self-check failed: prefill attention without the matrix units */
     int32_t  att_chunk;   /* CELER_GPU_ATT_CHUNK: decode attention's keys a split (0: by the context, att_split.h) */
     bool     kv_f16;      /* CELER_GPU_KV_F16=1: the KV cache holds f16 values (gpu_kv.cuh) */
     bool     mvq_x8;      /* CELER_GPU_MVQ_X8=1: dense products of quantized weights on 8-bit activations */
@@ -401,9 +401,11 @@ celer_status gpu_rope_freqs(gpu_backend *g, const celer_rope *r, const double **
 /* gpu_attention.cu */
 celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cache *kv, int32_t layer,
                            const celer_batch *b, const celer_attn *a, float *out, celer_error *err);
-/* gpu_flash.cu: prefill attention on the matrix units, for the batches gpu_flash_takes (head
- * sizes 64 and 128, runs of at least 16 tokens of a sequence on average); pos, seq and tables
- * are gpu_batch_upload's. */
+/* gpu_flash.cu: prefill attention on the matrix units (NVIDIA sm_80 on, AMD's where g->amx takes
+ * them: gpu_flash_has, unless flash_off), for the batches gpu_flash_takes (head sizes 64 and 128,
+ * runs of at least 16 tokens of a sequence on average); pos, seq and tables are
+ * gpu_batch_upload's. */
+bool         gpu_flash_has(const gpu_backend *g);
 bool         gpu_flash_takes(const gpu_backend *g, const celer_batch *b, const celer_attn *a);
 celer_status gpu_flash_attention(gpu_backend *g, const float *q, const celer_kv_cache *kv, int32_t layer,
                                  const int32_t *pos, const int32_t *seq, const int32_t *tables, const celer_batch *b,

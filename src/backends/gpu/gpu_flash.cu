@@ -9,9 +9,8 @@
  * operand the values' product wants (keys as its k), so the probabilities never leave registers.
  * Keys and values are staged per tile in shared memory as f16, both key by key (16-byte stores:
  * values written transposed cost a 16-way bank conflict a store); the values' B operands (two
- * consecutive keys of one column a register) come transposed out of ldmatrix. A thread loads its
- * share of a tile FL_BATCH pieces at a time, all in flight before any is stored: one piece at a
- * time made a tile 16 round trips to the cache, most of the kernel's time.
+ * consecutive keys of one column a register) come transposed out of ldmatrix (the staging:
+ * gpu_flash.cuh).
  *
  * Rows of different sequences may share a block (a continuous batch): the block takes each
  * sequence of its rows in turn (a pass), its keys from the lowest first visible position to the
@@ -21,23 +20,14 @@
  *
  * Precision: q (times the softmax scale), k, v and the probabilities are rounded to f16 (11
  * significant bits); the relative error of an output row is about 1e-3, as with activations
- * quantized for the integer products. */
+ * quantized for the integer products.
+ *
+ * A HIP build runs the same blocks on AMD's units instead (gpu_flash_amx.cuh), where the backend
+ * takes them (gpu_backend.amx) and its start's self-check agrees (gpu_selfcheck.cu). */
 #include "backends/gpu/gpu_backend.h"
-
-#include <limits.h>
-#include <math.h>
-
-enum { FL_ROWS = 64, FL_KEYS = 64, FL_THREADS = 128, FL_PAD = 8, FL_MIN_RUN = 16, FL_BATCH = 4 };
-
-#if CELER_GPU_IMMA_HERE
-/* Four consecutive cache values at p as two f16 pairs (the lower index in the low half): f32
- * values rounded to the nearest, f16 ones as they are (gpu_kv.cuh). */
-static __device__ __forceinline__ uint2 f16x4(const float *p)
-{
-    const float4 a = *(const float4 *)p;
-    return make_uint2(gpu_half2_bits(a.x, a.y), gpu_half2_bits(a.z, a.w));
-}
-static __device__ __forceinline__ uint2 f16x4(const uint16_t *p) { return *(const uint2 *)p; }
+#include "backends/gpu/gpu_flash.cuh"
+#if CELER_GPU_AMX
+#include "backends/gpu/gpu_flash_amx.cuh"
 #endif
 
 template <int HD, typename KT>
@@ -54,13 +44,7 @@ __global__ void __launch_bounds__(FL_THREADS)
     const int64_t t0 = (int64_t)blockIdx.x * FL_ROWS, h = blockIdx.y, kvh = h / (n_heads / n_kv_heads);
     const int64_t kw = n_kv_heads * HD;
     const int     lane = threadIdx.x % 32, w = threadIdx.x / 32, g = lane / 4, c2 = 2 * (lane % 4);
-    if (threadIdx.x < FL_ROWS) { /* the rows' sequence and visible keys [lo, hi]; none past T */
-        const int64_t t = t0 + threadIdx.x;
-        const int32_t p = t < T ? pos[t] : 0;
-        s_seq[threadIdx.x] = t < T ? seq[t] : -1;
-        s_lo[threadIdx.x]  = t >= T ? 1 : window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
-        s_hi[threadIdx.x]  = t < T ? p : 0;
-    }
+    fl_rows(pos, seq, t0, T, window, s_seq, s_lo, s_hi);
     /* q of rows g and g + 8, scaled for exp2, as A fragments: 16 columns a step */
     const int r0 = w * 16 + g, r1 = r0 + 8;
     uint32_t  qa[HD / 16][4];
@@ -88,13 +72,8 @@ __global__ void __launch_bounds__(FL_THREADS)
     const int32_t seq0 = s_seq[r0], lo0 = s_lo[r0], hi0 = s_hi[r0];
     const int32_t seq1 = s_seq[r1], lo1 = s_lo[r1], hi1 = s_hi[r1];
 
-    for (int32_t prev = -1;;) { /* a pass per sequence of the rows, in increasing order */
-        int32_t s = INT_MAX;
-        for (int i = 0; i < FL_ROWS; i++) s = s_seq[i] > prev && s_seq[i] < s ? s_seq[i] : s;
-        if (s == INT_MAX) break;
-        int32_t klo = INT_MAX, khi = -1;
-        for (int i = 0; i < FL_ROWS; i++)
-            if (s_seq[i] == s) klo = min(klo, s_lo[i]), khi = max(khi, s_hi[i]);
+    /* a pass per sequence of the rows, in increasing order */
+    for (int32_t prev = -1, s, klo, khi; fl_next_pass(s_seq, s_lo, s_hi, prev, &s, &klo, &khi); prev = s) {
         const int32_t *table = tables + (int64_t)s * max_blocks;
         for (int32_t j0 = klo; j0 <= khi; j0 += FL_KEYS) {
             __syncthreads(); /* the previous tile is consumed */
@@ -103,17 +82,7 @@ __global__ void __launch_bounds__(FL_THREADS)
 #pragma unroll
             for (int i0 = 0; i0 < PER; i0 += FL_BATCH) {
                 uint2 k4[FL_BATCH], v4[FL_BATCH]; /* f16 pairs; zeros past the keys */
-#pragma unroll
-                for (int i = 0; i < FL_BATCH; i++) {
-                    const int     e = threadIdx.x + (i0 + i) * FL_THREADS, d = e % (HD / 4) * 4;
-                    const int32_t j = j0 + e / (HD / 4);
-                    k4[i] = v4[i] = make_uint2(0, 0);
-                    if (j <= khi) {
-                        const int64_t slot = (int64_t)table[j / block_size] * block_size + j % block_size;
-                        k4[i] = f16x4(kc + slot * kw + kvh * HD + d);
-                        v4[i] = f16x4(vc + slot * kw + kvh * HD + d);
-                    }
-                }
+                fl_fetch<HD, KT>(k4, v4, kc, vc, table, block_size, kw, kvh, j0, khi, i0);
 #pragma unroll
                 for (int i = 0; i < FL_BATCH; i++) {
                     const int e = threadIdx.x + (i0 + i) * FL_THREADS, kj = e / (HD / 4), d = e % (HD / 4) * 4;
@@ -173,7 +142,6 @@ __global__ void __launch_bounds__(FL_THREADS)
                 }
             }
         }
-        prev = s;
     }
     /* the row sums are spread over the 4 lanes of a row */
     l0 += gpu_shfl_xor(l0, 1), l0 += gpu_shfl_xor(l0, 2);
@@ -191,10 +159,14 @@ __global__ void __launch_bounds__(FL_THREADS)
 #endif
 }
 
+bool gpu_flash_has(const gpu_backend *g)
+{
+    return !g->flash_off && (CELER_GPU_AMX ? g->amx != CELER_AMX_NONE : gpu_imma_ok(&g->prop));
+}
+
 bool gpu_flash_takes(const gpu_backend *g, const celer_batch *b, const celer_attn *a)
 {
-    if (!CELER_GPU_IMMA || g->flash_off || !gpu_imma_ok(&g->prop) || (a->head_dim != 64 && a->head_dim != 128))
-        return false;
+    if (!gpu_flash_has(g) || (a->head_dim != 64 && a->head_dim != 128)) return false;
     int64_t runs = 1; /* runs of one sequence's tokens: few long ones, or a batch of decodes */
     for (int64_t i = 1; i < b->n_tokens; i++) runs += b->seq[i] != b->seq[i - 1];
     return b->n_tokens >= FL_MIN_RUN * runs;
@@ -209,7 +181,11 @@ static celer_status flash_launch(gpu_backend *g, const float *q, const celer_kv_
     const dim3  grid((unsigned)((b->n_tokens + FL_ROWS - 1) / FL_ROWS), (unsigned)a->n_heads);
     const float sl2 = a->scale * 1.4426950408889634f; /* scores in base 2: exp2f */
     const KT   *kc = (const KT *)kv->k[layer], *vc = (const KT *)kv->v[layer];
-    const auto  fn = a->head_dim == 64 ? k_flash<64, KT> : k_flash<128, KT>;
+#if CELER_GPU_AMX
+    const auto fn = a->head_dim == 64 ? k_flash_amx<64, KT> : k_flash_amx<128, KT>;
+#else
+    const auto fn = a->head_dim == 64 ? k_flash<64, KT> : k_flash<128, KT>;
+#endif
     return GPU_LAUNCH(g, err, "flash attention", fn, grid, FL_THREADS, 0, q, kc, vc, pos, seq, tables, kv->max_blocks,
                       kv->block_size, (int64_t)b->n_tokens, a->n_heads, a->n_kv_heads, sl2, a->window, out);
 }

@@ -1,20 +1,25 @@
-/* Self-checks of the long steps' product paths at the backend's start. A vendor's paths that have
- * run on no hardware of its (CELER_GPU_SELFCHECK in gpu_vendor.h: AMD's, docs/platforms.md) are
- * held to the ISA and to the libraries' headers without running: the tiled kernel's fragment
- * layouts by a host model (tests/test_amx_layout.c), the rocBLAS calls by their declarations
- * (gpu_rocblas.h). A slip either cannot show would turn every prefill into noise. So before any
- * product takes them, each path and the decode kernel (gpu_matvec.cu: another code path over the
- * same quantized tokens) multiply one random Q8_0 matrix; they must agree to that path's
- * rounding. Where one does not, it is left off with a note on stderr, and long steps take the
- * other kernels: slower, never wrong.
+/* Self-checks of the long steps' paths at the backend's start. A vendor's paths that have run on
+ * no hardware of its (CELER_GPU_SELFCHECK in gpu_vendor.h: AMD's, docs/platforms.md) are held to
+ * the ISA and to the libraries' headers without running: the tiled kernel's fragment layouts by
+ * a host model (tests/test_amx_layout.c), prefill attention's kernel by a host run of it
+ * (tests/simt/test_flash_amx.cc), the rocBLAS calls by their declarations (gpu_rocblas.h). A slip
+ * none of those can show would turn every prefill into noise. So before any step takes them,
+ * each product path and the decode kernel (gpu_matvec.cu: another code path over the same
+ * quantized tokens) multiply one random Q8_0 matrix, and prefill attention on the matrix units
+ * and the f32 kernel attend over one small cache; they must agree to the path's rounding. Where
+ * one does not, it is left off with a note on stderr, and long steps take the other kernels:
+ * slower, never wrong.
  *
  * CELER_GPU_CHECK: unset, the checks run where CELER_GPU_SELFCHECK says; 1: on every device (to
- * test them on NVIDIA); 0: never; bad: as 1, with one weight row negated between the path's
- * product and the decode kernel's (to test what a failed check does). */
+ * test them on NVIDIA); 0: never; bad: as 1, with one weight row (one query row) changed between
+ * the path's run and the other kernel's (to test what a failed check does). */
 #include "backends/gpu/gpu_blas.h"
 #include "backends/gpu/gpu_mmq.h"
 
 #include "quant/half.h"
+extern "C" {
+#include "runtime/kv_cache.h"
+}
 
 #include <math.h>
 
@@ -98,6 +103,87 @@ static celer_status ck_path(gpu_backend *g, int path, bool bad, float tol, bool 
     return st;
 }
 
+/* Prefill attention's check: two sequences (80 and 40 tokens, so that a block makes two passes),
+ * 8 query heads over 2 kv heads of hd values, the matrix units' kernel into y[0] and the f32
+ * kernel into y[1] (flash_off set around it), from host q, k, v; with bad, query row 50 negated
+ * between them. */
+enum { CKA_T0 = 80, CKA_T = 120, CKA_H = 8, CKA_HK = 2 };
+
+static celer_status cka_run(gpu_backend *g, int64_t hd, const float *q, const float *kv_host, float *const y[2],
+                            bool bad, celer_error *err)
+{
+    celer_backend *be = &g->base;
+    const size_t   qn = (size_t)(CKA_T * CKA_H * hd), kn = (size_t)(CKA_T * CKA_HK * hd);
+    int32_t        pos[CKA_T], seq[CKA_T];
+    for (int t = 0; t < CKA_T; t++) seq[t] = t >= CKA_T0, pos[t] = t < CKA_T0 ? t : t - CKA_T0;
+    const celer_batch b = {CKA_T, pos, seq};
+    const celer_attn  a = {CKA_H, CKA_HK, hd, 1.0f / sqrtf((float)hd), 0};
+    celer_kv_cache    kv;
+    void             *mem;
+    if (celer_kv_cache_init(&kv, be, 1, CKA_HK, hd, hd, 2, CKA_T0, 2 * CKA_T0 / CELER_KV_BLOCK, err)) return err->code;
+    celer_status st = be->ops->alloc(be, (3 * qn + 2 * kn) * sizeof(float), &mem, err);
+    if (st) {
+        celer_kv_cache_free(&kv, be);
+        return st;
+    }
+    float *dq = (float *)mem, *dk = dq + qn, *dv = dk + kn, *dy[2] = {dv + kn, dv + kn + qn};
+    st = celer_kv_cache_reserve(&kv, 0, CKA_T0, err);
+    if (!st) st = celer_kv_cache_reserve(&kv, 1, CKA_T - CKA_T0, err);
+    if (!st) st = gpu_upload(g, dq, q, qn * sizeof(float), err);
+    if (!st) st = gpu_upload(g, dk, kv_host, 2 * kn * sizeof(float), err); /* k, then v */
+    if (!st) st = be->ops->kv_write(be, &kv, 0, dk, dv, &b, err);
+    if (!st) st = be->ops->attention(be, dq, &kv, 0, &b, &a, dy[0], err);
+    if (!st && bad) { /* row 50's query negated: its scores, and so its output, change */
+        float neg[CKA_H * 128];
+        for (int64_t i = 0; i < CKA_H * hd; i++) neg[i] = -q[50 * CKA_H * hd + i];
+        st = gpu_upload(g, dq + 50 * CKA_H * hd, neg, (size_t)(CKA_H * hd) * sizeof(float), err);
+    }
+    const bool off = g->flash_off;
+    g->flash_off   = true;
+    if (!st) st = be->ops->attention(be, dq, &kv, 0, &b, &a, dy[1], err);
+    g->flash_off = off;
+    for (int i = 0; i < 2 && !st; i++) st = be->ops->read(be, dy[i], y[i], qn * sizeof(float), err);
+    if (!st) st = gpu_sync(g, err);
+    be->ops->release(be, mem);
+    celer_kv_cache_free(&kv, be);
+    gpu_forget_acts(g); /* the output's quantization named memory that is gone */
+    return st;
+}
+
+/* *agrees false, with the note said, where the two kernels are apart by more than f16's
+ * rounding of q, k, v and the probabilities (1e-2 of the largest output) at head size 64 or 128. */
+static celer_status ck_flash(gpu_backend *g, bool bad, bool *agrees, celer_error *err)
+{
+    *agrees = true;
+    for (int64_t hd = 64; hd <= 128 && *agrees; hd *= 2) {
+        const size_t qn = (size_t)(CKA_T * CKA_H * hd), kn = (size_t)(CKA_T * CKA_HK * hd);
+        float       *q  = (float *)malloc((3 * qn + 2 * kn) * sizeof(float));
+        if (!q) return celer_fail(err, CELER_ERR_OOM, "%s: out of memory", CELER_GPU_NAME);
+        float   *kvh = q + qn, *const y[2] = {kvh + 2 * kn, kvh + 2 * kn + qn};
+        uint32_t r   = 0x9e3779b9u;
+        for (size_t i = 0; i < qn; i++) q[i] = (float)((int)(ck_rnd(&r) % 2001) - 1000) / 250.0f; /* ±4 */
+        for (size_t i = 0; i < 2 * kn; i++) kvh[i] = (float)((int)(ck_rnd(&r) % 2001) - 1000) / 1000.0f;
+        const celer_status st = cka_run(g, hd, q, kvh, y, bad, err);
+        float              top = 0.0f;
+        for (size_t i = 0; i < qn; i++) top = fmaxf(top, fabsf(y[1][i]));
+        int64_t worst = -1;
+        for (size_t i = 0; !st && i < qn; i++)
+            if (!(fabsf(y[0][i] - y[1][i]) <= 1e-2f * top)) worst = (int64_t)i;
+        if (worst >= 0) {
+            *agrees = false;
+            fprintf(stderr,
+                    "celer: %s: prefill attention on the matrix units disagreed with the f32 kernel's on a "
+                    "self-check (head size %lld, token %lld, head %lld: %g against %g); prefill attention runs on "
+                    "the f32 kernel. Please report this with the output of `celer info`\n",
+                    CELER_GPU_NAME, (long long)hd, (long long)(worst / (CKA_H * hd)),
+                    (long long)(worst / hd % CKA_H), (double)y[0][worst], (double)y[1][worst]);
+        }
+        free(q);
+        if (st) return st;
+    }
+    return CELER_OK;
+}
+
 celer_status gpu_selfcheck(gpu_backend *g, celer_error *err)
 {
     const char *ev  = getenv("CELER_GPU_CHECK");
@@ -111,6 +197,10 @@ celer_status gpu_selfcheck(gpu_backend *g, celer_error *err)
     if (g->blas_from > 0) { /* f16 weights (11 bits) against the integer kernels' */
         if (ck_path(g, CK_BLAS, bad, 4e-3f, &agrees, err)) return err->code;
         if (!agrees) g->blas_from = 0, g->blas_f32 = false;
+    }
+    if (gpu_flash_has(g)) {
+        if (ck_flash(g, bad, &agrees, err)) return err->code;
+        g->flash_off = !agrees;
     }
     return CELER_OK;
 }

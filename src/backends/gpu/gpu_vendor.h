@@ -126,7 +126,11 @@ static __device__ __forceinline__ void gpu_hmma_16x8x16(float c[4], const uint32
 {
     (void)c, (void)a, (void)b0, (void)b1;
 }
-static __device__ __forceinline__ uint32_t gpu_half2_bits(float lo, float hi) { return (void)lo, (void)hi, 0u; }
+/* Two f16 (ties to even) in a word, lo in the low half: the f16 kernels' packing. */
+static __device__ __forceinline__ uint32_t gpu_half2_bits(float lo, float hi)
+{
+    return (uint32_t)gpu_f16_bits(lo) | (uint32_t)gpu_f16_bits(hi) << 16;
+}
 
 /* AMD's integer matrix units (amx_layout.h says which instruction each target has and where its
  * operands lie): CELER_GPU_AMX_HERE is this device pass's kind, CELER_AMX_NONE in the host pass
@@ -181,6 +185,34 @@ static __device__ __forceinline__ void gpu_amx_block(int *acc, const int8_t *a, 
 #endif
 #undef GPU_AMX_WORD
 }
+/* acc (a lane's amx_acc f32 accumulators of a 16 x 16 tile) += A B over 16 k in f16 products: a
+ * and b are the lane's amx_halves(K) / 2 words of f16 pairs (the lower k in the low half) at
+ * amx_half_k's k of its row of A and its column of B. Nothing where the pass has no units. */
+static __device__ __forceinline__ void gpu_amx_hmma(float *acc, const uint32_t *a, const uint32_t *b)
+{
+#if CELER_GPU_AMX_HERE == CELER_AMX_MFMA16 || CELER_GPU_AMX_HERE == CELER_AMX_MFMA32
+    typedef _Float16 v4h __attribute__((ext_vector_type(4)));
+    typedef float    v4f __attribute__((ext_vector_type(4)));
+    typedef uint32_t v2u __attribute__((ext_vector_type(2)));
+    const v2u av = {a[0], a[1]}, bv = {b[0], b[1]};
+    v4f       c  = {acc[0], acc[1], acc[2], acc[3]};
+    c = __builtin_amdgcn_mfma_f32_16x16x16f16(__builtin_bit_cast(v4h, av), __builtin_bit_cast(v4h, bv), c, 0, 0, 0);
+    for (int v = 0; v < 4; v++) acc[v] = c[v];
+#elif CELER_GPU_AMX_HERE == CELER_AMX_WMMA11
+    typedef _Float16 v16h __attribute__((ext_vector_type(16)));
+    typedef float    v8f __attribute__((ext_vector_type(8)));
+    typedef uint32_t v8u __attribute__((ext_vector_type(8)));
+    const v8u av = {a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]};
+    const v8u bv = {b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]};
+    v8f       c  = {acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7]};
+    c = __builtin_amdgcn_wmma_f32_16x16x16_f16_w32(__builtin_bit_cast(v16h, av), __builtin_bit_cast(v16h, bv), c);
+    for (int v = 0; v < 8; v++) acc[v] = c[v];
+#else
+    (void)acc, (void)a, (void)b;
+#endif
+}
+/* Whether p holds in any lane of the wave. */
+#define gpu_any(p) __any((int)(p))
 /* Programmatic dependent launch: not in HIP; kernels run one after the other (see the CUDA half). */
 static __device__ __forceinline__ void gpu_dep_enter(void) {}
 static __device__ __forceinline__ void gpu_dep_deferred(void) {}
@@ -330,6 +362,7 @@ typedef cudaGraphExec_t gpuGraphExec_t;
 #define CELER_WARP 32
 #define gpu_shfl_xor(v, m) __shfl_xor_sync(0xffffffffu, (v), (m), CELER_WARP)
 #define gpu_shfl(v, l)     __shfl_sync(0xffffffffu, (v), (l), CELER_WARP)
+#define gpu_any(p)         __any_sync(0xffffffffu, (p))
 /* The f16 whose bits are the low 16 of h, as an f32 (exact). */
 static __device__ __forceinline__ float gpu_f16_val(uint32_t h) { return __half2float(__ushort_as_half((unsigned short)h)); }
 /* The bits of the f16 nearest v (ties to even). */
