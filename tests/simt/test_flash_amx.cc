@@ -1,5 +1,5 @@
-/* AMD's prefill attention (src/backends/gpu/gpu_flash_amx.cuh) run on the host (simt.h) as the
- * target SIMT_KIND would run it — WMMA11 as a wave32 RDNA 3 pass, MFMA16 as a wave64 CDNA pass
+/* AMD's prefill attention (src/backends/gpu/gpu_flash_amx.cuh) run on the host (tests/simt/simt.h)
+ * as the target SIMT_KIND would run it — WMMA11 as a wave32 RDNA 3 pass, MFMA16 as a wave64 CDNA pass
  * (MFMA32's f16 instruction is MFMA16's) — against attention in double precision over the same
  * paged cache. Built once a kind (tests/tests.cmake: test_flash_amx_wmma11, _mfma16).
  *
@@ -11,8 +11,6 @@
  * one 20 tokens on from 100), with and without a window of 40; 64 rows of one sequence under a
  * window of 16, where a key tile is seen by some of the block's waves only (the others skip
  * it); grouped heads (4 query heads a kv head) and the paged cache's blocks shuffled. */
-#include "simt.h"
-
 #include "backends/gpu/gpu_flash_amx.cuh"
 
 #include <algorithm>
@@ -78,7 +76,7 @@ template <int HD, typename KT> static int run(const fcase &c)
         }
     std::vector<float> out(q.size(), NAN); /* NaN where the kernel writes nothing */
     simt_bad_operands = 0;
-    simt_launch(simt_dim{(unsigned)((T + FL_ROWS - 1) / FL_ROWS), (unsigned)H, 1}, FL_THREADS, [&] {
+    simt_launch(dim3((unsigned)((T + FL_ROWS - 1) / FL_ROWS), (unsigned)H), dim3(FL_THREADS), 0, [&] {
         k_flash_amx<HD, KT>(q.data(), kc.data(), vc.data(), c.pos.data(), c.seq.data(), tables.data(), max_blocks,
                             BS, T, H, HK, scale * 1.4426950408889634f, c.window, out.data());
     });

@@ -34,7 +34,7 @@ template <int F>
 __global__ void k_matvec(gpu_wdesc w, const float *__restrict__ x, int64_t T, float *__restrict__ y)
 {
     gpu_dep_enter();
-    extern __shared__ float xs[]; /* (T, SEG, 33): a segment of the activations, rows padded */
+    GPU_DYN_SHARED(float, xs); /* (T, SEG, 33): a segment of the activations, rows padded */
     const int     lane = threadIdx.x % CELER_WARP, nw = blockDim.x / CELER_WARP;
     const int     ch = lane % SEG, per_warp = CELER_WARP / SEG; /* wave64: a warp takes two rows */
     const int64_t r      = ((int64_t)blockIdx.x * nw + threadIdx.x / CELER_WARP) * per_warp + lane / SEG;

@@ -230,7 +230,7 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS, KS > 1 && F == GPU_Q4_K ? 2 
         }
     };
     if constexpr (XS) {
-        extern __shared__ uint4 xs_mem[];
+        GPU_DYN_SHARED(uint4, xs_mem);
         xs_fill<F, X8>(xs_mem, x);
         rounds(xs_view<F>(xs_mem, x.nb));
     } else {

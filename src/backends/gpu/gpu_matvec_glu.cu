@@ -72,7 +72,7 @@ __global__ void __launch_bounds__(GLU_THREADS, glu_apart<F>() ? 2 : 0)
             }
         };
         if constexpr (XS) { /* every warp's first set comes here: the block's barrier */
-            extern __shared__ uint4 xs_mem[];
+            GPU_DYN_SHARED(uint4, xs_mem);
             if (s == wib) xs_fill<F, X8>(xs_mem, x);
             rounds(xs_view<F>(xs_mem, x.nb));
         } else {

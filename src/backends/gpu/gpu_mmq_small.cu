@@ -217,7 +217,7 @@ template <int F, int NT, bool X8, int G, bool MAP = false>
 static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq &x, const int32_t *__restrict__ map,
                                                int64_t T, int64_t kz0, int64_t kend, float *__restrict__ y, int add)
 {
-    extern __shared__ __align__(16) int8_t sq_smem[];
+    GPU_DYN_SHARED(int8_t, sq_smem);
     typedef sq_shape<F, NT, G> S;
     constexpr int SQ_ROWS = S::SQ_ROWS, SQ_BQ = S::SQ_BQ, SQ_STAGES = S::SQ_STAGES;
     const int     tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, q = lane % 4;

@@ -15,6 +15,12 @@
 #include <stdio.h>
 #include <utility>
 
+/* A third half: the kernels run on the host, thread by thread, as an AMD target would run them
+ * (tests/simt/simt.h, for the tests of device code no GPU here runs). */
+#if defined(CELER_SIMT)
+#include "simt.h"
+#endif
+
 extern "C" {
 #include "celer.h"
 }
@@ -26,7 +32,9 @@ extern "C" {
 #include "backends/gpu/amx_layout.h"
 }
 
-#if defined(__HIPCC__) || defined(__HIP__)
+#if defined(CELER_SIMT)
+/* all in simt.h */
+#elif defined(__HIPCC__) || defined(__HIP__)
 #include <hip/hip_fp16.h>
 #include <hip/hip_runtime.h>
 extern "C" {
@@ -603,6 +611,11 @@ static inline void gpu_vendor_facts(const gpuDeviceProp *p, celer_device_facts *
     snprintf(f->unified_source, sizeof f->unified_source, "CUDA integrated flag");
     f->supported = true;
 }
+#endif
+
+/* A kernel's dynamic shared memory (the launch's smem bytes), 16-byte aligned, as an array of T. */
+#ifndef GPU_DYN_SHARED
+#define GPU_DYN_SHARED(T, name) extern __shared__ __align__(16) T name[]
 #endif
 
 /* The dot product of four signed bytes of a with four of b, plus c: one instruction on NVIDIA
