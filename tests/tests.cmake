@@ -123,36 +123,5 @@ if(NOT CELER_SANITIZE AND NOT TARGET celer_gpu)
   set_tests_properties(gpu_builds PROPERTIES TIMEOUT 1500 ENVIRONMENT "JOBS=2")
 endif()
 
-# tests/simt/test_<name>.cc: GPU device code that no GPU here runs (AMD's kernels), run on the host
-# by tests/simt/simt.h (gpu_vendor.h's third half) once for each target kind it takes, as
-# test_<name>_<kind>. C++, the kernels' language (STYLE's tests are C: these cannot be). The
-# directory's flags are C's (-Wstrict-prototypes, ...): these take their own, the sanitizers where
-# they are on, and drop at link the host functions of an included GPU source that they do not
-# call (those reach the runtime, which the emulator only declares).
-enable_language(CXX)
-file(GLOB CELER_SIMT_TESTS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/simt/test_*.cc)
-foreach(src ${CELER_SIMT_TESTS})
-  get_filename_component(name ${src} NAME_WE)
-  foreach(kind WMMA11 MFMA16)
-    string(TOLOWER ${kind} lower)
-    set(t ${name}_${lower})
-    add_executable(${t} ${src})
-    set_property(TARGET ${t} PROPERTY COMPILE_OPTIONS "")
-    set_target_properties(${t} PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
-    target_compile_definitions(${t} PRIVATE CELER_SIMT SIMT_KIND=CELER_AMX_${kind})
-    target_include_directories(${t} PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src
-                                            ${PROJECT_SOURCE_DIR}/tests ${PROJECT_SOURCE_DIR}/tests/simt)
-    # the kernels' type punning and unrolling pragmas are the GPU compilers' dialect
-    target_compile_options(${t} PRIVATE -Wall -Wextra -Wshadow -fno-strict-aliasing -Wno-unknown-pragmas
-                                        -ffunction-sections)
-    target_link_options(${t} PRIVATE -Wl,--gc-sections)
-    if(CELER_WERROR)
-      target_compile_options(${t} PRIVATE -Werror)
-    endif()
-    if(CELER_SANITIZE)
-      target_compile_options(${t} PRIVATE -fsanitize=address,undefined -fno-sanitize-recover=all
-                                          -fno-omit-frame-pointer)
-    endif()
-    add_test(NAME ${t} COMMAND ${t} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-  endforeach()
-endforeach()
+# tests/simt: AMD's GPU code run on the host (tests/simt/simt.cmake says how).
+include(${PROJECT_SOURCE_DIR}/tests/simt/simt.cmake)

@@ -14,8 +14,8 @@
  * a kernel that hands the units their operands in other places gets wrong sums; WMMA operands
  * whose lane halves disagree, which the ISA forbids, are counted in simt_bad_operands). Threads
  * that wait at barriers not all of the block reach stop the test with a message (on a GPU: a
- * hang or wrong results). The runtime API is declared for the host code to compile and does
- * nothing: tests pass host memory as device memory. */
+ * hang or wrong results). The runtime is the host's memory and does everything at once (below),
+ * so the whole backend runs: a test can open it as "rocm" and run tests/gpu's programs. */
 #ifndef CELER_TESTS_SIMT_H
 #define CELER_TESTS_SIMT_H
 
@@ -36,6 +36,7 @@
 #include <ucontext.h>
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 extern "C" {
@@ -48,6 +49,8 @@ extern "C" {
 #ifndef SIMT_KIND
 #error "SIMT_KIND: the amx_layout.h kind of the target to run as"
 #endif
+
+#define CELER_WARP (SIMT_KIND == CELER_AMX_WMMA11 ? 32 : 64)
 
 #define CELER_GPU_VENDOR "AMD"
 #define CELER_GPU_KIND   CELER_BACKEND_ROCM
@@ -92,51 +95,93 @@ static inline int64_t  max(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline uint32_t min(uint32_t a, uint32_t b) { return a < b ? a : b; }
 static inline uint32_t max(uint32_t a, uint32_t b) { return a > b ? a : b; }
 
-/* ---- the runtime: declared, inert --------------------------------------------------------- */
-typedef int                  gpuError_t;
-typedef struct simt_stream  *gpuStream_t;
-typedef struct simt_event   *gpuEvent_t;
-typedef struct simt_graph   *gpuGraph_t;
-typedef struct simt_graphx  *gpuGraphExec_t;
+/* ---- the runtime, on host memory -------------------------------------------------------------
+ * One device (SIMT_ARCH), its memory the host's, every call done when it returns: copies and
+ * launches run at once, streams and events are always finished, and a stream cannot be captured
+ * (the backend then runs every step op by op). Fresh allocations hold NaNs (0xff bytes), so that
+ * a kernel reading memory nothing wrote shows. */
+#ifndef SIMT_ARCH
+#define SIMT_ARCH (SIMT_KIND == CELER_AMX_WMMA11 ? "gfx1100" : SIMT_KIND == CELER_AMX_MFMA32 ? "gfx942" : "gfx90a")
+#endif
+typedef int                 gpuError_t;
+typedef struct simt_stream *gpuStream_t;
+typedef struct simt_event  *gpuEvent_t;
+typedef struct simt_graph  *gpuGraph_t;
+typedef struct simt_graphx *gpuGraphExec_t;
 typedef struct {
-    char     name[256], gcnArchName[256];
-    int      warpSize, multiProcessorCount, major, minor, integrated, pciDomainID, pciBusID, pciDeviceID;
-    int      l2CacheSize, maxThreadsPerBlock, sharedMemPerBlockOptin, persistingL2CacheMaxSize;
-    size_t   totalGlobalMem, sharedMemPerBlock, sharedMemPerMultiprocessor;
+    char   name[256], gcnArchName[256];
+    int    warpSize, multiProcessorCount, major, minor, integrated, pciDomainID, pciBusID, pciDeviceID;
+    int    l2CacheSize, maxThreadsPerBlock;
+    size_t totalGlobalMem, sharedMemPerBlock;
 } gpuDeviceProp;
-enum { gpuSuccess = 0, gpuErrorMemoryAllocation = 2, gpuErrorNotReady = 600, SIMT_ERROR = 999 };
+enum { gpuSuccess = 0, gpuErrorMemoryAllocation = 2, gpuErrorNotReady = 600, SIMT_NO_CAPTURE = 900 };
 enum { gpuMemcpyHostToDevice, gpuMemcpyDeviceToHost, gpuMemcpyDeviceToDevice };
-static inline const char *gpuGetErrorString(gpuError_t) { return "the simt emulator has no runtime"; }
-static inline const char *gpuGetErrorName(gpuError_t) { return "simtNoRuntime"; }
+enum { SIMT_MEMORY = 1 << 30, SIMT_CUS = 4 };
+static inline const char *gpuGetErrorString(gpuError_t e)
+{
+    return e == SIMT_NO_CAPTURE ? "the simt emulator captures no graphs" : e ? "simt error" : "no error";
+}
+static inline const char *gpuGetErrorName(gpuError_t e) { return e ? "simtError" : "simtSuccess"; }
 static inline gpuError_t  gpuGetLastError(void) { return gpuSuccess; }
-template <typename... A> static inline gpuError_t simt_no_runtime(A...) { return SIMT_ERROR; }
-#define gpuGetDeviceCount             simt_no_runtime
-#define gpuGetDeviceProperties        simt_no_runtime
-#define gpuSetDevice                  simt_no_runtime
-#define gpuMemGetInfo                 simt_no_runtime
-#define gpuMalloc                     simt_no_runtime
-#define gpuFree                       simt_no_runtime
-#define gpuHostAlloc                  simt_no_runtime
-#define gpuFreeHost                   simt_no_runtime
-#define gpuMemcpyAsync                simt_no_runtime
-#define gpuMemsetAsync                simt_no_runtime
-#define gpuStreamCreateNonBlocking    simt_no_runtime
-#define gpuStreamDestroy              simt_no_runtime
-#define gpuStreamQuery                simt_no_runtime
-#define gpuStreamSynchronize          simt_no_runtime
-#define gpuEventCreate                simt_no_runtime
-#define gpuEventDestroy               simt_no_runtime
-#define gpuEventRecord                simt_no_runtime
-#define gpuEventQuery                 simt_no_runtime
-#define gpuDriverGetVersion           simt_no_runtime
-#define gpuRuntimeGetVersion          simt_no_runtime
-#define gpuStreamBeginCaptureRelaxed  simt_no_runtime
-#define gpuStreamEndCapture           simt_no_runtime
-#define gpuGraphInstantiate           simt_no_runtime
-#define gpuGraphLaunch                simt_no_runtime
-#define gpuGraphExecDestroy           simt_no_runtime
-#define gpuGraphDestroy               simt_no_runtime
-#define gpuFuncSetMaxDynamicShared    simt_no_runtime
+static inline gpuError_t  gpuGetDeviceCount(int *n) { return *n = 1, gpuSuccess; }
+static inline gpuError_t  gpuSetDevice(int) { return gpuSuccess; }
+static inline gpuError_t  gpuGetDeviceProperties(gpuDeviceProp *p, int)
+{
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "celer simt emulator (%s)", SIMT_ARCH);
+    snprintf(p->gcnArchName, sizeof p->gcnArchName, "%s", SIMT_ARCH);
+    p->warpSize = CELER_WARP, p->multiProcessorCount = SIMT_CUS, p->major = 9, p->minor = 0;
+    p->l2CacheSize = 4 << 20, p->maxThreadsPerBlock = 1024;
+    p->totalGlobalMem = SIMT_MEMORY, p->sharedMemPerBlock = 64 << 10;
+    return gpuSuccess;
+}
+static inline gpuError_t gpuMemGetInfo(size_t *free_b, size_t *total_b)
+{
+    *free_b = *total_b = SIMT_MEMORY;
+    return gpuSuccess;
+}
+template <typename T> static inline gpuError_t gpuMalloc(T **p, size_t n)
+{
+    *p = (T *)aligned_alloc(256, (n + 255) / 256 * 256);
+    if (!*p) return gpuErrorMemoryAllocation;
+    memset((void *)*p, 0xff, n);
+    return gpuSuccess;
+}
+static inline gpuError_t gpuFree(void *p) { return free(p), gpuSuccess; }
+#define gpuHostAlloc(p, n) gpuMalloc((p), (n))
+static inline gpuError_t gpuFreeHost(void *p) { return free(p), gpuSuccess; }
+static inline gpuError_t gpuMemcpyAsync(void *dst, const void *src, size_t n, int, gpuStream_t)
+{
+    return memmove(dst, src, n), gpuSuccess;
+}
+static inline gpuError_t gpuMemsetAsync(void *p, int v, size_t n, gpuStream_t) { return memset(p, v, n), gpuSuccess; }
+static inline gpuError_t gpuStreamCreateNonBlocking(gpuStream_t *s)
+{
+    static char stream;
+    *s = (gpuStream_t)(void *)&stream;
+    return gpuSuccess;
+}
+static inline gpuError_t gpuStreamDestroy(gpuStream_t) { return gpuSuccess; }
+static inline gpuError_t gpuStreamQuery(gpuStream_t) { return gpuSuccess; }
+static inline gpuError_t gpuStreamSynchronize(gpuStream_t) { return gpuSuccess; }
+static inline gpuError_t gpuEventCreate(gpuEvent_t *e)
+{
+    static char event;
+    *e = (gpuEvent_t)(void *)&event;
+    return gpuSuccess;
+}
+static inline gpuError_t gpuEventDestroy(gpuEvent_t) { return gpuSuccess; }
+static inline gpuError_t gpuEventRecord(gpuEvent_t, gpuStream_t) { return gpuSuccess; }
+static inline gpuError_t gpuEventQuery(gpuEvent_t) { return gpuSuccess; }
+static inline gpuError_t gpuDriverGetVersion(int *v) { return *v = 0, gpuSuccess; }
+static inline gpuError_t gpuRuntimeGetVersion(int *v) { return *v = 0, gpuSuccess; }
+static inline gpuError_t gpuStreamBeginCaptureRelaxed(gpuStream_t) { return SIMT_NO_CAPTURE; }
+static inline gpuError_t gpuStreamEndCapture(gpuStream_t, gpuGraph_t *g) { return *g = NULL, SIMT_NO_CAPTURE; }
+static inline gpuError_t gpuGraphInstantiate(gpuGraphExec_t *, gpuGraph_t) { return SIMT_NO_CAPTURE; }
+static inline gpuError_t gpuGraphLaunch(gpuGraphExec_t, gpuStream_t) { return SIMT_NO_CAPTURE; }
+static inline gpuError_t gpuGraphExecDestroy(gpuGraphExec_t) { return gpuSuccess; }
+static inline gpuError_t gpuGraphDestroy(gpuGraph_t) { return gpuSuccess; }
+template <typename F> static inline gpuError_t gpuFuncSetMaxDynamicShared(F, int) { return gpuSuccess; }
 /* a device symbol is a host variable here */
 enum { hipSuccess = 0, hipMemcpyDeviceToHost = 1 };
 #define HIP_SYMBOL(x) (&(x))
@@ -146,7 +191,15 @@ static inline int hipMemcpyFromSymbol(void *dst, const void *sym, size_t n, size
     return hipSuccess;
 }
 static inline bool gpu_early_launch_ok(const gpuDeviceProp *) { return false; }
-static inline void gpu_vendor_facts(const gpuDeviceProp *, celer_device_facts *f) { f->supported = false; }
+static inline void gpu_vendor_facts(const gpuDeviceProp *p, celer_device_facts *f) /* as HIP's, without sysfs */
+{
+    celer_error e;
+    celer_gfx_arch_base(p->gcnArchName, f->arch, sizeof f->arch);
+    f->supported = celer_gfx_check(p->gcnArchName, p->name, f->built_archs, &e) == CELER_OK;
+    if (!f->supported) snprintf(f->why, sizeof f->why, "%s", e.msg);
+    f->unified = false;
+    snprintf(f->unified_source, sizeof f->unified_source, "the simt emulator");
+}
 
 /* No vendor BLAS: long steps stay on the source's kernels. */
 #define CELER_GPU_BLAS_NAME    "none (simt)"
@@ -163,26 +216,52 @@ static inline const char   *gpu_blas_file(void) { return "none"; }
 static inline bool          gpu_blas_ok(gpuBlasStatus s) { return s == 0; }
 static inline bool          gpu_blas_oom(gpuBlasStatus) { return false; }
 static inline const char   *gpu_blas_words(gpuBlasStatus) { return "no BLAS in the simt emulator"; }
-static inline gpuBlasStatus gpu_blas_create(gpuBlasHandle *) { return SIMT_ERROR; }
-static inline gpuBlasStatus gpu_blas_destroy(gpuBlasHandle) { return SIMT_ERROR; }
-static inline gpuBlasStatus gpu_blas_bind(gpuBlasHandle, gpuStream_t, void *, size_t) { return SIMT_ERROR; }
+static inline gpuBlasStatus gpu_blas_create(gpuBlasHandle *) { return 1; }
+static inline gpuBlasStatus gpu_blas_destroy(gpuBlasHandle) { return 1; }
+static inline gpuBlasStatus gpu_blas_bind(gpuBlasHandle, gpuStream_t, void *, size_t) { return 1; }
 static inline gpuBlasStatus gpu_blas_gemm_tn(gpuBlasHandle, int, int, int, const float *, const void *, int, const void *,
                                              int, const float *, float *, int, bool, bool)
 {
-    return SIMT_ERROR;
+    return 1;
 }
 
 /* ---- the scheduler ------------------------------------------------------------------------ */
-#define CELER_WARP (SIMT_KIND == CELER_AMX_WMMA11 ? 32 : 64)
+/* Switching fibers: on x86-64 (outside the sanitizers, which must be told of stack switches)
+ * a few instructions that keep the registers a call keeps; elsewhere ucontext, whose swapcontext
+ * also saves the signal mask, a system call a switch (about half of a run's time). */
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define SIMT_FAST_SWITCH 1
+/* Saves the callee-saved registers, MXCSR and the x87 control word on the stack, *from = the
+ * stack pointer, then resumes the fiber whose stack pointer is to. */
+extern "C" void simt_switch(void **from, void *to);
+__asm__(".text\n"
+        ".weak simt_switch\n" /* every translation unit has it; the link keeps one */
+        ".type simt_switch,@function\n"
+        "simt_switch:\n"
+        "    pushq %rbp\n    pushq %rbx\n    pushq %r12\n    pushq %r13\n    pushq %r14\n    pushq %r15\n"
+        "    subq $8, %rsp\n    stmxcsr (%rsp)\n    fnstcw 4(%rsp)\n"
+        "    movq %rsp, (%rdi)\n    movq %rsi, %rsp\n"
+        "    ldmxcsr (%rsp)\n    fldcw 4(%rsp)\n    addq $8, %rsp\n"
+        "    popq %r15\n    popq %r14\n    popq %r13\n    popq %r12\n    popq %rbx\n    popq %rbp\n"
+        "    ret\n"
+        ".size simt_switch, .-simt_switch\n");
+#else
+#define SIMT_FAST_SWITCH 0
+#endif
+
 struct simt_barrier {
     int      count;
     unsigned gen;
 };
+enum { SIMT_STACK = 256 << 10 };
 struct simt_fiber {
-    ucontext_t        ctx;
-    dim3              tid;
-    bool              done;
-    std::vector<char> stack;
+    ucontext_t              ctx; /* the slow switch's */
+    void                   *sp;  /* the fast one's: the saved stack pointer */
+    dim3                    tid;
+    bool                    done;
+    const simt_barrier     *wait_on;   /* the barrier it waits at, or NULL */
+    unsigned                wait_gen;  /* that barrier's generation when it arrived */
+    std::unique_ptr<char[]> stack; /* SIMT_STACK bytes, untouched until used */
 };
 /* A wave's exchange, double-buffered: a collective's buffer is written again only after the next
  * collective's barrier, which every lane reaches after reading it. */
@@ -190,9 +269,12 @@ struct simt_wave {
     simt_barrier bar;
     int          parity[64];
     uint64_t     word[2][64][16];
+    unsigned     tile_gen[2]; /* the collective (bar.gen after it) whose tile tile[] holds, per buffer */
+    double       tile[2][16][16];
 };
 struct simt_state {
     ucontext_t                   sched;
+    void                        *sched_sp;
     std::vector<simt_fiber>      fibers;
     simt_fiber                  *cur;
     simt_barrier                 block_bar;
@@ -202,25 +284,35 @@ struct simt_state {
     bool                         progress;
     const std::function<void()> *fn;
 };
-static simt_state simt;
-static long       simt_bad_operands; /* WMMA instructions whose lane halves disagreed */
+/* one for the program (inline variables): a kernel may be launched from another translation unit */
+inline simt_state simt;
+inline long       simt_bad_operands; /* WMMA instructions whose lane halves disagreed */
 
 #define threadIdx (simt.cur->tid)
 #define blockIdx  (simt.block)
 #define blockDim  (simt.bdim)
 #define gridDim   (simt.gdim)
 
-static inline void simt_yield(void) { swapcontext(&simt.cur->ctx, &simt.sched); }
+static inline void simt_yield(void)
+{
+#if SIMT_FAST_SWITCH
+    simt_switch(&simt.cur->sp, simt.sched_sp);
+#else
+    swapcontext(&simt.cur->ctx, &simt.sched);
+#endif
+}
 
+/* Arrives at b, which n threads must reach, and returns when all have. */
 static inline void simt_wait(simt_barrier &b, int n)
 {
-    const unsigned g = b.gen;
-    simt.progress    = true;
+    simt.progress = true;
     if (++b.count == n) {
         b.count = 0, b.gen++;
         return;
     }
-    while (b.gen == g) simt_yield();
+    simt.cur->wait_on = &b, simt.cur->wait_gen = b.gen;
+    simt_yield(); /* resumed once b's generation has moved on */
+    simt.cur->wait_on = NULL;
 }
 
 static inline void simt_fiber_main(void)
@@ -228,6 +320,45 @@ static inline void simt_fiber_main(void)
     (*simt.fn)();
     simt.cur->done = true;
     simt.progress  = true;
+#if SIMT_FAST_SWITCH
+    simt_yield(); /* never resumed */
+    abort();
+#endif
+}
+
+/* A fiber made to start at simt_fiber_main on its own stack. */
+static inline void simt_fiber_start(simt_fiber &f)
+{
+    if (!f.stack) f.stack.reset(new char[SIMT_STACK]);
+#if SIMT_FAST_SWITCH
+    /* what simt_switch pops: MXCSR and the control word, six registers, then simt_fiber_main as
+     * the return address, placed so that it starts with the stack as a call leaves it */
+    uintptr_t  top = ((uintptr_t)f.stack.get() + SIMT_STACK) & ~(uintptr_t)15;
+    uint64_t  *sp  = (uint64_t *)(top - 16);
+    sp[0]          = (uint64_t)(uintptr_t)simt_fiber_main;
+    sp -= 7;
+    memset(sp, 0, 7 * sizeof *sp);
+    const uint32_t mxcsr = 0x1f80, fpcw = 0x037f; /* the defaults: round to nearest, exceptions masked */
+    memcpy(sp, &mxcsr, 4), memcpy((char *)sp + 4, &fpcw, 2);
+    f.sp = sp;
+#else
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp   = f.stack.get();
+    f.ctx.uc_stack.ss_size = SIMT_STACK;
+    f.ctx.uc_link          = &simt.sched;
+    makecontext(&f.ctx, simt_fiber_main, 0);
+#endif
+}
+
+/* Runs fiber f until it waits or ends. */
+static inline void simt_resume(simt_fiber &f)
+{
+    simt.cur = &f;
+#if SIMT_FAST_SWITCH
+    simt_switch(&simt.sched_sp, f.sp);
+#else
+    swapcontext(&simt.sched, &f.ctx);
+#endif
 }
 
 /* The block's dynamic shared memory (gpu_vendor.h's GPU_DYN_SHARED). */
@@ -239,14 +370,14 @@ static inline void simt_launch(dim3 grid, dim3 block, size_t smem, const std::fu
 {
     simt.dyn.assign((smem + 15) / 16, uint4{0, 0, 0, 0});
     const int threads = (int)(block.x * block.y * block.z);
-    if (block.y != 1 || block.z != 1 || threads % CELER_WARP || threads > 1024) {
-        fprintf(stderr, "simt: a block of %u x %u x %u threads (one dimension, waves of %d, at most 1024)\n", block.x,
-                block.y, block.z, CELER_WARP);
-        exit(2);
+    if (block.y != 1 || block.z != 1 || threads < 1 || threads > 1024) {
+        fprintf(stderr, "simt: a block of %u x %u x %u threads (one dimension, at most 1024)\n", block.x, block.y,
+                block.z);
+        abort();
     }
     simt.fn = &fn, simt.bdim = block, simt.gdim = grid;
     simt.fibers.resize((size_t)threads);
-    simt.waves.assign((size_t)(threads / CELER_WARP), simt_wave{});
+    simt.waves.assign((size_t)((threads + CELER_WARP - 1) / CELER_WARP), simt_wave{}); /* the last one may be short */
     for (unsigned bz = 0; bz < grid.z; bz++)
         for (unsigned by = 0; by < grid.y; by++)
             for (unsigned bx = 0; bx < grid.x; bx++) {
@@ -255,21 +386,15 @@ static inline void simt_launch(dim3 grid, dim3 block, size_t smem, const std::fu
                 for (simt_wave &w : simt.waves) w.bar = simt_barrier{0, 0}, memset(w.parity, 0, sizeof w.parity);
                 for (int t = 0; t < threads; t++) {
                     simt_fiber &f = simt.fibers[(size_t)t];
-                    f.tid = dim3((unsigned)t, 0, 0), f.done = false;
-                    f.stack.resize(256 * 1024);
-                    getcontext(&f.ctx);
-                    f.ctx.uc_stack.ss_sp   = f.stack.data();
-                    f.ctx.uc_stack.ss_size = f.stack.size();
-                    f.ctx.uc_link          = &simt.sched;
-                    makecontext(&f.ctx, simt_fiber_main, 0);
+                    f.tid = dim3((unsigned)t, 0, 0), f.done = false, f.wait_on = NULL;
+                    simt_fiber_start(f);
                 }
                 for (int left = threads; left > 0;) {
                     simt.progress = false;
                     left          = 0;
                     for (simt_fiber &f : simt.fibers) {
                         if (f.done) continue;
-                        simt.cur = &f;
-                        swapcontext(&simt.sched, &f.ctx);
+                        if (!f.wait_on || f.wait_on->gen != f.wait_gen) simt_resume(f);
                         left += !f.done;
                     }
                     if (left > 0 && !simt.progress) {
@@ -303,14 +428,31 @@ template <typename T> static inline T atomicAdd(T *p, T v)
 
 /* ---- a wave's collectives ------------------------------------------------------------------ */
 /* Every lane's n values of the caller's wave once all have given theirs (the buffer). */
+/* The lanes of the caller's wave: CELER_WARP, or fewer in a block's last wave. */
+static inline int simt_lanes(void)
+{
+    const int rest = (int)simt.fibers.size() - (int)(threadIdx.x / CELER_WARP) * CELER_WARP;
+    return rest < CELER_WARP ? rest : CELER_WARP;
+}
+
 static inline const uint64_t (*simt_exchange(const uint64_t *v, int n))[16]
 {
     simt_wave &w    = simt.waves[threadIdx.x / CELER_WARP];
     const int  lane = (int)(threadIdx.x % CELER_WARP), p = w.parity[lane];
     w.parity[lane] ^= 1;
     memcpy(w.word[p][lane], v, (size_t)n * sizeof *v);
-    simt_wait(w.bar, CELER_WARP);
+    simt_wait(w.bar, simt_lanes());
     return w.word[p];
+}
+
+/* A collective that reads lane src where the wave has none (a block short of a whole wave): on
+ * the GPU an undefined value. Stops the test. */
+static inline void simt_lane_there(int src)
+{
+    if (src < simt_lanes()) return;
+    fprintf(stderr, "simt: block (%u, %u, %u), thread %u read lane %d of a wave of %d lanes (the block has %zu "
+            "threads)\n", simt.block.x, simt.block.y, simt.block.z, threadIdx.x, src, simt_lanes(), simt.fibers.size());
+    abort();
 }
 
 template <typename T> static inline T simt_shfl(T v, int src)
@@ -318,8 +460,10 @@ template <typename T> static inline T simt_shfl(T v, int src)
     uint64_t u = 0;
     memcpy(&u, &v, sizeof v);
     const uint64_t(*all)[16] = simt_exchange(&u, 1);
+    src &= CELER_WARP - 1;
+    simt_lane_there(src);
     T r;
-    memcpy(&r, &all[src & (CELER_WARP - 1)][0], sizeof r);
+    memcpy(&r, &all[src][0], sizeof r);
     return r;
 }
 #define gpu_shfl(v, l)     simt_shfl((v), (int)(l))
@@ -329,7 +473,7 @@ static inline bool gpu_any(bool p)
 {
     const uint64_t u = p, (*all)[16] = simt_exchange(&u, 1);
     bool any = false;
-    for (int l = 0; l < CELER_WARP; l++) any = any || all[l][0];
+    for (int l = 0; l < simt_lanes(); l++) any = any || all[l][0];
     return any;
 }
 
@@ -414,6 +558,27 @@ static inline void simt_wmma_same(const uint64_t (*all)[16], int words)
         for (int i = 0; i < words; i++) simt_bad_operands += all[lane][i] != all[lane + 16][i];
 }
 
+/* The wave's 16 x 16 tile D of the collective whose operands are all (buffer p): computed by
+ * the first lane to ask, from A's and B's values a(l, i, m, k) / b(l, i, k, n) (l: the lane that
+ * holds it, i: its index there), as the ISA places them (below). */
+template <typename V, typename F> static inline const double (*simt_tile(const uint64_t (*all)[16], F place))[16]
+{
+    simt_wave     &w = simt.waves[threadIdx.x / CELER_WARP];
+    const int      p = (int)(all == w.word[1]);
+    if (w.tile_gen[p] != w.bar.gen) {
+        w.tile_gen[p] = w.bar.gen;
+        V a[16][32], b[32][16];
+        const int kn = place(all, a, b); /* the k of one instruction */
+        for (int m = 0; m < 16; m++)
+            for (int n = 0; n < 16; n++) {
+                V d = 0;
+                for (int k = 0; k < kn; k++) d += a[m][k] * b[k][n];
+                w.tile[p][m][n] = (double)d;
+            }
+    }
+    return w.tile[p];
+}
+
 /* acc += the 16 x 16 tile of one 32-value block's integer sums (gpu_vendor.h's gpu_amx_block: a
  * is the lane's weight row at the block, b its token's codes), the operands gathered as the HIP
  * half gathers them (amx_word_at) and summed where the ISA puts them:
@@ -422,38 +587,37 @@ static inline void simt_wmma_same(const uint64_t (*all)[16], int words)
  *   v_mfma_i32_16x16x32_i8 (words 0, 1 as one 64-bit operand): A[m][k] in lane m + 16 (k / 8),
  *     byte k % 8; B likewise; D as above.
  *   v_wmma_i32_16x16x16_iu8 (twice, words 4j .. 4j + 3): A[m][k] in lanes m and m + 16, byte k;
- *     B[k][n] in lanes n and n + 16; D[m][n] in lane n + 16 (m % 2), register m / 2. */
+ *     B[k][n] in lanes n and n + 16; D[m][n] in lane n + 16 (m % 2), register m / 2.
+ * Both instructions of a pair are taken as one product over 32 k (an integer sum: the same). */
 static inline void gpu_amx_block(int *acc, const int8_t *a, const int8_t *b)
 {
     constexpr int K = SIMT_KIND, W = amx_words(K);
-    const int     lane = (int)(threadIdx.x % CELER_WARP);
-    uint64_t      mine[16] = {0};
+    simt_lane_there(CELER_WARP - 1); /* a whole wave */
+    const int lane = (int)(threadIdx.x % CELER_WARP);
+    uint64_t  mine[16] = {0};
     for (int i = 0; i < W; i++) {
         uint32_t wa, wb;
         memcpy(&wa, a + amx_word_at(K, lane, i), 4), memcpy(&wb, b + amx_word_at(K, lane, i), 4);
         mine[i] = wa, mine[W + i] = wb;
     }
     const uint64_t(*all)[16] = simt_exchange(mine, 2 * W);
-    const int n              = lane % 16;
-    if (K == CELER_AMX_WMMA11) {
-        simt_wmma_same(all, 2 * W);
-        for (int v = 0; v < 8; v++) {
-            const int m = 2 * v + lane / 16;
-            for (int j = 0; j < 2; j++)
-                for (int k = 0; k < 16; k++) acc[v] += simt_byte(all[m] + 4 * j, k) * simt_byte(all[n] + W + 4 * j, k);
-        }
-    } else {
-        for (int v = 0; v < 4; v++) {
-            const int m = 4 * (lane / 16) + v;
-            if (K == CELER_AMX_MFMA16)
-                for (int j = 0; j < 2; j++)
-                    for (int k = 0; k < 16; k++)
-                        acc[v] += simt_byte(all[m + 16 * (k / 4)] + j, k % 4) *
-                                  simt_byte(all[n + 16 * (k / 4)] + W + j, k % 4);
-            else
-                for (int k = 0; k < 32; k++)
-                    acc[v] += simt_byte(all[m + 16 * (k / 8)], k % 8) * simt_byte(all[n + 16 * (k / 8)] + W, k % 8);
-        }
+    if (K == CELER_AMX_WMMA11) simt_wmma_same(all, 2 * W);
+    const double(*d)[16] = simt_tile<int64_t>(all, [](const uint64_t(*o)[16], int64_t(*ta)[32], int64_t(*tb)[16]) {
+        for (int x = 0; x < 16; x++)
+            for (int k = 0; k < 32; k++) {
+                if (K == CELER_AMX_WMMA11) /* instruction k / 16's words 4 (k / 16) .., byte k % 16 */
+                    ta[x][k] = simt_byte(o[x] + 4 * (k / 16), k % 16), tb[k][x] = simt_byte(o[x] + W + 4 * (k / 16), k % 16);
+                else if (K == CELER_AMX_MFMA16) /* instruction k / 16's word k / 16 */
+                    ta[x][k] = simt_byte(o[x + 16 * (k % 16 / 4)] + k / 16, k % 4),
+                    tb[k][x] = simt_byte(o[x + 16 * (k % 16 / 4)] + W + k / 16, k % 4);
+                else
+                    ta[x][k] = simt_byte(o[x + 16 * (k / 8)], k % 8), tb[k][x] = simt_byte(o[x + 16 * (k / 8)] + W, k % 8);
+            }
+        return 32;
+    });
+    for (int v = 0; v < amx_acc(K); v++) {
+        const int m = K == CELER_AMX_WMMA11 ? 2 * v + lane / 16 : 4 * (lane / 16) + v;
+        acc[v] += (int)d[m][lane % 16];
     }
 }
 
@@ -466,26 +630,23 @@ static inline void gpu_amx_block(int *acc, const int8_t *a, const int8_t *b)
 static inline void gpu_amx_hmma(float *acc, const uint32_t *a, const uint32_t *b)
 {
     constexpr int K = SIMT_KIND, W = K == CELER_AMX_WMMA11 ? 8 : 2;
-    uint64_t      mine[16] = {0};
+    simt_lane_there(CELER_WARP - 1); /* a whole wave */
+    const int lane = (int)(threadIdx.x % CELER_WARP);
+    uint64_t  mine[16] = {0};
     for (int i = 0; i < W; i++) mine[i] = a[i], mine[W + i] = b[i];
     const uint64_t(*all)[16] = simt_exchange(mine, 2 * W);
-    const int lane = (int)(threadIdx.x % CELER_WARP), n = lane % 16;
-    if (K == CELER_AMX_WMMA11) {
-        simt_wmma_same(all, 2 * W);
-        for (int v = 0; v < 8; v++) {
-            const int m = 2 * v + lane / 16;
-            float     s = 0.0f;
-            for (int k = 0; k < 16; k++) s += simt_half(all[m], k) * simt_half(all[n] + W, k);
-            acc[v] += s;
-        }
-    } else {
-        for (int v = 0; v < 4; v++) {
-            const int m = 4 * (lane / 16) + v;
-            float     s = 0.0f;
-            for (int k = 0; k < 16; k++)
-                s += simt_half(all[m + 16 * (k / 4)], k % 4) * simt_half(all[n + 16 * (k / 4)] + W, k % 4);
-            acc[v] += s;
-        }
+    if (K == CELER_AMX_WMMA11) simt_wmma_same(all, 2 * W);
+    const double(*d)[16] = simt_tile<float>(all, [](const uint64_t(*o)[16], float(*ta)[32], float(*tb)[16]) {
+        for (int x = 0; x < 16; x++)
+            for (int k = 0; k < 16; k++) {
+                const int l = K == CELER_AMX_WMMA11 ? x : x + 16 * (k / 4), h = K == CELER_AMX_WMMA11 ? k : k % 4;
+                ta[x][k] = simt_half(o[l], h), tb[k][x] = simt_half(o[l] + W, h);
+            }
+        return 16;
+    });
+    for (int v = 0; v < amx_acc(K); v++) {
+        const int m = K == CELER_AMX_WMMA11 ? 2 * v + lane / 16 : 4 * (lane / 16) + v;
+        acc[v] += (float)d[m][lane % 16];
     }
 }
 

@@ -1,0 +1,87 @@
+# AMD's GPU code, run in `make test` without an AMD GPU (tests/simt/simt.h: gpu_vendor.h's third
+# half, the kernels run on the host thread by thread with the target's wave size and matrix
+# instructions, the runtime on host memory). Included from tests/tests.cmake. C++: the kernels'
+# language (STYLE's tests are C; these cannot be). The directory's flags are C's
+# (-Wstrict-prototypes, ...), so these targets take their own.
+#
+# tests/simt/test_<name>.cc: one kernel's source against a reference, once a target kind, as
+# test_<name>_<kind>.
+#
+# The whole backend: every src/backends/gpu/*.cu compiled for the emulator as a target kind, with
+# the backend tables (registry.c, ports.c) naming it "rocm", and tests/gpu's programs run against
+# it as they run against CUDA on the H200 (CELER_TEST_BACKEND=rocm): test_gpu_<name>_<kind>.
+# Kinds: gfx90a (CDNA 2: wave64, MFMA 16x16x16), gfx1100 (RDNA 3: wave32, WMMA), gfx942 (CDNA 3:
+# MFMA 16x16x32, the integer tiles' one difference, test_gpu_ops alone). Not in the sanitizer
+# build (stacks switched under the sanitizers' feet, and several times slower) nor in a GPU build
+# (which runs tests/gpu on its device).
+enable_language(CXX)
+
+set(CELER_SIMT_WARNINGS -Wall -Wextra -Wshadow -Wno-unknown-pragmas -Wno-unused-parameter -Wno-unused-function)
+if(CELER_WERROR)
+  list(APPEND CELER_SIMT_WARNINGS -Werror)
+endif()
+
+# C++ for the emulator as kind (an amx_layout.h kind) on a target: the defines and flags.
+function(celer_simt_target t kind arch)
+  set_property(TARGET ${t} PROPERTY COMPILE_OPTIONS "")
+  set_target_properties(${t} PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
+  target_compile_definitions(${t} PRIVATE CELER_SIMT SIMT_KIND=CELER_AMX_${kind} CELER_GPU_ARCHS="${arch}")
+  target_include_directories(${t} PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src
+                                          ${PROJECT_SOURCE_DIR}/tests ${PROJECT_SOURCE_DIR}/tests/simt)
+  # the kernels' type punning and unrolling pragmas are the GPU compilers' dialect; -O1: the
+  # emulator's switches dominate, and the templates compile in a third of -O3's time
+  target_compile_options(${t} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${CELER_SIMT_WARNINGS} -fno-strict-aliasing -O1>)
+endfunction()
+
+set(CELER_SIMT_KINDS WMMA11 MFMA16)
+set(CELER_SIMT_ARCH_WMMA11 gfx1100)
+set(CELER_SIMT_ARCH_MFMA16 gfx90a)
+set(CELER_SIMT_ARCH_MFMA32 gfx942)
+
+file(GLOB CELER_SIMT_TESTS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/simt/test_*.cc)
+foreach(src ${CELER_SIMT_TESTS})
+  get_filename_component(name ${src} NAME_WE)
+  foreach(kind ${CELER_SIMT_KINDS})
+    string(TOLOWER ${kind} lower)
+    add_executable(${name}_${lower} ${src})
+    celer_simt_target(${name}_${lower} ${kind} ${CELER_SIMT_ARCH_${kind}})
+    add_test(NAME ${name}_${lower} COMMAND ${name}_${lower} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  endforeach()
+endforeach()
+
+if(NOT CELER_SANITIZE AND NOT TARGET celer_gpu)
+  # each GPU source as a C++ file (one wrapper, included once a kind)
+  file(GLOB CELER_SIMT_CU CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/backends/gpu/*.cu)
+  set(CELER_SIMT_WRAPPERS)
+  foreach(cu ${CELER_SIMT_CU})
+    get_filename_component(n ${cu} NAME_WE)
+    file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/simt/${n}.cc CONTENT "#include \"backends/gpu/${n}.cu\"\n")
+    list(APPEND CELER_SIMT_WRAPPERS ${PROJECT_BINARY_DIR}/simt/${n}.cc)
+  endforeach()
+  file(GLOB CELER_GPU_TESTS_SIMT CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/gpu/test_*.c)
+  foreach(kind WMMA11 MFMA16 MFMA32)
+    string(TOLOWER ${kind} lower)
+    # objects, not an archive: the tables here must win over celer_core's CPU-only ones
+    add_library(celer_simt_${lower} OBJECT ${CELER_SIMT_WRAPPERS} ${PROJECT_SOURCE_DIR}/src/backends/registry.c
+                                           ${PROJECT_SOURCE_DIR}/src/backends/ports.c)
+    celer_simt_target(celer_simt_${lower} ${kind} ${CELER_SIMT_ARCH_${kind}})
+    target_compile_definitions(celer_simt_${lower} PRIVATE CELER_HAVE_GPU=1 CELER_GPU_BACKEND_KIND=CELER_BACKEND_ROCM
+                                                           CELER_GPU_BACKEND_NAME="rocm"
+                                                           CELER_VERSION="${PROJECT_VERSION}")
+    foreach(src ${CELER_GPU_TESTS_SIMT})
+      get_filename_component(name ${src} NAME_WE)
+      if(kind STREQUAL MFMA32 AND NOT name STREQUAL test_gpu_ops)
+        continue()
+      endif()
+      set(t ${name}_${lower})
+      add_executable(${t} ${src} $<TARGET_OBJECTS:celer_simt_${lower}>)
+      target_include_directories(${t} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+      target_link_libraries(${t} PRIVATE celer_core stdc++)
+      add_test(NAME ${t} COMMAND ${t} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+      # the backend's self-checks (gpu_selfcheck.cu) would leave a wrong kernel off and pass: here
+      # their note fails the test
+      set_tests_properties(${t} PROPERTIES ENVIRONMENT "CELER_TEST_BACKEND=rocm" TIMEOUT 1200 LABELS simt
+                                           FAIL_REGULAR_EXPRESSION "disagreed with the")
+    endforeach()
+  endforeach()
+endif()
