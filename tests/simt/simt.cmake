@@ -9,7 +9,8 @@
 #
 # The whole backend: every src/backends/gpu/*.cu compiled for the emulator as a target kind, with
 # the backend tables (registry.c, ports.c) naming it "rocm", and tests/gpu's programs run against
-# it as they run against CUDA on the H200 (CELER_TEST_BACKEND=rocm): test_gpu_<name>_<kind>.
+# it as they run against CUDA on the H200 (CELER_TEST_BACKEND=rocm): test_gpu_<name>_<kind>; and
+# test_engine_<kind>.
 # Kinds: gfx90a (CDNA 2: wave64, MFMA 16x16x16), gfx1100 (RDNA 3: wave32, WMMA), gfx942 (CDNA 3:
 # MFMA 16x16x32, the integer tiles' one difference, test_gpu_ops alone). Not in the sanitizer
 # build (stacks switched under the sanitizers' feet, and several times slower) nor in a GPU build
@@ -58,7 +59,10 @@ if(NOT CELER_SANITIZE AND NOT TARGET celer_gpu)
     file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/simt/${n}.cc CONTENT "#include \"backends/gpu/${n}.cu\"\n")
     list(APPEND CELER_SIMT_WRAPPERS ${PROJECT_BINARY_DIR}/simt/${n}.cc)
   endforeach()
+  # tests/gpu's programs, and test_engine (the engine's generate on the GPU: "auto" takes it; 30 s
+  # a kind here; test_batcher took 350 s, too long for CI)
   file(GLOB CELER_GPU_TESTS_SIMT CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/gpu/test_*.c)
+  list(APPEND CELER_GPU_TESTS_SIMT ${PROJECT_SOURCE_DIR}/tests/test_engine.c)
   foreach(kind WMMA11 MFMA16 MFMA32)
     string(TOLOWER ${kind} lower)
     # objects, not an archive: the tables here must win over celer_core's CPU-only ones

@@ -219,8 +219,8 @@ static inline const char   *gpu_blas_words(gpuBlasStatus) { return "no BLAS in t
 static inline gpuBlasStatus gpu_blas_create(gpuBlasHandle *) { return 1; }
 static inline gpuBlasStatus gpu_blas_destroy(gpuBlasHandle) { return 1; }
 static inline gpuBlasStatus gpu_blas_bind(gpuBlasHandle, gpuStream_t, void *, size_t) { return 1; }
-static inline gpuBlasStatus gpu_blas_gemm_tn(gpuBlasHandle, int, int, int, const float *, const void *, int, const void *,
-                                             int, const float *, float *, int, bool, bool)
+static inline gpuBlasStatus gpu_blas_gemm_tn(gpuBlasHandle, int, int, int, const float *, const void *, int,
+                                             const void *, int, const float *, float *, int, bool, bool)
 {
     return 1;
 }
@@ -546,8 +546,7 @@ template <int N> static inline void   gpu_cp_wait(void) {}
 #define CELER_GPU_AMX      1
 #define CELER_GPU_AMX_HERE SIMT_KIND
 
-/* Byte k of a lane's operand words (a 32-bit word a slot); half k likewise. */
-static inline int   simt_byte(const uint64_t *w, int k) { return (int)(int8_t)(w[k / 4] >> (8 * (k % 4))); }
+/* Half k of a lane's operand words (a 32-bit word a slot, the lower k in the low half). */
 static inline float simt_half(const uint64_t *w, int k) { return gpu_f16_val((uint32_t)(w[k / 2] >> (16 * (k % 2)))); }
 
 /* WMMA's operands: lanes l and l + 16 must hold the same ones. */
@@ -559,20 +558,20 @@ static inline void simt_wmma_same(const uint64_t (*all)[16], int words)
 }
 
 /* The wave's 16 x 16 tile D of the collective whose operands are all (buffer p): computed by
- * the first lane to ask, from A's and B's values a(l, i, m, k) / b(l, i, k, n) (l: the lane that
- * holds it, i: its index there), as the ISA places them (below). */
+ * the first lane to ask, from A[m][k] and B[k][n] (given as Bᵀ[n][k]) that place gathers from the
+ * lanes as the ISA places them (below). */
 template <typename V, typename F> static inline const double (*simt_tile(const uint64_t (*all)[16], F place))[16]
 {
     simt_wave     &w = simt.waves[threadIdx.x / CELER_WARP];
     const int      p = (int)(all == w.word[1]);
     if (w.tile_gen[p] != w.bar.gen) {
         w.tile_gen[p] = w.bar.gen;
-        V a[16][32], b[32][16];
-        const int kn = place(all, a, b); /* the k of one instruction */
+        V a[16][32], bt[16][32]; /* A by rows, B by columns: both dotted along k */
+        const int kn = place(all, a, bt); /* the k of one instruction */
         for (int m = 0; m < 16; m++)
             for (int n = 0; n < 16; n++) {
                 V d = 0;
-                for (int k = 0; k < kn; k++) d += a[m][k] * b[k][n];
+                for (int k = 0; k < kn; k++) d += a[m][k] * bt[n][k];
                 w.tile[p][m][n] = (double)d;
             }
     }
@@ -602,16 +601,16 @@ static inline void gpu_amx_block(int *acc, const int8_t *a, const int8_t *b)
     }
     const uint64_t(*all)[16] = simt_exchange(mine, 2 * W);
     if (K == CELER_AMX_WMMA11) simt_wmma_same(all, 2 * W);
-    const double(*d)[16] = simt_tile<int64_t>(all, [](const uint64_t(*o)[16], int64_t(*ta)[32], int64_t(*tb)[16]) {
+    /* sums of 32 products of bytes: exact in 32 bits. Value k of row (column) x: in lane l, word
+     * wd, byte k % 4 (the pair's second instruction takes k 16 .. 31) */
+    const double(*d)[16] = simt_tile<int32_t>(all, [](const uint64_t(*o)[16], int32_t(*ta)[32], int32_t(*tb)[32]) {
         for (int x = 0; x < 16; x++)
             for (int k = 0; k < 32; k++) {
-                if (K == CELER_AMX_WMMA11) /* instruction k / 16's words 4 (k / 16) .., byte k % 16 */
-                    ta[x][k] = simt_byte(o[x] + 4 * (k / 16), k % 16), tb[k][x] = simt_byte(o[x] + W + 4 * (k / 16), k % 16);
-                else if (K == CELER_AMX_MFMA16) /* instruction k / 16's word k / 16 */
-                    ta[x][k] = simt_byte(o[x + 16 * (k % 16 / 4)] + k / 16, k % 4),
-                    tb[k][x] = simt_byte(o[x + 16 * (k % 16 / 4)] + W + k / 16, k % 4);
-                else
-                    ta[x][k] = simt_byte(o[x + 16 * (k / 8)], k % 8), tb[k][x] = simt_byte(o[x + 16 * (k / 8)] + W, k % 8);
+                const int l  = K == CELER_AMX_WMMA11   ? x
+                               : K == CELER_AMX_MFMA16 ? x + 16 * (k % 16 / 4)
+                                                       : x + 16 * (k / 8);
+                const int wd = K == CELER_AMX_WMMA11 ? k / 4 : K == CELER_AMX_MFMA16 ? k / 16 : k % 8 / 4;
+                ta[x][k] = (int8_t)(o[l][wd] >> (8 * (k % 4))), tb[x][k] = (int8_t)(o[l][W + wd] >> (8 * (k % 4)));
             }
         return 32;
     });
@@ -636,11 +635,11 @@ static inline void gpu_amx_hmma(float *acc, const uint32_t *a, const uint32_t *b
     for (int i = 0; i < W; i++) mine[i] = a[i], mine[W + i] = b[i];
     const uint64_t(*all)[16] = simt_exchange(mine, 2 * W);
     if (K == CELER_AMX_WMMA11) simt_wmma_same(all, 2 * W);
-    const double(*d)[16] = simt_tile<float>(all, [](const uint64_t(*o)[16], float(*ta)[32], float(*tb)[16]) {
+    const double(*d)[16] = simt_tile<float>(all, [](const uint64_t(*o)[16], float(*ta)[32], float(*tb)[32]) {
         for (int x = 0; x < 16; x++)
             for (int k = 0; k < 16; k++) {
                 const int l = K == CELER_AMX_WMMA11 ? x : x + 16 * (k / 4), h = K == CELER_AMX_WMMA11 ? k : k % 4;
-                ta[x][k] = simt_half(o[l], h), tb[k][x] = simt_half(o[l] + W, h);
+                ta[x][k] = simt_half(o[l], h), tb[x][k] = simt_half(o[l] + W, h);
             }
         return 16;
     });
