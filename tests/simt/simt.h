@@ -44,6 +44,7 @@ extern "C" {
 #include "backends/gpu/amx_layout.h"
 #include "backends/gpu/gfx_targets.h"
 #include "celer.h"
+#include "quant/half.h"
 }
 
 #ifndef SIMT_KIND
@@ -483,18 +484,8 @@ static inline float    __fadd_rn(float a, float b) { return a + b; }
 static inline float    __fsub_rn(float a, float b) { return a - b; }
 static inline float    __fdiv_rn(float a, float b) { return a / b; }
 static inline float    __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
-static inline float    __uint_as_float(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static inline uint32_t __float_as_uint(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
+static inline float    __uint_as_float(uint32_t u) { return celer_bits_f32(u); }
+static inline uint32_t __float_as_uint(float f) { return celer_f32_bits(f); }
 static inline int __dp4a(int a, int b, int c) /* sdot4's sum: four signed byte products, no clamping */
 {
     for (int i = 0; i < 32; i += 8) c += (int)(int8_t)(a >> i) * (int)(int8_t)(b >> i);

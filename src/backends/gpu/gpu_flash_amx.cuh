@@ -27,6 +27,13 @@
 #include "backends/gpu/gpu_flash.cuh"
 
 #if CELER_GPU_AMX_HERE != CELER_AMX_NONE
+/* A lane's operand words from a staged row: the f16 pairs at p, p + 2, .. (p 4-byte aligned). */
+template <int HW> static __device__ __forceinline__ void fla_words(uint32_t (&w)[HW], const uint16_t *p)
+{
+#pragma unroll
+    for (int i = 0; i < HW; i++) w[i] = *(const uint32_t *)(p + 2 * i);
+}
+
 /* The lane's B operand words of its score accumulators sc (keys × its query) for the output
  * product: f16 pairs of probabilities by consecutive keys. */
 static __device__ __forceinline__ void fla_probs(uint32_t *pb, const float *sc)
@@ -135,8 +142,7 @@ __global__ void __launch_bounds__(FL_THREADS)
 #pragma unroll
                 for (int kb = 0; kb < NKB; kb++) {
                     uint32_t ka[HW]; /* key 16 kb + c at dimensions 16 kk + hk0 .. */
-#pragma unroll
-                    for (int i = 0; i < HW; i++) ka[i] = *(const uint32_t *)&ks[16 * kb + c][16 * kk + hk0 + 2 * i];
+                    fla_words(ka, &ks[16 * kb + c][16 * kk + hk0]);
 #pragma unroll
                     for (int qi = 0; qi < NQ; qi++) gpu_amx_hmma(sc[qi][kb], ka, qb[qi][kk]);
                 }
@@ -173,8 +179,7 @@ __global__ void __launch_bounds__(FL_THREADS)
 #pragma unroll
                 for (int nd = 0; nd < ND; nd++) {
                     uint32_t va[HW]; /* dimension 16 nd + c at keys 16 kb + hk0 .. */
-#pragma unroll
-                    for (int i = 0; i < HW; i++) va[i] = *(const uint32_t *)&vt[16 * nd + c][16 * kb + hk0 + 2 * i];
+                    fla_words(va, &vt[16 * nd + c][16 * kb + hk0]);
 #pragma unroll
                     for (int qi = 0; qi < NQ; qi++) gpu_amx_hmma(o[qi][nd], va, pb[qi]);
                 }
