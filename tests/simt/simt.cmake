@@ -88,4 +88,10 @@ if(NOT CELER_SANITIZE AND NOT TARGET celer_gpu)
                                            FAIL_REGULAR_EXPRESSION "disagreed with the")
     endforeach()
   endforeach()
+  # the self-checks made to fail (CELER_GPU_CHECK=bad): both AMD paths' notes said, each path left
+  # off, and every result still right on the kernels left
+  add_test(NAME test_gpu_ports_mfma16_spoiled COMMAND test_gpu_ports_mfma16 WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(test_gpu_ports_mfma16_spoiled PROPERTIES
+    ENVIRONMENT "CELER_TEST_BACKEND=rocm;CELER_GPU_CHECK=bad" LABELS simt
+    PASS_REGULAR_EXPRESSION "integer matrix units' product disagreed.*prefill attention on the matrix units disagreed.*test_gpu_ports: passed \\(0 failed checks\\)")
 endif()

@@ -1,10 +1,10 @@
 /* GPU kernels' sources run on the host, thread by thread: the tests of device code no GPU here
  * can run (AMD's). A third half of gpu_vendor.h, taken where CELER_SIMT is defined (the tests
- * under tests/simt, built by tests/tests.cmake): a test includes a GPU source as it is (a .cu,
+ * under tests/simt, built by tests/simt/simt.cmake): a test includes a GPU source as it is (a .cu,
  * host functions and all; those it does not call are dropped at link) and launches its kernels
  * through simt_launch, or through the source's own host code (gpu_launch_kernel runs here).
  *
- * Each thread of a block is a fiber (ucontext) on one OS thread; a block runs its fibers in
+ * Each thread of a block is a fiber (its own stack) on one OS thread; a block runs its fibers in
  * turn, each until it waits at a barrier (__syncthreads, or a wave's collective: a shuffle, an
  * any, a matrix instruction), until all have finished; blocks run one after the other, so a
  * kernel's __shared__ arrays are function statics and atomics need no locks. The wave size and
