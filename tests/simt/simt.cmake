@@ -88,6 +88,19 @@ if(NOT CELER_SANITIZE AND NOT TARGET celer_gpu)
                                            FAIL_REGULAR_EXPRESSION "disagreed with the")
     endforeach()
   endforeach()
+  # celer itself on the emulated gfx90a: `celer verify` of the default model (SmolLM2-135M, Q4_1)
+  # against the CPU (its 8 prompts, 32 tokens each): the HIP build's prefill token for token on a
+  # real model, 110 s here. Fewer tokens take longer: steps of up to 32 tokens run the decode
+  # kernels, a pass per 8 tokens, whose many shuffles are the emulator's slowest work (-n 16: 380
+  # s; `--decode`, a step ~3 s: by hand only).
+  add_executable(celer-simt-gfx90a ${CELER_CLI_SOURCES} $<TARGET_OBJECTS:celer_simt_mfma16>)
+  target_link_libraries(celer-simt-gfx90a PRIVATE celer_server celer_core stdc++)
+  add_test(NAME verify_simt_gfx90a
+           COMMAND sh -c "exec \"$0\" verify -m \"$(scripts/fetch-model smollm2-135m)\" --backend rocm --against cpu"
+                   $<TARGET_FILE:celer-simt-gfx90a>
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(verify_simt_gfx90a PROPERTIES FIXTURES_REQUIRED models TIMEOUT 1200 LABELS simt
+                                                     FAIL_REGULAR_EXPRESSION "disagreed with the")
   # the self-checks made to fail (CELER_GPU_CHECK=bad): both AMD paths' notes said, each path left
   # off, and every result still right on the kernels left
   add_test(NAME test_gpu_ports_mfma16_spoiled COMMAND test_gpu_ports_mfma16 WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
