@@ -59,8 +59,8 @@ if(NOT CELER_SANITIZE AND NOT TARGET celer_gpu)
     file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/simt/${n}.cc CONTENT "#include \"backends/gpu/${n}.cu\"\n")
     list(APPEND CELER_SIMT_WRAPPERS ${PROJECT_BINARY_DIR}/simt/${n}.cc)
   endforeach()
-  # tests/gpu's programs, and test_engine (the engine's generate on the GPU: "auto" takes it; 30 s
-  # a kind here; test_batcher took 350 s, too long for CI)
+  # tests/gpu's programs, and test_engine (the engine's generate on the GPU: "auto" takes it;
+  # 10-20 s a kind here; test_batcher took 350 s, too long for CI)
   file(GLOB CELER_GPU_TESTS_SIMT CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/gpu/test_*.c)
   list(APPEND CELER_GPU_TESTS_SIMT ${PROJECT_SOURCE_DIR}/tests/test_engine.c)
   foreach(kind WMMA11 MFMA16 MFMA32)
@@ -90,7 +90,7 @@ if(NOT CELER_SANITIZE AND NOT TARGET celer_gpu)
   endforeach()
   # celer itself on the emulated gfx90a: `celer verify` of the default model (SmolLM2-135M, Q4_1)
   # against the CPU (its 8 prompts, 32 tokens each): the HIP build's prefill token for token on a
-  # real model, 110 s here. Fewer tokens take longer: steps of up to 32 tokens run the decode
+  # real model, 90-110 s here. Fewer tokens take longer: steps of up to 32 tokens run the decode
   # kernels, a pass per 8 tokens, whose many shuffles are the emulator's slowest work (-n 16: 380
   # s; `--decode`, a step ~3 s: by hand only).
   add_executable(celer-simt-gfx90a ${CELER_CLI_SOURCES} $<TARGET_OBJECTS:celer_simt_mfma16>)
