@@ -35,22 +35,18 @@ template <int HW> static __device__ __forceinline__ void fla_words(uint32_t (&w)
 }
 
 /* The lane's B operand words of its score accumulators sc (keys × its query) for the output
- * product: f16 pairs of probabilities by consecutive keys. */
+ * product: f16 pairs of probabilities by consecutive keys. A pair's two keys are one register on
+ * WMMA, held here for one key and by the lane 16 away for the other: one shuffle a pair. */
 static __device__ __forceinline__ void fla_probs(uint32_t *pb, const float *sc)
 {
     constexpr int K = CELER_GPU_AMX_HERE;
     const int     lane = (int)(threadIdx.x % CELER_WARP);
 #pragma unroll
     for (int i = 0; i < amx_halves(K); i += 2) {
-        float p[2];
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const float mine = sc[amx_from_reg(K, i + e)];
-            /* a shuffle every lane takes part in: its own value where it holds it */
-            const float there = K == CELER_AMX_WMMA11 ? gpu_shfl_xor(mine, 16) : mine;
-            p[e] = amx_from_lane(K, lane, i + e) == lane ? mine : there;
-        }
-        pb[i / 2] = gpu_half2_bits(p[0], p[1]);
+        const float m0 = sc[amx_from_reg(K, i)], m1 = sc[amx_from_reg(K, i + 1)];
+        const float there = K == CELER_AMX_WMMA11 ? gpu_shfl_xor(m0, 16) : 0.0f; /* every lane takes part */
+        pb[i / 2] = gpu_half2_bits(amx_from_lane(K, lane, i) == lane ? m0 : there,
+                                   amx_from_lane(K, lane, i + 1) == lane ? m1 : there);
     }
 }
 #endif

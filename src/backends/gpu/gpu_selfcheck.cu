@@ -163,10 +163,10 @@ static celer_status ck_flash(gpu_backend *g, bool bad, bool *agrees, celer_error
         uint32_t r   = 0x9e3779b9u;
         for (size_t i = 0; i < qn; i++) q[i] = (float)((int)(ck_rnd(&r) % 2001) - 1000) / 250.0f; /* ±4 */
         for (size_t i = 0; i < 2 * kn; i++) kvh[i] = (float)((int)(ck_rnd(&r) % 2001) - 1000) / 1000.0f;
-        const celer_status st = cka_run(g, hd, q, kvh, y, bad, err);
-        float              top = 0.0f;
-        for (size_t i = 0; i < qn; i++) top = fmaxf(top, fabsf(y[1][i]));
-        int64_t worst = -1;
+        const celer_status st    = cka_run(g, hd, q, kvh, y, bad, err);
+        float              top   = 0.0f;
+        int64_t            worst = -1;
+        for (size_t i = 0; !st && i < qn; i++) top = fmaxf(top, fabsf(y[1][i]));
         for (size_t i = 0; !st && i < qn; i++)
             if (!(fabsf(y[0][i] - y[1][i]) <= 1e-2f * top)) worst = (int64_t)i;
         if (worst >= 0) {
