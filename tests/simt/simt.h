@@ -232,17 +232,17 @@ static inline gpuBlasStatus gpu_blas_gemm_tn(gpuBlasHandle, int, int, int, const
  * also saves the signal mask, a system call a switch (about half of a run's time). */
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define SIMT_FAST_SWITCH 1
-/* Saves the callee-saved registers, MXCSR and the x87 control word on the stack, *from = the
- * stack pointer, then resumes the fiber whose stack pointer is to. */
+/* Saves the callee-saved registers on the stack, *from = the stack pointer, then resumes the
+ * fiber whose stack pointer is to. MXCSR and the x87 control word, which the ABI also has a
+ * callee keep, are left as they are: nothing here changes them, and saving and loading them took
+ * most of a switch. */
 extern "C" void simt_switch(void **from, void *to);
 __asm__(".text\n"
         ".weak simt_switch\n" /* every translation unit has it; the link keeps one */
         ".type simt_switch,@function\n"
         "simt_switch:\n"
         "    pushq %rbp\n    pushq %rbx\n    pushq %r12\n    pushq %r13\n    pushq %r14\n    pushq %r15\n"
-        "    subq $8, %rsp\n    stmxcsr (%rsp)\n    fnstcw 4(%rsp)\n"
         "    movq %rsp, (%rdi)\n    movq %rsi, %rsp\n"
-        "    ldmxcsr (%rsp)\n    fldcw 4(%rsp)\n    addq $8, %rsp\n"
         "    popq %r15\n    popq %r14\n    popq %r13\n    popq %r12\n    popq %rbx\n    popq %rbp\n"
         "    ret\n"
         ".size simt_switch, .-simt_switch\n");
@@ -332,15 +332,16 @@ static inline void simt_fiber_start(simt_fiber &f)
 {
     if (!f.stack) f.stack.reset(new char[SIMT_STACK]);
 #if SIMT_FAST_SWITCH
-    /* what simt_switch pops: MXCSR and the control word, six registers, then simt_fiber_main as
-     * the return address, placed so that it starts with the stack as a call leaves it */
-    uintptr_t  top = ((uintptr_t)f.stack.get() + SIMT_STACK) & ~(uintptr_t)15;
+    /* what simt_switch pops: six registers, then simt_fiber_main as the return address, placed so
+     * that it starts with the stack as a call leaves it; the top moved down by 65 cache lines a
+     * fiber (mod 512), so that the fibers' frames, which a round of the scheduler touches in
+     * turn, do not all fall in the same cache sets as stacks of one size would */
+    const size_t t   = (size_t)(&f - simt.fibers.data());
+    uintptr_t    top = ((uintptr_t)f.stack.get() + SIMT_STACK - (t * 65 % 512) * 64) & ~(uintptr_t)15;
     uint64_t  *sp  = (uint64_t *)(top - 16);
     sp[0]          = (uint64_t)(uintptr_t)simt_fiber_main;
-    sp -= 7;
-    memset(sp, 0, 7 * sizeof *sp);
-    const uint32_t mxcsr = 0x1f80, fpcw = 0x037f; /* the defaults: round to nearest, exceptions masked */
-    memcpy(sp, &mxcsr, 4), memcpy((char *)sp + 4, &fpcw, 2);
+    sp -= 6;
+    memset(sp, 0, 6 * sizeof *sp);
     f.sp = sp;
 #else
     getcontext(&f.ctx);
