@@ -100,7 +100,9 @@ static void test_fused(void)
  * values, the GPU per 32 or not at all; each format's own matmul is checked exactly above; 1e-2
  * where the BLAS path may take it, as above: at 70 tokens all three weights, the second and
  * third on the f16 halves the first made). Each size twice, new values written into the same
- * input between: no product may reuse a quantization or halves of the old ones. */
+ * input between: no product may reuse a quantization or halves of the old ones. At 16 tokens the
+ * Q4_0 weights' products also against the GPU's own matmul per weight, bit for bit: a batch's
+ * products of one format share a launch (gpu_mmq_small_set), each with its column parts as alone. */
 static void test_matmuls(void)
 {
     enum { K = 512, N = 3 };
@@ -134,8 +136,16 @@ static void test_matmuls(void)
             for (int i = 0; i < N; i++) {
                 float *yc = malloc((size_t)(T * rows[i]) * sizeof *yc);
                 float *yg = malloc((size_t)(T * rows[i]) * sizeof *yg);
+                float *y1 = malloc((size_t)(T * rows[i]) * sizeof *y1), *d1 = dev_zeros((size_t)(T * rows[i]));
                 CHECK(cpu->ops->matmul(cpu, &wc[i], x, T, yc, &err) == CELER_OK);
                 to_host(dy[i], yg, (size_t)(T * rows[i]) * sizeof *yg);
+                CHECK(gpu->ops->matmul(gpu, &wg[i], dx, T, d1, &err) == CELER_OK);
+                to_host(d1, y1, (size_t)(T * rows[i]) * sizeof *y1);
+                const bool same = T != 16 || types[i] != CELER_GGML_Q4_0 ||
+                                  !memcmp(yg, y1, (size_t)(T * rows[i]) * sizeof *yg);
+                if (!same) fprintf(stderr, "  matmuls T=%lld weight %d: not its own matmul's outputs\n", (long long)T, i);
+                CHECK(same);
+                gpu->ops->release(gpu, d1), free(y1);
                 double e = rel_l2f(yg, yc, T * rows[i]), bound = blas_may(types[i], T) ? 1e-2 : 1e-3;
                 if (x8_mode()) bound = 2e-2; /* 8-bit activations against the CPU's two levels */
                 if (!(e < bound))

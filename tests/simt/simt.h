@@ -532,6 +532,16 @@ static inline void gpu_cp_async8(void *dst, const void *src, bool valid)
     const uint2 z = {0, 0};
     memcpy(dst, valid ? src : &z, 8);
 }
+static inline void gpu_cp_async4(void *dst, const void *src, bool valid)
+{
+    const uint32_t z = 0;
+    memcpy(dst, valid ? src : &z, 4);
+}
+typedef int8_t           *gpu_smem;
+static inline gpu_smem    gpu_smem_at(void *p) { return (int8_t *)p; }
+static inline void        gpu_cp_async16_at(gpu_smem d, const void *s, bool v) { gpu_cp_async16(d, s, v); }
+static inline void        gpu_cp_async8_at(gpu_smem d, const void *s, bool v) { gpu_cp_async8(d, s, v); }
+static inline void        gpu_cp_async4_at(gpu_smem d, const void *s, bool v) { gpu_cp_async4(d, s, v); }
 static inline void                    gpu_cp_commit(void) {}
 template <int N> static inline void   gpu_cp_wait(void) {}
 

@@ -314,7 +314,8 @@ extern "C" celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight 
     bool done[GPU_MVQ_SET] = {false, false, false};
     for (int i = 0; i < n; i++) { /* the weights of f[i]'s format (and scales' dtype), together */
         if (done[i]) continue;
-        if (T > g->mmq_from && gpu_mmq_has(g, f[i])) { /* a batch of decodes: the matrix units */
+        const bool units = T > g->mmq_from && gpu_mmq_has(g, f[i]); /* a batch of decodes: the matrix units */
+        if (units && !(T <= GPU_MMQ_SMALL && gpu_mmq_batch_has(g, f[i]))) {
             if (gpu_mmq_xq(g, &d[i], f[i], &xq, T, y[i], false, err)) return err->code;
             continue;
         }
@@ -323,7 +324,9 @@ extern "C" celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight 
         int       m = 0;
         for (int j = i; j < n; j++)
             if (!done[j] && f[j] == f[i] && d[j].sdtype == d[i].sdtype) ds[m] = d[j], ys[m++] = y[j], done[j] = true;
-        if (gpu_matvec_q8(g, ds, m, f[i], &xq, T, ys, false, err)) return err->code;
+        if (units ? gpu_mmq_small_set(g, ds, m, f[i], &xq, T, ys, false, err)
+                  : gpu_matvec_q8(g, ds, m, f[i], &xq, T, ys, false, err))
+            return err->code;
     }
     return CELER_OK;
 }

@@ -74,6 +74,45 @@ celer_status gpu_mmq_launch_parts(gpu_backend *g, gpu_mmq_fn fn, bool early, uns
  * kernel). */
 celer_status gpu_mmq_small(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, int64_t T, float *y,
                            bool add, celer_error *err);
+/* The same for n (1 .. GPU_MVQ_SET) weights of format fmt and one width on the same activations
+ * (y[i] = x̂ · w[i]ᵀ, with add: +=) in one launch, and one more for the sums of those that take
+ * column parts: each weight's parts and sums as in a launch of its own (the same outputs bit for
+ * bit). The 8B's q/k/v took three launches and three sums; its gate and up two grids of 112
+ * blocks on 132 SMs. */
+celer_status gpu_mmq_small_set(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
+                               float *const *y, bool add, celer_error *err);
+
+/* The batch kernel's set (gpu_mmq_small_set): weight i's blocks from start[i] (start[GPU_MVQ_SET]:
+ * the grid), nb[i] row blocks a column part of kper[i] column blocks, into y[i] (its part
+ * buffer's region where it takes parts), add[i] as the product's. */
+typedef struct {
+    gpu_wdesc w[GPU_MVQ_SET];
+    float    *y[GPU_MVQ_SET];
+    int64_t   kper[GPU_MVQ_SET];
+    int32_t   start[GPU_MVQ_SET + 1], nb[GPU_MVQ_SET], add[GPU_MVQ_SET];
+} gpu_mmq_set;
+
+static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_mmq_set &s)
+{
+    for (int i = 0; i < GPU_MVQ_SET; i++)
+        h = gpu_sig_args(h, s.w[i], s.y[i], s.kper[i], s.start[i], s.nb[i], s.add[i]);
+    return gpu_sig_args(h, s.start[GPU_MVQ_SET]);
+}
+
+/* Their sums: the first n_w entries, part[j] holding parts[j] parts of n[j] values (n[j] 0 past
+ * n_w), summed into y[j] (with add: added to it). */
+typedef struct {
+    const float *part[GPU_MVQ_SET];
+    float       *y[GPU_MVQ_SET];
+    int64_t      n[GPU_MVQ_SET];
+    int32_t      parts[GPU_MVQ_SET], n_w, add;
+} gpu_mmq_sums;
+
+static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_mmq_sums &s)
+{
+    for (int i = 0; i < GPU_MVQ_SET; i++) h = gpu_sig_args(h, s.part[i], s.y[i], s.n[i], s.parts[i]);
+    return gpu_sig_args(h, s.n_w, s.add);
+}
 
 /* Bytes 0..15 of v minus 8, as signed bytes (no borrow between bytes). */
 static __device__ __forceinline__ int minus8(uint32_t v)

@@ -38,8 +38,8 @@ template <int F, int NT, int G = 0> struct sq_shape {
     static constexpr int XLD    = 2 * SQ_BQ * 32 + 16;      /* a token's: hi codes, then lo codes */
     static constexpr int WS_OFF = SQ_ROWS * WLD;            /* the rows' f16 scales, SQ_BQ a row */
     static constexpr int X_OFF  = WS_OFF + SQ_ROWS * 2 * SQ_BQ;
-    static constexpr int XS_OFF = X_OFF + NT * XLD;         /* the tokens' (d, d · S), NT a column block */
-    static constexpr int STAGE  = XS_OFF + NT * SQ_BQ * 8;
+    static constexpr int XS_OFF = X_OFF + NT * XLD;         /* the tokens' scales d, NT a column block */
+    static constexpr int STAGE  = XS_OFF + NT * SQ_BQ * 4;
     static constexpr int HALVES = NT >= 16 && !G ? 2 : 1;   /* token parts: a warp each for a row tile */
     static constexpr int RT     = SQ_ROWS / 16;             /* row tiles */
     static constexpr int THREADS = 32 * RT * HALVES;
@@ -72,6 +72,8 @@ template <int F, int NT, int G, bool MAP = false> struct sq_copies {
     const uint8_t *w, *ws; /* piece 0's codes; the row's scales (threads below SQ_ROWS) */
     const int8_t  *x;
     const float2  *s;
+    int            wstep; /* bytes between weight pieces j and j + 1 (RW rows; the weight picked in a set
+                           * by the block: its row_bytes read from the parameters once, not each stage) */
     uint32_t       ok; /* bit j: weight piece j's row exists; 8 + j: token piece j's; 16 + j: scale piece j's;
                         * 24: ws's */
     /* with a row map (MAP: a MoE layer's pairs, each token's row read where it lies), each token
@@ -95,6 +97,7 @@ static __device__ __forceinline__ void sq_plan(sq_copies<F, NT, G, MAP> &c, cons
 #pragma unroll
     for (int j = 0; j < C::NS; j++) c.ok |= (uint32_t)(ts + C::TS * j < T) << (16 + j);
     c.w  = w.data + rw * w.row_bytes + 16 * (tid % C::CPR);
+    c.wstep = (int)(C::RW * w.row_bytes);
     c.ws = w.data + (c.ok >> 24 ? r0 + tid : 0) * w.row_bytes + w.scales_off;
     c.x  = x.q + (tx * x.nb + tid / 4 % SQ_BQ) * XQ_BLOCK + 16 * (tid % 4);
     c.s  = x.d + ts * x.nb + tid % SQ_BQ;
@@ -112,33 +115,37 @@ static __device__ __forceinline__ void sq_plan(sq_copies<F, NT, G, MAP> &c, cons
     }
 }
 
-/* Stage st: columns blocks k0 .. k0 + SQ_BQ (zeros past kend, past the rows, past the tokens);
- * a piece whose row or token does not exist reads nothing. */
-template <int F, int NT, bool X8, int G, bool MAP>
-static __device__ __forceinline__ void sq_issue(int8_t *st, const sq_copies<F, NT, G, MAP> &c, const gpu_wdesc &w,
-                                                const gpu_xq &x, int64_t k0, int64_t kend, int tid)
+/* Stage st (stg: the same, generic): columns blocks k0 .. k0 + SQ_BQ (zeros past kend, past the
+ * rows, past the tokens); a piece whose row or token does not exist reads nothing. WHOLE:
+ * k0 + SQ_BQ <= kend (every stage but perhaps a part's last), its copies without the column checks. */
+template <int F, int NT, bool X8, int G, bool MAP, bool WHOLE>
+static __device__ __forceinline__ void sq_issue(gpu_smem st, int8_t *stg, const sq_copies<F, NT, G, MAP> &c,
+                                                const gpu_xq &x, int k0, int kend, int tid)
 {
     typedef sq_shape<F, NT, G>        S;
     typedef sq_copies<F, NT, G, MAP> C;
-    constexpr int SQ_ROWS = S::SQ_ROWS, SQ_BQ = S::SQ_BQ;
-    const bool whole = k0 + SQ_BQ <= kend; /* every stage but perhaps a part's last */
+    constexpr int  SQ_ROWS = S::SQ_ROWS, SQ_BQ = S::SQ_BQ;
+    constexpr bool whole = WHOLE;
+    /* whether every thread has its j-th piece of a kind: no check then */
+    constexpr bool all_w = SQ_ROWS * C::CPR % S::THREADS == 0, all_x = NT * SQ_BQ * 4 % S::THREADS == 0;
 #pragma unroll
     for (int j = 0; j < C::NW; j++) {
         const int  i = tid + S::THREADS * j, k = i % C::CPR;
         const bool ok = (c.ok >> j & 1) && (whole || k0 + k * 16 / S::WB < kend);
-        if (i < SQ_ROWS * C::CPR)
-            gpu_cp_async16(st + i / C::CPR * S::WLD + 16 * k,
-                           ok ? c.w + (int64_t)(C::RW * j) * w.row_bytes + k0 * S::WB : w.data, ok);
+        if (all_w || i < SQ_ROWS * C::CPR)
+            gpu_cp_async16_at(st + i / C::CPR * S::WLD + 16 * k,
+                              ok ? c.w + j * c.wstep + k0 * S::WB : c.ws, ok);
     }
     if (tid < SQ_ROWS) { /* a row's SQ_BQ scales: 16 bytes (8 in geometry 2) */
-        uint16_t      *dst = (uint16_t *)(st + S::WS_OFF + 2 * SQ_BQ * tid);
-        const uint8_t *hs  = c.ws + 2 * k0;
-        const bool     ok  = c.ok >> 24 & 1;
+        const uint8_t *hs = c.ws + 2 * k0;
+        const bool     ok = c.ok >> 24 & 1;
         static_assert(SQ_BQ == 8 || SQ_BQ == 4, "a row's scales in one copy");
-        if (whole && SQ_BQ == 8) gpu_cp_async16(dst, hs, ok);
-        else if (whole) gpu_cp_async8(dst, hs, ok);
-        else /* the last, short stage: no read past the row's scales */
+        if (whole && SQ_BQ == 8) gpu_cp_async16_at(st + S::WS_OFF + 2 * SQ_BQ * tid, hs, ok);
+        else if (whole) gpu_cp_async8_at(st + S::WS_OFF + 2 * SQ_BQ * tid, hs, ok);
+        else { /* the last, short stage: no read past the row's scales */
+            uint16_t *dst = (uint16_t *)(stg + S::WS_OFF + 2 * SQ_BQ * tid);
             for (int i = 0; i < SQ_BQ; i++) dst[i] = ok && k0 + i < kend ? *(const uint16_t *)(hs + 2 * i) : 0;
+        }
     }
 #pragma unroll
     for (int j = 0; j < C::NX; j++) { /* a token block's 64 bytes: hi, hi, lo, lo */
@@ -147,9 +154,9 @@ static __device__ __forceinline__ void sq_issue(int8_t *st, const sq_copies<F, N
         const int8_t *src;
         if constexpr (MAP) src = c.xm[j] + k0 * XQ_BLOCK;
         else src = c.x + ((int64_t)(C::TX * j) * x.nb + k0) * XQ_BLOCK;
-        if (i < NT * SQ_BQ * 4 && !(X8 && piece >= 2))
-            gpu_cp_async16(st + S::X_OFF + tt * S::XLD + (piece / 2) * 32 * SQ_BQ + 32 * qb + 16 * (piece % 2),
-                           ok ? src : x.q, ok);
+        if ((all_x || i < NT * SQ_BQ * 4) && !(X8 && piece >= 2))
+            gpu_cp_async16_at(st + S::X_OFF + tt * S::XLD + (piece / 2) * 32 * SQ_BQ + 32 * qb + 16 * (piece % 2),
+                              ok ? src : x.q, ok);
     }
 #pragma unroll
     for (int j = 0; j < C::NS; j++) {
@@ -158,14 +165,19 @@ static __device__ __forceinline__ void sq_issue(int8_t *st, const sq_copies<F, N
         const float2 *src;
         if constexpr (MAP) src = c.sm[j] + k0;
         else src = c.s + (int64_t)(C::TS * j) * x.nb + k0;
-        if (i < NT * SQ_BQ) /* by column block, then token: a lane's two tokens in one load */
-            gpu_cp_async8(st + S::XS_OFF + 8 * (i % SQ_BQ * NT + i / SQ_BQ), ok ? (const void *)src : x.d, ok);
+        if (i < NT * SQ_BQ) /* d, by column block, then token: a lane's two tokens in one load */
+            gpu_cp_async4_at(st + S::XS_OFF + 4 * (i % SQ_BQ * NT + i / SQ_BQ), ok ? (const void *)src : x.d, ok);
     }
     gpu_cp_commit();
 }
 
+/* Q4_0 codes n (nibbles at bits 4..7 of each byte of v) as signed bytes 16 · (n - 8): one LOP3
+ * where n - 8 in the low bits took three; the products come out 16 times theirs, exactly (sq_tile
+ * takes the 16 out at the end, a power of two: the same sums bit for bit above f32's subnormals). */
+static __device__ __forceinline__ int nib16(uint32_t v) { return (int)((v & 0xf0f0f0f0u) ^ 0x80808080u); }
+
 /* acc (this lane's elements of the warp's 16 rows, row tile rt, × its tokens, half th of NT) +=
- * stage st's products. */
+ * stage st's products (Q4_0's 16 times theirs, nib16). */
 template <int F, int NT, bool X8, int G>
 static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int th, int g, int q,
                                                   float (&acc)[sq_shape<F, NT, G>::NI][4])
@@ -175,7 +187,7 @@ static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int 
     const int       r  = 16 * rt + g;
     const int8_t   *w0 = st + r * S::WLD, *w8 = w0 + 8 * S::WLD;
     const uint16_t *ws = (const uint16_t *)(st + S::WS_OFF);
-    const float2   *xs = (const float2 *)(st + S::XS_OFF);
+    const float    *xs = (const float *)(st + S::XS_OFF);
     const int       lane = 4 * g + q;
     /* the row this lane gives ldmatrix for its 8-token tile: token lane % 8 of the tile, the hi
      * codes' first or second 16 bytes (lanes 0 .. 15), then the lo codes' (16 .. 31; X8: the hi
@@ -187,8 +199,7 @@ static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int 
         int a[4];
         if (F == GPU_Q4_0) { /* byte i: value i (low nibble) and i + 16 (high) */
             const uint32_t u0 = *(const uint32_t *)(w0 + 16 * qb + 4 * q), u8 = *(const uint32_t *)(w8 + 16 * qb + 4 * q);
-            a[0] = minus8(u0 & 0x0f0f0f0fu), a[1] = minus8(u8 & 0x0f0f0f0fu);
-            a[2] = minus8((u0 >> 4) & 0x0f0f0f0fu), a[3] = minus8((u8 >> 4) & 0x0f0f0f0fu);
+            a[0] = nib16(u0 << 4), a[1] = nib16(u8 << 4), a[2] = nib16(u0), a[3] = nib16(u8);
         } else {
             a[0] = *(const int *)(w0 + 32 * qb + 4 * q), a[1] = *(const int *)(w8 + 32 * qb + 4 * q);
             a[2] = *(const int *)(w0 + 32 * qb + 16 + 4 * q), a[3] = *(const int *)(w8 + 32 * qb + 16 + 4 * q);
@@ -199,8 +210,8 @@ static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int 
             const int tile = th * S::NI + ni, c = 8 * tile + 2 * q; /* c, c + 1: this lane's tokens */
             uint32_t  b[4]; /* hi bytes 4q .., 16 + 4q .. of token 8 tile + g; lo the same */
             gpu_ldsm_x4(b, xr + 8 * tile * S::XLD + 32 * qb);
-            const float4 s4    = *(const float4 *)(xs + NT * qb + c); /* (d, d · S) of tokens c, c + 1 */
-            const float  sx[2] = {s4.x, s4.z};
+            const float2 s2    = *(const float2 *)(xs + NT * qb + c); /* d of tokens c, c + 1 */
+            const float  sx[2] = {s2.x, s2.y};
             int          sh[4] = {0, 0, 0, 0}, sl[4] = {0, 0, 0, 0};
             gpu_imma_16x8x32(sh, a, (int)b[0], (int)b[1]);
             if (!X8) gpu_imma_16x8x32(sl, a, (int)b[2], (int)b[3]);
@@ -211,57 +222,91 @@ static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int 
     }
 }
 
-/* Rows blockIdx.x · SQ_ROWS .. of w by the T (at most NT) tokens of x, column blocks kz0 ..
- * kend, into y (with add: added to it). Token t is x's row t, or with MAP its row map[t]. */
+/* Rows rb · SQ_ROWS .. of w by the T (at most NT) tokens of x, column blocks kz0 .. kend, into y
+ * (with add: added to it). Token t is x's row t, or with MAP its row map[t]. */
 template <int F, int NT, bool X8, int G, bool MAP = false>
 static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq &x, const int32_t *__restrict__ map,
-                                               int64_t T, int64_t kz0, int64_t kend, float *__restrict__ y, int add)
+                                               int64_t T, int64_t rb, int64_t kz0, int64_t kend,
+                                               float *__restrict__ y, int add)
 {
     GPU_DYN_SHARED(int8_t, sq_smem);
     typedef sq_shape<F, NT, G> S;
     constexpr int SQ_ROWS = S::SQ_ROWS, SQ_BQ = S::SQ_BQ, SQ_STAGES = S::SQ_STAGES;
     const int     tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, q = lane % 4;
     const int     rt = warp % S::RT, th = warp / S::RT; /* row tile, token half */
-    const int64_t r0 = (int64_t)blockIdx.x * SQ_ROWS, nst = (kend - kz0 + SQ_BQ - 1) / SQ_BQ;
-    float         acc[S::NI][4];
+    const int64_t r0 = rb * SQ_ROWS;
+    /* column blocks in 32 bits (a row's are w.cols / 32), stages by index, not by a 64-bit
+     * modulo: the loop's own arithmetic was a tenth of its instructions */
+    const int k0 = (int)kz0, ke = (int)kend, nst = (ke - k0 + SQ_BQ - 1) / SQ_BQ;
+    float     acc[S::NI][4];
 #pragma unroll
     for (int ni = 0; ni < S::NI; ni++)
 #pragma unroll
         for (int e = 0; e < 4; e++) acc[ni][e] = 0.0f;
     sq_copies<F, NT, G, MAP> cp;
     sq_plan<F, NT, G, MAP>(cp, w, x, T, map, r0, tid);
+    const gpu_smem sb = gpu_smem_at(sq_smem);
     for (int s = 0; s < SQ_STAGES - 1; s++) { /* a group per stage, empty past the end: the waits count groups */
-        if (s < nst) sq_issue<F, NT, X8, G, MAP>(sq_smem + s * S::STAGE, cp, w, x, kz0 + s * SQ_BQ, kend, tid);
+        const int ks = k0 + s * SQ_BQ;
+        if (ks + SQ_BQ <= ke)
+            sq_issue<F, NT, X8, G, MAP, true>(sb + s * S::STAGE, sq_smem + s * S::STAGE, cp, x, ks, ke, tid);
+        else if (ks < ke)
+            sq_issue<F, NT, X8, G, MAP, false>(sb + s * S::STAGE, sq_smem + s * S::STAGE, cp, x, ks, ke, tid);
         else gpu_cp_commit();
     }
-    for (int64_t it = 0; it < nst; it++) {
+    int sc = 0, si = SQ_STAGES - 1; /* the stages computed and filled next */
+    for (int it = 0, kn = k0 + (SQ_STAGES - 1) * SQ_BQ; it < nst; it++, kn += SQ_BQ) {
         gpu_cp_wait<SQ_STAGES - 2>(); /* stage it has landed (this thread's copies) */
         __syncthreads();              /* everyone's; and stage it - 1 is no longer read */
-        const int64_t nx = it + SQ_STAGES - 1;
-        if (nx < nst)
-            sq_issue<F, NT, X8, G, MAP>(sq_smem + (nx % SQ_STAGES) * S::STAGE, cp, w, x, kz0 + nx * SQ_BQ, kend,
-                                        tid);
+        if (kn + SQ_BQ <= ke)
+            sq_issue<F, NT, X8, G, MAP, true>(sb + si * S::STAGE, sq_smem + si * S::STAGE, cp, x, kn, ke, tid);
+        else if (kn < ke)
+            sq_issue<F, NT, X8, G, MAP, false>(sb + si * S::STAGE, sq_smem + si * S::STAGE, cp, x, kn, ke, tid);
         else gpu_cp_commit();
-        sq_compute<F, NT, X8, G>(sq_smem + (it % SQ_STAGES) * S::STAGE, rt, th, g, q, acc);
+        sq_compute<F, NT, X8, G>(sq_smem + sc * S::STAGE, rt, th, g, q, acc);
+        sc = sc == SQ_STAGES - 1 ? 0 : sc + 1, si = si == SQ_STAGES - 1 ? 0 : si + 1;
     }
+    constexpr float unscale = F == GPU_Q4_0 ? 0.0625f : 1.0f; /* nib16's 16 */
 #pragma unroll
     for (int ni = 0; ni < S::NI; ni++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int64_t r = r0 + 16 * rt + g + 8 * (e / 2), t = 8 * (th * S::NI + ni) + 2 * q + e % 2;
-            if (r < w.rows && t < T) mmq_put(&y[t * w.rows + r], acc[ni][e], add);
+            if (r < w.rows && t < T) mmq_put(&y[t * w.rows + r], acc[ni][e] * unscale, add);
         }
 }
 
-/* Columns blocks kz0 .. kz0 + kper of part blockIdx.z, into y + blockIdx.z · T · rows. */
+static_assert(GPU_MVQ_SET == 3, "k_mmq_s and k_mmq_sum_set pick among three weights");
+
+/* Block b of the set's grid: weight i's from s.start[i], row block lb % nb[i] of its column part
+ * lb / nb[i] (lb = b - s.start[i]), into s.y[i] + part · T · rows. */
 template <int F, int NT, bool X8, int G>
 /* (launch bounds parenthesized: HIP's macro splits at commas) */
 __global__ void __launch_bounds__((sq_shape<F, NT, G>::THREADS), (sq_shape<F, NT, G>::BLOCKS))
-    k_mmq_s(gpu_wdesc w, gpu_xq x, int64_t T, int64_t kper, float *__restrict__ y, int add)
+    k_mmq_s(gpu_mmq_set s, gpu_xq x, int64_t T)
 {
     gpu_dep_enter();
-    const int64_t kz0 = (int64_t)blockIdx.z * kper, kend = w.cols / 32 < kz0 + kper ? w.cols / 32 : kz0 + kper;
-    sq_tile<F, NT, X8, G>(w, x, NULL, T, kz0, kend, y + (int64_t)blockIdx.z * T * w.rows, add);
+    const int b = (int)blockIdx.x, i = b >= s.start[2] ? 2 : b >= s.start[1] ? 1 : 0;
+    const gpu_wdesc &w = s.w[i];
+    const int64_t    kper = s.kper[i], lb = b - s.start[i], part = lb / s.nb[i];
+    const int64_t    kz0 = part * kper, kend = w.cols / 32 < kz0 + kper ? w.cols / 32 : kz0 + kper;
+    sq_tile<F, NT, X8, G>(w, x, NULL, T, lb % s.nb[i], kz0, kend, s.y[i] + part * T * w.rows, s.add[i]);
+}
+
+/* y[j] (n[j] values) = Σ over the parts p of part[j][p · n[j] + ·], in part order: k_mmq_sum's
+ * sums for each weight of a set whose product took column parts, in one launch. */
+__global__ void k_mmq_sum_set(gpu_mmq_sums s)
+{
+    gpu_dep_enter();
+    const int64_t n = s.n[0] + s.n[1] + s.n[2];
+    for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (int64_t)gridDim.x * blockDim.x) {
+        const int     j  = k >= s.n[0] + s.n[1] ? 2 : k >= s.n[0] ? 1 : 0;
+        const int64_t i  = k - (j > 0 ? s.n[0] : 0) - (j > 1 ? s.n[1] : 0), nj = s.n[j];
+        const float  *pt = s.part[j];
+        float         v  = pt[i];
+        for (int p = 1; p < s.parts[j]; p++) v += pt[p * nj + i];
+        mmq_put(&s.y[j][i], v, s.add);
+    }
 }
 
 /* A MoE prefill's experts on the batch kernel (CELER_GPU_MOE_STREAM=0: on k_mmq_experts instead;
@@ -283,10 +328,10 @@ __global__ void __launch_bounds__((sq_shape<F, NT, SQ_GEOM_DEFAULT>::THREADS),
     const int64_t  s0 = tl[0], n = tl[1];
     w.data += tl[2] * stride;
     y += s0 * w.rows;
-    if (tok) sq_tile<F, NT, false, SQ_GEOM_DEFAULT, true>(w, x, tok + s0, n, 0, w.cols / 32, y, 0);
+    if (tok) sq_tile<F, NT, false, SQ_GEOM_DEFAULT, true>(w, x, tok + s0, n, blockIdx.x, 0, w.cols / 32, y, 0);
     else {
         x.q += s0 * x.nb * XQ_BLOCK, x.d += s0 * x.nb;
-        sq_tile<F, NT, false, SQ_GEOM_DEFAULT>(w, x, NULL, n, 0, w.cols / 32, y, 0);
+        sq_tile<F, NT, false, SQ_GEOM_DEFAULT>(w, x, NULL, n, blockIdx.x, 0, w.cols / 32, y, 0);
     }
 }
 
@@ -296,31 +341,71 @@ __global__ void __launch_bounds__((sq_shape<F, NT, SQ_GEOM_DEFAULT>::THREADS),
     {{SQ_FNS(G, false, GPU_Q4_0), SQ_FNS(G, false, GPU_Q8_0)}, {SQ_FNS(G, true, GPU_Q4_0), SQ_FNS(G, true, GPU_Q8_0)}}
 #define SQ_SIZES(G, F, what) {sq_shape<F, 8, G>::what, sq_shape<F, 16, G>::what, sq_shape<F, 32, G>::what}
 #define SQ_SIZES_G(G, what) {SQ_SIZES(G, GPU_Q4_0, what), SQ_SIZES(G, GPU_Q8_0, what)}
-celer_status gpu_mmq_small(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, int64_t T, float *y,
-                           bool add, celer_error *err)
+celer_status gpu_mmq_small_set(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
+                               float *const *y, bool add, celer_error *err)
 {
-    static const gpu_mmq_fn fns[3][2][2][3]   = {SQ_FNS_G(0), SQ_FNS_G(1), SQ_FNS_G(2)};
-    static const int    stage[3][2][3]    = {SQ_SIZES_G(0, STAGE), SQ_SIZES_G(1, STAGE), SQ_SIZES_G(2, STAGE)};
-    static const int    threads[3][2][3]  = {SQ_SIZES_G(0, THREADS), SQ_SIZES_G(1, THREADS), SQ_SIZES_G(2, THREADS)};
+    typedef void (*set_fn)(gpu_mmq_set, gpu_xq, int64_t);
+    static const set_fn fns[3][2][2][3]    = {SQ_FNS_G(0), SQ_FNS_G(1), SQ_FNS_G(2)};
+    static const int    stage[3][2][3]   = {SQ_SIZES_G(0, STAGE), SQ_SIZES_G(1, STAGE), SQ_SIZES_G(2, STAGE)};
+    static const int    threads[3][2][3] = {SQ_SIZES_G(0, THREADS), SQ_SIZES_G(1, THREADS), SQ_SIZES_G(2, THREADS)};
     static const int    stages[3] = {sq_geom<0>::STAGES, sq_geom<1>::STAGES, sq_geom<2>::STAGES};
     static const int    rows[3]   = {sq_geom<0>::ROWS, sq_geom<1>::ROWS, sq_geom<2>::ROWS};
     const int    G = g->sq_geom, f = fmt == GPU_Q8_0, s = T <= 8 ? 0 : T <= 16 ? 1 : 2;
-    const gpu_mmq_fn fn = fns[G][xq->x8][f][s];
+    const set_fn fn = fns[G][xq->x8][f][s];
     const size_t smem = (size_t)stages[G] * (size_t)stage[G][f][s];
-    unsigned     br, bp;
+    if (n < 1 || n > GPU_MVQ_SET)
+        return celer_fail(err, CELER_ERR_INVALID, "%s: a set of %d products for the batch kernel (1 to 3)", CELER_GPU_NAME, n);
     if (gpu_allow_smem(g, (const void *)fn, smem, err)) return err->code;
-    if (gpu_grid(g, w->rows, rows[G], &br, "mmq", err) ||
-        gpu_grid(g, w->rows, SQ_ROWS, &bp, "mmq", err))
-        return err->code;
-    /* the same column parts in all three geometries (the same sums), whole stages of each: those
-     * of a grid of 64-row blocks (about one 128-row block an SM, where two fit; the parts of
-     * 128-row grids were no faster in the batch of 32, docs/benchmarks/gpu-h200.md, nineteenth pass) */
-    int64_t       kper;
-    const int64_t parts = gpu_mmq_column_parts(g, bp, w->cols / 32, SQ_BQ, &kper);
+    gpu_mmq_set  st   = {};
+    gpu_mmq_sums sums = {};
+    int64_t      blocks = 0, total = 0;
+    int          sum_of[GPU_MVQ_SET] = {-1, -1, -1}; /* weight i's entry in sums */
+    for (int i = 0; i < n; i++) {
+        unsigned br, bp;
+        if (gpu_grid(g, w[i].rows, rows[G], &br, "mmq", err) || gpu_grid(g, w[i].rows, SQ_ROWS, &bp, "mmq", err))
+            return err->code;
+        /* each weight's own column parts, as in a launch of its own (the same sums): whole stages
+         * of a grid of 64-row blocks (about one 128-row block an SM, where two fit; the parts of
+         * 128-row grids were no faster in the batch of 32, docs/benchmarks/gpu-h200.md, nineteenth
+         * pass), in all three geometries */
+        const int64_t parts = gpu_mmq_column_parts(g, bp, w[i].cols / 32, SQ_BQ, &st.kper[i]);
+        st.w[i] = w[i], st.nb[i] = (int32_t)br, st.start[i] = (int32_t)blocks, st.y[i] = y[i], st.add[i] = add;
+        blocks += (int64_t)br * parts;
+        if (parts > 1) { /* its parts into the part buffer at total, then summed into y[i] */
+            const int j = sum_of[i] = sums.n_w++;
+            sums.n[j] = T * w[i].rows, sums.parts[j] = (int32_t)parts, sums.y[j] = y[i], st.add[i] = 0;
+            sums.part[j] = (const float *)(uintptr_t)total; /* an offset until the buffer is there */
+            total += parts * sums.n[j];
+        }
+    }
+    for (int i = n; i <= GPU_MVQ_SET; i++) st.start[i] = (int32_t)blocks; /* none past the set */
+    if (blocks > INT32_MAX)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: %lld blocks for a batch product: past the grid",
+                          CELER_GPU_NAME, (long long)blocks);
+    if (total) {
+        if (gpu_buf_reserve(g, &g->d_part, (size_t)total * sizeof(float), err)) return err->code;
+        for (int i = 0; i < n; i++)
+            if (sum_of[i] >= 0) {
+                float *p = (float *)g->d_part.p + (uintptr_t)sums.part[sum_of[i]];
+                sums.part[sum_of[i]] = p, st.y[i] = p;
+            }
+    }
+    sums.add = add;
     /* never launched early: blocks placed while the kernel before still held SMs doubled up on
      * the free ones (the grid is about one block an SM), and the 8B's batch of 32 decoded at
      * 2,916 tok/s instead of 3,951 (docs/benchmarks/gpu-h200.md, eighteenth pass) */
-    return gpu_mmq_launch_parts(g, fn, false, br, 1, parts, threads[G][f][s], smem, w, xq, T, kper, y, add, err);
+    if (GPU_LAUNCH_KEEPING_XQ_AS(g, err, "mmq", false, fn, dim3((unsigned)blocks), threads[G][f][s], smem, st, *xq,
+                                 T))
+        return err->code;
+    if (!total) return CELER_OK;
+    return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq_sum", k_mmq_sum_set, gpu_blocks(sums.n[0] + sums.n[1] + sums.n[2], 256),
+                                 256, 0, sums);
+}
+
+celer_status gpu_mmq_small(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, int64_t T, float *y,
+                           bool add, celer_error *err)
+{
+    return gpu_mmq_small_set(g, w, 1, fmt, xq, T, &y, add, err);
 }
 
 celer_status gpu_mmq_expert_tiles(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const int32_t *tok,

@@ -243,6 +243,16 @@ static __device__ __forceinline__ void gpu_cp_async8(void *dst, const void *src,
 {
     *(uint2 *)dst = valid ? *(const uint2 *)src : make_uint2(0, 0);
 }
+static __device__ __forceinline__ void gpu_cp_async4(void *dst, const void *src, bool valid)
+{
+    *(uint32_t *)dst = valid ? *(const uint32_t *)src : 0u;
+}
+/* Where a copy lands, worked out once a kernel (the CUDA half's: a shared-window address) */
+typedef int8_t *gpu_smem;
+static __device__ __forceinline__ gpu_smem gpu_smem_at(void *p) { return (int8_t *)p; }
+static __device__ __forceinline__ void gpu_cp_async16_at(gpu_smem d, const void *s, bool v) { gpu_cp_async16(d, s, v); }
+static __device__ __forceinline__ void gpu_cp_async8_at(gpu_smem d, const void *s, bool v) { gpu_cp_async8(d, s, v); }
+static __device__ __forceinline__ void gpu_cp_async4_at(gpu_smem d, const void *s, bool v) { gpu_cp_async4(d, s, v); }
 static __device__ __forceinline__ void gpu_cp_commit(void) {}
 template <int N> static __device__ __forceinline__ void gpu_cp_wait(void) {}
 #define gpuFuncSetMaxDynamicShared(fn, bytes) hipFuncSetAttribute((const void *)(fn), hipFuncAttributeMaxDynamicSharedMemorySize, (bytes))
@@ -526,26 +536,50 @@ static __device__ __forceinline__ uint32_t gpu_half2_bits(float lo, float hi)
     return *(const uint32_t *)&h;
 }
 
-/* Asynchronous copies of 16 or 8 bytes from global to shared memory (cp.async, sm_80 and later;
+/* Asynchronous copies of 16, 8 or 4 bytes from global to shared memory (cp.async, sm_80 and later;
  * plain copies before): zeros where valid is false, no global read then. gpu_cp_commit closes a
- * group of them; gpu_cp_wait<N> waits until at most N groups are still in flight. */
+ * group of them; gpu_cp_wait<N> waits until at most N groups are still in flight. The _at forms
+ * land at a gpu_smem that gpu_smem_at worked out once: the shared window's base, taken from the
+ * block's cluster rank, was worked out again at each copy of a loop (ncu: a tenth of the batch
+ * kernel's instructions with the copies' other arithmetic). */
+#if CELER_GPU_IMMA_HERE
+typedef unsigned gpu_smem;
+static __device__ __forceinline__ gpu_smem gpu_smem_at(void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+static __device__ __forceinline__ void     gpu_cp_async16_at(gpu_smem d, const void *src, bool valid)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
+}
+static __device__ __forceinline__ void gpu_cp_async8_at(gpu_smem d, const void *src, bool valid)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(d), "l"(src), "r"(valid ? 8 : 0));
+}
+static __device__ __forceinline__ void gpu_cp_async4_at(gpu_smem d, const void *src, bool valid)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(d), "l"(src), "r"(valid ? 4 : 0));
+}
+#else
+typedef int8_t *gpu_smem;
+static __device__ __forceinline__ gpu_smem gpu_smem_at(void *p) { return (int8_t *)p; }
+static __device__ __forceinline__ void     gpu_cp_async16_at(gpu_smem d, const void *src, bool valid)
+{
+    *(uint4 *)d = valid ? *(const uint4 *)src : make_uint4(0, 0, 0, 0);
+}
+static __device__ __forceinline__ void gpu_cp_async8_at(gpu_smem d, const void *src, bool valid)
+{
+    *(uint2 *)d = valid ? *(const uint2 *)src : make_uint2(0, 0);
+}
+static __device__ __forceinline__ void gpu_cp_async4_at(gpu_smem d, const void *src, bool valid)
+{
+    *(uint32_t *)d = valid ? *(const uint32_t *)src : 0u;
+}
+#endif
 static __device__ __forceinline__ void gpu_cp_async16(void *dst, const void *src, bool valid)
 {
-#if CELER_GPU_IMMA_HERE
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
-#else
-    *(uint4 *)dst = valid ? *(const uint4 *)src : make_uint4(0, 0, 0, 0);
-#endif
+    gpu_cp_async16_at(gpu_smem_at(dst), src, valid);
 }
 static __device__ __forceinline__ void gpu_cp_async8(void *dst, const void *src, bool valid)
 {
-#if CELER_GPU_IMMA_HERE
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(d), "l"(src), "r"(valid ? 8 : 0));
-#else
-    *(uint2 *)dst = valid ? *(const uint2 *)src : make_uint2(0, 0);
-#endif
+    gpu_cp_async8_at(gpu_smem_at(dst), src, valid);
 }
 static __device__ __forceinline__ void gpu_cp_commit(void)
 {
