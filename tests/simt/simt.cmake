@@ -59,10 +59,11 @@ if(NOT CELER_SANITIZE AND NOT TARGET celer_gpu)
     file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/simt/${n}.cc CONTENT "#include \"backends/gpu/${n}.cu\"\n")
     list(APPEND CELER_SIMT_WRAPPERS ${PROJECT_BINARY_DIR}/simt/${n}.cc)
   endforeach()
-  # tests/gpu's programs, and test_engine (the engine's generate on the GPU: "auto" takes it;
-  # 10-20 s a kind here; test_batcher took 350 s, too long for CI)
+  # tests/gpu's programs, test_engine (the engine's generate on the GPU: "auto" takes it; 10-20 s a
+  # kind here) and test_batcher (continuous batches; 75-130 s a kind, since batches of more than 8
+  # tokens take the matrix units' tile: 350 s on the decode kernels)
   file(GLOB CELER_GPU_TESTS_SIMT CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/gpu/test_*.c)
-  list(APPEND CELER_GPU_TESTS_SIMT ${PROJECT_SOURCE_DIR}/tests/test_engine.c)
+  list(APPEND CELER_GPU_TESTS_SIMT ${PROJECT_SOURCE_DIR}/tests/test_engine.c ${PROJECT_SOURCE_DIR}/tests/test_batcher.c)
   foreach(kind WMMA11 MFMA16 MFMA32)
     string(TOLOWER ${kind} lower)
     # objects, not an archive: the tables here must win over celer_core's CPU-only ones

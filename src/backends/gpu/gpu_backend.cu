@@ -487,11 +487,10 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     }
     char no_blas[320]; /* a HIP build without rocBLAS (or its kernels for this GPU): no product takes it */
     if (!gpu_blas_there(&g->prop, no_blas, sizeof no_blas)) g->blas_from = 0, g->blas_f32 = false;
-    /* AMD's matrix units take the tiled prefill kernel's steps (past 32 tokens; CELER_GPU_AMX=0:
-     * none do); batches of decodes keep the decode kernels there (the batch kernel is NVIDIA's
-     * alone: gpu_mmq_batch_has) */
+    /* AMD's matrix units take the tiled prefill kernel's steps past one pass of the decode kernels
+     * (CELER_GPU_AMX=0: none do; the batch kernel is NVIDIA's alone: gpu_mmq.h) */
     g->amx = env_is("CELER_GPU_AMX", "0") ? CELER_AMX_NONE : gpu_amx_take(&g->prop);
-    if (g->amx != CELER_AMX_NONE && !(mf && *mf)) g->mmq_from = GPU_MMQ_SMALL;
+    if (g->amx != CELER_AMX_NONE && !(mf && *mf)) g->mmq_from = GPU_MMQ_FROM_AMX;
     /* CELER_GPU_EARLY=0: each kernel launched after the one before ends */
     g->early       = gpu_early_launch_ok(&g->prop) && !env_is("CELER_GPU_EARLY", "0");
     if (gpu_selfcheck(g, err)) {

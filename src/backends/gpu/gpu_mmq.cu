@@ -23,7 +23,8 @@
  * row g + 8.
  *
  * On AMD the same tile runs on MFMA or WMMA (a HIP build's mmq_tile below; amx_layout.h), for
- * steps of more than 32 tokens: the batch kernel's fragments are NVIDIA's alone. */
+ * steps of more than 8 tokens (gpu_mmq.h), in tiles of NT = 32 up to 32 tokens: the batch
+ * kernel's fragments are NVIDIA's alone. */
 #include "backends/gpu/gpu_mmq.h"
 
 enum {
@@ -376,14 +377,27 @@ celer_status gpu_mmq_launch_parts(gpu_backend *g, gpu_mmq_fn fn, bool early, uns
                                  (int)add);
 }
 
+/* The tiled kernel for fmt in tiles of nt tokens (32 on AMD only), *bt of them for T tokens. */
+static gpu_mmq_fn mmq_fn(int fmt, int64_t T, int64_t *bt)
+{
+#if CELER_GPU_AMX
+    if (T <= GPU_MMQ_SMALL) {
+        *bt = (T + GPU_MMQ_SMALL - 1) / GPU_MMQ_SMALL;
+        return fmt == GPU_Q4_0 ? k_mmq<GPU_Q4_0, GPU_MMQ_SMALL> : k_mmq<GPU_Q8_0, GPU_MMQ_SMALL>;
+    }
+#endif
+    *bt = (T + 63) / 64;
+    return fmt == GPU_Q4_0 ? k_mmq<GPU_Q4_0, 64> : k_mmq<GPU_Q8_0, 64>;
+}
+
 celer_status gpu_mmq_xq(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, int64_t T, float *y,
                         bool add, celer_error *err)
 {
     if (!gpu_mmq_has(g, fmt))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no integer prefill kernel for format %d", CELER_GPU_NAME, fmt);
     if (T <= GPU_MMQ_SMALL && gpu_mmq_batch_has(g, fmt)) return gpu_mmq_small(g, w, fmt, xq, T, y, add, err);
-    const gpu_mmq_fn fn = fmt == GPU_Q4_0 ? k_mmq<GPU_Q4_0, 64> : k_mmq<GPU_Q8_0, 64>;
-    const int64_t bt = (T + 63) / 64;
+    int64_t          bt;
+    const gpu_mmq_fn fn = mmq_fn(fmt, T, &bt);
     if (bt > GPU_MAX_GRID_YZ)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: a step of %lld tokens is past the prefill grid", CELER_GPU_NAME,
                           (long long)T);

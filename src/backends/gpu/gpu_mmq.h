@@ -14,8 +14,11 @@ extern "C" {
  * (it reads a weight byte into two dot products a token), the batch kernel's hardly below 16: on
  * the H200, 14336 x 4096 Q4_0 took 14.1 / 18.3 / 33.0 / 66.2 us at 1 / 2 / 4 / 8 tokens on the
  * first, 27.8 / 27.9 / 28.4 us at 2 / 4 / 8 on the second (docs/benchmarks/gpu-h200.md,
- * twentieth pass), and the 8B's 8 sequences decoding together went from 850 to 1,650 tok/s. */
-enum { GPU_MMQ_FROM = 2, GPU_MMQ_SMALL = 32 };
+ * twentieth pass), and the 8B's 8 sequences decoding together went from 850 to 1,650 tok/s.
+ * AMD has no batch kernel: its line is GPU_MMQ_FROM_AMX, one pass of the decode kernels (which
+ * read the weights again for each further 8 tokens), and its steps up to GPU_MMQ_SMALL take the
+ * tiled kernel in 32-token tiles (a 64-token tile's matrix work on padding halved). */
+enum { GPU_MMQ_FROM = 2, GPU_MMQ_SMALL = 32, GPU_MMQ_FROM_AMX = GPU_MVQ_TOKENS };
 
 /* Whether this device and build run the format (enum gpu_fmt) on the integer matrix units: the
  * tiled kernel on NVIDIA's (sm_80 and later) or AMD's (g->amx). */
