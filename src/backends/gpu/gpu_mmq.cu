@@ -42,6 +42,11 @@ bool gpu_mmq_batch_has(const gpu_backend *g, int fmt)
     return gpu_imma_ok(&g->prop) && (fmt == GPU_Q4_0 || fmt == GPU_Q8_0);
 }
 
+bool gpu_mmq_tiles_has(const gpu_backend *g, int fmt)
+{
+    return gpu_mmq_batch_has(g, fmt) || (g->amx != CELER_AMX_NONE && gpu_mmq_has(g, fmt));
+}
+
 #if CELER_GPU_AMX
 /* Each device pass's kind of matrix units, for the host to read from the code it loaded. */
 __device__ int gpu_amx_kind = CELER_GPU_AMX_HERE;
@@ -337,6 +342,26 @@ __global__ void __launch_bounds__(MMQ_THREADS)
     mmq_tile<F, NT>(w, x, tok ? tok + s0 : NULL, n, t0, 0, w.cols / 32, y + s0 * w.rows, 0);
 }
 
+#if CELER_GPU_AMX
+/* Tile blockIdx.y of a list (moe_tiles.h: first pair s0, pairs, expert) of a stacked tensor's
+ * experts (w its first, `stride` bytes apart) on AMD's units, as k_mmq_s_experts on NVIDIA's:
+ * x's rows tok[s] of the tile's pairs (tok NULL: rows s) into y's rows s; with live, the first
+ * *live tiles. */
+template <int F>
+__global__ void __launch_bounds__(MMQ_THREADS)
+    k_mmq_tiles(gpu_wdesc w, gpu_xq x, const int32_t *__restrict__ tok, const int32_t *__restrict__ tiles,
+                const int32_t *__restrict__ live, int64_t stride, float *__restrict__ y)
+{
+    gpu_dep_enter();
+    if (live && (int64_t)blockIdx.y >= *live) return; /* the whole block */
+    const int32_t *tl = tiles + CELER_MOE_TILE * (int64_t)blockIdx.y;
+    const int64_t  s0 = tl[0], n = tl[1];
+    w.data += tl[2] * stride;
+    if (!tok) x.q += s0 * x.nb * XQ_BLOCK, x.d += s0 * x.nb;
+    mmq_tile<F, CELER_MOE_TILE_PAIRS>(w, x, tok ? tok + s0 : NULL, n, 0, 0, w.cols / 32, y + s0 * w.rows, 0);
+}
+#endif
+
 /* y[i] = Σ over the parts p of part[p · n + i], in part order (with add: y[i] += the sum). */
 __global__ void k_mmq_sum(const float *__restrict__ part, int parts, int64_t n, float *__restrict__ y, int add)
 {
@@ -426,6 +451,26 @@ celer_status gpu_mmq_experts(gpu_backend *g, const gpu_wdesc *w, int fmt, const 
     return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq experts", fn, grid, MMQ_THREADS, 0, *w, *xq, tok, starts,
                                  w->rows * w->row_bytes, y);
 }
+
+#if CELER_GPU_AMX
+celer_status gpu_mmq_amx_tiles(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const int32_t *tok,
+                               const int32_t *tiles, int64_t n_tiles, const int32_t *live, float *y, celer_error *err)
+{
+    static_assert((int)CELER_MOE_TILE_PAIRS == (int)GPU_MMQ_SMALL, "a tile of pairs is the narrow tile's tokens");
+    if (!gpu_mmq_has(g, fmt))
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no integer prefill kernel for format %d", CELER_GPU_NAME, fmt);
+    if (n_tiles <= 0) return CELER_OK;
+    if (n_tiles > GPU_MAX_GRID_YZ)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: %lld tiles of experts' tokens: past the prefill grid",
+                          CELER_GPU_NAME, (long long)n_tiles);
+    unsigned br;
+    if (gpu_grid(g, w->rows, MMQ_ROWS, &br, "mmq expert tiles", err)) return err->code;
+    typedef void (*tiles_fn)(gpu_wdesc, gpu_xq, const int32_t *, const int32_t *, const int32_t *, int64_t, float *);
+    const tiles_fn fn = fmt == GPU_Q4_0 ? k_mmq_tiles<GPU_Q4_0> : k_mmq_tiles<GPU_Q8_0>;
+    return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq expert tiles", fn, dim3(br, (unsigned)n_tiles), MMQ_THREADS, 0, *w, *xq,
+                                 tok, tiles, live, w->rows * w->row_bytes, y);
+}
+#endif
 
 celer_status gpu_mmq(gpu_backend *g, const gpu_wdesc *w, int fmt, const float *x, int64_t T, float *y, bool add,
                      celer_error *err)

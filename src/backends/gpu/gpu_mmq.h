@@ -46,13 +46,22 @@ celer_status gpu_mmq_xq(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_x
 celer_status gpu_mmq_experts(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const int32_t *tok,
                              int64_t n_expert, const int32_t *starts, int64_t max_n, float *y, celer_error *err);
 
-/* The same on the batch kernel (g->moe_stream, the default): n_tiles tiles of pairs
- * of one expert on the device, as celer_moe_tile_list writes them (moe_tiles.h); no block
- * without work. With live (on the device), only the first *live of them: the tiles of a decode
- * step's choices, grouped on the device (gpu_moe.cu), n_tiles the most there can be. */
+/* The same on the batch kernel (g->moe_stream, the default; on AMD the tiled kernel in 32-pair
+ * tiles): n_tiles tiles of pairs of one expert on the device, as celer_moe_tile_list writes them
+ * (moe_tiles.h); no block without work. With live (on the device), only the first *live of
+ * them: the tiles of a decode step's choices, grouped on the device (gpu_moe.cu), n_tiles the
+ * most there can be. */
 celer_status gpu_mmq_expert_tiles(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const int32_t *tok,
                                   const int32_t *tiles, int64_t n_tiles, const int32_t *live, float *y,
                                   celer_error *err);
+/* Whether gpu_mmq_expert_tiles runs the format here: on NVIDIA's batch kernel or AMD's units. */
+bool gpu_mmq_tiles_has(const gpu_backend *g, int fmt);
+#if CELER_GPU_AMX
+/* gpu_mmq_expert_tiles on AMD's matrix units (gpu_mmq.cu's tiled kernel, one block a tile and
+ * 64 rows). */
+celer_status gpu_mmq_amx_tiles(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const int32_t *tok,
+                               const int32_t *tiles, int64_t n_tiles, const int32_t *live, float *y, celer_error *err);
+#endif
 /* MoE decode steps of at least GPU_MOE_GROUP tokens (a server's batch) group their choices by
  * expert on the device and take the kernel above, each chosen expert read once a step
  * (CELER_GPU_MOE_GROUP=N moves the line, 0: never). On the H200 the 30B-A3B's 32 sequences

@@ -417,6 +417,9 @@ celer_status gpu_mmq_expert_tiles(gpu_backend *g, const gpu_wdesc *w, int fmt, c
     typedef sq_shape<GPU_Q4_0, CELER_MOE_TILE_PAIRS, SQ_GEOM_DEFAULT> S4;
     typedef sq_shape<GPU_Q8_0, CELER_MOE_TILE_PAIRS, SQ_GEOM_DEFAULT> S8;
     static_assert(S4::THREADS == S8::THREADS && S4::SQ_STAGES == S8::SQ_STAGES, "one block shape");
+#if CELER_GPU_AMX
+    if (g->amx != CELER_AMX_NONE) return gpu_mmq_amx_tiles(g, w, fmt, xq, tok, tiles, n_tiles, live, y, err);
+#endif
     if (!gpu_mmq_batch_has(g, fmt))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no integer prefill kernel for format %d", CELER_GPU_NAME, fmt);
     if (n_tiles <= 0) return CELER_OK;

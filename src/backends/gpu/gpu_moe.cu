@@ -5,8 +5,9 @@
  * back to the host, groups the (token, slot) pairs by expert, and runs the gate, up and down
  * products over each chosen expert's group (a prefill chunk reads each chosen expert once): one
  * launch a product over all the experts where the integer matrix units take the format (the
- * batch kernel over a list of tiles of up to 32 of an expert's pairs, gpu_mmq_expert_tiles, or
- * with CELER_GPU_MOE_STREAM=0 the tiled kernel, gpu_mmq_experts; both read each pair's token row
+ * batch kernel over a list of tiles of up to 32 of an expert's pairs, gpu_mmq_expert_tiles — on
+ * AMD the tiled kernel over the same list — or with CELER_GPU_MOE_STREAM=0 the tiled kernel over
+ * every expert, gpu_mmq_experts; both read each pair's token row
  * in place), else a product per chosen expert on the group's inputs gathered into one block. A
  * last kernel sums each token's weighted expert outputs (a decode step's down products sum them
  * themselves where they can: gpu_matvec_combine.cu). Unchosen experts are never touched.
@@ -250,7 +251,7 @@ static celer_status grouped_mmq(gpu_backend *g, const float *x, int64_t T, const
                                 const gpu_wdesc dw[3], const int fw[3], float *G, float *U, float *Y, celer_error *err)
 {
     gpu_buf       *b_groups = &g->moe[6];
-    const bool     tiles    = g->moe_stream && gpu_mmq_batch_has(g, fw[0]) && gpu_mmq_batch_has(g, fw[2]);
+    const bool     tiles    = g->moe_stream && gpu_mmq_tiles_has(g, fw[0]) && gpu_mmq_tiles_has(g, fw[2]);
     moe_groups     gr       = {tiles, NULL, 0, E, NULL};
     const int32_t *src      = start; /* what goes up: count values */
     int64_t        count    = E + 1;
@@ -301,8 +302,8 @@ celer_status gpu_moe_ffn(celer_backend *be, const celer_moe *moe, const float *x
                     stacked(moe->down, E, &dw[2], &fw[2]) && fw[0] == fw[1] && dw[0].cols == dw[1].cols &&
                     dw[2].cols == ff;
     if (N <= MOE_DEVICE_MAX && st) { /* decode-sized: the choices stay on the device */
-        if (g->moe_group > 0 && T >= g->moe_group && E <= GROUP_E_MAX && gpu_mmq_batch_has(g, fw[0]) &&
-            gpu_mmq_batch_has(g, fw[2]))
+        if (g->moe_group > 0 && T >= g->moe_group && E <= GROUP_E_MAX && gpu_mmq_tiles_has(g, fw[0]) &&
+            gpu_mmq_tiles_has(g, fw[2]))
             return moe_ffn_grouped_device(g, x, T, ids, w, K, E, d, ff, act, out, dw, fw, err);
         return moe_ffn_device(g, moe, x, T, ids, w, K, act, out, dw, fw, err);
     }
