@@ -522,26 +522,17 @@ static inline void gpu_imma_16x8x32(int *, const int *, int, int) {}
 static inline void gpu_ldsm_x4(uint32_t r[4], const void *) { r[0] = r[1] = r[2] = r[3] = 0; }
 static inline void gpu_ldsm_x4_trans(uint32_t r[4], const void *) { r[0] = r[1] = r[2] = r[3] = 0; }
 static inline void gpu_hmma_16x8x16(float *, const uint32_t *, uint32_t, uint32_t) {}
-static inline void gpu_cp_async16(void *dst, const void *src, bool valid)
+/* the copies, done when called (nothing launches the kernels that take them: NVIDIA's) */
+typedef int8_t       *gpu_smem;
+static inline gpu_smem gpu_smem_at(void *p) { return (int8_t *)p; }
+static inline void     simt_copy(gpu_smem d, const void *s, bool v, size_t n)
 {
-    const uint4 z = {0, 0, 0, 0};
-    memcpy(dst, valid ? src : &z, 16);
+    static const uint4 z = {0, 0, 0, 0};
+    memcpy(d, v ? s : &z, n);
 }
-static inline void gpu_cp_async8(void *dst, const void *src, bool valid)
-{
-    const uint2 z = {0, 0};
-    memcpy(dst, valid ? src : &z, 8);
-}
-static inline void gpu_cp_async4(void *dst, const void *src, bool valid)
-{
-    const uint32_t z = 0;
-    memcpy(dst, valid ? src : &z, 4);
-}
-typedef int8_t           *gpu_smem;
-static inline gpu_smem    gpu_smem_at(void *p) { return (int8_t *)p; }
-static inline void        gpu_cp_async16_at(gpu_smem d, const void *s, bool v) { gpu_cp_async16(d, s, v); }
-static inline void        gpu_cp_async8_at(gpu_smem d, const void *s, bool v) { gpu_cp_async8(d, s, v); }
-static inline void        gpu_cp_async4_at(gpu_smem d, const void *s, bool v) { gpu_cp_async4(d, s, v); }
+static inline void gpu_cp_async16_at(gpu_smem d, const void *s, bool v) { simt_copy(d, s, v, 16); }
+static inline void gpu_cp_async8_at(gpu_smem d, const void *s, bool v) { simt_copy(d, s, v, 8); }
+static inline void gpu_cp_async4_at(gpu_smem d, const void *s, bool v) { simt_copy(d, s, v, 4); }
 static inline void                    gpu_cp_commit(void) {}
 template <int N> static inline void   gpu_cp_wait(void) {}
 

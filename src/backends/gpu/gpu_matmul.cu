@@ -314,8 +314,10 @@ extern "C" celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight 
     bool done[GPU_MVQ_SET] = {false, false, false};
     for (int i = 0; i < n; i++) { /* the weights of f[i]'s format (and scales' dtype), together */
         if (done[i]) continue;
-        const bool units = T > g->mmq_from && gpu_mmq_has(g, f[i]); /* a batch of decodes: the matrix units */
-        if (units && !(T <= GPU_MMQ_SMALL && gpu_mmq_batch_has(g, f[i]))) {
+        /* a batch of decodes: the matrix units, on NVIDIA's batch kernel a launch for the format */
+        const bool units = T > g->mmq_from && gpu_mmq_has(g, f[i]);
+        const bool set   = units && T <= GPU_MMQ_SMALL && gpu_mmq_batch_has(g, f[i]);
+        if (units && !set) {
             if (gpu_mmq_xq(g, &d[i], f[i], &xq, T, y[i], false, err)) return err->code;
             continue;
         }
@@ -324,8 +326,8 @@ extern "C" celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight 
         int       m = 0;
         for (int j = i; j < n; j++)
             if (!done[j] && f[j] == f[i] && d[j].sdtype == d[i].sdtype) ds[m] = d[j], ys[m++] = y[j], done[j] = true;
-        if (units ? gpu_mmq_small_set(g, ds, m, f[i], &xq, T, ys, false, err)
-                  : gpu_matvec_q8(g, ds, m, f[i], &xq, T, ys, false, err))
+        if (set ? gpu_mmq_small_set(g, ds, m, f[i], &xq, T, ys, false, err)
+                : gpu_matvec_q8(g, ds, m, f[i], &xq, T, ys, false, err))
             return err->code;
     }
     return CELER_OK;

@@ -234,25 +234,21 @@ static inline gpuError_t gpu_launch_kernel(void (*kernel)(E...), dim3 grid, dim3
 }
 static inline bool gpu_early_launch_ok(const gpuDeviceProp *p) { return (void)p, false; }
 /* Asynchronous copies to shared memory (the kernels that use them run where CELER_GPU_IMMA is 1):
- * plain copies here. */
-static __device__ __forceinline__ void gpu_cp_async16(void *dst, const void *src, bool valid)
-{
-    *(uint4 *)dst = valid ? *(const uint4 *)src : make_uint4(0, 0, 0, 0);
-}
-static __device__ __forceinline__ void gpu_cp_async8(void *dst, const void *src, bool valid)
-{
-    *(uint2 *)dst = valid ? *(const uint2 *)src : make_uint2(0, 0);
-}
-static __device__ __forceinline__ void gpu_cp_async4(void *dst, const void *src, bool valid)
-{
-    *(uint32_t *)dst = valid ? *(const uint32_t *)src : 0u;
-}
-/* Where a copy lands, worked out once a kernel (the CUDA half's: a shared-window address) */
+ * plain copies here, to where gpu_smem_at says (the CUDA half's: a shared-window address). */
 typedef int8_t *gpu_smem;
 static __device__ __forceinline__ gpu_smem gpu_smem_at(void *p) { return (int8_t *)p; }
-static __device__ __forceinline__ void gpu_cp_async16_at(gpu_smem d, const void *s, bool v) { gpu_cp_async16(d, s, v); }
-static __device__ __forceinline__ void gpu_cp_async8_at(gpu_smem d, const void *s, bool v) { gpu_cp_async8(d, s, v); }
-static __device__ __forceinline__ void gpu_cp_async4_at(gpu_smem d, const void *s, bool v) { gpu_cp_async4(d, s, v); }
+static __device__ __forceinline__ void     gpu_cp_async16_at(gpu_smem d, const void *s, bool v)
+{
+    *(uint4 *)d = v ? *(const uint4 *)s : make_uint4(0, 0, 0, 0);
+}
+static __device__ __forceinline__ void gpu_cp_async8_at(gpu_smem d, const void *s, bool v)
+{
+    *(uint2 *)d = v ? *(const uint2 *)s : make_uint2(0, 0);
+}
+static __device__ __forceinline__ void gpu_cp_async4_at(gpu_smem d, const void *s, bool v)
+{
+    *(uint32_t *)d = v ? *(const uint32_t *)s : 0u;
+}
 static __device__ __forceinline__ void gpu_cp_commit(void) {}
 template <int N> static __device__ __forceinline__ void gpu_cp_wait(void) {}
 #define gpuFuncSetMaxDynamicShared(fn, bytes) hipFuncSetAttribute((const void *)(fn), hipFuncAttributeMaxDynamicSharedMemorySize, (bytes))
