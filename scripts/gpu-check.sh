@@ -9,7 +9,8 @@
 #            CELER_GPU_MMQ_FROM=0 (every Q4_0 / Q8_0 product on the integer matrix units, one-token
 #            steps too), CELER_GPU_BLAS_FROM=0 (long products off cuBLAS: the tiled f32 kernel),
 #            CELER_GPU_ATT_CHUNK=32 (decode attention in many splits, merged),
-#            CELER_GPU_BLAS_PASSES=1 and =3 (the BLAS path in one and in three f16 passes),
+#            CELER_GPU_BLAS_PASSES=2 and =3 (the BLAS path in two and in three f16 passes: one is a
+#            dense model's default, two an MoE model's),
 #            CELER_GPU_KV_F16=1 (the KV cache in f16), CELER_GPU_ATT_MERGE_IN=0 (decode attention's
 #            merge in a kernel of its own), CELER_GPU_MVQ_X8=1 (8-bit activations; test_batcher
 #            too), CELER_GPU_ATT_WIDE=0 (short contexts' decode attention split) and
@@ -59,8 +60,8 @@
 #            stages them (not in short grids of the simple formats) and never (CELER_GPU_MVQ_XS=0),
 #            in the kernel harness at the 8B's, 0.6B's and 30B-A3B's dense
 #            shapes, XS_FORMATS (default Q4_0 Q8_0 Q4_K Q6_K): µs each, side by side
-#   blas     the cuBLAS path (on by default from 64 tokens, two f16 passes) in one and in three
-#            passes (BLAS_PASSES): the verify step's models; and pp512 of the 8B and the 30B-A3B
+#   blas     the cuBLAS path (on by default from 64 tokens; one f16 pass for dense models, two for
+#            MoE models) in one, two and three passes (BLAS_PASSES): the verify step's models; and pp512 of the 8B and the 30B-A3B
 #            with it off and with 3, 2 and 1 passes
 #   early    decode with and without early launches (CELER_GPU_EARLY=0): tg128 of the 8B and the
 #            30B-A3B, and the 8B's batch of 32
@@ -185,7 +186,7 @@ step_test() {
         [ $have_cs = 1 ] && bg_test "$OUT/logs/memcheck-$t.log" compute-sanitizer --tool memcheck --error-exitcode 9 "$B/$t"
     done
     # the ops, the ports and the experts again under settings that move them to other kernels
-    local variants=("CELER_GPU_MMQ_FROM=0" "CELER_GPU_BLAS_FROM=0" "CELER_GPU_ATT_CHUNK=32" "CELER_GPU_BLAS_PASSES=1"
+    local variants=("CELER_GPU_MMQ_FROM=0" "CELER_GPU_BLAS_FROM=0" "CELER_GPU_ATT_CHUNK=32" "CELER_GPU_BLAS_PASSES=2"
         "CELER_GPU_BLAS_PASSES=3" "CELER_GPU_KV_F16=1" "CELER_GPU_ATT_MERGE_IN=0" "CELER_GPU_MVQ_X8=1"
         "CELER_GPU_ATT_WIDE=0" "CELER_GPU_SQ_WIDE=0" "CELER_GPU_SQ_WIDE=1"
         "CELER_GPU_MOE_STREAM=0" "CELER_GPU_MMQ_FROM=8" "CELER_GPU_NORM_ADD_SLICE=0" "CELER_GPU_MOE_COMBINE=0"
@@ -448,7 +449,7 @@ step_xs() {
 
 step_blas() {
     local p shape
-    for p in ${BLAS_PASSES:-1 3}; do # two passes: the verify step's own runs
+    for p in ${BLAS_PASSES:-1 2 3}; do
         CELER_GPU_BLAS_PASSES=$p step_verify_as blas$p
     done
     for shape in llama-3.1-8b qwen3-30b-a3b; do

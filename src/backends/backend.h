@@ -240,6 +240,8 @@ typedef struct {
     int      device;       /* gpu: the device index */
     double   timeout_s;    /* gpu: the watchdog's deadline for one step; 0 = the default (120 s) */
     uint64_t upload_total; /* gpu: the bytes of weights to upload, for the progress line; 0 = unknown */
+    bool     routed;       /* the model routes tokens among experts (n_expert > 0): a choice its products' rounding
+                            * can flip, so a GPU's long products keep more precision (gpu_blas.h) */
 } celer_backend_config;
 
 /* Creates the backend called name ("cpu", "cuda", "rocm"), or the best available when name is

@@ -115,6 +115,7 @@ celer_status celer_engine_create(celer_engine **out, const char *model_path, con
     if (!st) {
         celer_model_file_estimate_memory(e->mf, n_ctx, &mem);
         bc.upload_total = mem.weights; /* the GPU's upload progress line */
+        bc.routed       = celer_model_file_hparams(e->mf)->n_expert > 0;
         st              = celer_backend_create(&e->be, cfg ? cfg->backend : NULL, &bc, err);
     }
     if (!st && e->be->ops->kv_elem_bytes) { /* the estimate counts f32 keys and values; a backend may keep f16 */

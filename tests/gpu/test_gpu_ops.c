@@ -14,8 +14,8 @@
  *     and Q8_0 from CELER_GPU_BLAS_FROM tokens), which splits weights and activations in f16
  *     halves: with three products (CELER_GPU_BLAS_PASSES=3) 1e-4 against the exact product and
  *     the CPU's (each operand to ~22 bits: ~5e-8 on such products, as numpy rounds them; the rest
- *     is f32 summation), with fewer (two, the default, round the weights to f16) 2e-3 (11 bits:
- *     ~3e-4 here, 6x room);
+ *     is f32 summation), with fewer (one, the default here: a dense model's, rounds both operands
+ *     to f16; two, an MoE model's, the weights) 2e-3 (11 bits: ~3e-4 here, 6x room);
  *     2e-2 against the CPU's for quantized types as above; F32 weights stay f32 there, 1e-5. The steps of 70 tokens have
  *     activations past f16's range (the path scales them by a power of two). The weights' f16
  *     copies are made 0.25 MiB at a time (CELER_GPU_BLAS_CHUNK_MB, unless set): the larger
@@ -67,11 +67,11 @@ static void x32_values(const float *x, int64_t T, int64_t k, bool hi_only, float
 }
 
 /* The BLAS path's bound (where gpu_test.h's blas_may): its passes as the variable says, else
- * gpu_blas.h's GPU_BLAS_PASSES (2). */
+ * gpu_blas.h's GPU_BLAS_PASSES (1: these backends are made for no model, so not routed). */
 static double blas_bound(void)
 {
     const char *p = getenv("CELER_GPU_BLAS_PASSES");
-    return (p && *p ? atoi(p) : 2) >= 3 ? 1e-4 : 2e-3;
+    return (p && *p ? atoi(p) : 1) >= 3 ? 1e-4 : 2e-3;
 }
 
 /* Runs w (host arrays) through both backends' matmul for several step sizes. */
@@ -164,6 +164,56 @@ static void test_matmul_gguf(void)
         check_matmul(ti->name, &w, wd, 1e-5, fl ? 1e-5 : 2e-2, !fl);
         free(raw), free(wd);
     }
+}
+
+/* y = x · wᵀ of T tokens on backend be (w loaded there), into yh. */
+static void product_on(celer_backend *be, const celer_weight *host_w, const float *x, int64_t T, float *yh)
+{
+    celer_weight w = *host_w;
+    void        *dx = NULL, *dy = NULL;
+    const size_t xb = (size_t)(T * w.cols) * sizeof(float), yb = (size_t)(T * w.rows) * sizeof(float);
+    CHECK(be->ops->weight_load(be, &w, &err) == CELER_OK);
+    CHECK(be->ops->alloc(be, xb, &dx, &err) == CELER_OK && be->ops->alloc(be, yb, &dy, &err) == CELER_OK);
+    CHECK(be->ops->write(be, dx, x, xb, &err) == CELER_OK);
+    CHECK(be->ops->matmul(be, &w, dx, T, dy, &err) == CELER_OK);
+    CHECK(be->ops->read(be, dy, yh, yb, &err) == CELER_OK);
+    be->ops->release(be, dx), be->ops->release(be, dy);
+}
+
+/* The BLAS path's passes follow the model (gpu_blas.h): a backend made for a model that routes
+ * tokens among experts (celer_backend_config.routed) multiplies in two passes, else in one. An F16
+ * weight is multiplied where it lies, exact, so the error is the activations' alone: f16's
+ * rounding in one pass (~2e-4 relative), ~2^-22 in two. */
+static void test_blas_routed(void)
+{
+    const char *p = getenv("CELER_GPU_BLAS_PASSES"), *c = getenv("CELER_GPU_CHECK");
+    if (!blas_may(CELER_GGML_F16, 64) || (p && *p) || (c && !strcmp(c, "bad"))) {
+        printf("  the passes by model: not checked here (no BLAS path, CELER_GPU_BLAS_PASSES sets them, or "
+               "CELER_GPU_CHECK=bad moves long steps off the BLAS)\n");
+        return;
+    }
+    const int64_t        rows = 256, k = 512, T = 64;
+    celer_backend_config cfg  = {.routed = true};
+    celer_backend       *routed = NULL;
+    const char          *kind   = getenv("CELER_TEST_BACKEND");
+    CHECK(celer_backend_create(&routed, kind ? kind : "cuda", &cfg, &err) == CELER_OK);
+    if (!routed) return;
+    void  *raw = random_weights(CELER_GGML_F16, rows, k, 0.1f);
+    float *wd = malloc((size_t)(rows * k) * sizeof *wd), *x = malloc((size_t)(T * k) * sizeof *x);
+    float *y1 = malloc((size_t)(T * rows) * sizeof *y1), *y2 = malloc((size_t)(T * rows) * sizeof *y2);
+    double *yr = malloc((size_t)(T * rows) * sizeof *yr);
+    for (int64_t r = 0; r < rows; r++) CHECK(celer_dequant_row(CELER_GGML_F16, (uint16_t *)raw + r * k, wd + r * k, k));
+    random_acts(x, T, k);
+    ref_matmul(wd, rows, k, x, T, yr);
+    const celer_weight w = {.type = CELER_GGML_F16, .rows = rows, .cols = k, .data = raw};
+    product_on(gpu, &w, x, T, y1);
+    product_on(routed, &w, x, T, y2);
+    const double e1 = rel_l2(y1, yr, T * rows), e2 = rel_l2(y2, yr, T * rows);
+    printf("  the passes by model: dense %.2e, routed %.2e against the exact product\n", e1, e2);
+    CHECK(e1 > 2e-5 && e1 < 2e-3); /* one pass: the activations rounded to f16 */
+    CHECK(e2 < 1e-5);              /* two: to ~22 bits */
+    celer_backend_destroy(routed);
+    free(raw), free(wd), free(x), free(y1), free(y2), free(yr);
 }
 
 /* get_rows of the id argmax_keep kept (ids NULL) gives row id of w (loaded here), want, bit for
@@ -751,6 +801,7 @@ int main(void)
     test_get_rows();
     test_matmul_gguf();
     test_matmul_mlx();
+    test_blas_routed();
     test_elementwise();
     test_norms();
     test_rope();

@@ -454,7 +454,9 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->blas_from    = bf && *bf ? atoi(bf) : GPU_BLAS_FROM;
     if (g->blas_from < 0) g->blas_from = 0;
     const char *bp  = getenv("CELER_GPU_BLAS_PASSES"); /* 1 .. 3 (gpu_blas.h) */
-    g->blas_passes  = bp && atoi(bp) >= 1 && atoi(bp) <= 3 ? atoi(bp) : GPU_BLAS_PASSES;
+    g->blas_passes  = bp && atoi(bp) >= 1 && atoi(bp) <= 3 ? atoi(bp)
+                      : cfg && cfg->routed                   ? GPU_BLAS_PASSES_ROUTED
+                                                             : GPU_BLAS_PASSES;
     g->blas_f32     = !(bf && *bf && atoi(bf) == 0); /* f32 products: f32 arithmetic there */
     const char  *bc = getenv("CELER_GPU_BLAS_CHUNK_MB"); /* MiB, fractions too (the tests lower it) */
     const double mb = bc && atof(bc) > 0 ? atof(bc) : (double)GPU_BLAS_CHUNK_MB;
