@@ -17,17 +17,16 @@
  * Its precision: each operand is split in two f16 halves, hi = f16(v) and lo = f16(v - hi)
  * (stored times 2^11, gpu_blas.cu), and the product is hi·hi (1 pass: ~3e-4 relative, both
  * operands rounded to f16's 11 bits; mlx's own products round activations to the model's f16 or
- * bf16), + hi·lo
- * of the activations (2: the activations to ~22 bits, the weights rounded to f16's 11), + lo·hi
- * of the weights (3: both operands to ~22 bits, as exact as the integer kernels); passes cost a
- * product each. A dense model takes one pass, a model that routes tokens among experts
- * (celer_backend_config.routed) two: on the H200 one pass turned a greedy token of the MoE model
- * tiny-qwen2moe at a decided position in `celer verify --against cpu` (a routing choice
+ * bf16), + hi·lo of the activations (2: the activations to ~22 bits, the weights rounded to f16's
+ * 11), + lo·hi of the weights (3: both operands to ~22 bits, as exact as the integer kernels);
+ * passes cost a product each. A dense model takes one pass, a model that routes tokens among
+ * experts (celer_backend_config.routed) two: on the H200 one pass turned a greedy token of the MoE
+ * model tiny-qwen2moe at a decided position in `celer verify --against cpu` (a routing choice
  * flipped) and none of the other 21 (the other two MoE models among them; tiny-llama-mlx-q4g64's
  * logits' relative L2 1.1e-3 by median, 1.1e-4 with three passes); two and three passes gave 0
- * mismatches on all 22. pp512 by passes 1 / 2 / 3
- * (H200, forty-first pass): 8B Q4_0 19,771 / 13,546 / 9,564 tok/s, 30B-A3B 16,540 / 15,411 /
- * 13,922 (its experts take the integer kernels). CELER_GPU_BLAS_PASSES=N overrides. */
+ * mismatches on all 22. pp512 by passes 1 / 2 / 3 (H200, forty-first pass): 8B Q4_0 19,771 /
+ * 13,546 / 9,564 tok/s, 30B-A3B 16,540 / 15,411 / 13,922 (its experts take the integer
+ * kernels). CELER_GPU_BLAS_PASSES=N overrides. */
 enum { GPU_BLAS_FROM = 64, GPU_BLAS_CHUNK_MB = 128, GPU_BLAS_PASSES = 1, GPU_BLAS_PASSES_ROUTED = 2 };
 
 /* y (T, w.rows) = x (T, w.cols) · wᵀ on the vendor BLAS; fmt: w's enum gpu_fmt. */
