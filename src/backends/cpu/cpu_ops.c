@@ -131,11 +131,13 @@ static void glu_part(void *ctx, int ith, int nth)
         }
         return;
     }
-    /* gelu, tanh approximation */
+    /* gelu, tanh approximation, as 0.5 g (1 + tanh(u)) = g / (1 + exp(-2u)): one expf where libm's
+     * tanhf took 4x its time (a Gemma 3 270M prefill spent 12% of its time in tanhf), and no
+     * cancellation in 1 + tanh(u) where tanh nears -1 */
     for (int64_t i = i0; i < i1; i++) {
         float g    = j->gate[i];
-        float t    = tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g));
-        j->gate[i] = 0.5f * g * (1.0f + t) * j->up[i];
+        float u    = 0.7978845608028654f * (g + 0.044715f * g * g * g);
+        j->gate[i] = g / (1.0f + expf(-2.0f * u)) * j->up[i];
     }
 }
 
