@@ -105,14 +105,16 @@ INLINE void attend_group(const attn_job *j, int64_t t, int64_t h0, int64_t ng, i
 INLINE void attend_body(const attn_job *j, int ith, int nth)
 {
     const celer_attn *a = j->a;
-    int64_t           group = a->n_heads / a->n_kv_heads, tasks = j->b->n_tokens * a->n_kv_heads, t0, t1;
+    int64_t           group = a->n_heads / a->n_kv_heads, tasks = j->b->n_tokens * a->n_kv_heads;
     /* query heads per task: the whole group, or fewer when there are too few tasks to share
      * (decode of a model with few kv heads) */
     int64_t per = group < MAX_GROUP ? group : MAX_GROUP;
     while (per > 1 && tasks * ((group + per - 1) / per) < 2 * nth) per = (per + 1) / 2;
     int64_t chunks = (group + per - 1) / per;
-    celer_pool_slice(tasks * chunks, ith, nth, &t0, &t1);
-    for (int64_t task = t0; task < t1; task++) {
+    /* tasks dealt out in turn, not in runs: a causal prefill's later tokens see more keys, and
+     * runs of tasks left the thread with the first tokens waiting for the one with the last (a
+     * third of the work against two) */
+    for (int64_t task = ith; task < tasks * chunks; task += nth) {
         int64_t c = task % chunks, tk = task / chunks, t = tk / a->n_kv_heads, kvh = tk % a->n_kv_heads;
         int64_t g0 = c * per, ng = group - g0 < per ? group - g0 : per;
         attend_group(j, t, kvh * group + g0, ng, kvh);
