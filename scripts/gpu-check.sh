@@ -4,8 +4,8 @@
 #   build    configure and build the CUDA backend (build-cuda/), sm_90a unless CELER_CUDA_ARCHS says
 #   test     tests/test_ports, tests/test_batcher (its engines on the GPU: continuous batches of
 #            mixed prefill and decode), tests/test_engine (the engine's generate there),
-#            tests/gpu/test_gpu_ops, test_gpu_ports, test_gpu_moe and
-#            test_gpu_sample, each again under compute-sanitizer --tool memcheck; the first three also with
+#            tests/gpu/test_gpu_formats, test_gpu_ops, test_gpu_ports, test_gpu_moe and
+#            test_gpu_sample, each again under compute-sanitizer --tool memcheck; the first four also with
 #            CELER_GPU_MMQ_FROM=0 (every Q4_0 / Q8_0 product on the integer matrix units, one-token
 #            steps too), CELER_GPU_BLAS_FROM=0 (long products off cuBLAS: the tiled f32 kernel),
 #            CELER_GPU_ATT_CHUNK=32 (decode attention in many splits, merged),
@@ -61,8 +61,8 @@
 #            in the kernel harness at the 8B's, 0.6B's and 30B-A3B's dense
 #            shapes, XS_FORMATS (default Q4_0 Q8_0 Q4_K Q6_K): µs each, side by side
 #   blas     the cuBLAS path (on by default from 64 tokens; one f16 pass for dense models, two for
-#            MoE models) in one, two and three passes (BLAS_PASSES): the verify step's models; and pp512 of the 8B and the 30B-A3B
-#            with it off and with 3, 2 and 1 passes
+#            MoE models) in one, two and three passes (BLAS_PASSES): the verify step's models; and
+#            pp512 of the 8B and the 30B-A3B with it off and with 3, 2 and 1 passes
 #   early    decode with and without early launches (CELER_GPU_EARLY=0): tg128 of the 8B and the
 #            30B-A3B, and the 8B's batch of 32
 #   profile  ncu over a few steps run op by op (CELER_GPU_GRAPHS=0; caches and clocks as they are):
@@ -150,7 +150,7 @@ step_build() {
     touch_changed_sources
     cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCELER_CUDA=ON \
         -DCELER_CUDA_ARCHS="${CELER_CUDA_ARCHS:-90a}" "${DEPS[@]}" >"$OUT/logs/configure.log" 2>&1 &&
-        cmake --build "$B" -j"$(nproc)" --target celer test_gpu_ops test_gpu_ports test_gpu_moe test_gpu_sample test_ports test_batcher test_engine >"$OUT/logs/build.log" 2>&1
+        cmake --build "$B" -j"$(nproc)" --target celer test_gpu_formats test_gpu_ops test_gpu_ports test_gpu_moe test_gpu_sample test_ports test_batcher test_engine >"$OUT/logs/build.log" 2>&1
     local rc=$?
     [ $rc = 0 ] && mv "$B/.celer-sources.new" "$B/.celer-sources"
     result "build (celer and the GPU tests)" "$([ $rc = 0 ] && echo ok || echo FAILED) in $((SECONDS - t0)) s"
@@ -181,7 +181,7 @@ step_test() {
     bg_test "$OUT/logs/test_batcher-MVQ_X8=1.log" env CELER_GPU_MVQ_X8=1 "$B/test_batcher"
     # and with its MoE batches (4 sequences) grouped by expert on the device (the batch kernel's sums)
     bg_test "$OUT/logs/test_batcher-MOE_GROUP=2.log" env CELER_GPU_MOE_GROUP=2 "$B/test_batcher"
-    for t in test_gpu_ops test_gpu_ports test_gpu_moe test_gpu_sample; do
+    for t in test_gpu_formats test_gpu_ops test_gpu_ports test_gpu_moe test_gpu_sample; do
         bg_test "$OUT/logs/$t.log" "$B/$t"
         [ $have_cs = 1 ] && bg_test "$OUT/logs/memcheck-$t.log" compute-sanitizer --tool memcheck --error-exitcode 9 "$B/$t"
     done
@@ -193,7 +193,7 @@ step_test() {
         "CELER_GPU_GLU_FUSE=0" "CELER_GPU_MVQ_XS=0" "CELER_GPU_QKV_IN=0" "CELER_GPU_CHECK=1" "CELER_GPU_CHECK=bad")
     [ "$quick" = 1 ] && variants=()
     for v in "${variants[@]}"; do
-        for t in test_gpu_ops test_gpu_ports test_gpu_moe; do
+        for t in test_gpu_formats test_gpu_ops test_gpu_ports test_gpu_moe; do
             bg_test "$OUT/logs/$t-${v#CELER_GPU_}.log" env "$v" "$B/$t"
         done
     done
@@ -201,7 +201,7 @@ step_test() {
     for t in test_ports test_batcher test_engine test_batcher-MVQ_X8=1 test_batcher-MOE_GROUP=2; do
         result "$t" "$([ "$(bg_rc "$OUT/logs/$t.log")" = 0 ] && echo passed || echo FAILED)"
     done
-    for t in test_gpu_ops test_gpu_ports test_gpu_moe test_gpu_sample; do
+    for t in test_gpu_formats test_gpu_ops test_gpu_ports test_gpu_moe test_gpu_sample; do
         result "$t" "$([ "$(bg_rc "$OUT/logs/$t.log")" = 0 ] && echo passed || echo FAILED) ($(grep -c '' "$OUT/logs/$t.log") lines)"
         tail -5 "$OUT/logs/$t.log"
         if [ $have_cs = 1 ]; then
@@ -219,7 +219,7 @@ step_test() {
     # kernel left off, every result still right
     local log ok note
     for v in "${variants[@]}"; do
-        for t in test_gpu_ops test_gpu_ports test_gpu_moe; do
+        for t in test_gpu_formats test_gpu_ops test_gpu_ports test_gpu_moe; do
             log="$OUT/logs/$t-${v#CELER_GPU_}.log"
             ok=$([ "$(bg_rc "$log")" = 0 ] && echo passed || echo FAILED)
             note=$(grep -c 'disagreed with the' "$log")

@@ -10,7 +10,7 @@
  *   - matmul_glu, one token: the default's one launch bit for bit the products and glu of
  *     CELER_GPU_GLU_FUSE=0 where those run unsliced, a down product of its output too; the
  *     default's against the CPU's fallback: 1e-2 (2e-2 with 8-bit activations).
- * Every other op: test_gpu_ops.c. Run on a machine with a GPU (scripts/gpu-check.sh); built only
+ * Every other op: test_gpu_formats.c and test_gpu_ops.c. Run on a machine with a GPU (scripts/gpu-check.sh); built only
  * with CELER_CUDA or CELER_HIP. */
 #include "backends/ports.h"
 #include "runtime/kv_cache.h"

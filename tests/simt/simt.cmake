@@ -12,9 +12,9 @@
 # it as they run against CUDA on the H200 (CELER_TEST_BACKEND=rocm): test_gpu_<name>_<kind>; and
 # test_engine_<kind>.
 # Kinds: gfx90a (CDNA 2: wave64, MFMA 16x16x16), gfx1100 (RDNA 3: wave32, WMMA), gfx942 (CDNA 3:
-# MFMA 16x16x32, the integer tiles' one difference, test_gpu_ops alone). Not in the sanitizer
-# build (stacks switched under the sanitizers' feet, and several times slower) nor in a GPU build
-# (which runs tests/gpu on its device).
+# MFMA 16x16x32, the integer tiles' one difference: test_gpu_formats, _ops, _ports and test_engine
+# alone). Not in the sanitizer build (stacks switched under the sanitizers' feet, and several
+# times slower) nor in a GPU build (which runs tests/gpu on its device).
 enable_language(CXX)
 
 set(CELER_SIMT_WARNINGS -Wall -Wextra -Wshadow -Wno-unknown-pragmas -Wno-unused-parameter -Wno-unused-function)
@@ -75,7 +75,7 @@ if(NOT CELER_SANITIZE AND NOT TARGET celer_gpu)
                                                            CELER_VERSION="${PROJECT_VERSION}")
     foreach(src ${CELER_GPU_TESTS_SIMT})
       get_filename_component(name ${src} NAME_WE)
-      if(kind STREQUAL MFMA32 AND NOT name MATCHES "^test_(gpu_ops|gpu_ports|engine)$")
+      if(kind STREQUAL MFMA32 AND NOT name MATCHES "^test_(gpu_formats|gpu_ops|gpu_ports|engine)$")
         continue()
       endif()
       set(t ${name}_${lower})
