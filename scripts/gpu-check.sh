@@ -14,8 +14,7 @@
 #            CELER_GPU_KV_F16=1 (the KV cache in f16), CELER_GPU_ATT_MERGE_IN=0 (decode attention's
 #            merge in a kernel of its own), CELER_GPU_MVQ_X8=1 (8-bit activations; test_batcher
 #            too), CELER_GPU_ATT_WIDE=0 (short contexts' decode attention split) and
-#            CELER_GPU_SQ_WIDE=0 and =1 (the batch kernel's other geometries), CELER_GPU_SQ_HALF=1
-#            (the batch kernel on f16 halves of the activations; test_batcher too),
+#            CELER_GPU_SQ_WIDE=0 and =1 (the batch kernel's other geometries),
 #            CELER_GPU_MOE_STREAM=0 (a MoE prefill's experts on the tiled kernel),
 #            CELER_GPU_MMQ_FROM=8 (steps of up to 8 tokens on the decode kernels),
 #            CELER_GPU_NORM_ADD_SLICE=0 (a decode step's add_rmsnorm in one block a row),
@@ -182,7 +181,6 @@ step_test() {
     bg_test "$OUT/logs/test_batcher-MVQ_X8=1.log" env CELER_GPU_MVQ_X8=1 "$B/test_batcher"
     # and with its MoE batches (4 sequences) grouped by expert on the device (the batch kernel's sums)
     bg_test "$OUT/logs/test_batcher-MOE_GROUP=2.log" env CELER_GPU_MOE_GROUP=2 "$B/test_batcher"
-    bg_test "$OUT/logs/test_batcher-SQ_HALF=1.log" env CELER_GPU_SQ_HALF=1 "$B/test_batcher"
     for t in test_gpu_formats test_gpu_ops test_gpu_ports test_gpu_moe test_gpu_sample; do
         bg_test "$OUT/logs/$t.log" "$B/$t"
         [ $have_cs = 1 ] && bg_test "$OUT/logs/memcheck-$t.log" compute-sanitizer --tool memcheck --error-exitcode 9 "$B/$t"
@@ -190,7 +188,7 @@ step_test() {
     # the ops, the ports and the experts again under settings that move them to other kernels
     local variants=("CELER_GPU_MMQ_FROM=0" "CELER_GPU_BLAS_FROM=0" "CELER_GPU_ATT_CHUNK=32" "CELER_GPU_BLAS_PASSES=2"
         "CELER_GPU_BLAS_PASSES=3" "CELER_GPU_KV_F16=1" "CELER_GPU_ATT_MERGE_IN=0" "CELER_GPU_MVQ_X8=1"
-        "CELER_GPU_ATT_WIDE=0" "CELER_GPU_SQ_WIDE=0" "CELER_GPU_SQ_WIDE=1" "CELER_GPU_SQ_HALF=1"
+        "CELER_GPU_ATT_WIDE=0" "CELER_GPU_SQ_WIDE=0" "CELER_GPU_SQ_WIDE=1"
         "CELER_GPU_MOE_STREAM=0" "CELER_GPU_MMQ_FROM=8" "CELER_GPU_NORM_ADD_SLICE=0" "CELER_GPU_MOE_COMBINE=0"
         "CELER_GPU_GLU_FUSE=0" "CELER_GPU_MVQ_XS=0" "CELER_GPU_QKV_IN=0" "CELER_GPU_CHECK=1" "CELER_GPU_CHECK=bad")
     [ "$quick" = 1 ] && variants=()
@@ -200,7 +198,7 @@ step_test() {
         done
     done
     wait
-    for t in test_ports test_batcher test_engine test_batcher-MVQ_X8=1 test_batcher-MOE_GROUP=2 test_batcher-SQ_HALF=1; do
+    for t in test_ports test_batcher test_engine test_batcher-MVQ_X8=1 test_batcher-MOE_GROUP=2; do
         result "$t" "$([ "$(bg_rc "$OUT/logs/$t.log")" = 0 ] && echo passed || echo FAILED)"
     done
     for t in test_gpu_formats test_gpu_ops test_gpu_ports test_gpu_moe test_gpu_sample; do

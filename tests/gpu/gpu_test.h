@@ -114,16 +114,6 @@ static inline bool x8_mode(void)
     return v && !strcmp(v, "1");
 }
 
-/* Whether the GPU's product of T tokens by a weight of type t takes the batch kernel on f16
- * halves of the activations (CELER_GPU_SQ_HALF=1, gpu_mmq.h): Q4_0 and Q8_0, 3 to 32 tokens, on
- * the CUDA backend. */
-static inline bool sq_half_mode(celer_ggml_type t, int64_t T)
-{
-    const char *v = getenv("CELER_GPU_SQ_HALF");
-    return v && !strcmp(v, "1") && gpu->ops->kind == CELER_BACKEND_CUDA &&
-           (t == CELER_GGML_Q4_0 || t == CELER_GGML_Q8_0) && T >= 3 && T <= 32;
-}
-
 /* Seeds the generator (CELER_TEST_SEED repeats a run) and opens both backends; nonzero when no
  * GPU answers (on a GPU machine a missing device is a failure, not a skip). */
 static inline int gpu_test_open(const char *name)

@@ -522,16 +522,6 @@ static inline void gpu_imma_16x8x32(int *, const int *, int, int) {}
 static inline void gpu_ldsm_x4(uint32_t r[4], const void *) { r[0] = r[1] = r[2] = r[3] = 0; }
 static inline void gpu_ldsm_x4_trans(uint32_t r[4], const void *) { r[0] = r[1] = r[2] = r[3] = 0; }
 static inline void gpu_hmma_16x8x16(float *, const uint32_t *, uint32_t, uint32_t) {}
-static inline uint32_t gpu_h2_sub(uint32_t a, uint32_t) { return a; }
-static inline uint32_t gpu_h2_fma(uint32_t a, uint32_t, uint32_t) { return a; }
-/* byte k of the result: byte (s >> 4k) & 7 of y:x (x the low four) */
-static inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s)
-{
-    const uint64_t v = (uint64_t)y << 32 | x;
-    uint32_t       r = 0;
-    for (int k = 0; k < 4; k++) r |= (uint32_t)(v >> 8 * (s >> 4 * k & 7) & 0xff) << 8 * k;
-    return r;
-}
 /* the copies, done when called (nothing launches the kernels that take them: NVIDIA's) */
 typedef int8_t       *gpu_smem;
 static inline gpu_smem gpu_smem_at(void *p) { return (int8_t *)p; }

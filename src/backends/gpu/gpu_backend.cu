@@ -354,7 +354,7 @@ static void gpu_free(celer_backend *be)
 #endif
     gpu_graphs_free(g);
     gpu_buf *bufs[] = {&g->d_pos,  &g->d_seq,  &g->d_tables,    &g->d_ids,   &g->d_draw,
-                       &g->d_xq,   &g->d_xq2,  &g->d_xh,   &g->d_part,      &g->d_attn,      &g->d_att_count,
+                       &g->d_xq,   &g->d_xq2,  &g->d_part,      &g->d_attn,      &g->d_att_count,
                        &g->d_route, &g->d_norm_count, &g->d_keep};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu_release(be, bufs[i]->p);
     for (size_t i = 0; i < sizeof g->moe / sizeof g->moe[0]; i++) gpu_release(be, g->moe[i].p);
@@ -442,7 +442,6 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     if (g->mmq_from < 0 || g->mmq_from > GPU_MMQ_SMALL) g->mmq_from = GPU_MMQ_FROM;
     /* CELER_GPU_SQ_WIDE=0 or 1: the batch kernel's other geometries (gpu_mmq_small.cu; 2: SQ_GEOM_DEFAULT) */
     g->sq_geom      = env_is("CELER_GPU_SQ_WIDE", "0") ? 0 : env_is("CELER_GPU_SQ_WIDE", "1") ? 1 : 2;
-    g->sq_half      = env_is("CELER_GPU_SQ_HALF", "1"); /* the batch kernel on f16 activations (gpu_mmq_small.cu) */
     g->norm_add_slice = !env_is("CELER_GPU_NORM_ADD_SLICE", "0"); /* 0: add_rmsnorm in one block a row */
     const char *mg  = getenv("CELER_GPU_MOE_GROUP"); /* N: MoE decode steps of N tokens and more grouped on the device */
     g->moe_group    = mg && *mg ? atoi(mg) : GPU_MOE_GROUP;

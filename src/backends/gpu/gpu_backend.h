@@ -57,7 +57,6 @@ typedef struct {
     gpu_buf  d_pos, d_seq, d_tables, d_ids, d_draw;
     gpu_buf      d_xq;   /* activations quantized for the integer kernels (gpu_matvec.h) */
     gpu_buf      d_xq2;  /* the same, written by a kernel that reads d_xq (gpu_xq_buffer_apart) */
-    gpu_buf      d_xh;   /* activations in f16 halves for the batch kernel (CELER_GPU_SQ_HALF=1, gpu_half_x) */
     const float *xq_src; /* whose n values d_xq (xq_in2: d_xq2) holds, or NULL (gpu_quant_x) */
     int64_t      xq_n;
     bool         xq_x8;   /* the high level only (gpu_matvec.h) */
@@ -82,7 +81,6 @@ typedef struct {
     int      amx;         /* AMD: the matrix units the loaded code takes (CELER_AMX_*; gpu_amx_take) */
     bool     mmq_off;     /* the tiled integer kernel failed its self-check (gpu_selfcheck): left off */
     int      sq_geom;     /* the batch kernel's geometry, 2 (CELER_GPU_SQ_WIDE=0 or 1: the others; gpu_mmq_small.cu) */
-    bool     sq_half;     /* CELER_GPU_SQ_HALF=1: the batch kernel on f16 halves of the activations (gpu_mmq_small.cu) */
     int      blas_from;   /* Q4_0/Q8_0 steps of this many tokens take the vendor BLAS; 0: none does (gpu_blas.h) */
     bool     blas_f32;    /* F32 weights' long steps take it (unless CELER_GPU_BLAS_FROM=0) */
     size_t   blas_chunk;  /* bytes of f16 weight rows the BLAS path dequantizes at a time */

@@ -309,11 +309,8 @@ extern "C" celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight 
         return CELER_OK;
     }
     if (T <= 0) return CELER_OK;
-    bool half = true; /* every weight on the batch kernel's halves (CELER_GPU_SQ_HALF=1) */
-    for (int i = 0; i < n; i++) half = half && gpu_mmq_half_takes(g, f[i], T);
     gpu_xq xq;
-    if (half ? gpu_half_x(g, x, T, w[0]->cols, &xq, err) : gpu_quant_x(g, x, T, w[0]->cols, g->mvq_x8, &xq, err))
-        return err->code;
+    if (gpu_quant_x(g, x, T, w[0]->cols, g->mvq_x8, &xq, err)) return err->code;
     bool done[GPU_MVQ_SET] = {false, false, false};
     for (int i = 0; i < n; i++) { /* the weights of f[i]'s format (and scales' dtype), together */
         if (done[i]) continue;

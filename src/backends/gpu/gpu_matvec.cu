@@ -65,7 +65,7 @@ celer_status gpu_quant_x(gpu_backend *g, const float *x, int64_t T, int64_t cols
     unsigned   blocks;
     if (xq_in(g, held && g->xq_in2 ? &g->d_xq2 : &g->d_xq, T * cols, &o, err)) return err->code;
     o.x8  = x8;
-    xq->q = o.q, xq->d = o.dd, xq->nb = cols / 32, xq->x8 = x8, xq->ts = NULL;
+    xq->q = o.q, xq->d = o.dd, xq->nb = cols / 32, xq->x8 = x8;
     if (held) return CELER_OK;
     if (gpu_grid(g, T * cols, 256, &blocks, "quant_x", err) ||
         GPU_LAUNCH(g, err, "quant_x", k_quant_x, blocks, 256, 0, x, T * cols / 32, o))

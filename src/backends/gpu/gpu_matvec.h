@@ -15,21 +15,15 @@ enum { GPU_MVQ_TOKENS = 8, GPU_MVQ_SET = 3, XQ_BLOCK = 64 };
  * q + (t · nb + b) · 64 (32 hi codes, then 32 lo codes) and d[t · nb + b] = (d, d · S), with
  * x ≈ d · (256 hi + lo) and S = Σ (256 hi + lo): the CPU backend's X32 format. x8: the high
  * level only, 8 bits (lo codes 0, S = 256 Σ hi), as the dense products of quantized weights take
- * every token under CELER_GPU_MVQ_X8=1 (g->mvq_x8); the kernels read either the same way.
- * ts not NULL: not codes but f16 halves for the batch kernel (gpu_half_x, gpu_mmq_small.cu), 64
- * bytes a block as well, each token's row scaled by 1 / ts[t] (d unused). */
+ * every token under CELER_GPU_MVQ_X8=1 (g->mvq_x8); the kernels read either the same way. */
 typedef struct {
     const int8_t *q;
     const float2 *d;
     int64_t       nb; /* blocks per token: cols / 32 */
     bool          x8;
-    const float  *ts;
 } gpu_xq;
 
-static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_xq &x)
-{
-    return gpu_sig_args(h, x.q, x.d, x.nb, x.x8, x.ts);
-}
+static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_xq &x) { return gpu_sig_args(h, x.q, x.d, x.nb, x.x8); }
 
 /* Where a kernel that writes activations puts them quantized on the way out (xq_put), for the
  * product that reads them next: q NULL when it does not. */

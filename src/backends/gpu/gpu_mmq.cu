@@ -476,8 +476,6 @@ celer_status gpu_mmq(gpu_backend *g, const gpu_wdesc *w, int fmt, const float *x
                      celer_error *err)
 {
     gpu_xq xq;
-    if (gpu_mmq_half_takes(g, fmt, T)) /* CELER_GPU_SQ_HALF=1: the batch kernel on halves */
-        return gpu_half_x(g, x, T, w->cols, &xq, err) ? err->code : gpu_mmq_small(g, w, fmt, &xq, T, y, add, err);
     if (gpu_quant_x(g, x, T, w->cols, g->mvq_x8, &xq, err)) return err->code;
     return gpu_mmq_xq(g, w, fmt, &xq, T, y, add, err);
 }

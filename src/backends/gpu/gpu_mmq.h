@@ -94,14 +94,6 @@ celer_status gpu_mmq_small(gpu_backend *g, const gpu_wdesc *w, int fmt, const gp
 celer_status gpu_mmq_small_set(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
                                float *const *y, bool add, celer_error *err);
 
-/* The activations x (T, cols) as the batch kernel takes them under CELER_GPU_SQ_HALF=1 (g->sq_half):
- * f16 halves of each token's row scaled by a power of two (xq->ts), in the backend's buffer d_xh,
- * valid until the next call; and whether a step of T tokens of format fmt takes them. The
- * halves' products round the activations to f16 (~3e-4 relative, as the BLAS path's one pass)
- * and keep the weights' codes exact. */
-celer_status gpu_half_x(gpu_backend *g, const float *x, int64_t T, int64_t cols, gpu_xq *xq, celer_error *err);
-bool         gpu_mmq_half_takes(const gpu_backend *g, int fmt, int64_t T);
-
 /* The batch kernel's set (gpu_mmq_small_set): weight i's blocks from start[i] (start[GPU_MVQ_SET]:
  * the grid), nb[i] row blocks a column part of kper[i] column blocks, into y[i] (its part
  * buffer's region where it takes parts), add[i] as the product's. */

@@ -118,7 +118,7 @@ static __device__ __forceinline__ void sq_plan(sq_copies<F, NT, G, MAP> &c, cons
 /* Stage st (stg: the same, generic): columns blocks k0 .. k0 + SQ_BQ (zeros past kend, past the
  * rows, past the tokens); a piece whose row or token does not exist reads nothing. WHOLE:
  * k0 + SQ_BQ <= kend (every stage but perhaps a part's last), its copies without the column checks. */
-template <int F, int NT, bool X8, int G, bool MAP, bool WHOLE, bool H = false>
+template <int F, int NT, bool X8, int G, bool MAP, bool WHOLE>
 static __device__ __forceinline__ void sq_issue(gpu_smem st, int8_t *stg, const sq_copies<F, NT, G, MAP> &c,
                                                 const gpu_xq &x, int k0, int kend, int tid)
 {
@@ -154,13 +154,12 @@ static __device__ __forceinline__ void sq_issue(gpu_smem st, int8_t *stg, const 
         const int8_t *src;
         if constexpr (MAP) src = c.xm[j] + k0 * XQ_BLOCK;
         else src = c.x + ((int64_t)(C::TX * j) * x.nb + k0) * XQ_BLOCK;
-        /* halves (H): a token's blocks in order, 64 bytes each, as they lie */
-        const int at = H ? 64 * qb + 16 * piece : (piece / 2) * 32 * SQ_BQ + 32 * qb + 16 * (piece % 2);
         if ((all_x || i < NT * SQ_BQ * 4) && !(X8 && piece >= 2))
-            gpu_cp_async16_at(st + S::X_OFF + tt * S::XLD + at, ok ? src : x.q, ok);
+            gpu_cp_async16_at(st + S::X_OFF + tt * S::XLD + (piece / 2) * 32 * SQ_BQ + 32 * qb + 16 * (piece % 2),
+                              ok ? src : x.q, ok);
     }
 #pragma unroll
-    for (int j = 0; j < (H ? 0 : C::NS); j++) { /* halves: no blocks' scales */
+    for (int j = 0; j < C::NS; j++) {
         const int  i = tid + S::THREADS * j;
         const bool ok = (c.ok >> (16 + j) & 1) && (whole || k0 + i % SQ_BQ < kend);
         const float2 *src;
@@ -223,82 +222,9 @@ static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int 
     }
 }
 
-/* The halves' order within a block of 32 (gpu_half_x): place 8j + 2q + e holds column
- * 16 (j / 2) + 4q + 2 (j % 2) + e, so that the ldmatrix rows a lane's fragments come from (places
- * 2q, 2q + 1 of each 8) meet the columns of the four bytes at 4q of a Q4_0 block's codes (their
- * low nibbles columns 4q .., their high 16 + 4q ..) and of a Q8_0 block's at 4q and 16 + 4q. */
-static __device__ __forceinline__ int half_col(int place)
-{
-    const int j = place / 8, q = place % 8 / 2;
-    return 16 * (j / 2) + 4 * q + 2 * (j % 2) + place % 2;
-}
-
-/* Bytes B0 .. B3 of Q4_0 codes as halves n - 8, exactly: lo = (B0's low nibble, B1's), (B2's,
- * B3's); hi the high nibbles'. 1024 + n from the nibble put under f16's exponent of 1024 (or
- * 1024 + 16n: times 1/16, less 72). */
-static __device__ __forceinline__ void q4_halves(uint32_t u, uint32_t &lo01, uint32_t &lo23, uint32_t &hi01,
-                                                 uint32_t &hi23)
-{
-    const uint32_t v = __byte_perm(u, 0, 0x3120), w = v >> 8; /* bytes B0 B2 B1 B3 */
-    lo01 = gpu_h2_sub((v & 0x000f000fu) | 0x64006400u, 0x64086408u);
-    lo23 = gpu_h2_sub((w & 0x000f000fu) | 0x64006400u, 0x64086408u);
-    hi01 = gpu_h2_fma((v & 0x00f000f0u) | 0x64006400u, 0x2c002c00u, 0xd480d480u);
-    hi23 = gpu_h2_fma((w & 0x00f000f0u) | 0x64006400u, 0x2c002c00u, 0xd480d480u);
-}
-
-/* Bytes B0 .. B3 of Q8_0 codes as halves, exactly: (B0, B1), (B2, B3); 1024 + 128 + b, less 1152. */
-static __device__ __forceinline__ void q8_halves(uint32_t u, uint32_t &h01, uint32_t &h23)
-{
-    const uint32_t x = u ^ 0x80808080u;
-    h01 = gpu_h2_sub(__byte_perm(x, 0x64646464u, 0x4140), 0x64806480u);
-    h23 = gpu_h2_sub(__byte_perm(x, 0x64646464u, 0x4342), 0x64806480u);
-}
-
-/* sq_compute on halves (CELER_GPU_SQ_HALF=1): the weights' codes made halves n exactly, each
- * block's 32 columns two f16 mma (k 16) into f32, times the row's scale into acc; the tokens'
- * scales wait for the end (sq_tile). */
-template <int F, int NT, int G>
-static __device__ __forceinline__ void sq_compute_h(const int8_t *st, int rt, int th, int g, int q,
-                                                    float (&acc)[sq_shape<F, NT, G>::NI][4])
-{
-    typedef sq_shape<F, NT, G> S;
-    constexpr int   SQ_BQ = S::SQ_BQ;
-    const int       r  = 16 * rt + g;
-    const int8_t   *w0 = st + r * S::WLD, *w8 = w0 + 8 * S::WLD;
-    const uint16_t *ws = (const uint16_t *)(st + S::WS_OFF);
-    const int       lane = 4 * g + q;
-    /* ldmatrix's rows: token lane % 8 of the tile, places 8 (lane / 8) .. of the block */
-    const int8_t *xr = st + S::X_OFF + (lane % 8) * S::XLD + 16 * (lane / 8);
-#pragma unroll
-    for (int qb = 0; qb < SQ_BQ; qb++) {
-        uint32_t a0[4], a1[4]; /* the block's places 0 .. 15 and 16 .. 31: rows r, r + 8 */
-        if (F == GPU_Q4_0) {
-            q4_halves(*(const uint32_t *)(w0 + 16 * qb + 4 * q), a0[0], a0[2], a1[0], a1[2]);
-            q4_halves(*(const uint32_t *)(w8 + 16 * qb + 4 * q), a0[1], a0[3], a1[1], a1[3]);
-        } else {
-            q8_halves(*(const uint32_t *)(w0 + 32 * qb + 4 * q), a0[0], a0[2]);
-            q8_halves(*(const uint32_t *)(w0 + 32 * qb + 16 + 4 * q), a1[0], a1[2]);
-            q8_halves(*(const uint32_t *)(w8 + 32 * qb + 4 * q), a0[1], a0[3]);
-            q8_halves(*(const uint32_t *)(w8 + 32 * qb + 16 + 4 * q), a1[1], a1[3]);
-        }
-        const float sw[2] = {dec_f16(ws[SQ_BQ * r + qb]), dec_f16(ws[SQ_BQ * (r + 8) + qb])};
-#pragma unroll
-        for (int ni = 0; ni < S::NI; ni++) {
-            const int tile = th * S::NI + ni;
-            uint32_t  b[4];
-            gpu_ldsm_x4(b, xr + 8 * tile * S::XLD + 64 * qb);
-            float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            gpu_hmma_16x8x16(p, a0, b[0], b[1]);
-            gpu_hmma_16x8x16(p, a1, b[2], b[3]);
-#pragma unroll
-            for (int e = 0; e < 4; e++) acc[ni][e] = fmaf(sw[e / 2], p[e], acc[ni][e]);
-        }
-    }
-}
-
 /* Rows rb · SQ_ROWS .. of w by the T (at most NT) tokens of x, column blocks kz0 .. kend, into y
  * (with add: added to it). Token t is x's row t, or with MAP its row map[t]. */
-template <int F, int NT, bool X8, int G, bool MAP = false, bool H = false>
+template <int F, int NT, bool X8, int G, bool MAP = false>
 static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq &x, const int32_t *__restrict__ map,
                                                int64_t T, int64_t rb, int64_t kz0, int64_t kend,
                                                float *__restrict__ y, int add)
@@ -323,9 +249,9 @@ static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq 
     for (int s = 0; s < SQ_STAGES - 1; s++) { /* a group per stage, empty past the end: the waits count groups */
         const int ks = k0 + s * SQ_BQ;
         if (ks + SQ_BQ <= ke)
-            sq_issue<F, NT, X8, G, MAP, true, H>(sb + s * S::STAGE, sq_smem + s * S::STAGE, cp, x, ks, ke, tid);
+            sq_issue<F, NT, X8, G, MAP, true>(sb + s * S::STAGE, sq_smem + s * S::STAGE, cp, x, ks, ke, tid);
         else if (ks < ke)
-            sq_issue<F, NT, X8, G, MAP, false, H>(sb + s * S::STAGE, sq_smem + s * S::STAGE, cp, x, ks, ke, tid);
+            sq_issue<F, NT, X8, G, MAP, false>(sb + s * S::STAGE, sq_smem + s * S::STAGE, cp, x, ks, ke, tid);
         else gpu_cp_commit();
     }
     int sc = 0, si = SQ_STAGES - 1; /* the stages computed and filled next */
@@ -333,22 +259,20 @@ static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq 
         gpu_cp_wait<SQ_STAGES - 2>(); /* stage it has landed (this thread's copies) */
         __syncthreads();              /* everyone's; and stage it - 1 is no longer read */
         if (kn + SQ_BQ <= ke)
-            sq_issue<F, NT, X8, G, MAP, true, H>(sb + si * S::STAGE, sq_smem + si * S::STAGE, cp, x, kn, ke, tid);
+            sq_issue<F, NT, X8, G, MAP, true>(sb + si * S::STAGE, sq_smem + si * S::STAGE, cp, x, kn, ke, tid);
         else if (kn < ke)
-            sq_issue<F, NT, X8, G, MAP, false, H>(sb + si * S::STAGE, sq_smem + si * S::STAGE, cp, x, kn, ke, tid);
+            sq_issue<F, NT, X8, G, MAP, false>(sb + si * S::STAGE, sq_smem + si * S::STAGE, cp, x, kn, ke, tid);
         else gpu_cp_commit();
-        if constexpr (H) sq_compute_h<F, NT, G>(sq_smem + sc * S::STAGE, rt, th, g, q, acc);
-        else sq_compute<F, NT, X8, G>(sq_smem + sc * S::STAGE, rt, th, g, q, acc);
+        sq_compute<F, NT, X8, G>(sq_smem + sc * S::STAGE, rt, th, g, q, acc);
         sc = sc == SQ_STAGES - 1 ? 0 : sc + 1, si = si == SQ_STAGES - 1 ? 0 : si + 1;
     }
-    constexpr float unscale = F == GPU_Q4_0 && !H ? 0.0625f : 1.0f; /* nib16's 16 */
+    constexpr float unscale = F == GPU_Q4_0 ? 0.0625f : 1.0f; /* nib16's 16 */
 #pragma unroll
     for (int ni = 0; ni < S::NI; ni++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int64_t r = r0 + 16 * rt + g + 8 * (e / 2), t = 8 * (th * S::NI + ni) + 2 * q + e % 2;
-            /* halves: the token's scale (a power of two) */
-            if (r < w.rows && t < T) mmq_put(&y[t * w.rows + r], acc[ni][e] * (H ? x.ts[t] : unscale), add);
+            if (r < w.rows && t < T) mmq_put(&y[t * w.rows + r], acc[ni][e] * unscale, add);
         }
 }
 
@@ -356,7 +280,7 @@ static_assert(GPU_MVQ_SET == 3, "k_mmq_s and k_mmq_sum_set pick among three weig
 
 /* Block b of the set's grid: weight i's from s.start[i], row block lb % nb[i] of its column part
  * lb / nb[i] (lb = b - s.start[i]), into s.y[i] + part · T · rows. */
-template <int F, int NT, bool X8, int G, bool H = false>
+template <int F, int NT, bool X8, int G>
 /* (launch bounds parenthesized: HIP's macro splits at commas) */
 __global__ void __launch_bounds__((sq_shape<F, NT, G>::THREADS), (sq_shape<F, NT, G>::BLOCKS))
     k_mmq_s(gpu_mmq_set s, gpu_xq x, int64_t T)
@@ -366,7 +290,7 @@ __global__ void __launch_bounds__((sq_shape<F, NT, G>::THREADS), (sq_shape<F, NT
     const gpu_wdesc &w = s.w[i];
     const int64_t    kper = s.kper[i], lb = b - s.start[i], part = lb / s.nb[i];
     const int64_t    kz0 = part * kper, kend = w.cols / 32 < kz0 + kper ? w.cols / 32 : kz0 + kper;
-    sq_tile<F, NT, X8, G, false, H>(w, x, NULL, T, lb % s.nb[i], kz0, kend, s.y[i] + part * T * w.rows, s.add[i]);
+    sq_tile<F, NT, X8, G>(w, x, NULL, T, lb % s.nb[i], kz0, kend, s.y[i] + part * T * w.rows, s.add[i]);
 }
 
 /* y[j] (n[j] values) = Σ over the parts p of part[j][p · n[j] + ·], in part order: k_mmq_sum's
@@ -411,47 +335,6 @@ __global__ void __launch_bounds__((sq_shape<F, NT, SQ_GEOM_DEFAULT>::THREADS),
     }
 }
 
-/* A block a token: its row of x times 2^-e as halves in half_col's order (a word a pair of
- * places), and ts[t] = 2^e, e such that the row's largest |x| lies in [2^13, 2^14): every value
- * well inside f16's range, exactly scaled (e within ±100: a row of zeros or of infinities too). */
-enum { HX_THREADS = 512 };
-__global__ void __launch_bounds__(HX_THREADS) k_half_x(const float *__restrict__ x, int64_t cols,
-                                                       uint32_t *__restrict__ h, float *__restrict__ ts)
-{
-    gpu_dep_enter();
-    __shared__ float part[HX_THREADS / 32];
-    const int64_t t = blockIdx.x;
-    const float  *xr = x + t * cols;
-    float         m = 0.0f;
-    for (int64_t i = threadIdx.x; i < cols; i += HX_THREADS) m = fmaxf(m, fabsf(xr[i]));
-    m = gpu_warp_max(m);
-    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = m;
-    __syncthreads();
-    m = 0.0f;
-    for (int i = 0; i < HX_THREADS / 32; i++) m = fmaxf(m, part[i]);
-    const int   e  = m > 0.0f ? min(max(ilogbf(m) - 13, -100), 100) : 0;
-    const float in = ldexpf(1.0f, -e);
-    if (threadIdx.x == 0) ts[t] = ldexpf(1.0f, e);
-    for (int64_t i = threadIdx.x; i < cols / 2; i += HX_THREADS) { /* place pair i % 16 of block i / 16 */
-        const int64_t c = 32 * (i / 16) + half_col(2 * (int)(i % 16));
-        h[t * (cols / 2) + i] = gpu_half2_bits(xr[c] * in, xr[c + 1] * in);
-    }
-}
-
-celer_status gpu_half_x(gpu_backend *g, const float *x, int64_t T, int64_t cols, gpu_xq *xq, celer_error *err)
-{
-    if (gpu_buf_reserve(g, &g->d_xh, (size_t)(T * cols) * 2 + (size_t)T * sizeof(float), err)) return err->code;
-    uint32_t *h  = (uint32_t *)g->d_xh.p;
-    float    *ts = (float *)((char *)g->d_xh.p + T * cols * 2);
-    xq->q = (const int8_t *)h, xq->d = (const float2 *)ts, xq->nb = cols / 32, xq->x8 = false, xq->ts = ts;
-    return GPU_LAUNCH_KEEPING_XQ(g, err, "half_x", k_half_x, (unsigned)T, HX_THREADS, 0, x, cols, h, ts);
-}
-
-bool gpu_mmq_half_takes(const gpu_backend *g, int fmt, int64_t T)
-{
-    return g->sq_half && T > g->mmq_from && T <= GPU_MMQ_SMALL && gpu_mmq_batch_has(g, fmt);
-}
-
 /* Up to GPU_MMQ_SMALL tokens: k_mmq_s in tiles of 8, 16 or 32 tokens, in the geometry g->sq_geom. */
 #define SQ_FNS(G, X8, F) {k_mmq_s<F, 8, X8, G>, k_mmq_s<F, 16, X8, G>, k_mmq_s<F, 32, X8, G>}
 #define SQ_FNS_G(G)                                                                                                 \
@@ -467,13 +350,8 @@ celer_status gpu_mmq_small_set(gpu_backend *g, const gpu_wdesc *w, int n, int fm
     static const int    threads[3][2][3] = {SQ_SIZES_G(0, THREADS), SQ_SIZES_G(1, THREADS), SQ_SIZES_G(2, THREADS)};
     static const int    stages[3] = {sq_geom<0>::STAGES, sq_geom<1>::STAGES, sq_geom<2>::STAGES};
     static const int    rows[3]   = {sq_geom<0>::ROWS, sq_geom<1>::ROWS, sq_geom<2>::ROWS};
-    /* halves (gpu_half_x): geometry 2 only */
-    static const set_fn fns_h[2][3] = {{k_mmq_s<GPU_Q4_0, 8, false, 2, true>, k_mmq_s<GPU_Q4_0, 16, false, 2, true>,
-                                        k_mmq_s<GPU_Q4_0, 32, false, 2, true>},
-                                       {k_mmq_s<GPU_Q8_0, 8, false, 2, true>, k_mmq_s<GPU_Q8_0, 16, false, 2, true>,
-                                        k_mmq_s<GPU_Q8_0, 32, false, 2, true>}};
-    const int    G = xq->ts ? 2 : g->sq_geom, f = fmt == GPU_Q8_0, s = T <= 8 ? 0 : T <= 16 ? 1 : 2;
-    const set_fn fn = xq->ts ? fns_h[f][s] : fns[G][xq->x8][f][s];
+    const int    G = g->sq_geom, f = fmt == GPU_Q8_0, s = T <= 8 ? 0 : T <= 16 ? 1 : 2;
+    const set_fn fn = fns[G][xq->x8][f][s];
     const size_t smem = (size_t)stages[G] * (size_t)stage[G][f][s];
     if (n < 1 || n > GPU_MVQ_SET)
         return celer_fail(err, CELER_ERR_INVALID, "%s: a set of %d products for the batch kernel (1 to 3)", CELER_GPU_NAME, n);

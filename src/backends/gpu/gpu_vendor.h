@@ -134,8 +134,6 @@ static __device__ __forceinline__ void gpu_hmma_16x8x16(float c[4], const uint32
 {
     (void)c, (void)a, (void)b0, (void)b1;
 }
-static __device__ __forceinline__ uint32_t gpu_h2_sub(uint32_t a, uint32_t b) { return (void)b, a; }
-static __device__ __forceinline__ uint32_t gpu_h2_fma(uint32_t a, uint32_t b, uint32_t c) { return (void)b, (void)c, a; }
 /* Two f16 (ties to even) in a word, lo in the low half: the f16 kernels' packing. */
 static __device__ __forceinline__ uint32_t gpu_half2_bits(float lo, float hi)
 {
@@ -453,29 +451,6 @@ static __device__ __forceinline__ void gpu_hmma_16x8x16(float c[4], const uint32
 #else
     (void)c, (void)a, (void)b0, (void)b1;
 #endif
-}
-
-/* Two f16 lanes of a word each: a - b, and a * b + c (one rounding): the batch kernel's weights
- * made halves (gpu_mmq_small.cu), exactly. */
-static __device__ __forceinline__ uint32_t gpu_h2_sub(uint32_t a, uint32_t b)
-{
-    uint32_t d = a;
-#if CELER_GPU_IMMA_HERE
-    asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-#else
-    (void)b;
-#endif
-    return d;
-}
-static __device__ __forceinline__ uint32_t gpu_h2_fma(uint32_t a, uint32_t b, uint32_t c)
-{
-    uint32_t d = a;
-#if CELER_GPU_IMMA_HERE
-    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-#else
-    (void)b, (void)c;
-#endif
-    return d;
 }
 
 /* Programmatic dependent launch (sm_90 and later): GPU_LAUNCH launches a kernel while the kernel
