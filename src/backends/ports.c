@@ -28,8 +28,8 @@ const celer_port celer_port_attn_inputs = {
 
 const celer_port celer_port_qkv_inputs = {
     .name     = "qkv_inputs",
-    .does     = "multiplies an attention block's input by its q, k and v weights, normalizes (per-head norms) and "
-                "rotates the queries and keys and appends the keys and values to the paged KV cache in one pass",
+    .does     = "multiplies an attention block's input by its q, k and v weights, rotates the queries and keys and "
+                "appends the keys and values to the paged KV cache in one pass (no per-head norms)",
     .fallback = "matmuls of the q, k and v weights, then attn_inputs",
     .impl     = {GPU_SLOT(celer_gpu_qkv_inputs)},
 };

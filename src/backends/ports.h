@@ -33,15 +33,14 @@ typedef celer_status (*celer_attn_inputs_fn)(celer_backend *be, celer_kv_cache *
                                              celer_error *err);
 extern const celer_port celer_port_attn_inputs;
 
-/* A layer's q, k and v products and its attention inputs: q (T, n_head heads) = x · w[0]ᵀ
- * normalized per head (q_norm, both norms or none, eps) and rotated at the batch's positions,
- * k = x · w[1]ᵀ and v = x · w[2]ᵀ as the products give them, the keys so made and the values
- * appended to the cache of layer — what matmuls then attn_inputs give. Fallback: matmuls of the
- * three weights into q, k and v, then attn_inputs. */
+/* A layer's q, k and v products and its attention inputs, for models without per-head norms:
+ * q (T, n_head heads) = x · w[0]ᵀ rotated at the batch's positions, k = x · w[1]ᵀ and
+ * v = x · w[2]ᵀ as the products give them, the rotated keys and the values appended to the cache
+ * of layer — what matmuls then attn_inputs give. Fallback: matmuls of the three weights into q,
+ * k and v, then attn_inputs. */
 typedef celer_status (*celer_qkv_inputs_fn)(celer_backend *be, const celer_weight *const *w, const float *x,
                                             celer_kv_cache *kv, int32_t layer, const celer_batch *b, float *q,
-                                            int64_t n_head, float *k, float *v, const celer_weight *q_norm,
-                                            const celer_weight *k_norm, float eps, int64_t head_dim,
+                                            int64_t n_head, float *k, float *v, int64_t head_dim,
                                             const celer_rope *r, celer_error *err);
 extern const celer_port celer_port_qkv_inputs;
 

@@ -168,12 +168,11 @@ static celer_status attention_block(const celer_model *m, celer_backend *be, cel
     float *const        out[] = {a->q, a->k, a->v};
     celer_port_fn       fn;
     celer_error         none;
-    const bool qk = m->arch->qk_norm;
-    if (!l->bq.data && !l->bk.data && !l->bv.data &&
+    if (!l->bq.data && !l->bk.data && !l->bv.data && !m->arch->qk_norm &&
         !celer_port_select(&celer_port_qkv_inputs, op->kind, &fn, &none)) { /* the products make the inputs */
         TRY(norm_matmuls(m, be, T, &l->attn_norm, *pend, NULL, 0, NULL, a, err));
-        TRY(((celer_qkv_inputs_fn)fn)(be, qkv, a->h, kv, il, b, a->q, m->hp.n_head, a->k, a->v, qk ? &l->q_norm : NULL,
-                                      qk ? &l->k_norm : NULL, m->norm_eps, m->hp.head_dim_k, &l->rope, err));
+        TRY(((celer_qkv_inputs_fn)fn)(be, qkv, a->h, kv, il, b, a->q, m->hp.n_head, a->k, a->v, m->hp.head_dim_k,
+                                      &l->rope, err));
     } else {
         TRY(norm_matmuls(m, be, T, &l->attn_norm, *pend, qkv, 3, out, a, err));
         if (l->bq.data) TRY(op->add_bias(be, a->q, &l->bq, T, err));

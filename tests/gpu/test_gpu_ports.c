@@ -264,42 +264,29 @@ static void test_matmul_glu(void)
 }
 
 /* qkv_inputs against its fallback on the GPU (matmuls, then attn_inputs), bit for bit: q, k and v
- * and the step's rows of both caches, after two steps at the same position (the second on the
- * tickets the first put back). One token of Q4_0, Q4_1 and Q8_0 weights (the formats with fused
- * kernels), the rotation over the whole head and over half of it, at row counts the one-token
- * products take sliced (768 rows), sliced WIDE (6,144: the 8B's q/k/v) and unsliced (10,240) on
- * the H200; per-head norms and NEOX pairs (heads mode: a head made ready by its last warp), heads
- * of 64, 128 and 256, Qwen3-0.6B's 16 + 8 heads of 128 and the 30B-A3B's 32 + 4; then Q4_K
- * weights and five tokens, which the port runs as the fallback itself. */
+ * and the step's rows of both caches. One token of Q4_0, Q4_1 and Q8_0 weights (the formats with
+ * fused kernels), the rotation over the whole head and over half of it, at row counts the
+ * one-token products take sliced (768 rows), sliced WIDE (6,144: the 8B's q/k/v) and unsliced
+ * (10,240) on the H200; then Q4_K weights, a NEOX rotation and five tokens, which the port runs
+ * as the fallback itself. */
 static void test_qkv_inputs(void)
 {
-    enum { K = 512, HDMAX = 256, TMAX = 5, P0 = 3000 };
+    enum { K = 512, HD = 128, TMAX = 5, P0 = 3000 };
     static const struct {
         celer_ggml_type type;
-        int             nh, nkv, T, neox, n_rot, norm, hd;
-    } cases[] = {{CELER_GGML_Q4_0, 4, 2, 1, 0, 128, 0, 128},   {CELER_GGML_Q8_0, 4, 2, 1, 0, 64, 0, 128},
-                 {CELER_GGML_Q4_1, 32, 8, 1, 0, 128, 0, 128},  {CELER_GGML_Q4_0, 64, 8, 1, 0, 64, 0, 128},
-                 {CELER_GGML_Q4_K, 4, 2, 1, 0, 128, 0, 128},   {CELER_GGML_Q4_0, 4, 2, 1, 1, 128, 0, 128},
-                 {CELER_GGML_Q4_0, 16, 8, 1, 1, 128, 1, 128},  {CELER_GGML_Q8_0, 32, 4, 1, 1, 128, 1, 128},
-                 {CELER_GGML_Q4_1, 8, 2, 1, 0, 64, 1, 128},    {CELER_GGML_Q4_0, 48, 8, 1, 1, 32, 1, 128},
-                 {CELER_GGML_Q4_0, 6, 2, 1, 1, 64, 1, 64},     {CELER_GGML_Q8_0, 4, 1, 1, 1, 256, 1, 256},
-                 {CELER_GGML_Q4_0, 4, 2, TMAX, 0, 128, 0, 128}, {CELER_GGML_Q4_0, 4, 2, TMAX, 1, 128, 1, 128}};
+        int             nh, nkv, T, neox, n_rot;
+    } cases[] = {{CELER_GGML_Q4_0, 4, 2, 1, 0, HD},  {CELER_GGML_Q8_0, 4, 2, 1, 0, 64},
+                 {CELER_GGML_Q4_1, 32, 8, 1, 0, HD}, {CELER_GGML_Q4_0, 64, 8, 1, 0, 64},
+                 {CELER_GGML_Q4_K, 4, 2, 1, 0, HD},  {CELER_GGML_Q4_0, 4, 2, 1, 1, HD},
+                 {CELER_GGML_Q4_0, 4, 2, TMAX, 0, HD}};
     celer_port_fn fq, fm, fa;
     CHECK(celer_port_select(&celer_port_qkv_inputs, gpu->ops->kind, &fq, &err) == CELER_OK);
     CHECK(celer_port_select(&celer_port_matmuls, gpu->ops->kind, &fm, &err) == CELER_OK);
     CHECK(celer_port_select(&celer_port_attn_inputs, gpu->ops->kind, &fa, &err) == CELER_OK);
     if (!fq || !fm || !fa) return;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        const int     T = cases[c].T, nh = cases[c].nh, nkv = cases[c].nkv, HD = cases[c].hd;
+        const int     T = cases[c].T, nh = cases[c].nh, nkv = cases[c].nkv;
         const int64_t rows[3] = {(int64_t)nh * HD, (int64_t)nkv * HD, (int64_t)nkv * HD};
-        float         nv[2][HDMAX];
-        celer_weight  nw[2];
-        for (int i = 0; i < 2; i++) { /* the per-head norms' weights */
-            for (int j = 0; j < HD; j++) nv[i][j] = 1.0f + 0.5f * uni();
-            nw[i] = (celer_weight){.type = CELER_GGML_F32, .rows = 1, .cols = HD, .data = nv[i]};
-            CHECK(gpu->ops->weight_load(gpu, &nw[i], &err) == CELER_OK);
-        }
-        const celer_weight *qn = cases[c].norm ? &nw[0] : NULL, *kn = cases[c].norm ? &nw[1] : NULL;
         celer_weight  w[3];
         const celer_weight *pw[3];
         void               *raw[3];
@@ -324,11 +311,10 @@ static void test_qkv_inputs(void)
             for (int i = 0; i < 3; i++)
                 y[v][i] = dev_zeros((size_t)(T * rows[i])), h[v][i] = malloc((size_t)(T * rows[i]) * sizeof(float));
         }
-        for (int step = 0; step < 2; step++)
-            CHECK(((celer_qkv_inputs_fn)fq)(gpu, pw, dx, &kc[0], 0, &b, y[0][0], nh, y[0][1], y[0][2], qn, kn, 1e-6f, HD,
-                                            &r, &err) == CELER_OK);
+        CHECK(((celer_qkv_inputs_fn)fq)(gpu, pw, dx, &kc[0], 0, &b, y[0][0], nh, y[0][1], y[0][2], HD, &r, &err) ==
+              CELER_OK);
         CHECK(((celer_matmuls_fn)fm)(gpu, pw, 3, dx, T, y[1], &err) == CELER_OK);
-        CHECK(((celer_attn_inputs_fn)fa)(gpu, &kc[1], 0, y[1][0], nh, y[1][1], y[1][2], qn, kn, 1e-6f, &b, HD, &r,
+        CHECK(((celer_attn_inputs_fn)fa)(gpu, &kc[1], 0, y[1][0], nh, y[1][1], y[1][2], NULL, NULL, 0.0f, &b, HD, &r,
                                          &err) == CELER_OK);
         int differ = 0;
         for (int i = 0; i < 3; i++) {
@@ -350,9 +336,9 @@ static void test_qkv_inputs(void)
                 differ += memcmp(ph[0][kv] + slot * kw, ph[1][kv] + slot * kw, (size_t)kw * sizeof(float)) != 0;
         }
         if (differ)
-            fprintf(stderr, "  qkv_inputs case %zu (%s, %d + %d heads of %d, %d tokens%s%s, %d rotated): %d of %d arrays "
-                    "differ\n", c, celer_ggml_type_get(cases[c].type)->name, nh, nkv, HD, T, cases[c].neox ? ", neox" : "",
-                    cases[c].norm ? ", norms" : "", cases[c].n_rot, differ, 3 + 2 * T);
+            fprintf(stderr, "  qkv_inputs case %zu (%s, %d + %d heads, %d tokens%s, %d rotated): %d of %d arrays differ\n",
+                    c, celer_ggml_type_get(cases[c].type)->name, nh, nkv, T, cases[c].neox ? ", neox" : "",
+                    cases[c].n_rot, differ, 3 + 2 * T);
         CHECK(differ == 0);
         for (int v = 0; v < 2; v++) {
             for (int i = 0; i < 3; i++) gpu->ops->release(gpu, y[v][i]), free(h[v][i]);

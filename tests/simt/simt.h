@@ -447,9 +447,6 @@ static inline const uint64_t (*simt_exchange(const uint64_t *v, int n))[16]
     return w.word[p];
 }
 
-/* The wave's lanes met (gpu_vendor.h's gpu_syncwarp). */
-static inline void gpu_syncwarp(void) { simt_wait(simt.waves[threadIdx.x / CELER_WARP].bar, simt_lanes()); }
-
 /* A collective that reads lane src where the wave has none (a block short of a whole wave): on
  * the GPU an undefined value. Stops the test. */
 static inline void simt_lane_there(int src)

@@ -354,7 +354,7 @@ static void gpu_free(celer_backend *be)
 #endif
     gpu_graphs_free(g);
     gpu_buf *bufs[] = {&g->d_pos,  &g->d_seq,  &g->d_tables,    &g->d_ids,   &g->d_draw,
-                       &g->d_xq,   &g->d_xq2,  &g->d_head_count, &g->d_part,      &g->d_attn,      &g->d_att_count,
+                       &g->d_xq,   &g->d_xq2,  &g->d_part,      &g->d_attn,      &g->d_att_count,
                        &g->d_route, &g->d_norm_count, &g->d_keep};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu_release(be, bufs[i]->p);
     for (size_t i = 0; i < sizeof g->moe / sizeof g->moe[0]; i++) gpu_release(be, g->moe[i].p);
@@ -449,7 +449,6 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->moe_combine  = !env_is("CELER_GPU_MOE_COMBINE", "0"); /* 0: a MoE decode step's combine apart */
     g->glu_fuse     = !env_is("CELER_GPU_GLU_FUSE", "0"); /* 0: one-token gate/up products, then their GLU */
     g->qkv_in       = !env_is("CELER_GPU_QKV_IN", "0"); /* 0: one-token q/k/v products, then attn_inputs */
-    g->qkv_heads    = !env_is("CELER_GPU_QKV_HEADS", "0"); /* 0: heads' norms or NEOX pairs: attn_inputs apart */
     g->moe_stream   = !env_is("CELER_GPU_MOE_STREAM", "0"); /* 0: a MoE prefill's experts on the tiled kernel */
     const char *bf  = getenv("CELER_GPU_BLAS_FROM"); /* tokens, 0: never (gpu_blas.h) */
     g->blas_from    = bf && *bf ? atoi(bf) : GPU_BLAS_FROM;

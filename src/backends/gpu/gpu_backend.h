@@ -57,7 +57,6 @@ typedef struct {
     gpu_buf  d_pos, d_seq, d_tables, d_ids, d_draw;
     gpu_buf      d_xq;   /* activations quantized for the integer kernels (gpu_matvec.h) */
     gpu_buf      d_xq2;  /* the same, written by a kernel that reads d_xq (gpu_xq_buffer_apart) */
-    gpu_buf      d_head_count; /* q/k/v products' tickets a head (gpu_mv_in's count) */
     const float *xq_src; /* whose n values d_xq (xq_in2: d_xq2) holds, or NULL (gpu_quant_x) */
     int64_t      xq_n;
     bool         xq_x8;   /* the high level only (gpu_matvec.h) */
@@ -103,7 +102,6 @@ typedef struct {
     bool     moe_combine; /* MoE decode's down products sum their choices (gpu_matvec_combine.cu; MOE_COMBINE=0: not) */
     bool     glu_fuse;    /* one-token gate/up and GLU in one launch (gpu_matvec_glu.cu; CELER_GPU_GLU_FUSE=0: not) */
     bool     qkv_in;      /* one-token q/k/v products make their attention inputs (CELER_GPU_QKV_IN=0: not) */
-    bool     qkv_heads;   /* ... per-head norms and NEOX pairs too, a head by its last warp (CELER_GPU_QKV_HEADS=0: not) */
     bool     moe_stream;  /* a MoE prefill's experts on the batch kernel (gpu_mmq_small.cu); CELER_GPU_MOE_STREAM=0: not */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */
     int64_t  h_pos_n, h_seq_n, h_tables_n;

@@ -42,19 +42,38 @@ __global__ void __launch_bounds__(AI_THREADS)
     const int32_t    p    = pos[t];
     const int64_t    slot = is_q || !live ? 0 : (int64_t)tables[(int64_t)seq[t] * max_blocks + p / block_size] *
                                                     block_size + p % block_size;
+    const int64_t    half = n_rot / 2;
+    float           *row = rows[w];
     float            rc[PAIRS], rs[PAIRS], wn[PER], vv[PER];
-    head_rotations(p, n_rot / 2, freqs, pos_scale, mscale, rc, rs);
+    head_rotations(p, half, freqs, pos_scale, mscale, rc, rs);
     head_weights(nw, hd, wn);
     gpu_dep_enter();
-    if (!live) return;
+    if (live) {
+        const float ss = head_load<PER>(src, hd, row); /* the row, and for a key head its value row, at once */
 #pragma unroll
-    for (int e = 0; e < PER; e++) { /* a key head's value row, loaded with the row */
-        const int64_t j = head_at(e, hd);
-        vv[e]           = !is_q && j >= 0 ? v[t * kw + h * hd + j] : 0.0f;
+        for (int e = 0; e < PER; e++) {
+            const int64_t j = head_at(e, hd);
+            vv[e]           = !is_q && j >= 0 ? v[t * kw + h * hd + j] : 0.0f;
+        }
+        if (nw) head_scale(row, hd, gpu_warp_sum(ss), eps, wn);
     }
-    /* q in place, or the key into the cache */
-    head_ready<KT>(rows[w], src, hd, n_rot, neox, nw != NULL, eps, wn, rc, rs, is_q ? q + (t * n_head + h) * hd : NULL,
-                   is_q ? NULL : kc + slot * kw + h * hd);
+    __syncthreads(); /* the warp's row whole (every warp passes: none returns before it) */
+    if (!live) return;
+    float *qd = is_q ? q + (t * n_head + h) * hd : NULL; /* q in place, or the key into the cache */
+    KT    *kd = is_q ? NULL : kc + slot * kw + h * hd;
+#pragma unroll
+    for (int e = 0; e < PAIRS; e++) { /* pair (i0, i1): one rotation for both */
+        int64_t i0, i1;
+        float   y0, y1;
+        head_pair(row, e, half, neox, rc[e], rs[e], &i0, &i1, &y0, &y1);
+        if (i0 < 0) continue;
+        if (is_q) qd[i0] = y0, qd[i1] = y1;
+        else kv_put(&kd[i0], y0), kv_put(&kd[i1], y1);
+    }
+    for (int64_t j = n_rot + threadIdx.x % CELER_WARP; j < hd; j += CELER_WARP) { /* past the rotated ones */
+        if (is_q) qd[j] = row[j];
+        else kv_put(&kd[j], row[j]);
+    }
     if (!is_q)
 #pragma unroll
         for (int e = 0; e < PER; e++) {

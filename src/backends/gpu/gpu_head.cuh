@@ -1,7 +1,6 @@
 /* A head's row of a step's queries or keys made ready for attention: normalized by a per-head
  * norm (rmsnorm: 1 / sqrt(mean of squares + eps), as gpu_norm.cu) and rotated pair by pair at
- * its position (RoPE, as k_rope), by the attention inputs' kernel (gpu_fused.cu, a warp a head)
- * and by the q/k/v products that make their own inputs (gpu_matvec.cu: the last warp of a head),
+ * its position (RoPE, as k_rope), by the attention inputs' kernel (gpu_fused.cu, a warp a head),
  * each operation rounded as written (no contraction left to the compiler).
  *
  * Lane l of the head's warp holds the row's values l + CELER_WARP · e (e < HEAD_PER) and its
@@ -9,7 +8,6 @@
 #ifndef CELER_BACKENDS_GPU_GPU_HEAD_CUH
 #define CELER_BACKENDS_GPU_GPU_HEAD_CUH
 
-#include "backends/gpu/gpu_kv.cuh"
 #include "backends/gpu/gpu_rope.cuh"
 
 enum { HEAD_MAX = 512 };
@@ -87,34 +85,6 @@ static __device__ __forceinline__ void head_pair(const float *row, int e, int64_
     const float x0 = row[*i0], x1 = row[*i1];
     *y0 = __fmaf_rn(x0, c, -__fmul_rn(x1, s));
     *y1 = __fmaf_rn(x0, s, __fmul_rn(x1, c));
-}
-
-/* A head made ready by its warp (every lane calls it): src's hd values staged in row (the warp's
- * shared memory), normalized where norm (the lane's weights wn, eps), rotated pair by pair (the
- * lane's rotations rc, rs; n_rot values rotate, NEOX pairs half a rotation apart) and written to
- * qd (a query head) or, qd NULL, into the cache at kd (a key head). */
-template <typename KT, int PER, int PAIRS>
-static __device__ __forceinline__ void head_ready(float *row, const float *src, int64_t hd, int64_t n_rot, int neox,
-                                                  bool norm, float eps, const float (&wn)[PER],
-                                                  const float (&rc)[PAIRS], const float (&rs)[PAIRS], float *qd, KT *kd)
-{
-    const float ss = head_load<PER>(src, hd, row);
-    if (norm) head_scale(row, hd, gpu_warp_sum(ss), eps, wn);
-    gpu_syncwarp(); /* the row whole: a pair's values lie in other lanes */
-    const int64_t half = n_rot / 2;
-#pragma unroll
-    for (int e = 0; e < PAIRS; e++) { /* pair (i0, i1): one rotation for both */
-        int64_t i0, i1;
-        float   y0, y1;
-        head_pair(row, e, half, neox, rc[e], rs[e], &i0, &i1, &y0, &y1);
-        if (i0 < 0) continue;
-        if (qd) qd[i0] = y0, qd[i1] = y1;
-        else kv_put(&kd[i0], y0), kv_put(&kd[i1], y1);
-    }
-    for (int64_t j = n_rot + threadIdx.x % CELER_WARP; j < hd; j += CELER_WARP) { /* past the rotated ones */
-        if (qd) qd[j] = row[j];
-        else kv_put(&kd[j], row[j]);
-    }
 }
 
 #endif

@@ -334,15 +334,12 @@ extern "C" celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight 
 }
 
 /* The port celer_port_qkv_inputs: a one-token step whose three weights share an integer decode
- * kernel in one launch (gpu_matvec_q8_inputs), its warps making the attention inputs: each its own
- * rows' rotated pairs where the model has no per-head norms and its pairs are adjacent
- * (CELER_ROPE_NORM), else (per-head norms, NEOX pairs; CELER_GPU_QKV_HEADS=0: not) the warp that
- * finishes a head the whole head, the attention inputs' kernel saved either way; anything else
- * the fallback, matmuls then attn_inputs. */
+ * kernel and whose RoPE pairs are adjacent (CELER_ROPE_NORM) in one launch, each warp rotating
+ * and appending the rows it summed (gpu_matvec_q8_inputs: the attention inputs' kernel saved);
+ * anything else the fallback, matmuls then attn_inputs. */
 extern "C" celer_status celer_gpu_qkv_inputs(celer_backend *be, const celer_weight *const *w, const float *x,
                                              celer_kv_cache *kv, int32_t layer, const celer_batch *b, float *q,
-                                             int64_t n_head, float *k, float *v, const celer_weight *q_norm,
-                                             const celer_weight *k_norm, float eps, int64_t head_dim,
+                                             int64_t n_head, float *k, float *v, int64_t head_dim,
                                              const celer_rope *r, celer_error *err)
 {
     gpu_backend *g    = gpu_of(be);
@@ -350,18 +347,11 @@ extern "C" celer_status celer_gpu_qkv_inputs(celer_backend *be, const celer_weig
     gpu_wdesc    d[3];
     int          f[3];
     if (gpu_alive(g, err)) return err->code;
-    const int64_t kw    = kv->n_kv_heads * head_dim;
-    const bool    norms = q_norm && k_norm, pairs = r->mode == CELER_ROPE_NORM && !q_norm && !k_norm;
-    /* heads: per-head norms of f32 values a head (or none), the rotation NORM or NEOX */
-    const bool heads = g->qkv_heads && !pairs && (!q_norm) == (!k_norm) &&
-                       (r->mode == CELER_ROPE_NORM || r->mode == CELER_ROPE_NEOX) &&
-                       gpu_matvec_q8_heads_take(head_dim) &&
-                       (!norms || (q_norm->type == CELER_GGML_F32 && q_norm->cols == head_dim &&
-                                   k_norm->type == CELER_GGML_F32 && k_norm->cols == head_dim));
-    bool one = g->qkv_in && b->n_tokens == 1 && (pairs || heads) && r->n_rot % 2 == 0 && r->n_rot <= head_dim &&
-               head_dim % 2 == 0 && head_dim == kv->head_dim_k && kv->head_dim_v == head_dim &&
-               w[0]->rows == n_head * head_dim && w[1]->rows == kw && w[2]->rows == kw && head_dim <= INT32_MAX &&
-               n_head <= INT32_MAX;
+    const int64_t kw  = kv->n_kv_heads * head_dim;
+    bool          one = g->qkv_in && b->n_tokens == 1 && r->mode == CELER_ROPE_NORM && r->n_rot % 2 == 0 &&
+                        r->n_rot <= head_dim && head_dim % 2 == 0 && head_dim == kv->head_dim_k &&
+                        kv->head_dim_v == head_dim && w[0]->rows == n_head * head_dim && w[1]->rows == kw &&
+                        w[2]->rows == kw && head_dim <= INT32_MAX;
     for (int i = 0; one && i < 3; i++) {
         if (gpu_weight_desc(w[i], &d[i], &f[i], err)) return err->code;
         one = gpu_matvec_q8_inputs_has(f[i]) && f[i] == f[0] && d[i].sdtype == d[0].sdtype && w[i]->cols == w[0]->cols &&
@@ -370,25 +360,17 @@ extern "C" celer_status celer_gpu_qkv_inputs(celer_backend *be, const celer_weig
     if (!one)
         return celer_gpu_matmuls(be, w, 3, x, b->n_tokens, y, err)
                    ? err->code
-                   : celer_gpu_attn_inputs(be, kv, layer, q, n_head, k, v, q_norm, k_norm, eps, b, head_dim, r, err);
+                   : celer_gpu_attn_inputs(be, kv, layer, q, n_head, k, v, NULL, NULL, 0.0f, b, head_dim, r, err);
     const int32_t *pos, *seq, *tables;
     const double  *fq;
     gpu_xq         xq;
-    /* heads: a ticket counter a query and key head, zeros (fresh memory is), each put back by the
-     * warp that takes its last ticket */
     if (gpu_kv_check(kv, b, false, err) || gpu_batch_upload(g, b, kv, &pos, &seq, &tables, err) ||
-        gpu_rope_freqs(g, r, &fq, err) ||
-        (heads && gpu_buf_reserve(g, &g->d_head_count, (size_t)(n_head + kv->n_kv_heads) * sizeof(unsigned), err)) ||
-        gpu_quant_x(g, x, 1, w[0]->cols, g->mvq_x8, &xq, err))
+        gpu_rope_freqs(g, r, &fq, err) || gpu_quant_x(g, x, 1, w[0]->cols, g->mvq_x8, &xq, err))
         return err->code;
     const gpu_mv_in in = {kv->k[layer],    kv->v[layer],          pos,          seq,
-                    tables,          fq,                    kw,           kv->max_blocks,
-                    kv->block_size,  (int32_t)head_dim,     (int32_t)r->n_rot, r->pos_scale,
-                    r->mscale,       kv->elem_bytes == 2,
-                    heads ? (unsigned *)g->d_head_count.p : NULL,
-                    norms ? (const float *)q_norm->data : NULL,
-                    norms ? (const float *)k_norm->data : NULL,
-                    eps,             r->mode == CELER_ROPE_NEOX, (int32_t)n_head};
+                          tables,          fq,                    kw,           kv->max_blocks,
+                          kv->block_size,  (int32_t)head_dim,     (int32_t)r->n_rot, r->pos_scale,
+                          r->mscale,       kv->elem_bytes == 2};
     return gpu_matvec_q8_inputs(g, d, f[0], &xq, &in, y, err);
 }
 

@@ -8,7 +8,6 @@
  *
  * Formats without a kernel here (F32, F16, BF16, MLX affine 2/3/5/6, mxfp4, mxfp8, nvfp4) take
  * the float decode kernel of gpu_matmul.cu. */
-#include "backends/gpu/gpu_head.cuh"
 #include "backends/gpu/gpu_kv.cuh"
 #include "backends/gpu/gpu_mvq_units.cuh"
 #include "backends/gpu/gpu_rope.cuh"
@@ -132,53 +131,6 @@ static __device__ __forceinline__ void mv_put_inputs(const gpu_mv_in &in, int k,
     }
 }
 
-/* The same in heads mode (gpu_mv_in's count: per-head norms or NEOX pairs): the warp's rows stored
- * as summed (a value row into its cache slot too), a ticket of the rows' head taken, and the warp
- * with the head's last ticket makes the head ready (gpu_head.cuh) in row, its shared memory. The
- * whole warp calls it; a head's rows are whole warps' (hd a multiple of MVQ_ROWS). */
-template <int NT>
-static __device__ __forceinline__ void mv_put_heads(const gpu_mv_in &in, int k, int64_t r0, int64_t rows,
-                                                    const float (&acc)[MVQ_ROWS][NT], float *y, float *row)
-{
-    const int32_t p    = in.pos[0];
-    const int64_t slot = (int64_t)in.tables[(int64_t)in.seq[0] * in.max_blocks + p / in.block_size] * in.block_size +
-                         p % in.block_size;
-    int last = 0;
-    if (threadIdx.x % CELER_WARP == 0) {
-#pragma unroll
-        for (int i = 0; i < MVQ_ROWS; i++) {
-            if (r0 + i >= rows) break;
-            y[r0 + i] = acc[i][0];
-            if (k == 2 && in.f16) kv_put((uint16_t *)in.vc + slot * in.kw + r0 + i, acc[i][0]);
-            else if (k == 2) kv_put((float *)in.vc + slot * in.kw + r0 + i, acc[i][0]);
-        }
-        if (k < 2) {
-            unsigned *c = in.count + (k ? in.n_head : 0) + r0 / in.hd;
-            __threadfence(); /* the rows visible to the warp that makes the head ready */
-            last = atomicAdd(c, 1u) == (unsigned)(in.hd / MVQ_ROWS) - 1;
-            if (last) *c = 0, __threadfence(); /* for the next step; the other warps' rows seen after their tickets */
-        }
-    }
-    if (k == 2 || !gpu_shfl(last, 0)) return;
-    gpu_syncwarp(); /* lane 0's rows too */
-    constexpr int PER = HEAD_MAX / CELER_WARP, PAIRS = PER / 2;
-    const int64_t h   = r0 / in.hd;
-    float         rc[PAIRS], rs[PAIRS], wn[PER];
-    head_rotations(p, in.n_rot / 2, in.freqs, in.pos_scale, in.mscale, rc, rs);
-    head_weights(k ? in.kn : in.qn, in.hd, wn);
-    const float *src = y + h * in.hd; /* a query head in place; a key head into the cache */
-    if (k == 0) head_ready<float>(row, src, in.hd, in.n_rot, in.neox, in.qn != NULL, in.eps, wn, rc, rs, y + h * in.hd,
-                                  (float *)NULL);
-    else if (in.f16)
-        head_ready<uint16_t>(row, src, in.hd, in.n_rot, in.neox, in.kn != NULL, in.eps, wn, rc, rs, NULL,
-                             (uint16_t *)in.kc + slot * in.kw + h * in.hd);
-    else
-        head_ready<float>(row, src, in.hd, in.n_rot, in.neox, in.kn != NULL, in.eps, wn, rc, rs, NULL,
-                          (float *)in.kc + slot * in.kw + h * in.hd);
-}
-
-bool gpu_matvec_q8_heads_take(int64_t hd) { return hd % MVQ_ROWS == 0 && hd <= HEAD_MAX; }
-
 /* MVQ_ROWS rows per warp, NT tokens (nt of them live) a pass. The lanes of a warp take
  * consecutive units of its rows (each load instruction reads a contiguous run of a row); a
  * lane loads its unit of every row, then dots them against the same activations, so that the
@@ -215,7 +167,6 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS, KS > 1 && F == GPU_Q4_K ? 2 
     if (sel.ids) gpu_dep_enter(); /* the kernel before wrote the selections */
     constexpr int GROUPS = MVQ_THREADS / 32; /* row groups a block (wave64: half of them hold rows) */
     __shared__ float part[KS > 1 ? KS - 1 : 1][GROUPS][MVQ_ROWS][NT];
-    __shared__ float hrow[IN ? GROUPS : 1][IN ? HEAD_MAX : 1]; /* heads mode: a head made ready (mv_put_heads) */
     int k = 0;
 #pragma unroll
     for (int i = 1; i < GPU_MVQ_SET; i++) k += blockIdx.x >= set.b0[i];
@@ -304,8 +255,7 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS, KS > 1 && F == GPU_Q4_K ? 2 
                 for (int o = 0; o < KS - 1; o++) acc[i][t] += part[o][grp][i][t];
     }
     if constexpr (IN) { /* the attention inputs' rows (gpu_matvec_q8_inputs) */
-        if (set.in.count && live) mv_put_heads<NT>(set.in, k, r0, w.rows, acc, y, hrow[grp]);
-        else if (lane == 0 && live) mv_put_inputs<NT>(set.in, k, r0, w.rows, acc, y);
+        if (lane == 0 && live) mv_put_inputs<NT>(set.in, k, r0, w.rows, acc, y);
     } else {
 #pragma unroll
         for (int i = 0; i < MVQ_ROWS; i++)
@@ -465,7 +415,7 @@ celer_status gpu_matvec_q8_inputs(gpu_backend *g, const gpu_wdesc *w, int fmt, c
                                   float *const *y, celer_error *err)
 {
     if (!in->kc || !in->vc || in->hd < 2 || in->hd % 2 || in->n_rot % 2 || w[0].rows % in->hd ||
-        w[1].rows != in->kw || w[2].rows != in->kw || (in->count && !gpu_matvec_q8_heads_take(in->hd)))
+        w[1].rows != in->kw || w[2].rows != in->kw)
         return celer_fail(err, CELER_ERR_INVALID, "%s: q/k/v inputs of %lld, %lld and %lld rows (heads of %d, cache rows "
                           "of %lld)", CELER_GPU_NAME, (long long)w[0].rows, (long long)w[1].rows, (long long)w[2].rows,
                           (int)in->hd, (long long)in->kw);

@@ -129,14 +129,10 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_mv_sel &s)
     return gpu_sig_args(h, s.ids, s.per_x, s.n_expert);
 }
 
-/* A one-token q/k/v product's outputs made attention inputs (celer_port_qkv_inputs): the step's
+/* A one-token q/k/v product's outputs made attention inputs as its lanes store them
+ * (celer_port_qkv_inputs: no per-head norms, RoPE pairs adjacent, CELER_ROPE_NORM): the step's
  * position and cache slot (from the batch's uploads), the rotation's frequencies, the layer's
- * caches. kc NULL: a plain product. count NULL: as the lanes store them (no per-head norms, RoPE
- * pairs adjacent: CELER_ROPE_NORM), each warp its own rows' pairs. count set (heads: per-head
- * norms qn and kn, or NEOX pairs, neox, half a rotation apart): each warp's rows stored as summed
- * and a ticket taken from count (one counter a query or key head, zeros between steps), and the
- * warp that takes a head's last ticket makes the whole head ready as the attention inputs'
- * kernel would (gpu_head.cuh's head_ready), then puts the counter back to zero. */
+ * caches. kc NULL: a plain product. */
 typedef struct {
     void          *kc, *vc; /* f32, or f16 bits where f16 */
     const int32_t *pos, *seq, *tables;
@@ -145,17 +141,12 @@ typedef struct {
     int32_t        max_blocks, block_size, hd, n_rot;
     float          pos_scale, mscale;
     bool           f16;
-    unsigned      *count;
-    const float   *qn, *kn; /* the per-head norms' weights, hd values each, or NULL */
-    float          eps;
-    int32_t        neox, n_head;
 } gpu_mv_in;
 
 static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_mv_in &in)
 {
-    h = gpu_sig_args(h, in.kc, in.vc, in.pos, in.seq, in.tables, in.freqs, in.kw, in.max_blocks, in.block_size,
-                     in.hd, in.n_rot, in.pos_scale, in.mscale, in.f16);
-    return gpu_sig_args(h, in.count, in.qn, in.kn, in.eps, in.neox, in.n_head);
+    return gpu_sig_args(h, in.kc, in.vc, in.pos, in.seq, in.tables, in.freqs, in.kw, in.max_blocks, in.block_size,
+                        in.hd, in.n_rot, in.pos_scale, in.mscale, in.f16);
 }
 
 /* w as the kernels see it and its format (enum gpu_fmt); CELER_ERR_UNSUPPORTED for a weight no
@@ -175,14 +166,11 @@ celer_status gpu_matvec_q8_sel(gpu_backend *g, const gpu_wdesc *w, int n, int fm
                                const gpu_mv_sel *sel, int64_t n_sel, float *const *y, celer_error *err);
 
 /* One token's q, k and v (w[0..2]: one format and scales' dtype, k's and v's rows a cache row) in
- * one launch, made attention inputs as in says: y[0] normalized (heads mode) and rotated, y[1] and
- * y[2] as the products give them, the keys so made and the values at in's slot of the caches — the
- * values gpu_matvec_q8 then the attention inputs' kernel (gpu_fused.cu) give, bit for bit. */
+ * one launch, made attention inputs as in says: y[0] rotated, y[1] and y[2] as the products give
+ * them, the rotated keys and the values at in's slot of the caches — the values gpu_matvec_q8
+ * then the attention inputs' kernel (gpu_fused.cu) give, bit for bit. */
 celer_status gpu_matvec_q8_inputs(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const gpu_mv_in *in,
                                   float *const *y, celer_error *err);
-/* Whether heads mode (gpu_mv_in's count) takes heads of hd values: whole warps' rows, at most
- * HEAD_MAX. */
-bool         gpu_matvec_q8_heads_take(int64_t hd);
 /* Whether gpu_matvec_q8_inputs takes weights of the format (enum gpu_fmt). */
 bool         gpu_matvec_q8_inputs_has(int fmt);
 

@@ -16,8 +16,7 @@ celer_status celer_gpu_attn_inputs(celer_backend *be, celer_kv_cache *kv, int32_
                                    const celer_rope *r, celer_error *err);
 celer_status celer_gpu_qkv_inputs(celer_backend *be, const celer_weight *const *w, const float *x, celer_kv_cache *kv,
                                   int32_t layer, const celer_batch *b, float *q, int64_t n_head, float *k, float *v,
-                                  const celer_weight *q_norm, const celer_weight *k_norm, float eps, int64_t head_dim,
-                                  const celer_rope *r, celer_error *err);
+                                  int64_t head_dim, const celer_rope *r, celer_error *err);
 
 celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight *const *w, int n, const float *x, int64_t T,
                                float *const *y, celer_error *err);

@@ -224,14 +224,6 @@ static __device__ __forceinline__ void gpu_amx_hmma(float *acc, const uint32_t *
 /* Programmatic dependent launch: not in HIP; kernels run one after the other (see the CUDA half). */
 static __device__ __forceinline__ void gpu_dep_enter(void) {}
 static __device__ __forceinline__ void gpu_dep_deferred(void) {}
-/* A wave's shared-memory writes seen by all its lanes (a wave runs in lockstep: the order kept
- * from the compiler and the memory, no barrier) */
-static __device__ __forceinline__ void gpu_syncwarp(void)
-{
-    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
-    __builtin_amdgcn_wave_barrier();
-    __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
-}
 template <typename... E, typename... A>
 static inline gpuError_t gpu_launch_kernel(void (*kernel)(E...), dim3 grid, dim3 block, size_t smem, gpuStream_t s,
                                            bool early, A &&...args)
@@ -519,8 +511,6 @@ static __device__ __forceinline__ void gpu_dep_enter(void)
 #endif
 }
 static __device__ __forceinline__ void gpu_dep_deferred(void) {}
-/* A warp's shared-memory writes seen by all its lanes, the lanes met. */
-static __device__ __forceinline__ void gpu_syncwarp(void) { __syncwarp(); }
 /* kernel<<<grid, block, smem, s>>>(args), early (above) when asked. */
 template <typename... E, typename... A>
 static inline gpuError_t gpu_launch_kernel(void (*kernel)(E...), dim3 grid, dim3 block, size_t smem, gpuStream_t s,
