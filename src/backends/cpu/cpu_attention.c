@@ -6,7 +6,9 @@
  *
  * The dot products and value sums are written lane-wise (16 independent partial sums) so that
  * the compiler vectorizes them without reordering a float sum; they are compiled twice, for
- * baseline x86-64 and for AVX2 + FMA, and the backend's kernel level picks one. */
+ * baseline x86-64 and for AVX2 + FMA, and the backend's kernel level picks one. A tile's scores
+ * are taken two query heads by two keys at a time (dot2x2: each operand loaded once for two
+ * products, where one at a time loaded both for each), each sum in dot's order. */
 #include "backends/cpu/cpu_backend.h"
 
 #include "backends/cpu/matmul.h"
@@ -44,6 +46,42 @@ INLINE float dot(const float *a, const float *b, int64_t n)
     return s;
 }
 
+/* s[g][c] = dot(q[g], k[c], n) for two query rows and two keys, in dot's order (bit for bit). */
+INLINE void dot2x2(const float *q0, const float *q1, const float *k0, const float *k1, int64_t n, float s[2][2])
+{
+    float   a00[LANES] = {0}, a01[LANES] = {0}, a10[LANES] = {0}, a11[LANES] = {0};
+    int64_t i          = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++) {
+            a00[j] += q0[i + j] * k0[i + j], a01[j] += q0[i + j] * k1[i + j];
+            a10[j] += q1[i + j] * k0[i + j], a11[j] += q1[i + j] * k1[i + j];
+        }
+    float s00 = 0, s01 = 0, s10 = 0, s11 = 0;
+    for (; i < n; i++) s00 += q0[i] * k0[i], s01 += q0[i] * k1[i], s10 += q1[i] * k0[i], s11 += q1[i] * k1[i];
+    for (int j = 0; j < LANES; j++) s00 += a00[j], s01 += a01[j], s10 += a10[j], s11 += a11[j];
+    s[0][0] = s00, s[0][1] = s01, s[1][0] = s10, s[1][1] = s11;
+}
+
+/* sc[g][i] = q_g · kr[i] · scale for the ng query rows at q (hd apart) and the n keys. */
+INLINE void tile_scores(const float *q, int64_t ng, const float *const *kr, int n, int64_t hd, float scale,
+                        float sc[][TILE])
+{
+    int64_t g = 0;
+    for (; g + 2 <= ng; g += 2) {
+        const float *q0 = q + g * hd, *q1 = q0 + hd;
+        int          i  = 0;
+        for (; i + 2 <= n; i += 2) {
+            float s[2][2];
+            dot2x2(q0, q1, kr[i], kr[i + 1], hd, s);
+            sc[g][i] = s[0][0] * scale, sc[g][i + 1] = s[0][1] * scale;
+            sc[g + 1][i] = s[1][0] * scale, sc[g + 1][i + 1] = s[1][1] * scale;
+        }
+        for (; i < n; i++) sc[g][i] = dot(q0, kr[i], hd) * scale, sc[g + 1][i] = dot(q1, kr[i], hd) * scale;
+    }
+    for (; g < ng; g++)
+        for (int i = 0; i < n; i++) sc[g][i] = dot(q + g * hd, kr[i], hd) * scale;
+}
+
 INLINE void axpy(float *o, float w, const float *v, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) o[i] += w * v[i];
@@ -78,14 +116,11 @@ INLINE void attend_group(const attn_job *j, int64_t t, int64_t h0, int64_t ng, i
             kr[i]        = (const float *)kv->k[j->layer] + slot * kw + kvh * kv->head_dim_k;
             vr[i]        = (const float *)kv->v[j->layer] + slot * vw + kvh * kv->head_dim_v;
         }
+        tile_scores(j->q + (t * a->n_heads + h0) * hd, ng, kr, n, hd, a->scale, sc);
         for (int64_t g = 0; g < ng; g++) {
-            const float *q  = j->q + (t * a->n_heads + h0 + g) * hd;
-            float       *o  = j->out + (t * a->n_heads + h0 + g) * hd;
-            float        mx = m[g];
-            for (int i = 0; i < n; i++) {
-                sc[g][i] = dot(q, kr[i], hd) * a->scale;
-                mx       = sc[g][i] > mx ? sc[g][i] : mx;
-            }
+            float *o  = j->out + (t * a->n_heads + h0 + g) * hd;
+            float  mx = m[g];
+            for (int i = 0; i < n; i++) mx = sc[g][i] > mx ? sc[g][i] : mx;
             if (mx > m[g]) { /* a new maximum: rescale what was summed so far */
                 float corr = expf(m[g] - mx);
                 l[g] *= corr;
