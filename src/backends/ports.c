@@ -62,9 +62,17 @@ const celer_port celer_port_moe_router = {
     .impl     = {GPU_SLOT(celer_gpu_moe_router)},
 };
 
+const celer_port celer_port_norm_router = {
+    .name     = "norm_router",
+    .does     = "normalizes an MoE layer's input and multiplies it by its router and chooses each token's experts in "
+                "one kernel",
+    .fallback = "rmsnorm, then moe_router",
+    .impl     = {GPU_SLOT(celer_gpu_norm_router)},
+};
+
 const celer_port *const celer_ports[] = {&celer_port_add_rmsnorm, &celer_port_attn_inputs, &celer_port_qkv_inputs,
                                          &celer_port_matmuls,     &celer_port_matmul_glu,   &celer_port_matmul_add,
-                                         &celer_port_moe_router,  NULL};
+                                         &celer_port_moe_router,  &celer_port_norm_router,  NULL};
 
 static const char *const KIND_NAMES[CELER_BACKEND_KIND_COUNT] = {"cpu", "cuda", "rocm"};
 

@@ -72,6 +72,13 @@ typedef celer_status (*celer_moe_router_fn)(celer_backend *be, const celer_weigh
                                             celer_error *err);
 extern const celer_port celer_port_moe_router;
 
+/* An MoE layer's input and routing: h (T, d) = rmsnorm(x) · norm, then moe_router on h (h is
+ * written: the experts read it). Fallback: rmsnorm, then moe_router (or its own fallback). */
+typedef celer_status (*celer_norm_router_fn)(celer_backend *be, const float *x, const celer_weight *norm, int64_t T,
+                                             int64_t d, float eps, float *h, const celer_weight *router, float *logits,
+                                             int64_t n_used, bool renorm, int32_t *ids, float *w, celer_error *err);
+extern const celer_port celer_port_norm_router;
+
 /* Every port, for tests and `celer info`; NULL-terminated. */
 extern const celer_port *const celer_ports[];
 

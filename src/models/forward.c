@@ -202,22 +202,35 @@ static celer_status trace_router(const celer_model *m, celer_backend *be, int64_
     return CELER_OK;
 }
 
-/* A mixture-of-experts FFN on the normed input a->h, into a->o: the router's top experts,
- * weighted, plus (qwen2moe) the shared expert scaled by its sigmoid gate. */
+/* An MoE layer's input a->h = rmsnorm(x) (x += o first where pend) and each token's experts
+ * (a->ids, a->ew): the norm, the router and its routing in one kernel where the backend can and
+ * nothing is pending, else the norm, then the router and its routing (fused or not). */
+static celer_status moe_input(const celer_model *m, celer_backend *be, int64_t T, int32_t il, bool pend, celer_acts *a,
+                              celer_error *err)
+{
+    const celer_backend_ops *op = be->ops;
+    const celer_layer       *l  = &m->layers[il];
+    int64_t                  k  = m->hp.n_expert_used;
+    celer_port_fn            fn;
+    celer_error              none;
+    if (!pend && !celer_port_select(&celer_port_norm_router, op->kind, &fn, &none))
+        return ((celer_norm_router_fn)fn)(be, a->x, &l->ffn_norm, T, m->hp.n_embd, m->norm_eps, a->h, &l->router,
+                                          a->router, k, m->moe_renorm, a->ids, a->ew, err);
+    TRY(norm_matmuls(m, be, T, &l->ffn_norm, pend, NULL, 0, NULL, a, err));
+    if (!celer_port_select(&celer_port_moe_router, op->kind, &fn, &none)) /* the router and its routing fused */
+        return ((celer_moe_router_fn)fn)(be, &l->router, a->h, T, a->router, k, m->moe_renorm, a->ids, a->ew, err);
+    TRY(op->matmul(be, &l->router, a->h, T, a->router, err));
+    return op->moe_route(be, a->router, T, l->moe.n_expert, k, m->moe_renorm, a->ids, a->ew, err);
+}
+
+/* A mixture-of-experts FFN on the normed input a->h routed by moe_input, into a->o: the
+ * router's top experts, weighted, plus (qwen2moe) the shared expert scaled by its sigmoid gate. */
 static celer_status moe_block(const celer_model *m, celer_backend *be, int64_t T, int32_t il, celer_acts *a,
                               celer_error *err)
 {
     const celer_backend_ops *op = be->ops;
     const celer_layer       *l  = &m->layers[il];
     int64_t                  d = m->hp.n_embd, k = m->hp.n_expert_used;
-    celer_port_fn            fn;
-    celer_error              none;
-    if (!celer_port_select(&celer_port_moe_router, op->kind, &fn, &none)) /* the router and its routing fused */
-        TRY(((celer_moe_router_fn)fn)(be, &l->router, a->h, T, a->router, k, m->moe_renorm, a->ids, a->ew, err));
-    else {
-        TRY(op->matmul(be, &l->router, a->h, T, a->router, err));
-        TRY(op->moe_route(be, a->router, T, l->moe.n_expert, k, m->moe_renorm, a->ids, a->ew, err));
-    }
     if (a->trace) TRY(trace_router(m, be, T, il, a, err));
     TRY(op->moe_ffn(be, &l->moe, a->h, T, a->ids, a->ew, k, m->arch->act, a->o, err));
     if (l->w_gate.data) {
@@ -240,7 +253,7 @@ static celer_status ffn_block(const celer_model *m, celer_backend *be, int64_t T
 {
     const celer_layer *l = &m->layers[il];
     if (l->moe.n_expert) {
-        TRY(norm_matmuls(m, be, T, &l->ffn_norm, *pend, NULL, 0, NULL, a, err));
+        TRY(moe_input(m, be, T, il, *pend, a, err));
         TRY(moe_block(m, be, T, il, a, err));
         *pend = true;
         return CELER_OK;

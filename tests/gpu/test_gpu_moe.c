@@ -1,7 +1,8 @@
 /* The GPU's mixture-of-experts ops against the CPU backend, on fresh random inputs (the seed is
  * printed; CELER_TEST_SEED repeats a run):
  *   - routing: the same choices in the same order (ties to the lower expert), the weights within
- *     1e-6 (relative L2); the fused router (the port moe_router) as the GPU's own two ops;
+ *     1e-6 (relative L2); the fused router (the port moe_router) as the GPU's own two ops, and
+ *     the norm before it in the same kernel (norm_router) as rmsnorm and moe_router, bit for bit;
  *   - moe_ffn over experts loaded one by one and over views of one stacked tensor per projection
  *     (as models load them: decode-sized steps then keep the choices on the device): 1e-5 for
  *     float weights, 2e-2 for quantized ones (the CPU quantizes activations to 8 bits); batches
@@ -185,6 +186,67 @@ static void test_moe_router(celer_ggml_type t, int64_t E, int64_t K, int64_t T)
     free(raw), free(h), free(hl1), free(hl2), free(hw1), free(hw2), free(hi1), free(hi2);
 }
 
+/* The port norm_router (the MoE input's norm inside the router's kernel, for one token of a
+ * plain-float router whose slices of h fit its blocks) against the same backend's rmsnorm and
+ * moe_router port on the same values: h, the logits, the choices and their weights bit for bit,
+ * and h's quantization for the experts the same (a Q4_0 product of h after each, compared bit for
+ * bit: it reads the quantization the kernel before left). Twice each (the counter of blocks done
+ * is reset); three tokens and a Q8_0 router take rmsnorm and moe_router themselves. */
+static void test_norm_router(celer_ggml_type t, int64_t E, int64_t K, int64_t T, int64_t D)
+{
+    celer_port_fn fn, rt;
+    CHECK(celer_port_select(&celer_port_norm_router, gpu->ops->kind, &fn, &err) == CELER_OK);
+    CHECK(celer_port_select(&celer_port_moe_router, gpu->ops->kind, &rt, &err) == CELER_OK);
+    void        *raw = random_weights(t, E, D, 0.5f), *rp = random_weights(CELER_GGML_Q4_0, 64, D, 0.1f);
+    float       *x = malloc((size_t)(T * D) * 4), *nv = malloc((size_t)D * 4);
+    celer_weight r = {.type = t, .rows = E, .cols = D, .data = raw};
+    celer_weight n = {.type = CELER_GGML_F32, .rows = 1, .cols = D, .data = nv};
+    celer_weight p = {.type = CELER_GGML_Q4_0, .rows = 64, .cols = D, .data = rp};
+    random_fill(x, T * D, 3.0f), random_fill(nv, D, 1.0f);
+    CHECK(gpu->ops->weight_load(gpu, &r, &err) == CELER_OK && gpu->ops->weight_load(gpu, &n, &err) == CELER_OK &&
+          gpu->ops->weight_load(gpu, &p, &err) == CELER_OK);
+    const size_t nh = (size_t)(T * D) * 4, nl = (size_t)(T * E) * 4, nk = (size_t)(T * K) * 4, np = (size_t)(T * 64) * 4;
+    float       *dx = dev_copy(x, nh), *dh[2], *dl[2], *dw[2], *dp[2];
+    int32_t     *di[2];
+    char        *host[2][5];
+    for (int v = 0; v < 2; v++) {
+        dh[v] = dev_zeros((size_t)(T * D)), dl[v] = dev_zeros((size_t)(T * E)), dw[v] = dev_zeros((size_t)(T * K));
+        di[v] = (int32_t *)dev_zeros((size_t)(T * K)), dp[v] = dev_zeros((size_t)(T * 64));
+        host[v][0] = malloc(nh), host[v][1] = malloc(nl), host[v][2] = malloc(nk), host[v][3] = malloc(nk);
+        host[v][4] = malloc(np);
+    }
+    for (int rep = 0; rep < 4; rep++) {
+        const bool renorm = rep % 2;
+        CHECK(((celer_norm_router_fn)fn)(gpu, dx, &n, T, D, 1e-6f, dh[0], &r, dl[0], K, renorm, di[0], dw[0], &err) ==
+              CELER_OK);
+        CHECK(gpu->ops->matmul(gpu, &p, dh[0], T, dp[0], &err) == CELER_OK);
+        CHECK(gpu->ops->rmsnorm(gpu, dx, &n, T, D, 1e-6f, dh[1], &err) == CELER_OK);
+        CHECK(((celer_moe_router_fn)rt)(gpu, &r, dh[1], T, dl[1], K, renorm, di[1], dw[1], &err) == CELER_OK);
+        CHECK(gpu->ops->matmul(gpu, &p, dh[1], T, dp[1], &err) == CELER_OK);
+        bool same[5];
+        for (int v = 0; v < 2; v++) {
+            to_host(dh[v], host[v][0], nh), to_host(dl[v], host[v][1], nl), to_host(dw[v], host[v][2], nk);
+            to_host(di[v], host[v][3], nk), to_host(dp[v], host[v][4], np);
+        }
+        const size_t size[5] = {nh, nl, nk, nk, np};
+        for (int i = 0; i < 5; i++) same[i] = !memcmp(host[0][i], host[1][i], size[i]);
+        if (!(same[0] && same[1] && same[2] && same[3] && same[4]))
+            fprintf(stderr, "  norm_router %s E=%lld K=%lld T=%lld D=%lld renorm %d: h %s, logits %s, weights %s, "
+                            "ids %s, the product after %s\n",
+                    celer_ggml_type_get(t)->name, (long long)E, (long long)K, (long long)T, (long long)D, renorm,
+                    same[0] ? "equal" : "DIFFER", same[1] ? "equal" : "DIFFER", same[2] ? "equal" : "DIFFER",
+                    same[3] ? "equal" : "DIFFER", same[4] ? "equal" : "DIFFER");
+        CHECK(same[0] && same[1] && same[2] && same[3] && same[4]);
+    }
+    gpu->ops->release(gpu, dx);
+    for (int v = 0; v < 2; v++) {
+        gpu->ops->release(gpu, dh[v]), gpu->ops->release(gpu, dl[v]), gpu->ops->release(gpu, dw[v]);
+        gpu->ops->release(gpu, di[v]), gpu->ops->release(gpu, dp[v]);
+        for (int i = 0; i < 5; i++) free(host[v][i]);
+    }
+    free(raw), free(rp), free(x), free(nv);
+}
+
 static void test_moe(celer_ggml_type t, int64_t T)
 {
     enum { E = 16, K = 4, D = 256, FF = 512 };
@@ -244,6 +306,12 @@ int main(void)
     test_moe_router(CELER_GGML_F32, 128, 8, 3);
     test_moe_router(CELER_GGML_Q8_0, 128, 8, 1);
     test_moe_router(CELER_GGML_F32, 300, 8, 1);
+    test_norm_router(CELER_GGML_F32, 128, 8, 1, 2048); /* Qwen3-30B-A3B's */
+    test_norm_router(CELER_GGML_BF16, 60, 6, 1, 1024);
+    test_norm_router(CELER_GGML_F16, 256, 8, 1, 4096);
+    test_norm_router(CELER_GGML_F32, 128, 8, 3, 2048);
+    test_norm_router(CELER_GGML_Q8_0, 128, 8, 1, 1024);
+    test_norm_router(CELER_GGML_F32, 4, 2, 1, 4096);  /* more slices of h than blocks: the two ops */
     test_moe(CELER_GGML_F32, 1);
     test_moe(CELER_GGML_F32, 37);
     test_moe(CELER_GGML_Q4_0, 1);

@@ -8,6 +8,7 @@
  * segment: an MoE router's product (F32, 128 rows by 2048) took 21 us on the H200, a fifth of a
  * 30B-A3B decode step, and F16 ran at ~20% of the copy bandwidth. */
 #include "backends/gpu/gpu_matvec.h"
+#include "backends/gpu/gpu_norm.cuh"
 #include "backends/gpu/gpu_route.cuh"
 
 extern "C" {
@@ -68,11 +69,13 @@ static __device__ __forceinline__ void plain_first(const gpu_wdesc &w, int64_t r
 /* The block's sums of rows r0 .. r0 + R with NT tokens (nt of them live) of x, each (cols)
  * 16-byte aligned: thread i · NT + t (i < R, t < NT) gets row r0 + i's with token t in *out
  * (and true). q: the thread's first loads (plain_first, before the wait); part: the block's
- * shared scratch, a sum per warp (wave32: 4 of them, wave64: 2). */
-template <int F, int R, int NT, int U>
+ * shared scratch, a sum per warp (wave32: 4 of them, wave64: 2). With NORM, the sums are of h =
+ * rmsnorm(x) · g instead, inv x's 1 / rms: each value of h made as the norm kernels make it
+ * (norm_scale4), so the same sums as of h read from memory. */
+template <int F, int R, int NT, int U, bool NORM = false>
 static __device__ __forceinline__ bool plain_sums(const gpu_wdesc &w, const float *__restrict__ x, int nt, int64_t r0,
                                                   uint4 (&q)[U][R], float (&part)[PV_THREADS / 32][R][NT],
-                                                  float *out)
+                                                  float *out, const float *__restrict__ g = NULL, float inv = 0.0f)
 {
     constexpr int V  = plain_of<F>::V;
     const int64_t nc = w.cols / V;
@@ -99,7 +102,8 @@ static __device__ __forceinline__ bool plain_sums(const gpu_wdesc &w, const floa
                 float         xv[V];
 #pragma unroll
                 for (int h = 0; h < V / 4; h++) {
-                    const float4 a = xp[h];
+                    float4 a = xp[h];
+                    if (NORM) a = norm_scale4(a, inv, ((const float4 *)(g + cj * V))[h]);
                     xv[4 * h] = a.x, xv[4 * h + 1] = a.y, xv[4 * h + 2] = a.z, xv[4 * h + 3] = a.w;
                 }
 #pragma unroll
@@ -142,28 +146,62 @@ __global__ void __launch_bounds__(PV_THREADS) k_matvec_plain(gpu_wdesc w, const 
     if (t < nt && r0 + i < w.rows) y[(int64_t)t * w.rows + r0 + i] = s;
 }
 
+/* The MoE input's norm inside the router's kernel (k_router_route with NORM): the norm's weight
+ * and eps, h (its quantization for the experts in xo), and the blocks that write a slice of h. */
+typedef struct {
+    const float *w;
+    float        eps;
+    float       *h;
+    gpu_xq_out   xo;
+    int          slices;
+} router_norm;
+
+static inline uint64_t gpu_sig_arg(uint64_t h, const router_norm &n)
+{
+    return gpu_sig_args(h, n.w, n.eps, n.h, n.xo, n.slices);
+}
+
 /* One token's MoE router (E = w.rows experts, a row a block) and its routing in one launch: each
  * block writes its logit, and the last block to finish (a counter it resets) routes the token as
  * k_moe_route does. The product and the routing were two launches, ~3.4 and ~7 us a layer of the
  * 30B-A3B's decode on the H200. A thread loads its whole share of the row before the wait
  * (PV_ROUTER_UNROLL): with PV_UNROLL, half of it came after, an HBM round trip on the step's path
- * (with the combine's early selections, gpu_matvec_combine.cu: 30B-A3B tg128 +1.0/+4.5/+4.0%). */
-template <int F>
+ * (with the combine's early selections, gpu_matvec_combine.cu: 30B-A3B tg128 +1.0/+4.5/+4.0%).
+ *
+ * With NORM, x is the residual stream and the kernel is also the norm before it: every block sums
+ * x's squares as the norm kernels do (norm_row_inv) and multiplies the router's row by h made in
+ * registers, and blocks 0 .. nm.slices - 1 each write a slice of h, quantized, for the experts.
+ * The norm kernel was ~2.5 us of the 30B-A3B's ~37 us decode layer on the H200 (trace, forty-third
+ * pass), and the router waited for all of it; the same h, logits and choices bit for bit. */
+template <int F, bool NORM>
 __global__ void __launch_bounds__(PV_THREADS) k_router_route(gpu_wdesc w, const float *__restrict__ x, float *logits,
                                                              int64_t K, int renorm, int32_t *ids, float *wts,
-                                                             unsigned *count)
+                                                             unsigned *count, router_norm nm)
 {
     gpu_dep_deferred(); /* the router's weights are loaded before the wait: no kernel writes them */
     __shared__ float part[PV_THREADS / 32][1][1];
+    __shared__ float npart[NORM_MAX_THREADS / 32];
     __shared__ bool  last;
     uint4            q[PV_ROUTER_UNROLL][1];
     plain_first<F, 1, PV_ROUTER_UNROLL>(w, blockIdx.x, q);
+    const int64_t i     = (int64_t)blockIdx.x * PV_THREADS + threadIdx.x; /* the float4 of h a slice's thread writes */
+    const bool    slice = NORM && (int)blockIdx.x < nm.slices, live = slice && i < w.cols / 4;
+    const float4  zero  = make_float4(0.0f, 0.0f, 0.0f, 0.0f), wv = live ? ((const float4 *)nm.w)[i] : zero;
     gpu_dep_enter(); /* the kernel before wrote x (and the last router, the count) */
-    float s;
-    if (plain_sums<F, 1, 1, PV_ROUTER_UNROLL>(w, x, 1, blockIdx.x, q, part, &s)) { /* thread 0 */
+    const float inv = NORM ? norm_row_inv<false>(x, NULL, w.cols, nm.eps, npart) : 0.0f;
+    float       s;
+    if (plain_sums<F, 1, 1, PV_ROUTER_UNROLL, NORM>(w, x, 1, blockIdx.x, q, part, &s, nm.w, inv)) { /* thread 0 */
         logits[blockIdx.x] = s;
         __threadfence();
         last = atomicAdd(count, 1u) == gridDim.x - 1;
+    }
+    if (slice) { /* the whole block: its 8-lane groups quantize together */
+        float4 r = zero;
+        if (live) ((float4 *)nm.h)[i] = r = norm_scale4(((const float4 *)x)[i], inv, wv);
+        if (nm.xo.q) {
+            const float a[4] = {r.x, r.y, r.z, r.w};
+            xq_put<4>(a, (int)(threadIdx.x % 8), i / 8, live, nm.xo);
+        }
     }
     __syncthreads();
     if (!last) return;
@@ -206,6 +244,37 @@ celer_status gpu_matvec_plain(gpu_backend *g, const gpu_wdesc *w, int fmt, const
     return CELER_OK;
 }
 
+/* Whether one token's router of this shape takes k_router_route (*d and *f its descriptor and
+ * format), where its input is x. */
+static bool router_fuses(const celer_weight *router, const float *x, int64_t T, int64_t n_used, gpu_wdesc *d, int *f)
+{
+    celer_error   none;
+    const int64_t E = router->rows;
+    return T == 1 && !gpu_weight_desc(router, d, f, &none) && gpu_matvec_plain_takes(d, *f, x) &&
+           E <= 32 * ROUTE_HELD && E <= GPU_MAX_GRID_X && n_used >= 1 && n_used <= E;
+}
+
+typedef void (*route_fn)(gpu_wdesc, const float *, float *, int64_t, int, int32_t *, float *, unsigned *, router_norm);
+
+/* k_router_route for format f, with or without the norm. */
+static route_fn route_kernel(int f, bool norm)
+{
+    if (norm) return f == GPU_F32 ? k_router_route<GPU_F32, true> : f == GPU_F16 ? k_router_route<GPU_F16, true>
+                                                                                 : k_router_route<GPU_BF16, true>;
+    return f == GPU_F32 ? k_router_route<GPU_F32, false> : f == GPU_F16 ? k_router_route<GPU_F16, false>
+                                                                        : k_router_route<GPU_BF16, false>;
+}
+
+/* The routing kernels' counter of blocks done (at 0 between launches). */
+static celer_status route_count(gpu_backend *g, unsigned **count, celer_error *err)
+{
+    const void *was = g->d_route.p; /* a buffer just made starts its counter at 0 */
+    if (gpu_buf_reserve(g, &g->d_route, 16, err)) return err->code;
+    if (g->d_route.p != was) GPU_TRY(g, err, gpuMemsetAsync(g->d_route.p, 0, 16, g->stream), "memset");
+    *count = (unsigned *)g->d_route.p;
+    return CELER_OK;
+}
+
 extern "C" celer_status celer_gpu_moe_router(celer_backend *be, const celer_weight *router, const float *h, int64_t T,
                                              float *logits, int64_t n_used, bool renorm, int32_t *ids, float *w,
                                              celer_error *err)
@@ -213,23 +282,46 @@ extern "C" celer_status celer_gpu_moe_router(celer_backend *be, const celer_weig
     gpu_backend *g = gpu_of(be);
     gpu_wdesc    d;
     int          f = -1;
-    celer_error  none;
+    unsigned    *count;
     if (gpu_alive(g, err)) return err->code;
-    const int64_t E     = router->rows;
-    const bool    fused = T == 1 && !gpu_weight_desc(router, &d, &f, &none) && gpu_matvec_plain_takes(&d, f, h) &&
-                       E <= 32 * ROUTE_HELD && E <= GPU_MAX_GRID_X && n_used >= 1 && n_used <= E;
-    if (!fused) { /* several tokens, a quantized router, many experts: the two ops */
+    if (!router_fuses(router, h, T, n_used, &d, &f)) { /* several tokens, a quantized router, many experts */
         if (gpu_matmul(be, router, h, T, logits, err)) return err->code;
-        return gpu_moe_route(be, logits, T, E, n_used, renorm, ids, w, err);
+        return gpu_moe_route(be, logits, T, router->rows, n_used, renorm, ids, w, err);
     }
-    const void *was = g->d_route.p; /* a buffer just made starts its counter at 0 */
-    if (gpu_buf_reserve(g, &g->d_route, 16, err)) return err->code;
-    if (g->d_route.p != was) GPU_TRY(g, err, gpuMemsetAsync(g->d_route.p, 0, 16, g->stream), "memset");
-    typedef void (*route_fn)(gpu_wdesc, const float *, float *, int64_t, int, int32_t *, float *, unsigned *);
-    const route_fn fn = f == GPU_F32 ? k_router_route<GPU_F32> : f == GPU_F16 ? k_router_route<GPU_F16>
-                                                                              : k_router_route<GPU_BF16>;
+    if (route_count(g, &count, err)) return err->code;
+    const router_norm none = {NULL, 0.0f, NULL, {NULL, NULL, false}, 0};
     /* it writes only the logits and the choices: the router input's held quantization (the
      * experts' input) stays */
-    return GPU_LAUNCH_KEEPING_XQ(g, err, "moe_router", fn, (unsigned)E, PV_THREADS, 0, d, h, logits, n_used,
-                                 (int)renorm, ids, w, (unsigned *)g->d_route.p);
+    return GPU_LAUNCH_KEEPING_XQ(g, err, "moe_router", route_kernel(f, false), (unsigned)router->rows, PV_THREADS, 0,
+                                 d, h, logits, n_used, (int)renorm, ids, w, count, none);
+}
+
+extern "C" celer_status celer_gpu_norm_router(celer_backend *be, const float *x, const celer_weight *norm, int64_t T,
+                                              int64_t dim, float eps, float *h, const celer_weight *router,
+                                              float *logits, int64_t n_used, bool renorm, int32_t *ids, float *w,
+                                              celer_error *err)
+{
+    gpu_backend  *g = gpu_of(be);
+    gpu_wdesc     d;
+    int           f = -1;
+    unsigned     *count;
+    const int64_t slices = (dim / 4 + PV_THREADS - 1) / PV_THREADS;
+    if (gpu_alive(g, err)) return err->code;
+    const uintptr_t at = (uintptr_t)x | (uintptr_t)h | (uintptr_t)norm->data;
+    /* the norm's row held as the norm kernels hold it, quantized for the experts (whole blocks of
+     * 32), and a slice of h for each of the first blocks */
+    const bool fused = router_fuses(router, x, T, n_used, &d, &f) && router->cols == dim &&
+                       norm->type == CELER_GGML_F32 && norm->cols == dim && dim % 32 == 0 && norm_lanes(dim) > 0 &&
+                       at % 16 == 0 && h != x && slices <= router->rows;
+    if (!fused) {
+        if (gpu_rmsnorm(be, x, norm, T, dim, eps, h, err)) return err->code;
+        return celer_gpu_moe_router(be, router, h, T, logits, n_used, renorm, ids, w, err);
+    }
+    router_norm nm = {(const float *)norm->data, eps, h, {NULL, NULL, false}, (int)slices};
+    if (route_count(g, &count, err) || gpu_xq_buffer(g, dim, &nm.xo, err)) return err->code;
+    if (GPU_LAUNCH(g, err, "norm_router", route_kernel(f, true), (unsigned)router->rows, PV_THREADS, 0, d, x, logits,
+                   n_used, (int)renorm, ids, w, count, nm))
+        return err->code;
+    gpu_xq_held(g, h, dim, nm.xo);
+    return CELER_OK;
 }

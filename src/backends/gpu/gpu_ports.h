@@ -26,6 +26,9 @@ celer_status celer_gpu_matmul_add(celer_backend *be, const celer_weight *w, cons
                                   float *tmp, celer_error *err);
 celer_status celer_gpu_moe_router(celer_backend *be, const celer_weight *router, const float *h, int64_t T, float *logits,
                                   int64_t n_used, bool renorm, int32_t *ids, float *w, celer_error *err);
+celer_status celer_gpu_norm_router(celer_backend *be, const float *x, const celer_weight *norm, int64_t T, int64_t d,
+                                   float eps, float *h, const celer_weight *router, float *logits, int64_t n_used,
+                                   bool renorm, int32_t *ids, float *w, celer_error *err);
 
 #ifdef __cplusplus
 }
