@@ -286,13 +286,23 @@ static celer_status forward_step(const celer_model *m, celer_backend *be, celer_
         TRY(ffn_block(m, be, T, il, a, &pend, err));
     }
     if (pend) TRY(op->add(be, a->x, a->o, T * d, err));
+    bool run = true; /* the rows that give logits follow one another in x (a decode step's) */
     for (int64_t i = 0; i < n_out; i++) {
         if (out_idx[i] < 0 || out_idx[i] >= T)
             return celer_fail(err, CELER_ERR_INVALID, "model: logits asked for token %d of a %lld-token step", out_idx[i],
                               (long long)T);
-        TRY(op->copy(be, a->last + i * d, a->x + (int64_t)out_idx[i] * d, (size_t)d * sizeof(float), err));
+        run &= out_idx[i] == out_idx[0] + i;
     }
-    TRY(op->rmsnorm(be, a->last, &m->output_norm, n_out, d, m->norm_eps, a->last, err));
+    /* normalized from x into last where they follow one another: no copy, and a norm whose
+     * output is not its input (the GPU's sliced kernel: 2.5 us where the in-place one took 4.8
+     * for Qwen3-0.6B's row on the H200); else gathered into last and normalized there */
+    if (run && n_out > 0)
+        TRY(op->rmsnorm(be, a->x + (int64_t)out_idx[0] * d, &m->output_norm, n_out, d, m->norm_eps, a->last, err));
+    else {
+        for (int64_t i = 0; i < n_out; i++)
+            TRY(op->copy(be, a->last + i * d, a->x + (int64_t)out_idx[i] * d, (size_t)d * sizeof(float), err));
+        TRY(op->rmsnorm(be, a->last, &m->output_norm, n_out, d, m->norm_eps, a->last, err));
+    }
     return op->matmul(be, &m->output, a->last, n_out, a->logits, err);
 }
 
