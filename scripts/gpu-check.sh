@@ -96,7 +96,8 @@
 #            8B and the 30B-A3B (AB_MODELS), AB_ROUNDS rounds (default 2) taking the variants in
 #            turn; AB_PP=1 adds pp512; AB_P=N runs N sequences of 128 + 128 at once (bench -P, the
 #            batcher: aggregate tok/s); AB_DEPTH=D measures after D tokens of context (bench -d); AB_TYPE=T the
-#            weights' type (default Q4_0; Q4_K_M for dev/patches/mvq-kquants-one-unit.diff); AB_TEMP=T
+#            weights' type (default Q4_0; Q4_K_M for dev/patches/mvq-kquants-one-unit.diff; MLX: the 8B's
+#            MLX affine4 g64 directory, the mlx step's, for every shape named); AB_TEMP=T
 #            sampled decode at temperature T (bench --temp). Last, `ab NAME steps`: how each variant's
 #            steps ran (op by op, recorded, replayed; a short run with CELER_GPU_STATS=1, not timed).
 #            base is the build step's own build (made
@@ -608,6 +609,12 @@ step_trace() {
     done
 }
 
+# ab's model of a shape into $f: a synthetic GGUF file of AB_TYPE, or with AB_TYPE=MLX the 8B's
+# MLX affine4 g64 directory (the mlx step's; the 8B's shape whatever the shape's name).
+ab_model() {
+    if [ "${AB_TYPE:-}" = MLX ]; then synth_mlx && f=$m; else synth_big "$1" "${AB_TYPE:-Q4_0}"; fi
+}
+
 # A variant's build: the tree itself, or a copy with its patches applied (built once per set).
 ab_build() {
     local patches=$1 dir
@@ -673,7 +680,7 @@ step_ab() {
     [ -n "${AB_TEMP:-}" ] && shape_args+=(--temp "$AB_TEMP") && what+=" T $AB_TEMP" # sampled decode
     for round in $(seq 1 "${AB_ROUNDS:-2}"); do
         for shape in ${AB_MODELS:-llama-3.1-8b qwen3-30b-a3b}; do
-            synth_big "$shape" "${AB_TYPE:-Q4_0}"
+            ab_model "$shape"
             for i in "${!names[@]}"; do
                 local log="$OUT/logs/ab-${names[$i]}-$shape-$round.txt"
                 env ${envsets[$i]} "${dirs[$i]}/celer" bench -m "$f" --backend cuda -p "$pp" -n 128 "${shape_args[@]}" \
@@ -690,7 +697,7 @@ step_ab() {
     # its tok/s alone once hid why decode ahead lost
     local steps=()
     for shape in ${AB_MODELS:-llama-3.1-8b qwen3-30b-a3b}; do
-        synth_big "$shape" "${AB_TYPE:-Q4_0}"
+        ab_model "$shape"
         for i in "${!names[@]}"; do
             steps[$i]+="$shape: $(env ${envsets[$i]} CELER_GPU_STATS=1 "${dirs[$i]}/celer" bench -m "$f" --backend cuda \
                 -p "$pp" -n 64 "${shape_args[@]}" -r 1 2>&1 | grep -m1 -o 'steps:[^;]*' |
