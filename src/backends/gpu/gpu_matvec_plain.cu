@@ -282,7 +282,7 @@ extern "C" celer_status celer_gpu_moe_router(celer_backend *be, const celer_weig
     gpu_backend *g = gpu_of(be);
     gpu_wdesc    d;
     int          f = -1;
-    unsigned    *count;
+    unsigned    *count = NULL;
     if (gpu_alive(g, err)) return err->code;
     if (!router_fuses(router, h, T, n_used, &d, &f)) { /* several tokens, a quantized router, many experts */
         if (gpu_matmul(be, router, h, T, logits, err)) return err->code;
@@ -304,7 +304,7 @@ extern "C" celer_status celer_gpu_norm_router(celer_backend *be, const float *x,
     gpu_backend  *g = gpu_of(be);
     gpu_wdesc     d;
     int           f = -1;
-    unsigned     *count;
+    unsigned     *count = NULL;
     const int64_t slices = (dim / 4 + PV_THREADS - 1) / PV_THREADS;
     if (gpu_alive(g, err)) return err->code;
     const uintptr_t at = (uintptr_t)x | (uintptr_t)h | (uintptr_t)norm->data;
