@@ -4,11 +4,12 @@
  * key and value row is read once per group, no score buffer grows with the context, and any
  * context length works.
  *
- * The dot products and value sums are written lane-wise (16 independent partial sums) so that
- * the compiler vectorizes them without reordering a float sum; they are compiled twice, for
- * baseline x86-64 and for AVX2 + FMA, and the backend's kernel level picks one. A tile's scores
- * are taken two query heads by two keys at a time (dot2x2: each operand loaded once for two
- * products, where one at a time loaded both for each), each sum in dot's order. */
+ * The dot products are written lane-wise (16 independent partial sums) so that the compiler
+ * vectorizes them without reordering a float sum, the value sums in GCC's 8-float vectors held
+ * across a tile's keys (tile_values); both are compiled twice, for baseline x86-64 and for AVX2 +
+ * FMA, and the backend's kernel level picks one. A tile's scores are taken two query heads by two
+ * keys at a time (dot2x2: each operand loaded once for two products, where one at a time loaded
+ * both for each), each sum in dot's order. */
 #include "backends/cpu/cpu_backend.h"
 
 #include "backends/cpu/matmul.h"
@@ -158,6 +159,7 @@ INLINE void attend_group(const attn_job *j, int64_t t, int64_t h0, int64_t ng, i
             float mx = m[g];
             for (int i = 0; i < n; i++) mx = sc[g][i] > mx ? sc[g][i] : mx;
             rescale[g] = mx > m[g]; /* a new maximum: what was summed so far is rescaled */
+            corr[g]    = 1.0f;
             if (rescale[g]) {
                 corr[g] = expf(m[g] - mx);
                 l[g] *= corr[g];
