@@ -105,20 +105,29 @@ static void run(const fmt *f, int reps, double copy_bw)
     free(ws), free(x), free(yc), free(yg);
 }
 
-/* An MLX affine 4-bit, group-64 matrix with bf16 scales, quantized from random values. */
-static fmt mlx_affine4(int64_t rows, int64_t k)
+/* An MLX matrix quantized from random values: affine 4-bit with groups of 64 and bf16 scales (the
+ * mlx-community default), or mxfp4 or nvfp4 (their own scales). */
+static fmt mlx_matrix(celer_hf_quant_mode mode, int64_t rows, int64_t k)
 {
-    celer_mlx_quant q = {.name = "bench", .mode = CELER_HF_QUANT_AFFINE, .bits = 4, .group_size = 64,
-                         .dtype = CELER_ST_BF16, .rows = rows, .cols = k};
+    const bool      affine = mode == CELER_HF_QUANT_AFFINE;
+    const uint32_t  group  = affine ? 64 : mode == CELER_HF_QUANT_NVFP4 ? 16 : 32;
+    celer_mlx_quant q      = {.name = "bench", .mode = mode, .bits = 4, .group_size = group, .dtype = CELER_ST_BF16,
+                              .rows = rows, .cols = k};
     celer_mlx_quant_shapes s;
     if (celer_mlx_quant_get_shapes(&q, &s, &err)) die("mlx shapes");
-    uint16_t *src = malloc((size_t)(rows * k) * 2);
-    for (int64_t i = 0; i < rows * k; i++) src[i] = celer_f32_to_bf16(uni() * 0.1f);
-    void *wq = malloc(s.weight_bytes), *sc = malloc(s.scales_bytes), *bi = malloc(s.biases_bytes);
-    if (celer_mlx_quantize_rows(&q, src, CELER_ST_BF16, 0, rows, wq, sc, bi, &err)) die("mlx quantize");
-    free(src);
-    fmt f = {"mlx affine4 g64", {.type = CELER_WEIGHT_MLX, .rows = rows, .cols = k, .data = wq, .mlx = q,
-                                 .mlx_data = {wq, s.weight_bytes, sc, s.scales_bytes, bi, s.biases_bytes}},
+    float    *src = malloc((size_t)(rows * k) * sizeof *src);
+    uint16_t *b16 = malloc((size_t)(rows * k) * 2);
+    for (int64_t i = 0; i < rows * k; i++) src[i] = uni() * 0.1f, b16[i] = celer_f32_to_bf16(src[i]);
+    void *wq = malloc(s.weight_bytes), *sc = malloc(s.scales_bytes);
+    void *bi = s.has_biases ? malloc(s.biases_bytes) : NULL;
+    /* affine quantizes in its scales' dtype; the fp modes from f32 */
+    if (celer_mlx_quantize_rows(&q, affine ? (const void *)b16 : src, affine ? CELER_ST_BF16 : CELER_ST_F32, 0, rows, wq,
+                                sc, bi, &err))
+        die("mlx quantize");
+    free(src), free(b16);
+    fmt f = {affine ? "mlx affine4 g64" : mode == CELER_HF_QUANT_MXFP4 ? "mlx mxfp4" : "mlx nvfp4",
+             {.type = CELER_WEIGHT_MLX, .rows = rows, .cols = k, .data = wq, .mlx = q,
+              .mlx_data = {wq, s.weight_bytes, sc, s.scales_bytes, bi, s.biases_bytes}},
              s.weight_bytes + s.scales_bytes + s.biases_bytes};
     return f;
 }
@@ -155,9 +164,13 @@ int main(int argc, char **argv)
             if (!strncmp(f.name, only, strlen(only)) && (!only_rows || rows == only_rows)) run(&f, reps, bw);
             free((void *)f.w.data);
         }
-        fmt m = mlx_affine4(rows, k);
-        if (!strncmp(m.name, only, strlen(only)) && (!only_rows || rows == only_rows)) run(&m, reps, bw);
-        free((void *)m.w.mlx_data.weight), free((void *)m.w.mlx_data.scales), free((void *)m.w.mlx_data.biases);
+        static const celer_hf_quant_mode modes[] = {CELER_HF_QUANT_AFFINE, CELER_HF_QUANT_MXFP4,
+                                                    CELER_HF_QUANT_NVFP4};
+        for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+            fmt m = mlx_matrix(modes[i], rows, k);
+            if (!strncmp(m.name, only, strlen(only)) && (!only_rows || rows == only_rows)) run(&m, reps, bw);
+            free((void *)m.w.mlx_data.weight), free((void *)m.w.mlx_data.scales), free((void *)m.w.mlx_data.biases);
+        }
     }
     harness_close();
     return 0;

@@ -5,7 +5,7 @@
  *     accumulation), GGUF types and MLX formats with f32 scales; MLX bf16 scales: 1e-2 (mlx
  *     rounds each dequantized value to bf16, the GPU kernel does not); steps of up to 32
  *     tokens of the formats with integer decode kernels (quantized GGUF types, MLX affine 4
- *     and 8 bits), which quantize the activations to ~15 bits (two 8-bit levels, the CPU
+ *     and 8 bits, mxfp4, nvfp4), which quantize the activations to ~15 bits (two 8-bit levels, the CPU
  *     backend's X32 format): the same bound against the product with the activations so
  *     quantized (by the CPU's reference quantizer), and 1e-3 against the f32 activations;
  *     longer steps of Q4_0 and Q8_0 on a device with integer matrix units (prefill, gpu_mmq.cu)
@@ -262,7 +262,8 @@ static void test_matmul_mlx_one(celer_hf_quant_mode mode, uint32_t bits, uint32_
     char desc[64];
     celer_mlx_quant_describe(&q, desc, sizeof desc);
     bool exact_dtype = dtype == CELER_ST_F32 || mode == CELER_HF_QUANT_NVFP4 || mode == CELER_HF_QUANT_MXFP4;
-    check_matmul(desc, &w, wd, exact_dtype ? 1e-5 : 1e-2, 2e-2, mode == CELER_HF_QUANT_AFFINE && (bits == 4 || bits == 8));
+    const bool int_decode = mode == CELER_HF_QUANT_AFFINE ? bits == 4 || bits == 8 : mode != CELER_HF_QUANT_MXFP8;
+    check_matmul(desc, &w, wd, exact_dtype ? 1e-5 : 1e-2, 2e-2, int_decode);
     /* an embedding looked up from the host arrays: mx.dequantize's values exactly */
     int32_t ids[3] = {0, (int32_t)rows - 1, 7};
     float  *rows_h = malloc(3 * (size_t)k * sizeof *rows_h), *dy = dev_zeros(3 * (size_t)k);

@@ -6,8 +6,8 @@
  * gpu_backend.h put them on 16-byte boundaries; Q5_K's are there as stored); up to
  * three weights of one input share a launch (celer_port_matmuls).
  *
- * Formats without a kernel here (F32, F16, BF16, MLX affine 2/3/5/6, mxfp4, mxfp8, nvfp4) take
- * the float decode kernel of gpu_matmul.cu. */
+ * Formats without a kernel here take float ones: F32, F16 and BF16 gpu_matvec_plain.cu's, MLX
+ * affine 2/3/5/6 and mxfp8 the decode kernel of gpu_matmul.cu. */
 #include "backends/gpu/gpu_kv.cuh"
 #include "backends/gpu/gpu_mvq_units.cuh"
 #include "backends/gpu/gpu_rope.cuh"

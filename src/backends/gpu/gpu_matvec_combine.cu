@@ -16,13 +16,17 @@
  * lane a round and asks for cmb_blocks blocks an SM: MVQ_UNROLL's registers for a second unit
  * that never comes left two (95 registers a lane for Q4_0), 264 of the 30B-A3B's 512 blocks
  * resident at the wait and the rest loading after it; Q4_0 and Q4_1 fit four (64 registers, no
- * spills: all 512), the others three. */
+ * spills: all 512), mxfp4 and nvfp4 two (at three their codes' tables spilled 34 and 98 bytes),
+ * the others three. */
 enum { MVQ_CMB = 8, CMB_THREADS = 32 * MVQ_CMB };
 template <int F> static __host__ __device__ constexpr bool cmb_kquant()
 {
     return F == GPU_Q5_K || F == GPU_Q4_K || F == GPU_Q6_K;
 }
-template <int F> static __host__ __device__ constexpr int cmb_blocks() { return F == GPU_Q4_0 || F == GPU_Q4_1 ? 4 : 3; }
+template <int F> static __host__ __device__ constexpr int cmb_blocks()
+{
+    return F == GPU_Q4_0 || F == GPU_Q4_1 ? 4 : F == GPU_MXFP4 || F == GPU_NVFP4 ? 2 : 3;
+}
 template <int F, int SD, bool ONE>
 __global__ void __launch_bounds__(CMB_THREADS, ONE ? cmb_blocks<F>() : 0)
     k_mmvq_combine(gpu_wdesc w, gpu_xq x, gpu_mv_sel sel, int K, const float *__restrict__ wts, float *__restrict__ out)

@@ -130,12 +130,13 @@ static __device__ __forceinline__ void x_pair(const xs_src<F> &x, int t, int64_t
 }
 
 /* 256 · (w · hi) + (w · lo) over the 32 values of x block a, word k of w against word k of hi
- * and of lo (X8: 256 · (w · hi), the activations to 8 bits). */
-template <bool X8> static __device__ __forceinline__ float dot32(const int w[8], const xblk &a)
+ * and of lo (X8: 256 · (w · hi), the activations to 8 bits); over words K0 .. K0 + NW - 1 only
+ * where a format scales parts of a block apart (nvfp4: 16 values, 4 words). */
+template <bool X8, int K0 = 0, int NW = 8> static __device__ __forceinline__ float dot32(const int w[8], const xblk &a)
 {
     int sh = 0, sl = 0;
 #pragma unroll
-    for (int k = 0; k < 8; k++) sh = gpu_dp4a(w[k], a.h[k], sh), sl = X8 ? 0 : gpu_dp4a(w[k], a.l[k], sl);
+    for (int k = K0; k < K0 + NW; k++) sh = gpu_dp4a(w[k], a.h[k], sh), sl = X8 ? 0 : gpu_dp4a(w[k], a.l[k], sl);
     return (float)(256 * sh + sl);
 }
 
@@ -145,6 +146,20 @@ static __device__ __forceinline__ void nibbles(uint4 q, int w[8])
     const uint32_t v[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
     for (int k = 0; k < 4; k++) w[k] = (int)(v[k] & M4), w[4 + k] = (int)((v[k] >> 4) & M4);
+}
+
+/* mxfp4 and nvfp4 codes (e2m1: a sign, two exponent bits, a mantissa bit), c_j at bits 4j of v,
+ * as signed bytes of twice their values (0, ±1, ±2, ±3, ±4, ±6, ±8, ±12: exact): codes 0..3 into
+ * *lo, 4..7 into *hi. Each magnitude looked up in a positive and a negative table of eight bytes,
+ * then each byte taken from the one its sign names (byte i of the negative one is byte 4 + i of
+ * the pair). */
+static __device__ __forceinline__ void e2m1_bytes(uint32_t v, int *lo, int *hi)
+{
+    const uint32_t P0 = 0x03020100u, P1 = 0x0c080604u; /* 0, 1, 2, 3, 4, 6, 8, 12 */
+    const uint32_t N0 = 0xfdfeff00u, N1 = 0xf4f8fafcu; /* their negatives */
+    const uint32_t m = v & 0x77777777u, s = ((v >> 1) & 0x44444444u) | 0x32103210u;
+    *lo = (int)gpu_prmt(gpu_prmt(P0, P1, m), gpu_prmt(N0, N1, m), s);
+    *hi = (int)gpu_prmt(gpu_prmt(P0, P1, m >> 16), gpu_prmt(N0, N1, m >> 16), s >> 16);
 }
 
 /* Bits 0..3 of h, each to bit 4 of its own byte. */
@@ -214,6 +229,9 @@ static __device__ __forceinline__ raw_unit unit_load(const gpu_wdesc &w, const u
         r.v[1]            = make_uint4(H.x, H.y, 0, 0);
         r.h[0]            = *(const uint32_t *)(row + w.scales_off + 16 * sb + q6k_scale_at(hf, 0, l0));
         r.h[1]            = ld_h16(row + w.scales_off + (w.cols >> 4) + 2 * sb); /* d: after the row's scales */
+    } else if (F == GPU_MXFP4 || F == GPU_NVFP4) { /* MLX_ROWS as stored: 16 bytes a 32-value chunk */
+        r.v[0] = ld_u4(row + 16 * u);
+        r.h[0] = F == GPU_MXFP4 ? row[w.scales_off + u] : ld_h16(row + w.scales_off + 2 * u); /* e8m0; two e4m3 */
     } else if (F == GPU_AFFINE4 || F == GPU_AFFINE8) { /* MLX_ROWS: a unit is a 32-value chunk */
         const int64_t g = mlx_group_of(w, u);
         if (F == GPU_AFFINE4) r.v[0] = ld_u4(row + 16 * u);
@@ -368,6 +386,28 @@ static __device__ __forceinline__ void units_dot(const gpu_wdesc &w, const raw_u
                 }
             }
         }
+    } else if (F == GPU_MXFP4 || F == GPU_NVFP4) { /* twice the codes' values, half the scales (exact) */
+        int   q[MVQ_ROWS][8];
+        float s0[MVQ_ROWS], s1[MVQ_ROWS]; /* values 0..15's scale, 16..31's */
+#pragma unroll
+        for (int i = 0; i < MVQ_ROWS; i++) {
+            const uint32_t v[4] = {r[i].v[0].x, r[i].v[0].y, r[i].v[0].z, r[i].v[0].w};
+#pragma unroll
+            for (int k = 0; k < 4; k++) e2m1_bytes(v[k], &q[i][2 * k], &q[i][2 * k + 1]);
+            if (F == GPU_MXFP4) s0[i] = s1[i] = 0.5f * dec_e8m0(r[i].h[0]);
+            else
+                s0[i] = 0.5f * (dec_e4m3(r[i].h[0] & 0xff) * w.gmul), s1[i] = 0.5f * (dec_e4m3(r[i].h[0] >> 8) * w.gmul);
+        }
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            if (t >= nt) continue;
+            const xblk a = load_x<X8>(x, t, u);
+#pragma unroll
+            for (int i = 0; i < MVQ_ROWS; i++) {
+                if (F == GPU_MXFP4) acc[i][t] += s0[i] * a.dd.x * dot32<X8>(q[i], a);
+                else acc[i][t] += a.dd.x * (s0[i] * dot32<X8, 0, 4>(q[i], a) + s1[i] * dot32<X8, 4, 4>(q[i], a));
+            }
+        }
     } else if (F == GPU_AFFINE4) { /* byte i: value i (low nibble) and i + 16 (MLX_ROWS), as Q4_0 */
         int   q[MVQ_ROWS][8];
         float sc[MVQ_ROWS], bi[MVQ_ROWS];
@@ -404,7 +444,8 @@ static __device__ __forceinline__ void units_load(const gpu_wdesc &w, const uint
 #define MVQ_FORMATS(ROW)                                                                                            \
     ROW(GPU_Q4_0, -1), ROW(GPU_Q4_1, -1), ROW(GPU_Q5_0, -1), ROW(GPU_Q5_1, -1), ROW(GPU_Q8_0, -1),                  \
         ROW(GPU_Q4_K, -1), ROW(GPU_Q5_K, -1), ROW(GPU_Q6_K, -1), ROW(GPU_AFFINE4, 0), ROW(GPU_AFFINE4, 1),          \
-        ROW(GPU_AFFINE4, 2), ROW(GPU_AFFINE8, 0), ROW(GPU_AFFINE8, 1), ROW(GPU_AFFINE8, 2)
+        ROW(GPU_AFFINE4, 2), ROW(GPU_AFFINE8, 0), ROW(GPU_AFFINE8, 1), ROW(GPU_AFFINE8, 2), ROW(GPU_MXFP4, -1),       \
+        ROW(GPU_NVFP4, -1)
 
 /* Such a table's row for a weight of format fmt and scales' dtype sdtype, or NULL. */
 template <typename R, size_t N> static inline const R *mvq_row(const R (&t)[N], int fmt, int sdtype)

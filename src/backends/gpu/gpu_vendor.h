@@ -668,6 +668,21 @@ static __device__ __forceinline__ int gpu_dp4a(int a, int b, int c)
 #endif
 }
 
+/* Byte i of the result: byte (s >> 4 i) & 7 of b:a (a's bytes 0 .. 3, b's 4 .. 7), for i < 4; the
+ * selectors' fourth bits must be clear (NVIDIA's PRMT reads a set one as "replicate the sign"). One
+ * instruction on NVIDIA; shifts and masks elsewhere. */
+static __device__ __forceinline__ uint32_t gpu_prmt(uint32_t a, uint32_t b, uint32_t s)
+{
+#if defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
+    return __byte_perm(a, b, s);
+#else
+    const uint64_t v = (uint64_t)b << 32 | a;
+    uint32_t       r = 0;
+    for (int i = 0; i < 4; i++) r |= (uint32_t)(v >> (8 * ((s >> (4 * i)) & 7)) & 0xffu) << (8 * i);
+    return r;
+#endif
+}
+
 /* Sum and max over aligned groups of 32 lanes (a whole warp on wave32, half of one on wave64). */
 static __device__ __forceinline__ float gpu_group32_sum(float v)
 {
