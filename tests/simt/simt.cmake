@@ -102,6 +102,14 @@ if(NOT CELER_SANITIZE AND NOT TARGET celer_gpu)
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   set_tests_properties(verify_simt_gfx90a PROPERTIES FIXTURES_REQUIRED models TIMEOUT 1200 LABELS simt
                                                      FAIL_REGULAR_EXPRESSION "disagreed with the")
+  # and of tiny MLX directories in mxfp4 (the integer decode kernels' e2m1 codes; heads of 32, whose
+  # outputs a wave64 target's attention makes in half its lanes), ~8 s each
+  add_test(NAME verify_simt_gfx90a_mxfp4
+           COMMAND sh -c "for m in tiny-llama-mlx-mxfp4 tiny-qwen3-mlx-mxfp4; do \"$0\" verify -m tests/data/mlx_dirs/$m --backend rocm --against cpu || exit 1; done"
+                   $<TARGET_FILE:celer-simt-gfx90a>
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(verify_simt_gfx90a_mxfp4 PROPERTIES TIMEOUT 600 LABELS simt
+                                                           FAIL_REGULAR_EXPRESSION "disagreed with the")
   # the self-checks made to fail (CELER_GPU_CHECK=bad): both AMD paths' notes said, each path left
   # off, and every result still right on the kernels left
   add_test(NAME test_gpu_ports_mfma16_spoiled COMMAND test_gpu_ports_mfma16 WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})

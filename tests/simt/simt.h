@@ -14,7 +14,9 @@
  * a kernel that hands the units their operands in other places gets wrong sums; WMMA operands
  * whose lane halves disagree, which the ISA forbids, are counted in simt_bad_operands). Threads
  * that wait at barriers not all of the block reach stop the test with a message (on a GPU: a
- * hang or wrong results). The runtime is the host's memory and does everything at once (below),
+ * hang or wrong results); a wave's collective that some of its lanes skip (a branch, or done)
+ * runs among those that reach it, as the GPU runs it with the others inactive, and a read of a
+ * lane that skipped it stops the test (on a GPU: an undefined value). The runtime is the host's memory and does everything at once (below),
  * so the whole backend runs: a test can open it as "rocm" and run tests/gpu's programs. */
 #ifndef CELER_TESTS_SIMT_H
 #define CELER_TESTS_SIMT_H
@@ -265,10 +267,12 @@ struct simt_fiber {
     std::unique_ptr<char[]> stack; /* SIMT_STACK bytes, untouched until used */
 };
 /* A wave's exchange, double-buffered: a collective's buffer is written again only after the next
- * collective's barrier, which every lane reaches after reading it. */
+ * collective's barrier, which every lane reaches after reading it. A lane that skips a collective
+ * (a branch the others took, or done) is absent from its buffer (simt_partial). */
 struct simt_wave {
     simt_barrier bar;
     int          parity[64];
+    bool         absent[2][64];
     uint64_t     word[2][64][16];
     unsigned     tile_gen[2]; /* the collective (bar.gen after it) whose tile tile[] holds, per buffer */
     double       tile[2][16][16];
@@ -366,6 +370,32 @@ static inline void simt_resume(simt_fiber &f)
 /* The block's dynamic shared memory (gpu_vendor.h's GPU_DYN_SHARED). */
 #define GPU_DYN_SHARED(T, name) T *name = (T *)simt.dyn.data()
 
+/* A collective some lanes of a wave wait at while each other lane of the wave is done or waits at
+ * the block's barrier: on the GPU those lanes are inactive (a branch the others did not take), so
+ * it completes among the lanes that came, the others absent from its buffer (a read of one is an
+ * undefined value: simt_from stops the test). Whether one completed. */
+static inline bool simt_partial(void)
+{
+    for (size_t wi = 0; wi < simt.waves.size(); wi++) {
+        simt_wave &w = simt.waves[wi];
+        const int  l0 = (int)wi * CELER_WARP, rest = (int)simt.fibers.size() - l0;
+        const int  n  = rest < CELER_WARP ? rest : CELER_WARP;
+        int        came = 0, p = -1;
+        bool       others_past = true;
+        for (int l = 0; l < n; l++) {
+            const simt_fiber &f = simt.fibers[(size_t)(l0 + l)];
+            if (f.wait_on == &w.bar) came++, p = w.parity[l] ^ 1; /* the buffer it wrote */
+            else others_past = others_past && (f.done || f.wait_on == &simt.block_bar);
+        }
+        if (!came || !others_past) continue;
+        for (int l = 0; l < n; l++)
+            if (simt.fibers[(size_t)(l0 + l)].wait_on != &w.bar) w.absent[p][l] = true, w.parity[l] ^= 1;
+        w.bar.count = 0, w.bar.gen++;
+        return true;
+    }
+    return false;
+}
+
 /* Runs fn as every thread (threads a block, whole waves) of every block of grid, with smem bytes
  * of dynamic shared memory. */
 static inline void simt_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> &fn)
@@ -385,7 +415,8 @@ static inline void simt_launch(dim3 grid, dim3 block, size_t smem, const std::fu
             for (unsigned bx = 0; bx < grid.x; bx++) {
                 simt.block     = dim3(bx, by, bz);
                 simt.block_bar = simt_barrier{0, 0};
-                for (simt_wave &w : simt.waves) w.bar = simt_barrier{0, 0}, memset(w.parity, 0, sizeof w.parity);
+                for (simt_wave &w : simt.waves)
+                    w.bar = simt_barrier{0, 0}, memset(w.parity, 0, sizeof w.parity), memset(w.absent, 0, sizeof w.absent);
                 for (int t = 0; t < threads; t++) {
                     simt_fiber &f = simt.fibers[(size_t)t];
                     f.tid = dim3((unsigned)t, 0, 0), f.done = false, f.wait_on = NULL;
@@ -399,7 +430,7 @@ static inline void simt_launch(dim3 grid, dim3 block, size_t smem, const std::fu
                         if (!f.wait_on || f.wait_on->gen != f.wait_gen) simt_resume(f);
                         left += !f.done;
                     }
-                    if (left > 0 && !simt.progress) {
+                    if (left > 0 && !simt.progress && !simt_partial()) {
                         fprintf(stderr, "simt: block (%u, %u, %u): every thread left waits at a barrier that not all "
                                 "reach\n", bx, by, bz);
                         exit(2);
@@ -442,6 +473,7 @@ static inline const uint64_t (*simt_exchange(const uint64_t *v, int n))[16]
     simt_wave &w    = simt.waves[threadIdx.x / CELER_WARP];
     const int  lane = (int)(threadIdx.x % CELER_WARP), p = w.parity[lane];
     w.parity[lane] ^= 1;
+    w.absent[p][lane] = false;
     memcpy(w.word[p][lane], v, (size_t)n * sizeof *v);
     simt_wait(w.bar, simt_lanes());
     return w.word[p];
@@ -457,6 +489,23 @@ static inline void simt_lane_there(int src)
     abort();
 }
 
+/* Whether lane l took part in the collective whose buffer is all. */
+static inline bool simt_came(const uint64_t (*all)[16], int l)
+{
+    const simt_wave &w = simt.waves[threadIdx.x / CELER_WARP];
+    return !w.absent[all == w.word[1]][l];
+}
+
+/* A read of lane src of the collective whose buffer is all, where src skipped it (inactive on the
+ * GPU: an undefined value). Stops the test. */
+static inline void simt_from(const uint64_t (*all)[16], int src)
+{
+    if (simt_came(all, src)) return;
+    fprintf(stderr, "simt: block (%u, %u, %u), thread %u read lane %d, which did not take part in the collective\n",
+            simt.block.x, simt.block.y, simt.block.z, threadIdx.x, src);
+    abort();
+}
+
 template <typename T> static inline T simt_shfl(T v, int src)
 {
     uint64_t u = 0;
@@ -464,6 +513,7 @@ template <typename T> static inline T simt_shfl(T v, int src)
     const uint64_t(*all)[16] = simt_exchange(&u, 1);
     src &= CELER_WARP - 1;
     simt_lane_there(src);
+    simt_from(all, src);
     T r;
     memcpy(&r, &all[src][0], sizeof r);
     return r;
@@ -475,7 +525,7 @@ static inline bool gpu_any(bool p)
 {
     const uint64_t u = p, (*all)[16] = simt_exchange(&u, 1);
     bool any = false;
-    for (int l = 0; l < simt_lanes(); l++) any = any || all[l][0];
+    for (int l = 0; l < simt_lanes(); l++) any = any || (simt_came(all, l) && all[l][0]); /* active lanes' */
     return any;
 }
 
@@ -557,6 +607,7 @@ template <typename V, typename F> static inline const double (*simt_tile(const u
 {
     simt_wave     &w = simt.waves[threadIdx.x / CELER_WARP];
     const int      p = (int)(all == w.word[1]);
+    for (int l = 0; l < simt_lanes(); l++) simt_from(all, l); /* the matrix units want the whole wave */
     if (w.tile_gen[p] != w.bar.gen) {
         w.tile_gen[p] = w.bar.gen;
         V a[16][32], bt[16][32]; /* A by rows, B by columns: both dotted along k */
