@@ -16,8 +16,9 @@
  * that wait at barriers not all of the block reach stop the test with a message (on a GPU: a
  * hang or wrong results); a wave's collective that some of its lanes skip (a branch, or done)
  * runs among those that reach it, as the GPU runs it with the others inactive, and a read of a
- * lane that skipped it stops the test (on a GPU: an undefined value). The runtime is the host's memory and does everything at once (below),
- * so the whole backend runs: a test can open it as "rocm" and run tests/gpu's programs. */
+ * lane that skipped it stops the test (on a GPU: an undefined value). The runtime is the host's
+ * memory and does everything at once (below), so the whole backend runs: a test can open it as
+ * "rocm" and run tests/gpu's programs. */
 #ifndef CELER_TESTS_SIMT_H
 #define CELER_TESTS_SIMT_H
 
@@ -415,8 +416,10 @@ static inline void simt_launch(dim3 grid, dim3 block, size_t smem, const std::fu
             for (unsigned bx = 0; bx < grid.x; bx++) {
                 simt.block     = dim3(bx, by, bz);
                 simt.block_bar = simt_barrier{0, 0};
-                for (simt_wave &w : simt.waves)
-                    w.bar = simt_barrier{0, 0}, memset(w.parity, 0, sizeof w.parity), memset(w.absent, 0, sizeof w.absent);
+                for (simt_wave &w : simt.waves) {
+                    w.bar = simt_barrier{0, 0};
+                    memset(w.parity, 0, sizeof w.parity), memset(w.absent, 0, sizeof w.absent);
+                }
                 for (int t = 0; t < threads; t++) {
                     simt_fiber &f = simt.fibers[(size_t)t];
                     f.tid = dim3((unsigned)t, 0, 0), f.done = false, f.wait_on = NULL;
