@@ -7,7 +7,7 @@
  * three weights of one input share a launch (celer_port_matmuls).
  *
  * Formats without a kernel here take float ones: F32, F16 and BF16 gpu_matvec_plain.cu's, MLX
- * affine 2/3/5/6 and mxfp8 the decode kernel of gpu_matmul.cu. */
+ * affine 2 and 5 bits and mxfp8 the decode kernel of gpu_matmul.cu. */
 #include "backends/gpu/gpu_kv.cuh"
 #include "backends/gpu/gpu_mvq_units.cuh"
 #include "backends/gpu/gpu_rope.cuh"
@@ -280,9 +280,12 @@ typedef void (*mmvq_fn)(mv_set, gpu_xq, int, int64_t, gpu_mv_sel);
  * scales without X8, which spilled 32 once the residual was read early). */
 enum { MVQ_SLICED = 4, MVQ_X8 = 5, MVQ_X8_SLICED = 6, MVQ_XS = 7, MVQ_WIDE = 11, MVQ_FNS = 13 };
 static int mvq_xs_of(int t1) { return MVQ_XS + (t1 ? t1 - MVQ_SLICED + 1 : 0); }
+/* (none where three blocks an SM spill: the e2m1 formats' tables 52 and 76 bytes on sm_90a) */
 template <int F, int SD, bool X8, bool IN = false> static constexpr mmvq_fn mvq_wide()
 {
-    if constexpr (F == GPU_Q4_K || F == GPU_Q5_K || (F == GPU_AFFINE8 && SD == 0 && !X8)) return NULL;
+    if constexpr (F == GPU_Q4_K || F == GPU_Q5_K || (F == GPU_AFFINE8 && SD == 0 && !X8) ||
+                  ((F == GPU_MXFP4 || F == GPU_NVFP4) && !X8))
+        return NULL;
     else return k_mmvq<F, 1, MVQ_KS, X8, SD, false, true, IN>;
 }
 #define MVQ_ROW(F, SD)                                                                                              \

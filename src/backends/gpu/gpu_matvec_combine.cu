@@ -16,8 +16,8 @@
  * lane a round and asks for cmb_blocks blocks an SM: MVQ_UNROLL's registers for a second unit
  * that never comes left two (95 registers a lane for Q4_0), 264 of the 30B-A3B's 512 blocks
  * resident at the wait and the rest loading after it; Q4_0 and Q4_1 fit four (64 registers, no
- * spills: all 512), mxfp4 and nvfp4 two (at three their codes' tables spilled 34 and 98 bytes),
- * the others three. */
+ * spills: all 512), mxfp4, nvfp4 and MLX affine 6-bit two (at three their codes' unpacking
+ * spilled 4 to 98 bytes), the others three. */
 enum { MVQ_CMB = 8, CMB_THREADS = 32 * MVQ_CMB };
 template <int F> static __host__ __device__ constexpr bool cmb_kquant()
 {
@@ -25,7 +25,7 @@ template <int F> static __host__ __device__ constexpr bool cmb_kquant()
 }
 template <int F> static __host__ __device__ constexpr int cmb_blocks()
 {
-    return F == GPU_Q4_0 || F == GPU_Q4_1 ? 4 : F == GPU_MXFP4 || F == GPU_NVFP4 ? 2 : 3;
+    return F == GPU_Q4_0 || F == GPU_Q4_1 ? 4 : F == GPU_MXFP4 || F == GPU_NVFP4 || F == GPU_AFFINE6 ? 2 : 3;
 }
 template <int F, int SD, bool ONE>
 __global__ void __launch_bounds__(CMB_THREADS, ONE ? cmb_blocks<F>() : 0)
