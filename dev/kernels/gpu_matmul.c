@@ -105,14 +105,16 @@ static void run(const fmt *f, int reps, double copy_bw)
     free(ws), free(x), free(yc), free(yg);
 }
 
-/* An MLX matrix quantized from random values: affine 4-bit with groups of 64 and bf16 scales (the
- * mlx-community default), or mxfp4 or nvfp4 (their own scales). */
-static fmt mlx_matrix(celer_hf_quant_mode mode, int64_t rows, int64_t k)
+/* An MLX matrix quantized from random values: affine of `bits` bits with groups of 64 and bf16
+ * scales (the mlx-community default), or mxfp4 or nvfp4 (their own scales; bits 4). */
+static fmt mlx_matrix(celer_hf_quant_mode mode, uint32_t bits, int64_t rows, int64_t k)
 {
+    static const char *const affine_names[] = {"", "", "", "mlx affine3 g64", "mlx affine4 g64", "",
+                                               "mlx affine6 g64"};
     const bool      affine = mode == CELER_HF_QUANT_AFFINE;
     const uint32_t  group  = affine ? 64 : mode == CELER_HF_QUANT_NVFP4 ? 16 : 32;
-    celer_mlx_quant q      = {.name = "bench", .mode = mode, .bits = 4, .group_size = group, .dtype = CELER_ST_BF16,
-                              .rows = rows, .cols = k};
+    celer_mlx_quant q      = {.name = "bench", .mode = mode, .bits = bits, .group_size = group,
+                              .dtype = CELER_ST_BF16, .rows = rows, .cols = k};
     celer_mlx_quant_shapes s;
     if (celer_mlx_quant_get_shapes(&q, &s, &err)) die("mlx shapes");
     float    *src = malloc((size_t)(rows * k) * sizeof *src);
@@ -125,7 +127,7 @@ static fmt mlx_matrix(celer_hf_quant_mode mode, int64_t rows, int64_t k)
                                 sc, bi, &err))
         die("mlx quantize");
     free(src), free(b16);
-    fmt f = {affine ? "mlx affine4 g64" : mode == CELER_HF_QUANT_MXFP4 ? "mlx mxfp4" : "mlx nvfp4",
+    fmt f = {affine ? affine_names[bits] : mode == CELER_HF_QUANT_MXFP4 ? "mlx mxfp4" : "mlx nvfp4",
              {.type = CELER_WEIGHT_MLX, .rows = rows, .cols = k, .data = wq, .mlx = q,
               .mlx_data = {wq, s.weight_bytes, sc, s.scales_bytes, bi, s.biases_bytes}},
              s.weight_bytes + s.scales_bytes + s.biases_bytes};
@@ -164,10 +166,13 @@ int main(int argc, char **argv)
             if (!strncmp(f.name, only, strlen(only)) && (!only_rows || rows == only_rows)) run(&f, reps, bw);
             free((void *)f.w.data);
         }
-        static const celer_hf_quant_mode modes[] = {CELER_HF_QUANT_AFFINE, CELER_HF_QUANT_MXFP4,
-                                                    CELER_HF_QUANT_NVFP4};
-        for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
-            fmt m = mlx_matrix(modes[i], rows, k);
+        static const struct {
+            celer_hf_quant_mode mode;
+            uint32_t            bits;
+        } mlx[] = {{CELER_HF_QUANT_AFFINE, 4}, {CELER_HF_QUANT_AFFINE, 3}, {CELER_HF_QUANT_AFFINE, 6},
+                   {CELER_HF_QUANT_MXFP4, 4},  {CELER_HF_QUANT_NVFP4, 4}};
+        for (size_t i = 0; i < sizeof mlx / sizeof mlx[0]; i++) {
+            fmt m = mlx_matrix(mlx[i].mode, mlx[i].bits, rows, k);
             if (!strncmp(m.name, only, strlen(only)) && (!only_rows || rows == only_rows)) run(&m, reps, bw);
             free((void *)m.w.mlx_data.weight), free((void *)m.w.mlx_data.scales), free((void *)m.w.mlx_data.biases);
         }
