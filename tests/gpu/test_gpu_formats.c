@@ -4,8 +4,8 @@
  *   - matmul vs the product in double of the CPU's reference dequantization: 1e-5 (f32
  *     accumulation), GGUF types and MLX formats with f32 scales; MLX bf16 scales: 1e-2 (mlx
  *     rounds each dequantized value to bf16, the GPU kernel does not); steps of up to 32
- *     tokens of the formats with integer decode kernels (quantized GGUF types, MLX affine 3,
- *     4, 6 and 8 bits, mxfp4, nvfp4), which quantize the activations to ~15 bits (two 8-bit levels, the CPU
+ *     tokens of the formats with integer decode kernels (quantized GGUF types, every MLX
+ *     affine width, mxfp4, nvfp4), which quantize the activations to ~15 bits (two 8-bit levels, the CPU
  *     backend's X32 format): the same bound against the product with the activations so
  *     quantized (by the CPU's reference quantizer), and 1e-3 against the f32 activations;
  *     longer steps of Q4_0 and Q8_0 on a device with integer matrix units (prefill, gpu_mmq.cu)
@@ -262,7 +262,7 @@ static void test_matmul_mlx_one(celer_hf_quant_mode mode, uint32_t bits, uint32_
     char desc[64];
     celer_mlx_quant_describe(&q, desc, sizeof desc);
     bool exact_dtype = dtype == CELER_ST_F32 || mode == CELER_HF_QUANT_NVFP4 || mode == CELER_HF_QUANT_MXFP4;
-    const bool int_decode = mode == CELER_HF_QUANT_AFFINE ? bits != 2 && bits != 5 : mode != CELER_HF_QUANT_MXFP8;
+    const bool int_decode = mode != CELER_HF_QUANT_MXFP8;
     check_matmul(desc, &w, wd, exact_dtype ? 1e-5 : 1e-2, 2e-2, int_decode);
     /* an embedding looked up from the host arrays: mx.dequantize's values exactly */
     int32_t ids[3] = {0, (int32_t)rows - 1, 7};
@@ -293,6 +293,8 @@ static void test_matmul_mlx(void)
     test_matmul_mlx_one(CELER_HF_QUANT_AFFINE, 8, 64, CELER_ST_BF16, false); /* each kernel's scales' dtype */
     test_matmul_mlx_one(CELER_HF_QUANT_AFFINE, 3, 64, CELER_ST_BF16, false); /* a format as stored, 16-bit pairs */
     test_matmul_mlx_one(CELER_HF_QUANT_AFFINE, 6, 32, CELER_ST_F16, false);
+    test_matmul_mlx_one(CELER_HF_QUANT_AFFINE, 2, 128, CELER_ST_BF16, false);
+    test_matmul_mlx_one(CELER_HF_QUANT_AFFINE, 5, 64, CELER_ST_F16, false);
     test_matmul_mlx_one(CELER_HF_QUANT_MXFP4, 4, 32, CELER_ST_BF16, false);
     test_matmul_mlx_one(CELER_HF_QUANT_MXFP8, 8, 32, CELER_ST_F32, false);
     test_matmul_mlx_one(CELER_HF_QUANT_NVFP4, 4, 16, CELER_ST_BF16, false);

@@ -7,7 +7,7 @@
  * three weights of one input share a launch (celer_port_matmuls).
  *
  * Formats without a kernel here take float ones: F32, F16 and BF16 gpu_matvec_plain.cu's, MLX
- * affine 2 and 5 bits and mxfp8 the decode kernel of gpu_matmul.cu. */
+ * mxfp8 the decode kernel of gpu_matmul.cu. */
 #include "backends/gpu/gpu_kv.cuh"
 #include "backends/gpu/gpu_mvq_units.cuh"
 #include "backends/gpu/gpu_rope.cuh"
@@ -276,14 +276,15 @@ typedef void (*mmvq_fn)(mv_set, gpu_xq, int, int64_t, gpu_mv_sel);
  * two one-token ones with X8; then the four one-token ones again with the activations staged in
  * shared memory (XS, at MVQ_XS + mvq_xs_of(the one-token index)); then the sliced ones WIDE,
  * without X8 and with it (NULL for Q4_K and Q5_K: at three blocks an SM Q5_K spilled 260-356
- * bytes, and Q4_K's sliced pass already loads a unit a round at two; and for MLX affine8 with f32
- * scales without X8, which spilled 32 once the residual was read early). */
+ * bytes, and Q4_K's sliced pass already loads a unit a round at two; and for MLX affine 5 and 8
+ * bits with f32 scales without X8, which spilled 36 and 32 (affine8 once the residual was read
+ * early)). */
 enum { MVQ_SLICED = 4, MVQ_X8 = 5, MVQ_X8_SLICED = 6, MVQ_XS = 7, MVQ_WIDE = 11, MVQ_FNS = 13 };
 static int mvq_xs_of(int t1) { return MVQ_XS + (t1 ? t1 - MVQ_SLICED + 1 : 0); }
 /* (none where three blocks an SM spill: the e2m1 formats' tables 52 and 76 bytes on sm_90a) */
 template <int F, int SD, bool X8, bool IN = false> static constexpr mmvq_fn mvq_wide()
 {
-    if constexpr (F == GPU_Q4_K || F == GPU_Q5_K || (F == GPU_AFFINE8 && SD == 0 && !X8) ||
+    if constexpr (F == GPU_Q4_K || F == GPU_Q5_K || ((F == GPU_AFFINE5 || F == GPU_AFFINE8) && SD == 0 && !X8) ||
                   ((F == GPU_MXFP4 || F == GPU_NVFP4) && !X8))
         return NULL;
     else return k_mmvq<F, 1, MVQ_KS, X8, SD, false, true, IN>;

@@ -248,15 +248,21 @@ static __device__ __forceinline__ raw_unit unit_load(const gpu_wdesc &w, const u
     } else if (F == GPU_MXFP4 || F == GPU_NVFP4) { /* MLX_ROWS as stored: 16 bytes a 32-value chunk */
         r.v[0] = ld_u4(row + 16 * u);
         r.h[0] = F == GPU_MXFP4 ? row[w.scales_off + u] : ld_h16(row + w.scales_off + 2 * u); /* e8m0; two e4m3 */
-    } else if (F == GPU_AFFINE3 || F == GPU_AFFINE4 || F == GPU_AFFINE6 || F == GPU_AFFINE8) {
-        /* MLX_ROWS: a unit is a 32-value chunk; 3 and 6 bits as stored (12 and 24 bytes a chunk: 4-
-         * and 8-byte aligned), three loads either way, the words in v[0] then v[1] */
+    } else if (F >= GPU_AFFINE2 && F <= GPU_AFFINE8) {
+        /* MLX_ROWS: a unit is a 32-value chunk; 2, 3, 5 and 6 bits as stored (8, 12, 20 and 24
+         * bytes a chunk: 8-, 4-, 4- and 8-byte aligned), the words in v[0] then v[1] */
         const int64_t g = mlx_group_of(w, u);
         if (F == GPU_AFFINE4) r.v[0] = ld_u4(row + 16 * u);
         else if (F == GPU_AFFINE8) r.v[0] = ld_u4(row + 32 * u), r.v[1] = ld_u4(row + 32 * u + 16);
-        else if (F == GPU_AFFINE3) {
+        else if (F == GPU_AFFINE2) {
+            const uint2 c = ld_u2(row + 8 * u);
+            r.v[0] = make_uint4(c.x, c.y, 0, 0);
+        } else if (F == GPU_AFFINE3) {
             const uint32_t *c = (const uint32_t *)(row + 12 * u);
             r.v[0] = make_uint4(c[0], c[1], c[2], 0);
+        } else if (F == GPU_AFFINE5) {
+            const uint32_t *c = (const uint32_t *)(row + 20 * u);
+            r.v[0] = make_uint4(c[0], c[1], c[2], c[3]), r.v[1] = make_uint4(c[4], 0, 0, 0);
         } else {
             const uint2 *c = (const uint2 *)(row + 24 * u);
             const uint2  a = c[0], b = c[1], d = c[2];
@@ -434,19 +440,21 @@ static __device__ __forceinline__ void units_dot(const gpu_wdesc &w, const raw_u
                 else acc[i][t] += a.dd.x * (s0[i] * dot32<X8, 0, 4>(q[i], a) + s1[i] * dot32<X8, 4, 4>(q[i], a));
             }
         }
-    } else if (F == GPU_AFFINE3 || F == GPU_AFFINE4 || F == GPU_AFFINE6) {
-        /* 4 bits: byte i holds value i (low nibble) and i + 16 (MLX_ROWS), as Q4_0; 3 and 6: as stored */
-        int   q[MVQ_ROWS][8];
-        float sc[MVQ_ROWS], bi[MVQ_ROWS];
+    } else if (F >= GPU_AFFINE2 && F <= GPU_AFFINE6) {
+        /* 4 bits: byte i holds value i (low nibble) and i + 16 (MLX_ROWS), as Q4_0; 2, 3, 5, 6: as stored */
+        constexpr int B = F == GPU_AFFINE2 ? 2 : F == GPU_AFFINE3 ? 3 : F == GPU_AFFINE5 ? 5 : 6;
+        int           q[MVQ_ROWS][8];
+        float         sc[MVQ_ROWS], bi[MVQ_ROWS];
 #pragma unroll
         for (int i = 0; i < MVQ_ROWS; i++) {
             if (F == GPU_AFFINE4) nibbles(r[i].v[0], q[i]);
-            else if (F == GPU_AFFINE3) {
-                const uint32_t wd[3] = {r[i].v[0].x, r[i].v[0].y, r[i].v[0].z};
-                bits_bytes<3>(wd, q[i]);
-            } else {
-                const uint32_t wd[6] = {r[i].v[0].x, r[i].v[0].y, r[i].v[0].z, r[i].v[0].w, r[i].v[1].x, r[i].v[1].y};
-                bits_bytes<6>(wd, q[i]);
+            else {
+                const uint32_t all[8] = {r[i].v[0].x, r[i].v[0].y, r[i].v[0].z, r[i].v[0].w,
+                                         r[i].v[1].x, r[i].v[1].y, r[i].v[1].z, r[i].v[1].w};
+                uint32_t       wd[B];
+#pragma unroll
+                for (int k = 0; k < B; k++) wd[k] = all[k];
+                bits_bytes<B>(wd, q[i]);
             }
             mlx_pair(r[i], w.sdtype, &sc[i], &bi[i]);
         }
@@ -480,7 +488,8 @@ static __device__ __forceinline__ void units_load(const gpu_wdesc &w, const uint
         ROW(GPU_Q4_K, -1), ROW(GPU_Q5_K, -1), ROW(GPU_Q6_K, -1), ROW(GPU_AFFINE4, 0), ROW(GPU_AFFINE4, 1),          \
         ROW(GPU_AFFINE4, 2), ROW(GPU_AFFINE8, 0), ROW(GPU_AFFINE8, 1), ROW(GPU_AFFINE8, 2), ROW(GPU_MXFP4, -1),       \
         ROW(GPU_NVFP4, -1), ROW(GPU_AFFINE3, 0), ROW(GPU_AFFINE3, 1), ROW(GPU_AFFINE3, 2), ROW(GPU_AFFINE6, 0),        \
-        ROW(GPU_AFFINE6, 1), ROW(GPU_AFFINE6, 2)
+        ROW(GPU_AFFINE6, 1), ROW(GPU_AFFINE6, 2), ROW(GPU_AFFINE2, 0), ROW(GPU_AFFINE2, 1), ROW(GPU_AFFINE2, 2),      \
+        ROW(GPU_AFFINE5, 0), ROW(GPU_AFFINE5, 1), ROW(GPU_AFFINE5, 2)
 
 /* Such a table's row for a weight of format fmt and scales' dtype sdtype, or NULL. */
 template <typename R, size_t N> static inline const R *mvq_row(const R (&t)[N], int fmt, int sdtype)
