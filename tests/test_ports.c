@@ -35,12 +35,12 @@ static int walk(void)
     }
     CHECK(n >= 3);
     /* the ports the forward pass uses are in the list */
-    bool add = false, rope = false, mm = false, rt = false, ma = false, mg = false, nr = false;
+    bool add = false, rope = false, mm = false, rt = false, ma = false, mg = false, nr = false, fa = false;
     for (const celer_port *const *pp = celer_ports; *pp; pp++)
         add |= *pp == &celer_port_add_rmsnorm, rope |= *pp == &celer_port_attn_inputs, mm |= *pp == &celer_port_matmuls,
             rt |= *pp == &celer_port_moe_router, ma |= *pp == &celer_port_matmul_add, mg |= *pp == &celer_port_matmul_glu,
-            nr |= *pp == &celer_port_norm_router;
-    CHECK(add && rope && mm && rt && ma && mg && nr);
+            nr |= *pp == &celer_port_norm_router, fa |= *pp == &celer_port_moe_ffn_add;
+    CHECK(add && rope && mm && rt && ma && mg && nr && fa);
     printf("test_ports: %d ports walked\n", n);
     return 0;
 }

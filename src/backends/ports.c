@@ -70,9 +70,17 @@ const celer_port celer_port_norm_router = {
     .impl     = {GPU_SLOT(celer_gpu_norm_router)},
 };
 
+const celer_port celer_port_moe_ffn_add = {
+    .name     = "moe_ffn_add",
+    .does     = "adds an MoE layer's output to the residual stream as its last products make it",
+    .fallback = "moe_ffn, then add",
+    .impl     = {GPU_SLOT(celer_gpu_moe_ffn_add)},
+};
+
 const celer_port *const celer_ports[] = {&celer_port_add_rmsnorm, &celer_port_attn_inputs, &celer_port_qkv_inputs,
                                          &celer_port_matmuls,     &celer_port_matmul_glu,   &celer_port_matmul_add,
-                                         &celer_port_moe_router,  &celer_port_norm_router,  NULL};
+                                         &celer_port_moe_router,  &celer_port_norm_router,  &celer_port_moe_ffn_add,
+                                         NULL};
 
 static const char *const KIND_NAMES[CELER_BACKEND_KIND_COUNT] = {"cpu", "cuda", "rocm"};
 

@@ -79,6 +79,14 @@ typedef celer_status (*celer_norm_router_fn)(celer_backend *be, const float *x, 
                                              int64_t n_used, bool renorm, int32_t *ids, float *w, celer_error *err);
 extern const celer_port celer_port_norm_router;
 
+/* y (T, d) += moe_ffn(x) (the backend's moe_ffn on x, as it writes out): an MoE layer's output
+ * added to the residual stream by the kernels that make it, where they can; tmp (T, d) is the
+ * backend's to use. Fallback: moe_ffn into tmp, then add. */
+typedef celer_status (*celer_moe_ffn_add_fn)(celer_backend *be, const celer_moe *moe, const float *x, int64_t T,
+                                             const int32_t *ids, const float *w, int64_t n_used, celer_act act,
+                                             float *y, float *tmp, celer_error *err);
+extern const celer_port celer_port_moe_ffn_add;
+
 /* Every port, for tests and `celer info`; NULL-terminated. */
 extern const celer_port *const celer_ports[];
 

@@ -223,15 +223,24 @@ static celer_status moe_input(const celer_model *m, celer_backend *be, int64_t T
     return op->moe_route(be, a->router, T, l->moe.n_expert, k, m->moe_renorm, a->ids, a->ew, err);
 }
 
-/* A mixture-of-experts FFN on the normed input a->h routed by moe_input, into a->o: the
- * router's top experts, weighted, plus (qwen2moe) the shared expert scaled by its sigmoid gate. */
-static celer_status moe_block(const celer_model *m, celer_backend *be, int64_t T, int32_t il, celer_acts *a,
+/* A mixture-of-experts FFN on the normed input a->h routed by moe_input: the router's top
+ * experts, weighted, plus (qwen2moe) the shared expert scaled by its sigmoid gate; added to x by
+ * the experts' own kernels where the backend can and there is no shared expert (*pend false), else
+ * left in a->o (*pend true). */
+static celer_status moe_block(const celer_model *m, celer_backend *be, int64_t T, int32_t il, celer_acts *a, bool *pend,
                               celer_error *err)
 {
     const celer_backend_ops *op = be->ops;
     const celer_layer       *l  = &m->layers[il];
     int64_t                  d = m->hp.n_embd, k = m->hp.n_expert_used;
+    celer_port_fn            fn;
+    celer_error              none;
     if (a->trace) TRY(trace_router(m, be, T, il, a, err));
+    *pend = true;
+    if (!l->w_gate.data && !celer_port_select(&celer_port_moe_ffn_add, op->kind, &fn, &none)) {
+        *pend = false;
+        return ((celer_moe_ffn_add_fn)fn)(be, &l->moe, a->h, T, a->ids, a->ew, k, m->arch->act, a->x, a->o, err);
+    }
     TRY(op->moe_ffn(be, &l->moe, a->h, T, a->ids, a->ew, k, m->arch->act, a->o, err));
     if (l->w_gate.data) {
         int64_t fs = l->w_gate.rows;
@@ -247,16 +256,14 @@ static celer_status moe_block(const celer_model *m, celer_backend *be, int64_t T
 }
 
 /* The FFN on x (pend: as norm_matmuls), its output added or pending (out_product; an MoE
- * layer's, pending). */
+ * layer's as moe_block says). */
 static celer_status ffn_block(const celer_model *m, celer_backend *be, int64_t T, int32_t il, celer_acts *a, bool *pend,
                               celer_error *err)
 {
     const celer_layer *l = &m->layers[il];
     if (l->moe.n_expert) {
         TRY(moe_input(m, be, T, il, *pend, a, err));
-        TRY(moe_block(m, be, T, il, a, err));
-        *pend = true;
-        return CELER_OK;
+        return moe_block(m, be, T, il, a, pend, err);
     }
     TRY(norm_matmuls(m, be, T, &l->ffn_norm, *pend, NULL, 0, NULL, a, err));
     TRY(matmul_glu(be, &l->w_gate, &l->w_up, a->h, T, m->arch->act, a->gate, a->up, err));

@@ -9,7 +9,8 @@
  *     (8 tokens and more) grouped by expert on the device and not (CELER_GPU_MOE_GROUP=0), both
  *     within the CPU's bound; the decode path's down products summing their selections
  *     themselves against the two launches they replace (CELER_GPU_MOE_COMBINE=0), and its gate
- *     and up products and GLU in one launch against three (CELER_GPU_GLU_FUSE=0), bit for bit.
+ *     and up products and GLU in one launch against three (CELER_GPU_GLU_FUSE=0), bit for bit;
+ *     the port moe_ffn_add (those down products adding to the residual) as moe_ffn then add.
  * Run on a machine with a GPU (scripts/gpu-check.sh); built only with CELER_CUDA or CELER_HIP. */
 #include "backends/ports.h"
 
@@ -113,6 +114,56 @@ static void test_moe_stacked(celer_ggml_type t, int64_t T, int64_t ff, int sms)
     for (int v = 0; v < N_VARIANTS; v++) free(variant[v].out);
     free(logits), free(wc), free(ic), free(x), free(oc), free(og);
     for (int i = 0; i < 3; i++) free(raw[i]);
+}
+
+/* The port moe_ffn_add (an MoE step's output added to the residual stream by its combining
+ * down products) on backend b against b's moe_ffn then add, bit for bit, over stacked experts
+ * (stacked_ffn's): decode steps take the combining kernel with its add, a batch grouped on the
+ * device and a backend without the combining kernel the port's fallback. */
+static void test_moe_ffn_add(celer_backend *b, celer_ggml_type t, int64_t T, int64_t ff)
+{
+    celer_backend *was = gpu;
+    gpu                = b;
+    celer_port_fn fn;
+    CHECK(celer_port_select(&celer_port_moe_ffn_add, gpu->ops->kind, &fn, &err) == CELER_OK);
+    void *raw[3] = {random_weights(t, SE * ff, SD, 0.1f), random_weights(t, SE * ff, SD, 0.1f),
+                    random_weights(t, SE * SD, ff, 0.1f)};
+    celer_weight st[3] = {{.type = t, .rows = SE * ff, .cols = SD, .data = raw[0]},
+                          {.type = t, .rows = SE * ff, .cols = SD, .data = raw[1]},
+                          {.type = t, .rows = SE * SD, .cols = ff, .data = raw[2]}};
+    celer_weight gg[SE], ug[SE], dg[SE];
+    for (int i = 0; i < 3; i++) CHECK(gpu->ops->weight_load(gpu, &st[i], &err) == CELER_OK);
+    for (int e = 0; e < SE; e++) {
+        CHECK(gpu->ops->weight_view(gpu, &st[0], e * ff, ff, &gg[e], &err) == CELER_OK);
+        CHECK(gpu->ops->weight_view(gpu, &st[1], e * ff, ff, &ug[e], &err) == CELER_OK);
+        CHECK(gpu->ops->weight_view(gpu, &st[2], e * SD, SD, &dg[e], &err) == CELER_OK);
+    }
+    celer_moe mg     = {SE, ff, gg, ug, dg};
+    float    *logits = malloc((size_t)(T * SE) * 4), *wc = malloc((size_t)(T * SK) * 4);
+    int32_t  *ic     = malloc((size_t)(T * SK) * 4);
+    float    *x = malloc((size_t)(T * SD) * 4), *y = malloc((size_t)(T * SD) * 4), *h[2];
+    random_fill(logits, T * SE, 3.0f), random_fill(x, T * SD, 1.0f), random_fill(y, T * SD, 2.0f);
+    CHECK(cpu->ops->moe_route(cpu, logits, T, SE, SK, true, ic, wc, &err) == CELER_OK);
+    float   *dx = dev_copy(x, (size_t)(T * SD) * 4), *dw = dev_copy(wc, (size_t)(T * SK) * 4), *dy[2], *dt[2];
+    int32_t *di = (int32_t *)dev_copy(ic, (size_t)(T * SK) * 4);
+    for (int v = 0; v < 2; v++) {
+        dy[v] = dev_copy(y, (size_t)(T * SD) * 4), dt[v] = dev_zeros((size_t)(T * SD));
+        h[v]  = malloc((size_t)(T * SD) * 4);
+    }
+    CHECK(((celer_moe_ffn_add_fn)fn)(gpu, &mg, dx, T, di, dw, SK, CELER_ACT_SILU, dy[0], dt[0], &err) == CELER_OK);
+    CHECK(gpu->ops->moe_ffn(gpu, &mg, dx, T, di, dw, SK, CELER_ACT_SILU, dt[1], &err) == CELER_OK);
+    CHECK(gpu->ops->add(gpu, dy[1], dt[1], T * SD, &err) == CELER_OK);
+    for (int v = 0; v < 2; v++) to_host(dy[v], h[v], (size_t)(T * SD) * 4);
+    const bool same = !memcmp(h[0], h[1], (size_t)(T * SD) * 4), moved = memcmp(h[0], y, (size_t)(T * SD) * 4) != 0;
+    if (!same || !moved)
+        fprintf(stderr, "  moe_ffn_add %s T=%lld ff=%lld: %s\n", celer_ggml_type_get(t)->name, (long long)T,
+                (long long)ff, !moved ? "y unchanged" : "differs from moe_ffn then add");
+    CHECK(same && moved);
+    gpu->ops->release(gpu, dx), gpu->ops->release(gpu, dw), gpu->ops->release(gpu, di);
+    for (int v = 0; v < 2; v++) gpu->ops->release(gpu, dy[v]), gpu->ops->release(gpu, dt[v]), free(h[v]);
+    free(logits), free(wc), free(ic), free(x), free(y);
+    for (int i = 0; i < 3; i++) free(raw[i]);
+    gpu = was;
 }
 
 /* MoE routing of E experts to K a token, against the CPU's: the same choices in the same order
@@ -331,6 +382,12 @@ int main(void)
      * other form: two units a lane a round) */
     test_moe_stacked(CELER_GGML_Q4_0, 1, 2048, facts.compute_units);
     test_moe_stacked(CELER_GGML_Q8_0, 3, 2048, facts.compute_units);
+    test_moe_ffn_add(gpu, CELER_GGML_Q4_0, 1, SFF);   /* the combining kernel's add */
+    test_moe_ffn_add(gpu, CELER_GGML_Q8_0, 3, 2048);
+    test_moe_ffn_add(gpu, CELER_GGML_Q4_K, 2, SFF);
+    test_moe_ffn_add(gpu, CELER_GGML_Q4_0, 32, SFF);  /* grouped on the device: the fallback */
+    test_moe_ffn_add(gpu, CELER_GGML_Q8_0, 300, SFF); /* grouped on the host: the fallback */
+    if (variant[1].be) test_moe_ffn_add(variant[1].be, CELER_GGML_Q4_0, 1, SFF); /* no combining kernel */
     for (int v = 0; v < N_VARIANTS; v++) celer_backend_destroy(variant[v].be);
     return gpu_test_close("test_gpu_moe");
 }

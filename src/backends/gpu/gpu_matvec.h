@@ -176,14 +176,14 @@ bool         gpu_matvec_q8_inputs_has(int fmt);
 
 /* Whether a MoE decode step of K selections a token can take gpu_matvec_q8_combine. */
 bool         gpu_matvec_q8_combines(int64_t K);
-/* out (T, w.rows) = Σ_j wts[t K + j] · (selection t K + j's product): a MoE decode step's last
- * products and their weighted sum (gpu_moe.cu's k_combine) in one launch, over the T K
- * selections of sel (per_x 1: selection n reads activation row n), K at most a few
- * (gpu_matvec_q8_combines); the same values as gpu_matvec_q8_sel then k_combine where the former
- * runs unsliced. */
+/* out (T, w.rows) = Σ_j wts[t K + j] · (selection t K + j's product) (with add: out += that sum, one
+ * rounding): a MoE decode step's last products and their weighted sum (gpu_moe.cu's k_combine) in
+ * one launch, over the T K selections of sel (per_x 1: selection n reads activation row n), K at
+ * most a few (gpu_matvec_q8_combines); the same values as gpu_matvec_q8_sel then k_combine where
+ * the former runs unsliced. */
 celer_status gpu_matvec_q8_combine(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq,
                                    const gpu_mv_sel *sel, int64_t T, int64_t K, const float *wts, float *out,
-                                   celer_error *err);
+                                   bool add, celer_error *err);
 
 /* h (T, wg.rows) = act(x̂ · wgᵀ) · (x̂ · wuᵀ), one-token passes of T tokens (or with sel, its T
  * selections), and h quantized on the way out (gpu_xq_held) where wg.rows is a multiple of 32:

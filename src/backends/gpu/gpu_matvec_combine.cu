@@ -17,7 +17,9 @@
  * that never comes left two (95 registers a lane for Q4_0), 264 of the 30B-A3B's 512 blocks
  * resident at the wait and the rest loading after it; Q4_0 and Q4_1 fit four (64 registers, no
  * spills: all 512), mxfp4, nvfp4 and MLX affine 6-bit two (at three their codes' unpacking
- * spilled 4 to 98 bytes), the others three. */
+ * spilled 4 to 98 bytes), the others three. With add, the sums are added to out (the residual
+ * stream: out[t] + Σ, one rounding, as the next norm's x + o would add them), its values read
+ * before the wait with the selections: the o-product that last wrote them ran kernels before. */
 enum { MVQ_CMB = 8, CMB_THREADS = 32 * MVQ_CMB };
 template <int F> static __host__ __device__ constexpr bool cmb_kquant()
 {
@@ -29,7 +31,8 @@ template <int F> static __host__ __device__ constexpr int cmb_blocks()
 }
 template <int F, int SD, bool ONE>
 __global__ void __launch_bounds__(CMB_THREADS, ONE ? cmb_blocks<F>() : 0)
-    k_mmvq_combine(gpu_wdesc w, gpu_xq x, gpu_mv_sel sel, int K, const float *__restrict__ wts, float *__restrict__ out)
+    k_mmvq_combine(gpu_wdesc w, gpu_xq x, gpu_mv_sel sel, int K, const float *__restrict__ wts, float *__restrict__ out,
+                   int add)
 {
     gpu_dep_deferred(); /* the selections, their weights and a warp's first units are read before the wait */
     __shared__ float part[MVQ_CMB][MVQ_ROWS], wj[MVQ_CMB];
@@ -37,6 +40,8 @@ __global__ void __launch_bounds__(CMB_THREADS, ONE ? cmb_blocks<F>() : 0)
     constexpr int U    = ONE || cmb_kquant<F>() ? 1 : MVQ_UNROLL;
     const int64_t t    = blockIdx.y, r0 = (int64_t)blockIdx.x * MVQ_ROWS, nu = units<F>(w.cols);
     const int     lane = threadIdx.x % CELER_WARP, wib = threadIdx.x / CELER_WARP, nwv = CMB_THREADS / CELER_WARP;
+    const bool    mine = (int)threadIdx.x < MVQ_ROWS && r0 + (int)threadIdx.x < w.rows; /* writes an output */
+    const float   was  = add && mine ? out[t * w.rows + r0 + threadIdx.x] : 0.0f;
     if ((int)threadIdx.x < K) wj[threadIdx.x] = wts[t * K + threadIdx.x];
     bool entered = false;
     for (int j = wib; j < K; j += nwv) {
@@ -70,13 +75,13 @@ __global__ void __launch_bounds__(CMB_THREADS, ONE ? cmb_blocks<F>() : 0)
     if (!entered) gpu_dep_enter();
     __syncthreads();
     const int i = (int)threadIdx.x;
-    if (i >= MVQ_ROWS || r0 + i >= w.rows) return;
+    if (!mine) return;
     float s = 0.0f;
     for (int j = 0; j < K; j++) s = __fmaf_rn(wj[j], part[j][i], s);
-    out[t * w.rows + r0 + i] = s;
+    out[t * w.rows + r0 + i] = add ? __fadd_rn(was, s) : s;
 }
 
-typedef void (*cmb_fn)(gpu_wdesc, gpu_xq, gpu_mv_sel, int, const float *, float *);
+typedef void (*cmb_fn)(gpu_wdesc, gpu_xq, gpu_mv_sel, int, const float *, float *, int);
 /* ONE where it fits its blocks an SM without spilling (ptxas, sm_90: 64 registers for Q4_0 and
  * Q4_1, 78-80 for the others at three; at three Q4_K spilled 244 bytes, Q5_K 448, MLX 8-bit with
  * f32 scales 32), else none. */
@@ -95,7 +100,7 @@ bool gpu_matvec_q8_combines(int64_t K) { return K >= 1 && K <= MVQ_CMB; }
 
 celer_status gpu_matvec_q8_combine(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq,
                                    const gpu_mv_sel *sel, int64_t T, int64_t K, const float *wts, float *out,
-                                   celer_error *err)
+                                   bool add, celer_error *err)
 {
     const auto  *row = mvq_row(CMB, fmt, w->sdtype);
     const bool   one = w->cols / 32 <= g->prop.warpSize;
@@ -109,5 +114,5 @@ celer_status gpu_matvec_q8_combine(gpu_backend *g, const gpu_wdesc *w, int fmt, 
                           (long long)T);
     if (gpu_grid(g, w->rows, MVQ_ROWS, &blocks, "matvec_q8 combine", err)) return err->code;
     return GPU_LAUNCH_KEEPING_XQ(g, err, "matvec_q8 combine", fn, dim3(blocks, (unsigned)T), CMB_THREADS, 0, *w, *xq,
-                                 *sel, (int)K, wts, out);
+                                 *sel, (int)K, wts, out, (int)add);
 }

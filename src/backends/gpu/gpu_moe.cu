@@ -16,6 +16,10 @@
 #include "backends/gpu/gpu_mmq.h"
 #include "backends/gpu/gpu_route.cuh"
 
+extern "C" {
+#include "backends/gpu/gpu_ports.h"
+}
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,7 +98,7 @@ static bool stacked(const celer_weight *ws, int64_t n, gpu_wdesc *d, int *fmt)
  * 41 decided positions (the router turns small differences into other experts). */
 static celer_status moe_ffn_device(gpu_backend *g, const celer_moe *moe, const float *x, int64_t T,
                                    const int32_t *ids, const float *w, int64_t K, celer_act act, float *out,
-                                   const gpu_wdesc dw[3], const int fw[3], celer_error *err)
+                                   bool add, const gpu_wdesc dw[3], const int fw[3], celer_error *err)
 {
     const int64_t ff = moe->n_ff, d = moe->down[0].rows, N = T * K;
     gpu_buf      *b_gate = &g->moe[3], *b_up = &g->moe[4], *b_ys = &g->moe[5];
@@ -113,7 +117,9 @@ static celer_status moe_ffn_device(gpu_backend *g, const celer_moe *moe, const f
         return err->code;
     if (gpu_quant_x(g, G, N, ff, false, &xq, err)) return err->code;
     if (g->moe_combine && gpu_matvec_q8_combines(K)) /* the down products and their sum: one launch */
-        return gpu_matvec_q8_combine(g, &dw[2], fw[2], &xq, &each, T, K, w, out, err);
+        return gpu_matvec_q8_combine(g, &dw[2], fw[2], &xq, &each, T, K, w, out, add, err);
+    if (add) return celer_fail(err, CELER_ERR_INVALID, "%s: an MoE step added in place off the combining kernel",
+                               CELER_GPU_NAME);
     if (gpu_matvec_q8_sel(g, &dw[2], 1, fw[2], &xq, N, &each, N, &Y, err)) return err->code;
     return GPU_LAUNCH(g, err, "moe combine", k_combine, gpu_blocks(T * d, THREADS), THREADS, 0, Y,
                       (const int32_t *)NULL, w, T, K, d, out);
@@ -286,27 +292,47 @@ static celer_status per_expert(gpu_backend *g, const celer_moe *moe, const float
     return CELER_OK;
 }
 
+/* The path a step of T tokens, K experts a token, takes: decode-sized ones on the device (each
+ * pair in place, or grouped by expert there), others grouped on the host; dw and fw the
+ * projections' descriptors and formats, *st whether the experts are stacked (every device path's
+ * need, and the host path's batch kernel's). */
+typedef enum { MOE_IN_PLACE, MOE_GROUPED_DEVICE, MOE_HOST } moe_path;
+
+static moe_path moe_path_of(const gpu_backend *g, const celer_moe *moe, int64_t T, int64_t K, gpu_wdesc dw[3],
+                            int fw[3], bool *st)
+{
+    const int64_t E = moe->n_expert;
+    *st = stacked(moe->gate, E, &dw[0], &fw[0]) && stacked(moe->up, E, &dw[1], &fw[1]) &&
+          stacked(moe->down, E, &dw[2], &fw[2]) && fw[0] == fw[1] && dw[0].cols == dw[1].cols && dw[2].cols == moe->n_ff;
+    if (T * K > MOE_DEVICE_MAX || !*st) return MOE_HOST;
+    return g->moe_group > 0 && T >= g->moe_group && E <= GROUP_E_MAX && gpu_mmq_tiles_has(g, fw[0]) &&
+                   gpu_mmq_tiles_has(g, fw[2])
+               ? MOE_GROUPED_DEVICE
+               : MOE_IN_PLACE;
+}
+
+static celer_status moe_check(const celer_moe *moe, int64_t K, celer_error *err)
+{
+    if (moe->n_expert <= 0 || moe->n_expert > 1024 || K <= 0 || K > moe->n_expert)
+        return celer_fail(err, CELER_ERR_INVALID, "%s: MoE of %lld experts (1 to 1024), %lld per token",
+                          CELER_GPU_NAME, (long long)moe->n_expert, (long long)K);
+    return CELER_OK;
+}
+
 celer_status gpu_moe_ffn(celer_backend *be, const celer_moe *moe, const float *x, int64_t T, const int32_t *ids,
                          const float *w, int64_t n_used, celer_act act, float *out, celer_error *err)
 {
     gpu_backend *g = gpu_of(be);
     int64_t      E = moe->n_expert, ff = moe->n_ff, d = moe->down[0].rows, K = n_used, N = T * K;
-    if (gpu_alive(g, err)) return err->code;
-    if (E <= 0 || E > 1024 || K <= 0 || K > E)
-        return celer_fail(err, CELER_ERR_INVALID, "%s: MoE of %lld experts (1 to 1024), %lld per token",
-                          CELER_GPU_NAME, (long long)E, (long long)K);
+    if (gpu_alive(g, err) || moe_check(moe, K, err)) return err->code;
     if (T <= 0) return CELER_OK;
-    gpu_wdesc  dw[3];
-    int        fw[3];
-    const bool st = stacked(moe->gate, E, &dw[0], &fw[0]) && stacked(moe->up, E, &dw[1], &fw[1]) &&
-                    stacked(moe->down, E, &dw[2], &fw[2]) && fw[0] == fw[1] && dw[0].cols == dw[1].cols &&
-                    dw[2].cols == ff;
-    if (N <= MOE_DEVICE_MAX && st) { /* decode-sized: the choices stay on the device */
-        if (g->moe_group > 0 && T >= g->moe_group && E <= GROUP_E_MAX && gpu_mmq_tiles_has(g, fw[0]) &&
-            gpu_mmq_tiles_has(g, fw[2]))
-            return moe_ffn_grouped_device(g, x, T, ids, w, K, E, d, ff, act, out, dw, fw, err);
-        return moe_ffn_device(g, moe, x, T, ids, w, K, act, out, dw, fw, err);
-    }
+    gpu_wdesc      dw[3];
+    int            fw[3];
+    bool           st;
+    const moe_path path = moe_path_of(g, moe, T, K, dw, fw, &st);
+    if (path == MOE_GROUPED_DEVICE) /* decode-sized: the choices stay on the device */
+        return moe_ffn_grouped_device(g, x, T, ids, w, K, E, d, ff, act, out, dw, fw, err);
+    if (path == MOE_IN_PLACE) return moe_ffn_device(g, moe, x, T, ids, w, K, act, out, false, dw, fw, err);
     if (g->rec != GPU_REC_EAGER) { /* it groups the tokens by expert on the host: not recordable */
         gpu_graph_break(g, true);
         return CELER_OK;
@@ -354,4 +380,24 @@ celer_status gpu_moe_ffn(celer_backend *be, const celer_moe *moe, const float *x
     if (ps) return ps;
     return GPU_LAUNCH(g, err, "moe combine", k_combine, gpu_blocks(T * d, THREADS), THREADS, 0, Y,
                       (const int32_t *)b_at->p, w, T, K, d, out);
+}
+
+/* The port moe_ffn_add: a step whose down products sum their selections themselves (the in-place
+ * path, CELER_GPU_MOE_COMBINE not 0) adds that sum to y in the same kernel, where the next norm
+ * added it (add_rmsnorm: 4.0 us a 30B-A3B layer on the H200, against 2.4-3.1 for the norm
+ * alone); any other step as the fallback: moe_ffn into tmp, then add. */
+extern "C" celer_status celer_gpu_moe_ffn_add(celer_backend *be, const celer_moe *moe, const float *x, int64_t T,
+                                              const int32_t *ids, const float *w, int64_t n_used, celer_act act,
+                                              float *y, float *tmp, celer_error *err)
+{
+    gpu_backend *g = gpu_of(be);
+    gpu_wdesc    dw[3];
+    int          fw[3];
+    bool         st;
+    if (gpu_alive(g, err) || moe_check(moe, n_used, err)) return err->code;
+    if (T <= 0) return CELER_OK;
+    if (moe_path_of(g, moe, T, n_used, dw, fw, &st) == MOE_IN_PLACE && g->moe_combine && gpu_matvec_q8_combines(n_used))
+        return moe_ffn_device(g, moe, x, T, ids, w, n_used, act, y, true, dw, fw, err);
+    if (gpu_moe_ffn(be, moe, x, T, ids, w, n_used, act, tmp, err)) return err->code;
+    return gpu_add(be, y, tmp, T * moe->down[0].rows, err);
 }

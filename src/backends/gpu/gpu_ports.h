@@ -29,6 +29,9 @@ celer_status celer_gpu_moe_router(celer_backend *be, const celer_weight *router,
 celer_status celer_gpu_norm_router(celer_backend *be, const float *x, const celer_weight *norm, int64_t T, int64_t d,
                                    float eps, float *h, const celer_weight *router, float *logits, int64_t n_used,
                                    bool renorm, int32_t *ids, float *w, celer_error *err);
+celer_status celer_gpu_moe_ffn_add(celer_backend *be, const celer_moe *moe, const float *x, int64_t T,
+                                   const int32_t *ids, const float *w, int64_t n_used, celer_act act, float *y,
+                                   float *tmp, celer_error *err);
 
 #ifdef __cplusplus
 }
