@@ -27,7 +27,7 @@ static void bench_usage(FILE *out)
                  "and S_TG). Last, the seconds the model took to open and to place its weights on the\n"
                  "backend (load; JSON: load_s).\n\n"
                  "options:\n"
-                 "  -m, --model MODEL  a .gguf file (default: the default model)\n"
+                 "  -m, --model MODEL  a .gguf file or model directory (default: the default model)\n"
                  "  -p, --prompt P     prompt tokens for pp (default 512; 0 skips pp)\n"
                  "  -n, --gen N        generated tokens for tg (default 128; 0 skips tg)\n"
                  "  -d, --depth D      tokens already in the context when pp and tg start (default 0; their\n"

@@ -17,7 +17,7 @@ static void chat_usage(FILE *out)
                  "At a terminal a message that cannot be answered (not UTF-8, longer than the context) is\n"
                  "reported and skipped; from a pipe or a file it ends the chat with exit code 2.\n\n"
                  "options:\n"
-                 "  -m, --model MODEL      a .gguf file (default: the default model)\n"
+                 "  -m, --model MODEL      a .gguf file or model directory (default: the default model)\n"
                  "      --system TEXT      a system message for the whole conversation\n"
                  "      --temp T           sampling temperature (default 0.7; 0 is greedy)\n"
                  "      --seed S           random seed (default 0)\n"

@@ -20,7 +20,7 @@ static void template_usage(FILE *out)
                  "newline added. A model without a template gets its messages' contents concatenated, with a\n"
                  "warning on stderr.\n\n"
                  "options:\n"
-                 "  -m, --model MODEL      a .gguf file: its tokenizer.chat_template, bos_token and eos_token\n"
+                 "  -m, --model MODEL      a .gguf file or model directory: its chat template, bos and eos tokens\n"
                  "  -f, --file T.jinja     a template file instead of a model's\n"
                  "      --messages FILE    JSON array of messages ({\"role\": ..., \"content\": ...}); - for stdin\n"
                  "      --tools FILE       JSON array of tool definitions (the template's `tools`)\n"
