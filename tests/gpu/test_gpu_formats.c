@@ -8,8 +8,8 @@
  *     affine width, mxfp4, nvfp4), which quantize the activations to ~15 bits (two 8-bit levels, the CPU
  *     backend's X32 format): the same bound against the product with the activations so
  *     quantized (by the CPU's reference quantizer), and 1e-3 against the f32 activations;
- *     longer steps of Q4_0 and Q8_0 on a device with integer matrix units (prefill, gpu_mmq.cu)
- *     likewise, elsewhere the f32 kernel's bound against the exact product;
+ *     longer steps of Q4_0, Q8_0 and MLX affine 4 and 8 bits on a device with integer matrix
+ *     units (prefill, gpu_mmq.cu) likewise, elsewhere the f32 kernel's bound against the exact product;
  *   - matmul on the CUDA backend's BLAS path (gpu_blas.cu: steps of more than 32 tokens, of Q4_0
  *     and Q8_0 from CELER_GPU_BLAS_FROM tokens), which splits weights and activations in f16
  *     halves: with three products (CELER_GPU_BLAS_PASSES=3) 1e-4 against the exact product and
@@ -104,8 +104,8 @@ static void check_matmul(const char *what, const celer_weight *host_w, const flo
             x32_values(x, T, k, x8, xh);
             ref_matmul(wd, rows, k, xh, T, yq);
             e_q = rel_l2(yg, yq, T * rows), bound = fmax(bound, 1e-3);
-            /* Q4_0 and Q8_0 past 8 tokens: the integer matrix units (the same sums) where the
-             * device has them; past 32 tokens the other formats' f32 kernels, or f16 on the BLAS
+            /* Q4_0, Q8_0 and MLX affine 4 and 8 bits past 8 tokens: the integer matrix units (the
+             * same sums) where the device has them; past 32 tokens the other formats' f32 kernels, or f16 on the BLAS
              * (with x8 both on the values the 8-bit codes stand for: the same product) */
             bool tight = e_q <= bound_ref || (half && e_q <= blas_bound()) ||
                          (!x8 && ((T > 32 && e_ref <= bound_ref) || (half && e_ref <= blas_bound())));

@@ -191,7 +191,8 @@ void celer_gfx_matrix_line(const char *gcn_arch_name, int built, char *out, size
     if (dev == CELER_AMX_NONE)
         snprintf(out, n, "none (integer dot products only): prefill on the f32 tiled kernel");
     else if (celer_gfx_matrix_taken(gcn_arch_name, built))
-        snprintf(out, n, "%s: Q4_0 and Q8_0 steps of more than 8 tokens, prefill attention (f16)", matrix_name(dev));
+        snprintf(out, n, "%s: Q4_0, Q8_0 and MLX affine 4/8-bit steps of more than 8 tokens, prefill attention (f16)",
+                 matrix_name(dev));
     else if (dev == CELER_AMX_WMMA12)
         snprintf(out, n, "%s: no kernel for them yet; prefill on the f32 tiled kernel", matrix_name(dev));
     else if (built == CELER_AMX_NONE)

@@ -7,8 +7,8 @@
 
 #include "backends/gpu/gpu_decode.cuh"
 
-/* Products of the formats the device runs on the integer matrix units (gpu_mmq_has: Q4_0 and
- * Q8_0 from sm_80) take the BLAS from GPU_BLAS_FROM tokens, every other format's past a batch of
+/* Products of the formats the device runs on the integer matrix units (gpu_mmq_has: Q4_0, Q8_0
+ * and MLX affine 4 and 8 bits, from sm_80) take the BLAS from GPU_BLAS_FROM tokens, every other format's past a batch of
  * decodes (32 tokens: the f32 tiled kernel otherwise); F32 weights' past 32 tokens in f32.
  * CELER_GPU_BLAS_FROM=N moves the first line; 0 keeps every product off the BLAS. A weight's f16
  * copy is made GPU_BLAS_CHUNK_MB MiB of rows at a time (CELER_GPU_BLAS_CHUNK_MB; a 128256-row

@@ -1,12 +1,12 @@
 /* Matrix products of f32 activations by stored weights, and embedding rows, on the GPU. Weights
  * are decoded in registers (gpu_decode.cuh); only the vendor BLAS's path writes them out.
  *
- * Long steps go to the vendor BLAS where the build has one (gpu_blas.h: Q4_0 and Q8_0 from
- * GPU_BLAS_FROM tokens, the other formats past MV_SLICED; CELER_GPU_BLAS_FROM=0 turns it off).
- * Steps of more than GPU_MMQ_FROM tokens of the formats with an integer matrix-unit kernel go
- * to gpu_mmq.cu where the device has those units; decode steps (up to MV_SLICED tokens) of the
- * formats with an integer kernel to gpu_matvec.cu, those of F32, F16 and BF16 rows to
- * gpu_matvec_plain.cu. The float kernels here take the rest:
+ * Long steps go to the vendor BLAS where the build has one (gpu_blas.h: the formats of the
+ * integer matrix units from GPU_BLAS_FROM tokens, the other formats past MV_SLICED;
+ * CELER_GPU_BLAS_FROM=0 turns it off). Steps of more than gpu_mmq_from tokens of the formats with
+ * an integer matrix-unit kernel go to gpu_mmq.cu where the device has those units; decode steps
+ * (up to MV_SLICED tokens) of the formats with an integer kernel to gpu_matvec.cu, those of F32,
+ * F16 and BF16 rows to gpu_matvec_plain.cu. The float kernels here take the rest:
  * decode (T <= MV_TOKENS a pass): 32 lanes per weight row, each decoding one 32-value chunk of a
  * segment of 32 chunks (neighbouring lanes read neighbouring blocks), against the step's
  * activations of that segment, staged once per block in shared memory (rows padded: no bank
@@ -232,7 +232,7 @@ static bool blas_takes(const gpu_backend *g, int f, int64_t T)
  * the BLAS path, not the integer matrix units, at most MV_SLICED tokens. */
 static bool mvq_takes(const gpu_backend *g, int f, int64_t T)
 {
-    return !blas_takes(g, f, T) && !(T > g->mmq_from && gpu_mmq_has(g, f)) && T <= MV_SLICED &&
+    return !blas_takes(g, f, T) && !(T > gpu_mmq_from(g, f) && gpu_mmq_has(g, f)) && T <= MV_SLICED &&
            gpu_matvec_q8_has(f);
 }
 
@@ -246,7 +246,7 @@ static celer_status product(celer_backend *be, const celer_weight *w, const floa
     int          f;
     if (gpu_alive(g, err) || gpu_weight_desc(w, &d, &f, err)) return err->code;
     if (T <= 0) return CELER_OK;
-    const bool blas = blas_takes(g, f, T), mmq = !blas && T > g->mmq_from && gpu_mmq_has(g, f);
+    const bool blas = blas_takes(g, f, T), mmq = !blas && T > gpu_mmq_from(g, f) && gpu_mmq_has(g, f);
     const bool mvq  = mvq_takes(g, f, T);
     if (add && !mmq && !mvq)
         return product(be, w, x, T, tmp, false, NULL, err) || gpu_add(be, y, tmp, T * w->rows, err) ? err->code
@@ -315,7 +315,7 @@ extern "C" celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight 
     for (int i = 0; i < n; i++) { /* the weights of f[i]'s format (and scales' dtype), together */
         if (done[i]) continue;
         /* a batch of decodes: the matrix units, on NVIDIA's batch kernel a launch for the format */
-        const bool units = T > g->mmq_from && gpu_mmq_has(g, f[i]);
+        const bool units = T > gpu_mmq_from(g, f[i]) && gpu_mmq_has(g, f[i]);
         const bool set   = units && T <= GPU_MMQ_SMALL && gpu_mmq_batch_has(g, f[i]);
         if (units && !set) {
             if (gpu_mmq_xq(g, &d[i], f[i], &xq, T, y[i], false, err)) return err->code;
@@ -355,7 +355,7 @@ extern "C" celer_status celer_gpu_qkv_inputs(celer_backend *be, const celer_weig
     for (int i = 0; one && i < 3; i++) {
         if (gpu_weight_desc(w[i], &d[i], &f[i], err)) return err->code;
         one = gpu_matvec_q8_inputs_has(f[i]) && f[i] == f[0] && d[i].sdtype == d[0].sdtype && w[i]->cols == w[0]->cols &&
-              !blas_takes(g, f[i], 1) && !(1 > g->mmq_from && gpu_mmq_has(g, f[i]));
+              !blas_takes(g, f[i], 1) && !(1 > gpu_mmq_from(g, f[i]) && gpu_mmq_has(g, f[i]));
     }
     if (!one)
         return celer_gpu_matmuls(be, w, 3, x, b->n_tokens, y, err)

@@ -1,9 +1,10 @@
 /* Prefill products on the integer matrix units: the activations quantized once to the X32
  * format (gpu_matvec.h), as for decode, and each 32-value block of a weight row dotted with each
  * token's block by mma.m16n8k32 on signed bytes — once with the activations' hi codes, once
- * with their lo codes — then scaled in f32 by the row's and the token's block scales. Decode
- * (gpu_matvec.cu) and prefill thus compute the same sums: a token's logits do not depend on
- * the path beyond f32 rounding.
+ * with their lo codes — then scaled in f32 by the row's and the token's block scales (MLX affine
+ * weights add their bias times the token block's sum, as in decode). Decode (gpu_matvec.cu) and
+ * prefill thus compute the same sums: a token's logits do not depend on the path beyond f32
+ * rounding.
  *
  * Prefill (more than GPU_MMQ_SMALL tokens): a block of 128 threads computes 64 rows × NT = 64
  * tokens; each of its 4 warps 32 rows × NT/2 tokens. Per iteration it stages MMQ_BQ blocks
@@ -26,15 +27,34 @@
  * steps of more than 8 tokens (gpu_mmq.h), in tiles of NT = 32 up to 32 tokens: the batch
  * kernel's fragments are NVIDIA's alone. */
 #include "backends/gpu/gpu_mmq.h"
+#include "backends/gpu/gpu_mvq_units.cuh"
 
 enum {
     MMQ_ROWS = 64, MMQ_BQ = 4, MMQ_LD = MMQ_BQ * 32 + 4, MMQ_THREADS = 128, MMQ_WUNITS = 2,
     MMQ_MIN_PART = 16, MMQ_MAX_PARTS = 8 /* column parts: at least 16 blocks deep, at most 8 */
 };
 
+/* The formats of the tiled kernel: X(format) each. MLX affine codes go to the units unsigned (4
+ * bits) or as q - 128 (8 bits), their biases (and 128 · scale) times the token block's Σ x̂ added
+ * to each block's sum, as the decode kernels do. */
+#define MMQ_FORMATS(X) X(GPU_Q4_0) X(GPU_Q8_0) X(GPU_AFFINE4) X(GPU_AFFINE8)
+template <int F> static __host__ __device__ constexpr bool mmq_affine() { return F == GPU_AFFINE4 || F == GPU_AFFINE8; }
+/* Blocks an SM k_mmq asks of ptxas (sm_90a): three for MLX affine 4-bit, which took 178 registers
+ * unasked (two blocks; 166 asked, no spills) where Q4_0 takes 168; none asked for the others
+ * (affine 8-bit spilled 20 bytes at three, its experts' kernel too, affine 4-bit's 28). */
+template <int F> static __host__ __device__ constexpr int mmq_blocks() { return F == GPU_AFFINE4 ? 3 : 0; }
+
 bool gpu_mmq_has(const gpu_backend *g, int fmt)
 {
-    return (gpu_imma_ok(&g->prop) || g->amx != CELER_AMX_NONE) && !g->mmq_off && (fmt == GPU_Q4_0 || fmt == GPU_Q8_0);
+#define MMQ_IS(F) fmt == F ||
+    return (gpu_imma_ok(&g->prop) || g->amx != CELER_AMX_NONE) && !g->mmq_off && (MMQ_FORMATS(MMQ_IS) false);
+#undef MMQ_IS
+}
+
+int64_t gpu_mmq_from(const gpu_backend *g, int fmt)
+{
+    if (gpu_mmq_batch_has(g, fmt) || g->amx != CELER_AMX_NONE) return g->mmq_from;
+    return g->mmq_from > GPU_MMQ_FROM_TILED ? g->mmq_from : GPU_MMQ_FROM_TILED;
 }
 
 bool gpu_mmq_batch_has(const gpu_backend *g, int fmt)
@@ -74,20 +94,22 @@ void gpu_mmq_facts(const gpuDeviceProp *p, celer_device_facts *f)
 {
     if (gpu_imma_ok(p))
         snprintf(f->matrix, sizeof f->matrix, "mma.sync (i8, f16): Q4_0 and Q8_0 steps of more than %d tokens, "
-                 "prefill attention", GPU_MMQ_FROM);
+                 "MLX affine 4 and 8 bits of more than %d, prefill attention", GPU_MMQ_FROM, GPU_MMQ_FROM_TILED);
     else
         snprintf(f->matrix, sizeof f->matrix, "none taken before sm_80: prefill on the f32 tiled kernel");
 }
 #endif
 
 /* One iteration's global data in a thread's registers: MMQ_WUNITS weight blocks (codes, f16
- * scale) and XU token blocks (hi and lo codes, scale), zeros past the matrix. */
+ * scale; MLX affine: scale a and bias b in f32) and XU token blocks (hi and lo codes, scale d;
+ * MLX: d · S too), zeros past the matrix. */
 template <int XU>
 struct mmq_regs {
     uint4    wc[MMQ_WUNITS][2];
     uint32_t ws[MMQ_WUNITS];
+    float    wa[MMQ_WUNITS], wb[MMQ_WUNITS];
     uint4    xc[XU][4];
-    float    xs[XU];
+    float    xs[XU], xy[XU];
 };
 
 template <int F, int XU>
@@ -100,8 +122,16 @@ static __device__ __forceinline__ void mmq_fetch(mmq_regs<XU> &st, const gpu_wde
         const int64_t r = r0 + u / MMQ_BQ, b = k0 + qb;
         st.wc[j][0] = st.wc[j][1] = make_uint4(0, 0, 0, 0);
         st.ws[j]                  = 0;
+        st.wa[j] = st.wb[j] = 0.0f;
         if (r < w.rows && b < nq) {
             const uint8_t *row = w.data + r * w.row_bytes;
+            if (mmq_affine<F>()) { /* MLX_ROWS, as the decode kernels load it */
+                const raw_unit ru = unit_load<F>(w, row, b);
+                st.wc[j][0] = ru.v[0], st.wc[j][1] = ru.v[1];
+                mlx_pair(ru, w.sdtype, &st.wa[j], &st.wb[j]);
+                if (F == GPU_AFFINE8) st.wb[j] += 128.0f * st.wa[j]; /* the codes go in as q - 128 */
+                continue;
+            }
             if (F == GPU_Q4_0) st.wc[j][0] = *(const uint4 *)(row + 16 * b);
             else st.wc[j][0] = *(const uint4 *)(row + 32 * b), st.wc[j][1] = *(const uint4 *)(row + 32 * b + 16);
             st.ws[j] = ld16(row + w.scales_off + 2 * b);
@@ -110,14 +140,19 @@ static __device__ __forceinline__ void mmq_fetch(mmq_regs<XU> &st, const gpu_wde
 #pragma unroll
     for (int j = 0; j < XU; j++) {
         const int64_t t = xr[j], b = k0 + (tid + MMQ_THREADS * j) % MMQ_BQ;
-        st.xs[j]        = 0.0f;
+        st.xs[j] = st.xy[j] = 0.0f;
 #pragma unroll
         for (int k = 0; k < 4; k++) st.xc[j][k] = make_uint4(0, 0, 0, 0);
         if (t >= 0 && b < nq) {
             const uint4 *p = (const uint4 *)(x.q + (t * x.nb + b) * XQ_BLOCK);
 #pragma unroll
             for (int k = 0; k < 4; k++) st.xc[j][k] = p[k];
-            st.xs[j] = x.d[t * x.nb + b].x;
+            if (mmq_affine<F>()) {
+                const float2 dd = x.d[t * x.nb + b];
+                st.xs[j] = dd.x, st.xy[j] = dd.y;
+            } else {
+                st.xs[j] = x.d[t * x.nb + b].x;
+            }
         }
     }
 }
@@ -142,24 +177,34 @@ static __device__ __forceinline__ void put16(int8_t *dst, uint4 v)
     d[0] = (int)v.x, d[1] = (int)v.y, d[2] = (int)v.z, d[3] = (int)v.w;
 }
 
-/* The registers into the shared tiles: weight codes unpacked to signed bytes. */
+/* The registers into the shared tiles: weight codes unpacked to signed bytes; MLX affine: the
+ * blocks' biases into wb, the token blocks' d · S into xb. */
 template <int F, int XU>
 static __device__ __forceinline__ void mmq_put(const mmq_regs<XU> &st, int8_t (*wq)[MMQ_LD], int8_t (*xh)[MMQ_LD],
-                                               int8_t (*xl)[MMQ_LD], float (*wd)[MMQ_BQ], float (*xd)[MMQ_BQ], int tid)
+                                               int8_t (*xl)[MMQ_LD], float (*wd)[MMQ_BQ], float (*xd)[MMQ_BQ],
+                                               float (*wb)[MMQ_BQ], float (*xb)[MMQ_BQ], int tid)
 {
 #pragma unroll
     for (int j = 0; j < MMQ_WUNITS; j++) {
         const int u = tid + MMQ_THREADS * j, rr = u / MMQ_BQ, qb = u % MMQ_BQ;
         int      *dst = (int *)&wq[rr][32 * qb];
-        if (F == GPU_Q4_0) {
+        if (F == GPU_Q4_0 || F == GPU_AFFINE4) { /* byte i: values i and i + 16 (SPLIT, MLX_ROWS) */
             const uint32_t cw[4] = {st.wc[j][0].x, st.wc[j][0].y, st.wc[j][0].z, st.wc[j][0].w};
 #pragma unroll
-            for (int k = 0; k < 4; k++)
-                dst[k] = minus8(cw[k] & 0x0f0f0f0fu), dst[4 + k] = minus8((cw[k] >> 4) & 0x0f0f0f0fu);
+            for (int k = 0; k < 4; k++) {
+                const uint32_t lo = cw[k] & 0x0f0f0f0fu, hi = (cw[k] >> 4) & 0x0f0f0f0fu;
+                dst[k] = F == GPU_Q4_0 ? minus8(lo) : (int)lo, dst[4 + k] = F == GPU_Q4_0 ? minus8(hi) : (int)hi;
+            }
+        } else if (F == GPU_AFFINE8) {
+            const uint4 m = make_uint4(0x80808080u, 0x80808080u, 0x80808080u, 0x80808080u), a = st.wc[j][0],
+                        b = st.wc[j][1];
+            put16(&wq[rr][32 * qb], make_uint4(a.x ^ m.x, a.y ^ m.y, a.z ^ m.z, a.w ^ m.w));
+            put16(&wq[rr][32 * qb + 16], make_uint4(b.x ^ m.x, b.y ^ m.y, b.z ^ m.z, b.w ^ m.w));
         } else { /* Q8_0 */
             put16(&wq[rr][32 * qb], st.wc[j][0]), put16(&wq[rr][32 * qb + 16], st.wc[j][1]);
         }
-        wd[rr][qb] = dec_f16(st.ws[j]);
+        if (mmq_affine<F>()) wd[rr][qb] = st.wa[j], wb[rr][qb] = st.wb[j];
+        else wd[rr][qb] = dec_f16(st.ws[j]);
     }
 #pragma unroll
     for (int j = 0; j < XU; j++) {
@@ -167,6 +212,7 @@ static __device__ __forceinline__ void mmq_put(const mmq_regs<XU> &st, int8_t (*
         put16(&xh[tt][32 * qb], st.xc[j][0]), put16(&xh[tt][32 * qb + 16], st.xc[j][1]);
         put16(&xl[tt][32 * qb], st.xc[j][2]), put16(&xl[tt][32 * qb + 16], st.xc[j][3]);
         xd[tt][qb] = st.xs[j];
+        if (mmq_affine<F>()) xb[tt][qb] = st.xy[j];
     }
 }
 
@@ -187,6 +233,8 @@ static __device__ __forceinline__ void mmq_tile(const gpu_wdesc &w, const gpu_xq
     __shared__ __align__(16) int8_t wq[MMQ_ROWS][MMQ_LD];
     __shared__ __align__(16) int8_t xh[NT][MMQ_LD], xl[NT][MMQ_LD];
     __shared__ float                wd[MMQ_ROWS][MMQ_BQ], xd[NT][MMQ_BQ];
+    constexpr bool                  AFF = mmq_affine<F>(); /* the biases' tiles, one entry where there are none */
+    __shared__ float                wb[AFF ? MMQ_ROWS : 1][MMQ_BQ], xb[AFF ? NT : 1][MMQ_BQ];
     const int     tid = threadIdx.x, lane = tid % CELER_WARP, wave = tid / CELER_WARP;
     const int     wm = 32 * (wave % 2), wn = NT / WN * (wave / 2);
     const int64_t r0 = (int64_t)blockIdx.x * MMQ_ROWS;
@@ -198,7 +246,7 @@ static __device__ __forceinline__ void mmq_tile(const gpu_wdesc &w, const gpu_xq
     mmq_regs<XU> st;
     mmq_fetch<F, XU>(st, w, x, xr, r0, kz0, nq, tid);
     for (int64_t k0 = kz0; k0 < nq; k0 += MMQ_BQ) {
-        mmq_put<F, XU>(st, wq, xh, xl, wd, xd, tid);
+        mmq_put<F, XU>(st, wq, xh, xl, wd, xd, wb, xb, tid);
         __syncthreads();
         if (k0 + MMQ_BQ < nq) mmq_fetch<F, XU>(st, w, x, xr, r0, k0 + MMQ_BQ, nq, tid);
 #pragma unroll 1
@@ -206,9 +254,12 @@ static __device__ __forceinline__ void mmq_tile(const gpu_wdesc &w, const gpu_xq
 #pragma unroll
             for (int mi = 0; mi < 2; mi++) { /* 16 rows: their scales, then each 16-token tile */
                 const int8_t *a = &wq[wm + 16 * mi + lane % 16][32 * qb];
-                float         sw[ACC]; /* the row scales of this lane's accumulators */
+                float         sw[ACC], bw[ACC]; /* the row scales (and biases) of this lane's accumulators */
 #pragma unroll
-                for (int v = 0; v < ACC; v++) sw[v] = wd[wm + 16 * mi + amx_row(K, lane, v)][qb];
+                for (int v = 0; v < ACC; v++) {
+                    sw[v] = wd[wm + 16 * mi + amx_row(K, lane, v)][qb];
+                    bw[v] = AFF ? wb[wm + 16 * mi + amx_row(K, lane, v)][qb] : 0.0f;
+                }
 #pragma unroll
                 for (int nj = 0; nj < NJ; nj++) {
                     const int n = wn + 16 * nj + lane % 16; /* this lane's token */
@@ -219,9 +270,12 @@ static __device__ __forceinline__ void mmq_tile(const gpu_wdesc &w, const gpu_xq
 #pragma unroll
                     for (int v = 0; v < ACC; v++) c[v] *= 256; /* |c| < 2^28 after the lo sums: exact */
                     gpu_amx_block(c, a, &xl[n][32 * qb]);
-                    const float sx = xd[n][qb];
+                    const float sx = xd[n][qb], sy = AFF ? xb[n][qb] : 0.0f;
 #pragma unroll
-                    for (int v = 0; v < ACC; v++) acc[mi][nj][v] += sw[v] * sx * (float)c[v];
+                    for (int v = 0; v < ACC; v++) {
+                        if (AFF) acc[mi][nj][v] += sw[v] * sx * (float)c[v] + bw[v] * sy;
+                        else acc[mi][nj][v] += sw[v] * sx * (float)c[v];
+                    }
                 }
             }
         }
@@ -251,6 +305,8 @@ static __device__ __forceinline__ void mmq_tile(const gpu_wdesc &w, const gpu_xq
     __shared__ __align__(16) int8_t wq[MMQ_ROWS][MMQ_LD];
     __shared__ __align__(16) int8_t xh[NT][MMQ_LD], xl[NT][MMQ_LD];
     __shared__ float                wd[MMQ_ROWS][MMQ_BQ], xd[NT][MMQ_BQ];
+    constexpr bool                  AFF = mmq_affine<F>(); /* the biases' tiles, one entry where there are none */
+    __shared__ float                wb[AFF ? MMQ_ROWS : 1][MMQ_BQ], xb[AFF ? NT : 1][MMQ_BQ];
     const int     tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, q = lane % 4;
     const int     wm = 32 * (warp % 2), wn = NT / 2 * (warp / 2);
     const int64_t r0 = (int64_t)blockIdx.x * MMQ_ROWS;
@@ -266,7 +322,7 @@ static __device__ __forceinline__ void mmq_tile(const gpu_wdesc &w, const gpu_xq
     mmq_regs<XU> st;
     mmq_fetch<F, XU>(st, w, x, xr, r0, kz0, nq, tid);
     for (int64_t k0 = kz0; k0 < nq; k0 += MMQ_BQ) {
-        mmq_put<F, XU>(st, wq, xh, xl, wd, xd, tid);
+        mmq_put<F, XU>(st, wq, xh, xl, wd, xd, wb, xb, tid);
         __syncthreads();
         if (k0 + MMQ_BQ < nq) mmq_fetch<F, XU>(st, w, x, xr, r0, k0 + MMQ_BQ, nq, tid);
         /* not unrolled: unrolled, ptxas held every block's fragments at once, 255 registers and 2
@@ -274,7 +330,7 @@ static __device__ __forceinline__ void mmq_tile(const gpu_wdesc &w, const gpu_xq
 #pragma unroll 1
         for (int qb = 0; qb < MMQ_BQ; qb++) {
             int   a[2][4];
-            float sw[2][2]; /* the row scales of this thread's accumulator rows g, g + 8 */
+            float sw[2][2], bw[2][2]; /* the row scales (and biases) of this thread's accumulator rows g, g + 8 */
 #pragma unroll
             for (int mi = 0; mi < 2; mi++) {
                 const int r = wm + 16 * mi + g;
@@ -283,6 +339,7 @@ static __device__ __forceinline__ void mmq_tile(const gpu_wdesc &w, const gpu_xq
                 a[mi][2]    = *(const int *)&wq[r][32 * qb + 16 + 4 * q];
                 a[mi][3]    = *(const int *)&wq[r + 8][32 * qb + 16 + 4 * q];
                 sw[mi][0] = wd[r][qb], sw[mi][1] = wd[r + 8][qb];
+                bw[mi][0] = AFF ? wb[r][qb] : 0.0f, bw[mi][1] = AFF ? wb[r + 8][qb] : 0.0f;
             }
 #pragma unroll
             for (int ni = 0; ni < NI; ni++) { /* one 8-token tile: its products, then its scaling */
@@ -290,14 +347,19 @@ static __device__ __forceinline__ void mmq_tile(const gpu_wdesc &w, const gpu_xq
                 const int h0 = *(const int *)&xh[n][32 * qb + 4 * q], h1 = *(const int *)&xh[n][32 * qb + 16 + 4 * q];
                 const int l0 = *(const int *)&xl[n][32 * qb + 4 * q], l1 = *(const int *)&xl[n][32 * qb + 16 + 4 * q];
                 const float sx[2] = {xd[c][qb], xd[c + 1][qb]};
+                const float sy[2] = {AFF ? xb[c][qb] : 0.0f, AFF ? xb[c + 1][qb] : 0.0f};
 #pragma unroll
                 for (int mi = 0; mi < 2; mi++) {
                     int sh[4] = {0, 0, 0, 0}, sl[4] = {0, 0, 0, 0};
                     gpu_imma_16x8x32(sh, a[mi], h0, h1);
                     gpu_imma_16x8x32(sl, a[mi], l0, l1);
 #pragma unroll
-                    for (int e = 0; e < 4; e++) /* element e: row g (+ 8 from e = 2), token c + e % 2 */
-                        acc[mi][ni][e] += sw[mi][e / 2] * sx[e % 2] * (float)(256 * sh[e] + sl[e]);
+                    for (int e = 0; e < 4; e++) { /* element e: row g (+ 8 from e = 2), token c + e % 2 */
+                        if (AFF)
+                            acc[mi][ni][e] += sw[mi][e / 2] * sx[e % 2] * (float)(256 * sh[e] + sl[e]) +
+                                              bw[mi][e / 2] * sy[e % 2];
+                        else acc[mi][ni][e] += sw[mi][e / 2] * sx[e % 2] * (float)(256 * sh[e] + sl[e]);
+                    }
                 }
             }
         }
@@ -318,7 +380,7 @@ static __device__ __forceinline__ void mmq_tile(const gpu_wdesc &w, const gpu_xq
 /* Columns blocks kz0 .. kz1 of part blockIdx.z (kper blocks a part), into y + blockIdx.z · T · rows
  * (with add: added to y). */
 template <int F, int NT>
-__global__ void __launch_bounds__(MMQ_THREADS)
+__global__ void __launch_bounds__(MMQ_THREADS, mmq_blocks<F>())
     k_mmq(gpu_wdesc w, gpu_xq x, int64_t T, int64_t kper, float *__restrict__ y, int add)
 {
     gpu_dep_enter();
@@ -402,17 +464,22 @@ celer_status gpu_mmq_launch_parts(gpu_backend *g, gpu_mmq_fn fn, bool early, uns
                                  (int)add);
 }
 
-/* The tiled kernel for fmt in tiles of nt tokens (32 on AMD only), *bt of them for T tokens. */
+/* The tiled kernel for fmt in tiles of 64 tokens, *bt of them for T tokens; steps of up to 32 (on
+ * NVIDIA those of the formats without the batch kernel) in one tile of 32. */
 static gpu_mmq_fn mmq_fn(int fmt, int64_t T, int64_t *bt)
 {
-#if CELER_GPU_AMX
     if (T <= GPU_MMQ_SMALL) {
-        *bt = (T + GPU_MMQ_SMALL - 1) / GPU_MMQ_SMALL;
-        return fmt == GPU_Q4_0 ? k_mmq<GPU_Q4_0, GPU_MMQ_SMALL> : k_mmq<GPU_Q8_0, GPU_MMQ_SMALL>;
+        *bt = 1;
+#define MMQ_SMALL_FN(F) if (fmt == F) return k_mmq<F, GPU_MMQ_SMALL>;
+        MMQ_FORMATS(MMQ_SMALL_FN)
+#undef MMQ_SMALL_FN
+        return NULL;
     }
-#endif
     *bt = (T + 63) / 64;
-    return fmt == GPU_Q4_0 ? k_mmq<GPU_Q4_0, 64> : k_mmq<GPU_Q8_0, 64>;
+#define MMQ_FN(F) if (fmt == F) return k_mmq<F, 64>;
+    MMQ_FORMATS(MMQ_FN)
+#undef MMQ_FN
+    return NULL;
 }
 
 celer_status gpu_mmq_xq(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, int64_t T, float *y,
@@ -447,7 +514,10 @@ celer_status gpu_mmq_experts(gpu_backend *g, const gpu_wdesc *w, int fmt, const 
     if (gpu_grid(g, w->rows, MMQ_ROWS, &br, "mmq experts", err)) return err->code;
     typedef void (*experts_fn)(gpu_wdesc, gpu_xq, const int32_t *, const int32_t *, int64_t, float *);
     const dim3 grid(br, (unsigned)bt, (unsigned)n_expert);
-    const experts_fn fn = fmt == GPU_Q4_0 ? k_mmq_experts<GPU_Q4_0, 64> : k_mmq_experts<GPU_Q8_0, 64>;
+    experts_fn       fn = NULL;
+#define MMQ_EXPERTS_FN(F) if (fmt == F) fn = k_mmq_experts<F, 64>;
+    MMQ_FORMATS(MMQ_EXPERTS_FN)
+#undef MMQ_EXPERTS_FN
     return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq experts", fn, grid, MMQ_THREADS, 0, *w, *xq, tok, starts,
                                  w->rows * w->row_bytes, y);
 }
@@ -466,7 +536,10 @@ celer_status gpu_mmq_amx_tiles(gpu_backend *g, const gpu_wdesc *w, int fmt, cons
     unsigned br;
     if (gpu_grid(g, w->rows, MMQ_ROWS, &br, "mmq expert tiles", err)) return err->code;
     typedef void (*tiles_fn)(gpu_wdesc, gpu_xq, const int32_t *, const int32_t *, const int32_t *, int64_t, float *);
-    const tiles_fn fn = fmt == GPU_Q4_0 ? k_mmq_tiles<GPU_Q4_0> : k_mmq_tiles<GPU_Q8_0>;
+    tiles_fn       fn = NULL;
+#define MMQ_TILES_FN(F) if (fmt == F) fn = k_mmq_tiles<F>;
+    MMQ_FORMATS(MMQ_TILES_FN)
+#undef MMQ_TILES_FN
     return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq expert tiles", fn, dim3(br, (unsigned)n_tiles), MMQ_THREADS, 0, *w, *xq,
                                  tok, tiles, live, w->rows * w->row_bytes, y);
 }

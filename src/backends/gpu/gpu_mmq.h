@@ -18,11 +18,21 @@ extern "C" {
  * AMD has no batch kernel: its line is GPU_MMQ_FROM_AMX, one pass of the decode kernels (which
  * read the weights again for each further 8 tokens), and its steps up to GPU_MMQ_SMALL take the
  * tiled kernel in 32-token tiles (a 64-token tile's matrix work on padding halved). */
-enum { GPU_MMQ_FROM = 2, GPU_MMQ_SMALL = 32, GPU_MMQ_FROM_AMX = GPU_MVQ_TOKENS };
+enum {
+    GPU_MMQ_FROM = 2, GPU_MMQ_SMALL = 32, GPU_MMQ_FROM_AMX = GPU_MVQ_TOKENS, GPU_MMQ_FROM_TILED = 2 * GPU_MVQ_TOKENS
+};
 
 /* Whether this device and build run the format (enum gpu_fmt) on the integer matrix units: the
- * tiled kernel on NVIDIA's (sm_80 and later) or AMD's (g->amx). */
+ * tiled kernel on NVIDIA's (sm_80 and later) or AMD's (g->amx); Q4_0, Q8_0 and MLX affine 4 and
+ * 8 bits. */
 bool         gpu_mmq_has(const gpu_backend *g, int fmt);
+/* The step length past which a product of the format takes the matrix units here (with
+ * gpu_mmq_has): g->mmq_from, but on NVIDIA at least GPU_MMQ_FROM_TILED for a format without the
+ * batch kernel (MLX affine), whose steps of up to 32 tokens take one 32-token tile of the tiled
+ * kernel: on the H100, 14336 x 4096 affine 4-bit g64 took 49.6 / 99.0 / 193.5 us at 8 / 16 / 32
+ * tokens on the decode kernels (a pass each 8), 105.1 / 112.8 us at 16 / 32 on the tile
+ * (docs/benchmarks/gpu-h200.md, forty-fifth pass). */
+int64_t      gpu_mmq_from(const gpu_backend *g, int fmt);
 /* Whether the batch kernel (gpu_mmq_small.cu: mma.sync fragments, 32-lane warps) runs here:
  * NVIDIA's units only. Without it a step of a few tokens takes the tiled kernel. */
 bool         gpu_mmq_batch_has(const gpu_backend *g, int fmt);
