@@ -18,23 +18,30 @@
 
 enum { SE = 16, SK = 4, SD = 256, SFF = 512 }; /* test_moe_stacked's experts, choices, width, usual FF width */
 
+/* The stacked experts' bytes raw (gate, up, down; ff wide inside) loaded on gpu as one tensor a
+ * projection (st), and each expert's rows as views of them (as models load them). */
+static void stacked_views(celer_ggml_type t, int64_t ff, void *const raw[3], celer_weight st[3], celer_weight gg[SE],
+                          celer_weight ug[SE], celer_weight dg[SE])
+{
+    const int64_t rows[3] = {SE * ff, SE * ff, SE * SD}, cols[3] = {SD, SD, ff}, per[3] = {ff, ff, SD};
+    celer_weight *views[3] = {gg, ug, dg};
+    for (int i = 0; i < 3; i++) {
+        st[i] = (celer_weight){.type = t, .rows = rows[i], .cols = cols[i], .data = raw[i]};
+        CHECK(gpu->ops->weight_load(gpu, &st[i], &err) == CELER_OK);
+        for (int e = 0; e < SE; e++)
+            CHECK(gpu->ops->weight_view(gpu, &st[i], e * per[i], per[i], &views[i][e], &err) == CELER_OK);
+    }
+}
+
 /* moe_ffn on backend b (the helpers' gpu while it runs) of the stacked experts' bytes raw, as
- * views of one loaded tensor a projection (as models load them), ff wide inside: og (T rows of SD). */
+ * views of one loaded tensor a projection (stacked_views), ff wide inside: og (T rows of SD). */
 static void stacked_ffn(celer_backend *b, celer_ggml_type t, int64_t T, void *const raw[3], const float *x,
                         const int32_t *ic, const float *wc, int64_t ff, float *og)
 {
     celer_backend *was = gpu;
     gpu                = b;
-    celer_weight st[3] = {{.type = t, .rows = SE * ff, .cols = SD, .data = raw[0]},
-                          {.type = t, .rows = SE * ff, .cols = SD, .data = raw[1]},
-                          {.type = t, .rows = SE * SD, .cols = ff, .data = raw[2]}};
-    celer_weight gg[SE], ug[SE], dg[SE];
-    for (int i = 0; i < 3; i++) CHECK(gpu->ops->weight_load(gpu, &st[i], &err) == CELER_OK);
-    for (int e = 0; e < SE; e++) {
-        CHECK(gpu->ops->weight_view(gpu, &st[0], e * ff, ff, &gg[e], &err) == CELER_OK);
-        CHECK(gpu->ops->weight_view(gpu, &st[1], e * ff, ff, &ug[e], &err) == CELER_OK);
-        CHECK(gpu->ops->weight_view(gpu, &st[2], e * SD, SD, &dg[e], &err) == CELER_OK);
-    }
+    celer_weight st[3], gg[SE], ug[SE], dg[SE];
+    stacked_views(t, ff, raw, st, gg, ug, dg);
     celer_moe mg   = {SE, ff, gg, ug, dg};
     float    *dx   = dev_copy(x, (size_t)(T * SD) * 4), *dout = dev_zeros((size_t)(T * SD));
     float    *dw   = dev_copy(wc, (size_t)(T * SK) * 4);
@@ -128,16 +135,8 @@ static void test_moe_ffn_add(celer_backend *b, celer_ggml_type t, int64_t T, int
     CHECK(celer_port_select(&celer_port_moe_ffn_add, gpu->ops->kind, &fn, &err) == CELER_OK);
     void *raw[3] = {random_weights(t, SE * ff, SD, 0.1f), random_weights(t, SE * ff, SD, 0.1f),
                     random_weights(t, SE * SD, ff, 0.1f)};
-    celer_weight st[3] = {{.type = t, .rows = SE * ff, .cols = SD, .data = raw[0]},
-                          {.type = t, .rows = SE * ff, .cols = SD, .data = raw[1]},
-                          {.type = t, .rows = SE * SD, .cols = ff, .data = raw[2]}};
-    celer_weight gg[SE], ug[SE], dg[SE];
-    for (int i = 0; i < 3; i++) CHECK(gpu->ops->weight_load(gpu, &st[i], &err) == CELER_OK);
-    for (int e = 0; e < SE; e++) {
-        CHECK(gpu->ops->weight_view(gpu, &st[0], e * ff, ff, &gg[e], &err) == CELER_OK);
-        CHECK(gpu->ops->weight_view(gpu, &st[1], e * ff, ff, &ug[e], &err) == CELER_OK);
-        CHECK(gpu->ops->weight_view(gpu, &st[2], e * SD, SD, &dg[e], &err) == CELER_OK);
-    }
+    celer_weight st[3], gg[SE], ug[SE], dg[SE];
+    stacked_views(t, ff, raw, st, gg, ug, dg);
     celer_moe mg     = {SE, ff, gg, ug, dg};
     float    *logits = malloc((size_t)(T * SE) * 4), *wc = malloc((size_t)(T * SK) * 4);
     int32_t  *ic     = malloc((size_t)(T * SK) * 4);
