@@ -10,38 +10,49 @@
  *     within the CPU's bound; the decode path's down products summing their selections
  *     themselves against the two launches they replace (CELER_GPU_MOE_COMBINE=0), and its gate
  *     and up products and GLU in one launch against three (CELER_GPU_GLU_FUSE=0), bit for bit;
- *     the port moe_ffn_add (those down products adding to the residual) as moe_ffn then add.
+ *     the port moe_ffn_add (those down products adding to the residual) as moe_ffn then add;
+ *     stacked MLX affine 4 and 8-bit experts (an mlx-community MoE's) on every path, 2e-2.
  * Run on a machine with a GPU (scripts/gpu-check.sh); built only with CELER_CUDA or CELER_HIP. */
 #include "backends/ports.h"
+#include "quant/mlx_quantize.h"
 
 #include "gpu/gpu_test.h"
 
 enum { SE = 16, SK = 4, SD = 256, SFF = 512 }; /* test_moe_stacked's experts, choices, width, usual FF width */
 
-/* The stacked experts' bytes raw (gate, up, down; ff wide inside) loaded on gpu as one tensor a
- * projection (st), and each expert's rows as views of them (as models load them). */
-static void stacked_views(celer_ggml_type t, int64_t ff, void *const raw[3], celer_weight st[3], celer_weight gg[SE],
+/* The stacked experts of type t from their bytes raw (gate, up, down; ff wide inside), as host
+ * weights of one tensor a projection. */
+static void stacked_host(celer_ggml_type t, int64_t ff, void *const raw[3], celer_weight host[3])
+{
+    host[0] = (celer_weight){.type = t, .rows = SE * ff, .cols = SD, .data = raw[0]};
+    host[1] = (celer_weight){.type = t, .rows = SE * ff, .cols = SD, .data = raw[1]};
+    host[2] = (celer_weight){.type = t, .rows = SE * SD, .cols = ff, .data = raw[2]};
+}
+
+/* The stacked host weights loaded on gpu (st), and each expert's rows as views of them (as models
+ * load them). */
+static void stacked_views(const celer_weight host[3], int64_t ff, celer_weight st[3], celer_weight gg[SE],
                           celer_weight ug[SE], celer_weight dg[SE])
 {
-    const int64_t rows[3] = {SE * ff, SE * ff, SE * SD}, cols[3] = {SD, SD, ff}, per[3] = {ff, ff, SD};
+    const int64_t per[3]   = {ff, ff, SD};
     celer_weight *views[3] = {gg, ug, dg};
     for (int i = 0; i < 3; i++) {
-        st[i] = (celer_weight){.type = t, .rows = rows[i], .cols = cols[i], .data = raw[i]};
+        st[i] = host[i];
         CHECK(gpu->ops->weight_load(gpu, &st[i], &err) == CELER_OK);
         for (int e = 0; e < SE; e++)
             CHECK(gpu->ops->weight_view(gpu, &st[i], e * per[i], per[i], &views[i][e], &err) == CELER_OK);
     }
 }
 
-/* moe_ffn on backend b (the helpers' gpu while it runs) of the stacked experts' bytes raw, as
- * views of one loaded tensor a projection (stacked_views), ff wide inside: og (T rows of SD). */
-static void stacked_ffn(celer_backend *b, celer_ggml_type t, int64_t T, void *const raw[3], const float *x,
-                        const int32_t *ic, const float *wc, int64_t ff, float *og)
+/* moe_ffn on backend b (the helpers' gpu while it runs) of the stacked experts (host weights, ff
+ * wide inside), as views of one loaded tensor a projection (stacked_views): og (T rows of SD). */
+static void stacked_ffn(celer_backend *b, const celer_weight host[3], int64_t T, const float *x, const int32_t *ic,
+                        const float *wc, int64_t ff, float *og)
 {
     celer_backend *was = gpu;
     gpu                = b;
     celer_weight st[3], gg[SE], ug[SE], dg[SE];
-    stacked_views(t, ff, raw, st, gg, ug, dg);
+    stacked_views(host, ff, st, gg, ug, dg);
     celer_moe mg   = {SE, ff, gg, ug, dg};
     float    *dx   = dev_copy(x, (size_t)(T * SD) * 4), *dout = dev_zeros((size_t)(T * SD));
     float    *dw   = dev_copy(wc, (size_t)(T * SK) * 4);
@@ -100,14 +111,16 @@ static void test_moe_stacked(celer_ggml_type t, int64_t T, int64_t ff, int sms)
     float    *x = malloc((size_t)(T * SD) * 4), *oc = malloc((size_t)(T * SD) * 4), *og = malloc((size_t)(T * SD) * 4);
     random_fill(x, T * SD, 1.0f);
     CHECK(cpu->ops->moe_ffn(cpu, &mc, x, T, ic, wc, SK, CELER_ACT_SILU, oc, &err) == CELER_OK);
-    stacked_ffn(gpu, t, T, raw, x, ic, wc, ff, og);
+    celer_weight host[3];
+    stacked_host(t, ff, raw, host);
+    stacked_ffn(gpu, host, T, x, ic, wc, ff, og);
     double e = rel_l2f(og, oc, T * SD);
     if (!(e < 2e-2)) fprintf(stderr, "  moe_ffn stacked %s T=%lld: %.2e\n", ti->name, (long long)T, e);
     CHECK(e < 2e-2);
     for (int v = 0; v < N_VARIANTS; v++) {
         variant[v].out = malloc((size_t)(T * SD) * 4);
         if (!variant[v].be) continue;
-        stacked_ffn(variant[v].be, t, T, raw, x, ic, wc, ff, variant[v].out);
+        stacked_ffn(variant[v].be, host, T, x, ic, wc, ff, variant[v].out);
         const int    r     = variant[v].ref;
         const bool   exact = r >= 0 && variant[r].be && T * SK <= 256 &&
                            ((variant[v].rows == 1 ? SD : 2 * ff) / 16) * T * SK >= 3 * (int64_t)sms;
@@ -123,6 +136,67 @@ static void test_moe_stacked(celer_ggml_type t, int64_t T, int64_t ff, int sms)
     for (int i = 0; i < 3; i++) free(raw[i]);
 }
 
+/* A host MLX affine weight (rows, cols) of random values quantized by bits in groups of group with
+ * scales of dtype (F32 or BF16); its arrays into bufs[0..3) (free them). */
+static celer_weight mlx_affine_host(int64_t rows, int64_t cols, uint32_t bits, uint32_t group, celer_st_dtype dtype,
+                                    void *bufs[3])
+{
+    celer_mlx_quant q = {.name = "experts", .mode = CELER_HF_QUANT_AFFINE, .bits = bits, .group_size = group,
+                         .dtype = dtype, .rows = rows, .cols = cols};
+    celer_mlx_quant_shapes sh;
+    CHECK(celer_mlx_quant_get_shapes(&q, &sh, &err) == CELER_OK);
+    float *src = malloc((size_t)(rows * cols) * 4);
+    random_fill(src, rows * cols, 0.1f);
+    if (dtype == CELER_ST_BF16) { /* affine quantizes values of its scales' dtype */
+        uint16_t *b = (uint16_t *)src;
+        for (int64_t i = 0; i < rows * cols; i++) b[i] = celer_f32_to_bf16(src[i]);
+    }
+    for (int i = 0; i < 3; i++) bufs[i] = malloc(i == 0 ? sh.weight_bytes : i == 1 ? sh.scales_bytes : sh.biases_bytes);
+    CHECK(celer_mlx_quantize_rows(&q, src, dtype, 0, rows, bufs[0], bufs[1], bufs[2], &err) == CELER_OK);
+    free(src);
+    return (celer_weight){.type = CELER_WEIGHT_MLX, .rows = rows, .cols = cols, .data = bufs[0], .mlx = q,
+                          .mlx_data = {bufs[0], sh.weight_bytes, bufs[1], sh.scales_bytes, bufs[2], sh.biases_bytes}};
+}
+
+/* moe_ffn over stacked MLX affine experts (an mlx-community MoE checkpoint's switch_mlp): the
+ * GPU's views of one tensor a projection against the CPU's experts, each its rows of the same
+ * arrays, within the CPU's bound: T = 1 the combining decode kernels, 32 a batch, 300 (past 256
+ * pairs) the host-grouped path's matrix units (affine 4 and 8 bits). */
+static void test_moe_stacked_mlx(uint32_t bits, uint32_t group, celer_st_dtype dtype, int64_t T)
+{
+    void        *bufs[3][3];
+    celer_weight host[3] = {mlx_affine_host(SE * SFF, SD, bits, group, dtype, bufs[0]),
+                            mlx_affine_host(SE * SFF, SD, bits, group, dtype, bufs[1]),
+                            mlx_affine_host(SE * SD, SFF, bits, group, dtype, bufs[2])};
+    celer_weight cw[3][SE];
+    for (int i = 0; i < 3; i++)
+        for (int e = 0; e < SE; e++) {
+            const int64_t per = i < 2 ? SFF : SD;
+            cw[i][e]          = host[i];
+            cw[i][e].rows = cw[i][e].mlx.rows = per;
+            cw[i][e].mlx_data = celer_mlx_quant_data_rows(&host[i].mlx_data, host[i].rows, e * per, per);
+            cw[i][e].data     = cw[i][e].mlx_data.weight;
+            CHECK(cpu->ops->weight_load(cpu, &cw[i][e], &err) == CELER_OK);
+        }
+    float   *logits = malloc((size_t)(T * SE) * 4), *wc = malloc((size_t)(T * SK) * 4);
+    int32_t *ic     = malloc((size_t)(T * SK) * 4);
+    random_fill(logits, T * SE, 3.0f);
+    CHECK(cpu->ops->moe_route(cpu, logits, T, SE, SK, true, ic, wc, &err) == CELER_OK);
+    celer_moe mc = {SE, SFF, cw[0], cw[1], cw[2]};
+    float    *x = malloc((size_t)(T * SD) * 4), *oc = malloc((size_t)(T * SD) * 4), *og = malloc((size_t)(T * SD) * 4);
+    random_fill(x, T * SD, 1.0f);
+    CHECK(cpu->ops->moe_ffn(cpu, &mc, x, T, ic, wc, SK, CELER_ACT_SILU, oc, &err) == CELER_OK);
+    stacked_ffn(gpu, host, T, x, ic, wc, SFF, og);
+    char desc[64];
+    celer_mlx_quant_describe(&host[0].mlx, desc, sizeof desc);
+    const double e = rel_l2f(og, oc, T * SD);
+    if (!(e < 2e-2)) fprintf(stderr, "  moe_ffn stacked %s T=%lld: %.2e\n", desc, (long long)T, e);
+    CHECK(e < 2e-2);
+    free(logits), free(wc), free(ic), free(x), free(oc), free(og);
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) free(bufs[i][j]);
+}
+
 /* The port moe_ffn_add (an MoE step's output added to the residual stream by its combining
  * down products) on backend b against b's moe_ffn then add, bit for bit, over stacked experts
  * (stacked_ffn's): decode steps take the combining kernel with its add, a batch grouped on the
@@ -135,8 +209,9 @@ static void test_moe_ffn_add(celer_backend *b, celer_ggml_type t, int64_t T, int
     CHECK(celer_port_select(&celer_port_moe_ffn_add, gpu->ops->kind, &fn, &err) == CELER_OK);
     void *raw[3] = {random_weights(t, SE * ff, SD, 0.1f), random_weights(t, SE * ff, SD, 0.1f),
                     random_weights(t, SE * SD, ff, 0.1f)};
-    celer_weight st[3], gg[SE], ug[SE], dg[SE];
-    stacked_views(t, ff, raw, st, gg, ug, dg);
+    celer_weight host[3], st[3], gg[SE], ug[SE], dg[SE];
+    stacked_host(t, ff, raw, host);
+    stacked_views(host, ff, st, gg, ug, dg);
     celer_moe mg     = {SE, ff, gg, ug, dg};
     float    *logits = malloc((size_t)(T * SE) * 4), *wc = malloc((size_t)(T * SK) * 4);
     int32_t  *ic     = malloc((size_t)(T * SK) * 4);
@@ -381,6 +456,10 @@ int main(void)
      * other form: two units a lane a round) */
     test_moe_stacked(CELER_GGML_Q4_0, 1, 2048, facts.compute_units);
     test_moe_stacked(CELER_GGML_Q8_0, 3, 2048, facts.compute_units);
+    test_moe_stacked_mlx(4, 64, CELER_ST_BF16, 1);
+    test_moe_stacked_mlx(4, 64, CELER_ST_BF16, 32);
+    test_moe_stacked_mlx(4, 64, CELER_ST_BF16, 300);
+    test_moe_stacked_mlx(8, 32, CELER_ST_F32, 300);
     test_moe_ffn_add(gpu, CELER_GGML_Q4_0, 1, SFF);   /* the combining kernel's add */
     test_moe_ffn_add(gpu, CELER_GGML_Q8_0, 3, 2048);
     test_moe_ffn_add(gpu, CELER_GGML_Q4_K, 2, SFF);
