@@ -464,13 +464,21 @@ celer_status gpu_mmq_launch_parts(gpu_backend *g, gpu_mmq_fn fn, bool early, uns
                                  (int)add);
 }
 
+/* The 32-token tile of format F: on AMD every format's, on NVIDIA those without the batch kernel
+ * (Q4_0 and Q8_0 steps of up to 32 tokens take that kernel there). */
+template <int F> static gpu_mmq_fn mmq_small_fn()
+{
+    if constexpr (CELER_GPU_AMX || mmq_affine<F>()) return k_mmq<F, GPU_MMQ_SMALL>;
+    else return NULL;
+}
+
 /* The tiled kernel for fmt in tiles of 64 tokens, *bt of them for T tokens; steps of up to 32 (on
  * NVIDIA those of the formats without the batch kernel) in one tile of 32. */
 static gpu_mmq_fn mmq_fn(int fmt, int64_t T, int64_t *bt)
 {
     if (T <= GPU_MMQ_SMALL) {
         *bt = 1;
-#define MMQ_SMALL_FN(F) if (fmt == F) return k_mmq<F, GPU_MMQ_SMALL>;
+#define MMQ_SMALL_FN(F) if (fmt == F) return mmq_small_fn<F>();
         MMQ_FORMATS(MMQ_SMALL_FN)
 #undef MMQ_SMALL_FN
         return NULL;
@@ -490,6 +498,9 @@ celer_status gpu_mmq_xq(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_x
     if (T <= GPU_MMQ_SMALL && gpu_mmq_batch_has(g, fmt)) return gpu_mmq_small(g, w, fmt, xq, T, y, add, err);
     int64_t          bt;
     const gpu_mmq_fn fn = mmq_fn(fmt, T, &bt);
+    if (!fn)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no tiled prefill kernel for format %d at %lld tokens",
+                          CELER_GPU_NAME, fmt, (long long)T);
     if (bt > GPU_MAX_GRID_YZ)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: a step of %lld tokens is past the prefill grid", CELER_GPU_NAME,
                           (long long)T);

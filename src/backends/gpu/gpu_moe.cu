@@ -90,6 +90,10 @@ static bool stacked(const celer_weight *ws, int64_t n, gpu_wdesc *d, int *fmt)
     return true;
 }
 
+/* Whether a decode step of K choices a token takes the combining down products (which can add
+ * to their output). */
+static bool moe_combines(const gpu_backend *g, int64_t K) { return g->moe_combine && gpu_matvec_q8_combines(K); }
+
 /* Decode-sized steps: every selection multiplied in place by its expert's rows, the choices
  * never leaving the device (a step graph can record it). Each selection reads its expert's
  * weights, so a step of many tokens takes the grouped path below instead. The experts' products
@@ -116,7 +120,7 @@ static celer_status moe_ffn_device(gpu_backend *g, const celer_moe *moe, const f
                g->base.ops->glu(&g->base, G, U, N * ff, act, err))
         return err->code;
     if (gpu_quant_x(g, G, N, ff, false, &xq, err)) return err->code;
-    if (g->moe_combine && gpu_matvec_q8_combines(K)) /* the down products and their sum: one launch */
+    if (moe_combines(g, K)) /* the down products and their sum: one launch */
         return gpu_matvec_q8_combine(g, &dw[2], fw[2], &xq, &each, T, K, w, out, add, err);
     if (add) return celer_fail(err, CELER_ERR_INVALID, "%s: an MoE step added in place off the combining kernel",
                                CELER_GPU_NAME);
@@ -396,7 +400,7 @@ extern "C" celer_status celer_gpu_moe_ffn_add(celer_backend *be, const celer_moe
     bool         st;
     if (gpu_alive(g, err) || moe_check(moe, n_used, err)) return err->code;
     if (T <= 0) return CELER_OK;
-    if (moe_path_of(g, moe, T, n_used, dw, fw, &st) == MOE_IN_PLACE && g->moe_combine && gpu_matvec_q8_combines(n_used))
+    if (moe_path_of(g, moe, T, n_used, dw, fw, &st) == MOE_IN_PLACE && moe_combines(g, n_used))
         return moe_ffn_device(g, moe, x, T, ids, w, n_used, act, y, true, dw, fw, err);
     if (gpu_moe_ffn(be, moe, x, T, ids, w, n_used, act, tmp, err)) return err->code;
     return gpu_add(be, y, tmp, T * moe->down[0].rows, err);
