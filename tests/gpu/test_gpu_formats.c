@@ -231,11 +231,10 @@ static bool kept_row_is(const celer_weight *w, int32_t id, const float *want)
     return ok;
 }
 
-/* One MLX weight quantized from random values, its host arrays and its dequantized rows. */
-static void test_matmul_mlx_one(celer_hf_quant_mode mode, uint32_t bits, uint32_t group, celer_st_dtype dtype,
-                                bool gscale)
+/* One MLX weight of rows x k quantized from random values, its host arrays and its dequantized rows. */
+static void test_matmul_mlx_shape(celer_hf_quant_mode mode, uint32_t bits, uint32_t group, celer_st_dtype dtype,
+                                  bool gscale, int64_t rows, int64_t k)
 {
-    int64_t         rows = 45, k = 512;
     celer_mlx_quant q    = {.name = "test", .mode = mode, .bits = bits, .group_size = group, .dtype = dtype,
                             .has_global_scale = gscale, .global_scale = gscale ? 3.5f : 0.0f, .rows = rows, .cols = k};
     celer_mlx_quant_shapes s;
@@ -282,6 +281,12 @@ static void test_matmul_mlx_one(celer_hf_quant_mode mode, uint32_t bits, uint32_
     free(rows_h), free(src), free(r16), free(wq), free(sc), free(bi), free(wd);
 }
 
+static void test_matmul_mlx_one(celer_hf_quant_mode mode, uint32_t bits, uint32_t group, celer_st_dtype dtype,
+                                bool gscale)
+{
+    test_matmul_mlx_shape(mode, bits, group, dtype, gscale, 45, 512);
+}
+
 static void test_matmul_mlx(void)
 {
     static const uint32_t bits[] = {2, 3, 4, 5, 6, 8}, groups[] = {32, 64, 128};
@@ -299,6 +304,13 @@ static void test_matmul_mlx(void)
     test_matmul_mlx_one(CELER_HF_QUANT_MXFP8, 8, 32, CELER_ST_F32, false);
     test_matmul_mlx_one(CELER_HF_QUANT_NVFP4, 4, 16, CELER_ST_BF16, false);
     test_matmul_mlx_one(CELER_HF_QUANT_NVFP4, 4, 16, CELER_ST_F32, true);
+    /* NVIDIA's batch kernel (3 to 32 tokens) on affine 4 and 8 bits: 17 and 18 column blocks (its
+     * stages of 4 and column parts of 8 end short: a stage of one 32-value group, of one 64-value
+     * group of two blocks), rows in three blocks of 128 (the last short) */
+    test_matmul_mlx_shape(CELER_HF_QUANT_AFFINE, 4, 32, CELER_ST_F32, false, 300, 544);
+    test_matmul_mlx_shape(CELER_HF_QUANT_AFFINE, 8, 64, CELER_ST_F32, false, 130, 576);
+    test_matmul_mlx_shape(CELER_HF_QUANT_AFFINE, 4, 64, CELER_ST_BF16, false, 45, 576);
+    test_matmul_mlx_shape(CELER_HF_QUANT_AFFINE, 8, 128, CELER_ST_F16, false, 45, 640);
 }
 
 /* ---- embedding rows ------------------------------------------------------------------------ */

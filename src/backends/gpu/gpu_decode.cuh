@@ -62,6 +62,17 @@ static __device__ __forceinline__ float dec_bf16(uint32_t b) { return __uint_as_
 
 static __device__ __forceinline__ uint32_t ld16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
 
+/* An MLX affine group's scale and bias from their words as the MLX_ROWS layout holds them side by
+ * side (sdtype t: f32, h0 and h1; f16 and bf16, the low and high halves of h0). A bf16 half is
+ * the top of an f32: the bias's word masked, the scale's shifted, one instruction each (apart, as
+ * 16-bit values, four). */
+static __device__ __forceinline__ void mlx_scale_bias(uint32_t h0, uint32_t h1, int32_t t, float *sc, float *bi)
+{
+    if (t == 0) *sc = __uint_as_float(h0), *bi = __uint_as_float(h1);
+    else if (t == 1) *sc = dec_f16(h0 & 0xffffu), *bi = dec_f16(h0 >> 16);
+    else *sc = __uint_as_float(h0 << 16), *bi = __uint_as_float(h0 & 0xffff0000u);
+}
+
 /* An e2m1 code (sign, two exponent bits, a mantissa bit): twice its magnitude, 0 1 2 3 4 6 8 12,
  * is nibble c & 7 of a constant. A table of eight floats indexed at run time lived in each
  * thread's local memory (a 32-byte stack frame): on an H100 a 14336 x 4096 mxfp4 product of 512

@@ -38,7 +38,6 @@ enum {
  * bits) or as q - 128 (8 bits), their biases (and 128 · scale) times the token block's Σ x̂ added
  * to each block's sum, as the decode kernels do. */
 #define MMQ_FORMATS(X) X(GPU_Q4_0) X(GPU_Q8_0) X(GPU_AFFINE4) X(GPU_AFFINE8)
-template <int F> static __host__ __device__ constexpr bool mmq_affine() { return F == GPU_AFFINE4 || F == GPU_AFFINE8; }
 /* Blocks an SM k_mmq asks of ptxas (sm_90a): three for MLX affine 4-bit, which took 178 registers
  * unasked (two blocks; 166 asked, no spills) where Q4_0 takes 168; none asked for the others
  * (affine 8-bit spilled 20 bytes at three, its experts' kernel too, affine 4-bit's 28). */
@@ -55,11 +54,6 @@ int64_t gpu_mmq_from(const gpu_backend *g, int fmt)
 {
     if (gpu_mmq_batch_has(g, fmt) || g->amx != CELER_AMX_NONE) return g->mmq_from;
     return g->mmq_from > GPU_MMQ_FROM_TILED ? g->mmq_from : GPU_MMQ_FROM_TILED;
-}
-
-bool gpu_mmq_batch_has(const gpu_backend *g, int fmt)
-{
-    return gpu_imma_ok(&g->prop) && (fmt == GPU_Q4_0 || fmt == GPU_Q8_0);
 }
 
 bool gpu_mmq_tiles_has(const gpu_backend *g, int fmt)
@@ -93,8 +87,8 @@ int gpu_amx_take(const gpuDeviceProp *p) { return (void)p, CELER_AMX_NONE; }
 void gpu_mmq_facts(const gpuDeviceProp *p, celer_device_facts *f)
 {
     if (gpu_imma_ok(p))
-        snprintf(f->matrix, sizeof f->matrix, "mma.sync (i8, f16): Q4_0 and Q8_0 steps of more than %d tokens, "
-                 "MLX affine 4 and 8 bits of more than %d, prefill attention", GPU_MMQ_FROM, GPU_MMQ_FROM_TILED);
+        snprintf(f->matrix, sizeof f->matrix, "mma.sync (i8, f16): Q4_0, Q8_0 and MLX affine 4 and 8 bits steps of "
+                 "more than %d tokens, prefill attention", GPU_MMQ_FROM);
     else
         snprintf(f->matrix, sizeof f->matrix, "none taken before sm_80: prefill on the f32 tiled kernel");
 }

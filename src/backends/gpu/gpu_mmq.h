@@ -28,13 +28,14 @@ enum {
 bool         gpu_mmq_has(const gpu_backend *g, int fmt);
 /* The step length past which a product of the format takes the matrix units here (with
  * gpu_mmq_has): g->mmq_from, but on NVIDIA at least GPU_MMQ_FROM_TILED for a format without the
- * batch kernel (MLX affine), whose steps of up to 32 tokens take one 32-token tile of the tiled
- * kernel: on the H100, 14336 x 4096 affine 4-bit g64 took 49.6 / 99.0 / 193.5 us at 8 / 16 / 32
- * tokens on the decode kernels (a pass each 8), 105.1 / 112.8 us at 16 / 32 on the tile
- * (docs/benchmarks/gpu-h200.md, forty-fifth pass). */
+ * batch kernel (MLX affine in the batch kernel's other geometries), whose steps of up to 32
+ * tokens take one 32-token tile of the tiled kernel: on the H100, 14336 x 4096 affine 4-bit g64
+ * took 49.6 / 99.0 / 193.5 us at 8 / 16 / 32 tokens on the decode kernels (a pass each 8), 105.1
+ * / 112.8 us at 16 / 32 on the tile (docs/benchmarks/gpu-h200.md, forty-fifth pass). */
 int64_t      gpu_mmq_from(const gpu_backend *g, int fmt);
-/* Whether the batch kernel (gpu_mmq_small.cu: mma.sync fragments, 32-lane warps) runs here:
- * NVIDIA's units only. Without it a step of a few tokens takes the tiled kernel. */
+/* Whether the batch kernel (gpu_mmq_small.cu: mma.sync fragments, 32-lane warps) runs the
+ * format here: NVIDIA's units only; Q4_0 and Q8_0, and MLX affine 4 and 8 bits in its default
+ * geometry (g->sq_geom). Without it a step of a few tokens takes the tiled kernel. */
 bool         gpu_mmq_batch_has(const gpu_backend *g, int fmt);
 /* The kind of AMD matrix units (CELER_AMX_*, amx_layout.h) the prefill kernel takes on device p
  * (current): the kind the loaded code reports if p's name agrees (celer_gfx_matrix_taken), else
@@ -135,6 +136,10 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_mmq_sums &s)
     for (int i = 0; i < GPU_MVQ_SET; i++) h = gpu_sig_args(h, s.part[i], s.y[i], s.n[i], s.parts[i]);
     return gpu_sig_args(h, s.n_w, s.add);
 }
+
+/* Whether format F is MLX affine (4 or 8 bits on the matrix units): each block's bias times the
+ * token block's Σ x̂ is added to its scaled sum. */
+template <int F> static __host__ __device__ constexpr bool mmq_affine() { return F == GPU_AFFINE4 || F == GPU_AFFINE8; }
 
 /* Bytes 0..15 of v minus 8, as signed bytes (no borrow between bytes). */
 static __device__ __forceinline__ int minus8(uint32_t v)

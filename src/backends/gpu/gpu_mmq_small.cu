@@ -1,6 +1,6 @@
 /* Products of a batch of decodes (3 to 32 tokens: the server's continuous batch) on the integer
  * matrix units, with the weights streamed through shared memory, and a MoE prefill's experts on
- * the same kernel. The activations' format, the mma fragments and the
+ * the same kernel: Q4_0, Q8_0, and MLX affine 4 and 8 bits in the default geometry. The activations' format, the mma fragments and the
  * sums are those of the tiled prefill kernel (gpu_mmq.cu), so a token's products do not depend
  * on which of the two computes them. */
 #include "backends/gpu/gpu_mmq.h"
@@ -16,7 +16,12 @@
  * Q4_0 codes are staged as stored (16 bytes a block) and split into the fragments' low and high
  * nibbles when read; the sums are the same as the tiled kernel's. X8 (activations quantized to 8
  * bits, gpu_matvec.h: their lo codes zeros): the lo codes neither copied nor multiplied, half the
- * activations' copies and half the mma. */
+ * activations' copies and half the mma.
+ * MLX affine weights go in as the tiled kernel takes them (gpu_mmq.cu): 4-bit codes unsigned,
+ * 8-bit ones as q - 128, each block's sum scaled and its bias (plus 128 · scale at 8 bits) times
+ * the token block's d · S added; a stage holds each row's scale and bias pairs for its columns
+ * (one to four groups, as stored) and each token block's (d, d · S). Their kernels take both
+ * levels of the activations always (with X8 the lo codes are zeros: the same sums). */
 enum { SQ_ROWS = 64, SQ_BQ = 8, SQ_STAGES = 3 };
 
 /* The block's geometry G: 0 (CELER_GPU_SQ_WIDE=0), 64 rows, SQ_BQ column blocks a stage, SQ_STAGES
@@ -33,13 +38,18 @@ template <int G> struct sq_geom {
 
 template <int F, int NT, int G = 0> struct sq_shape {
     static constexpr int SQ_ROWS = sq_geom<G>::ROWS, SQ_BQ = sq_geom<G>::BQ, SQ_STAGES = sq_geom<G>::STAGES;
-    static constexpr int WB     = F == GPU_Q4_0 ? 16 : 32;  /* code bytes of a block */
-    static constexpr int WLD    = SQ_BQ * WB + 16;          /* a row's stride (16 bytes of padding: no bank conflicts) */
-    static constexpr int XLD    = 2 * SQ_BQ * 32 + 16;      /* a token's: hi codes, then lo codes */
-    static constexpr int WS_OFF = SQ_ROWS * WLD;            /* the rows' f16 scales, SQ_BQ a row */
-    static constexpr int X_OFF  = WS_OFF + SQ_ROWS * 2 * SQ_BQ;
-    static constexpr int XS_OFF = X_OFF + NT * XLD;         /* the tokens' scales d, NT a column block */
-    static constexpr int STAGE  = XS_OFF + NT * SQ_BQ * 4;
+    static constexpr bool AFF   = mmq_affine<F>();
+    static constexpr int WB     = F == GPU_Q4_0 || F == GPU_AFFINE4 ? 16 : 32; /* code bytes of a block */
+    static constexpr int WLD    = SQ_BQ * WB + 16;     /* a row's stride (16 bytes of padding: no bank conflicts) */
+    static constexpr int XLD    = 2 * SQ_BQ * 32 + 16; /* a token's: hi codes, then lo codes */
+    /* a row's scales: SQ_BQ f16 d; MLX, its groups' scale and bias pairs (at most a 32-value
+     * group's f32 pair a block) */
+    static constexpr int WSB    = AFF ? 8 * SQ_BQ : 2 * SQ_BQ;
+    static constexpr int XSB    = AFF ? 8 : 4;         /* a token block's d; MLX (d, d · S) */
+    static constexpr int WS_OFF = SQ_ROWS * WLD;
+    static constexpr int X_OFF  = WS_OFF + SQ_ROWS * WSB;
+    static constexpr int XS_OFF = X_OFF + NT * XLD; /* the tokens' scales, NT a column block */
+    static constexpr int STAGE  = XS_OFF + NT * SQ_BQ * XSB;
     static constexpr int HALVES = NT >= 16 && !G ? 2 : 1;   /* token parts: a warp each for a row tile */
     static constexpr int RT     = SQ_ROWS / 16;             /* row tiles */
     static constexpr int THREADS = 32 * RT * HALVES;
@@ -74,6 +84,7 @@ template <int F, int NT, int G, bool MAP = false> struct sq_copies {
     const float2  *s;
     int            wstep; /* bytes between weight pieces j and j + 1 (RW rows; the weight picked in a set
                            * by the block: its row_bytes read from the parameters once, not each stage) */
+    int            gshift, pb; /* MLX: log2 of a group's values, bytes of its scale and bias pair */
     uint32_t       ok; /* bit j: weight piece j's row exists; 8 + j: token piece j's; 16 + j: scale piece j's;
                         * 24: ws's */
     /* with a row map (MAP: a MoE layer's pairs, each token's row read where it lies), each token
@@ -99,6 +110,7 @@ static __device__ __forceinline__ void sq_plan(sq_copies<F, NT, G, MAP> &c, cons
     c.w  = w.data + rw * w.row_bytes + 16 * (tid % C::CPR);
     c.wstep = (int)(C::RW * w.row_bytes);
     c.ws = w.data + (c.ok >> 24 ? r0 + tid : 0) * w.row_bytes + w.scales_off;
+    if constexpr (mmq_affine<F>()) c.gshift = w.gshift, c.pb = w.sdtype == 0 ? 8 : 4;
     c.x  = x.q + (tx * x.nb + tid / 4 % SQ_BQ) * XQ_BLOCK + 16 * (tid % 4);
     c.s  = x.d + ts * x.nb + tid % SQ_BQ;
     if constexpr (MAP) {
@@ -136,7 +148,23 @@ static __device__ __forceinline__ void sq_issue(gpu_smem st, int8_t *stg, const 
             gpu_cp_async16_at(st + i / C::CPR * S::WLD + 16 * k,
                               ok ? c.w + j * c.wstep + k0 * S::WB : c.ws, ok);
     }
-    if (tid < SQ_ROWS) { /* a row's SQ_BQ scales: 16 bytes (8 in geometry 2) */
+    if (S::AFF && tid < SQ_ROWS) {
+        /* the row's pairs for the stage's groups (columns and groups start together: a stage is
+         * 128 or 256 values, a group 32, 64 or 128), n bytes at a multiple of n: 4 to 32 in
+         * geometry 2 */
+        const int      n = ((32 * SQ_BQ) >> c.gshift) * c.pb;
+        const uint8_t *hs = c.ws + ((32 * k0) >> c.gshift) * c.pb;
+        const bool     ok = c.ok >> 24 & 1;
+        if (whole && n >= 16)
+            for (int o = 0; o < n; o += 16) gpu_cp_async16_at(st + S::WS_OFF + S::WSB * tid + o, hs + o, ok);
+        else if (whole && n == 8) gpu_cp_async8_at(st + S::WS_OFF + S::WSB * tid, hs, ok);
+        else if (whole) gpu_cp_async4_at(st + S::WS_OFF + S::WSB * tid, hs, ok);
+        else { /* the last, short stage: no read past the row's pairs */
+            const int m   = ((32 * (kend - k0) + (1 << c.gshift) - 1) >> c.gshift) * c.pb;
+            uint32_t *dst = (uint32_t *)(stg + S::WS_OFF + S::WSB * tid);
+            for (int i = 0; i < n / 4; i++) dst[i] = ok && 4 * i < m ? ((const uint32_t *)hs)[i] : 0u;
+        }
+    } else if (tid < SQ_ROWS) { /* a row's SQ_BQ scales: 16 bytes (8 in geometry 2) */
         const uint8_t *hs = c.ws + 2 * k0;
         const bool     ok = c.ok >> 24 & 1;
         static_assert(SQ_BQ == 8 || SQ_BQ == 4, "a row's scales in one copy");
@@ -165,7 +193,10 @@ static __device__ __forceinline__ void sq_issue(gpu_smem st, int8_t *stg, const 
         const float2 *src;
         if constexpr (MAP) src = c.sm[j] + k0;
         else src = c.s + (int64_t)(C::TS * j) * x.nb + k0;
-        if (i < NT * SQ_BQ) /* d, by column block, then token: a lane's two tokens in one load */
+        /* d (MLX: d and d · S), by column block, then token: a lane's two tokens in one load */
+        if (i < NT * SQ_BQ && S::AFF)
+            gpu_cp_async8_at(st + S::XS_OFF + 8 * (i % SQ_BQ * NT + i / SQ_BQ), ok ? (const void *)src : x.d, ok);
+        else if (i < NT * SQ_BQ)
             gpu_cp_async4_at(st + S::XS_OFF + 4 * (i % SQ_BQ * NT + i / SQ_BQ), ok ? (const void *)src : x.d, ok);
     }
     gpu_cp_commit();
@@ -177,10 +208,11 @@ static __device__ __forceinline__ void sq_issue(gpu_smem st, int8_t *stg, const 
 static __device__ __forceinline__ int nib16(uint32_t v) { return (int)((v & 0xf0f0f0f0u) ^ 0x80808080u); }
 
 /* acc (this lane's elements of the warp's 16 rows, row tile rt, × its tokens, half th of NT) +=
- * stage st's products (Q4_0's 16 times theirs, nib16). */
+ * stage st's products (Q4_0's 16 times theirs, nib16); MLX: groups of 2^gshift values, pairs of
+ * sdtype. */
 template <int F, int NT, bool X8, int G>
-static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int th, int g, int q,
-                                                  float (&acc)[sq_shape<F, NT, G>::NI][4])
+static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int th, int g, int q, int gshift,
+                                                  int sdtype, float (&acc)[sq_shape<F, NT, G>::NI][4])
 {
     typedef sq_shape<F, NT, G> S;
     constexpr int SQ_BQ = S::SQ_BQ;
@@ -197,27 +229,50 @@ static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int 
 #pragma unroll
     for (int qb = 0; qb < SQ_BQ; qb++) {
         int a[4];
-        if (F == GPU_Q4_0) { /* byte i: value i (low nibble) and i + 16 (high) */
+        float sw[2], bw[2] = {0.0f, 0.0f}; /* rows r and r + 8: scales (MLX: and biases) */
+        if (F == GPU_Q4_0 || F == GPU_AFFINE4) { /* byte i: value i (low nibble) and i + 16 (high) */
             const uint32_t u0 = *(const uint32_t *)(w0 + 16 * qb + 4 * q), u8 = *(const uint32_t *)(w8 + 16 * qb + 4 * q);
-            a[0] = nib16(u0 << 4), a[1] = nib16(u8 << 4), a[2] = nib16(u0), a[3] = nib16(u8);
+            if (F == GPU_Q4_0) a[0] = nib16(u0 << 4), a[1] = nib16(u8 << 4), a[2] = nib16(u0), a[3] = nib16(u8);
+            else a[0] = u0 & 0x0f0f0f0fu, a[1] = u8 & 0x0f0f0f0fu, a[2] = u0 >> 4 & 0x0f0f0f0fu, a[3] = u8 >> 4 & 0x0f0f0f0fu;
         } else {
-            a[0] = *(const int *)(w0 + 32 * qb + 4 * q), a[1] = *(const int *)(w8 + 32 * qb + 4 * q);
-            a[2] = *(const int *)(w0 + 32 * qb + 16 + 4 * q), a[3] = *(const int *)(w8 + 32 * qb + 16 + 4 * q);
+            const uint32_t m = F == GPU_AFFINE8 ? 0x80808080u : 0u; /* MLX: q - 128 */
+            a[0] = *(const int *)(w0 + 32 * qb + 4 * q) ^ m, a[1] = *(const int *)(w8 + 32 * qb + 4 * q) ^ m;
+            a[2] = *(const int *)(w0 + 32 * qb + 16 + 4 * q) ^ m, a[3] = *(const int *)(w8 + 32 * qb + 16 + 4 * q) ^ m;
         }
-        const float sw[2] = {dec_f16(ws[SQ_BQ * r + qb]), dec_f16(ws[SQ_BQ * (r + 8) + qb])};
+        if constexpr (S::AFF) { /* block qb's group's pair, as the tiled kernel decodes it */
+            const int gi = (32 * qb) >> gshift;
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int8_t *p = st + S::WS_OFF + S::WSB * (r + 8 * h);
+                if (sdtype == 0) {
+                    const uint2 v = *(const uint2 *)(p + 8 * gi);
+                    mlx_scale_bias(v.x, v.y, 0, &sw[h], &bw[h]);
+                } else mlx_scale_bias(*(const uint32_t *)(p + 4 * gi), 0u, sdtype, &sw[h], &bw[h]);
+                if (F == GPU_AFFINE8) bw[h] += 128.0f * sw[h]; /* the codes went in as q - 128 */
+            }
+        } else sw[0] = dec_f16(ws[SQ_BQ * r + qb]), sw[1] = dec_f16(ws[SQ_BQ * (r + 8) + qb]);
 #pragma unroll
         for (int ni = 0; ni < S::NI; ni++) {
             const int tile = th * S::NI + ni, c = 8 * tile + 2 * q; /* c, c + 1: this lane's tokens */
             uint32_t  b[4]; /* hi bytes 4q .., 16 + 4q .. of token 8 tile + g; lo the same */
             gpu_ldsm_x4(b, xr + 8 * tile * S::XLD + 32 * qb);
-            const float2 s2    = *(const float2 *)(xs + NT * qb + c); /* d of tokens c, c + 1 */
-            const float  sx[2] = {s2.x, s2.y};
-            int          sh[4] = {0, 0, 0, 0}, sl[4] = {0, 0, 0, 0};
+            float sx[2], sy[2]; /* d of tokens c, c + 1 (MLX: and d · S) */
+            if constexpr (S::AFF) {
+                const float4 s4 = *(const float4 *)(xs + 2 * (NT * qb + c));
+                sx[0] = s4.x, sy[0] = s4.y, sx[1] = s4.z, sy[1] = s4.w;
+            } else {
+                const float2 s2 = *(const float2 *)(xs + NT * qb + c);
+                sx[0] = s2.x, sx[1] = s2.y;
+            }
+            int sh[4] = {0, 0, 0, 0}, sl[4] = {0, 0, 0, 0};
             gpu_imma_16x8x32(sh, a, (int)b[0], (int)b[1]);
             if (!X8) gpu_imma_16x8x32(sl, a, (int)b[2], (int)b[3]);
 #pragma unroll
-            for (int e = 0; e < 4; e++) /* element e: row r (+ 8 from e = 2), token c + e % 2 */
-                acc[ni][e] += sw[e / 2] * sx[e % 2] * (float)(256 * sh[e] + sl[e]);
+            for (int e = 0; e < 4; e++) { /* element e: row r (+ 8 from e = 2), token c + e % 2 */
+                if (S::AFF)
+                    acc[ni][e] += sw[e / 2] * sx[e % 2] * (float)(256 * sh[e] + sl[e]) + bw[e / 2] * sy[e % 2];
+                else acc[ni][e] += sw[e / 2] * sx[e % 2] * (float)(256 * sh[e] + sl[e]);
+            }
         }
     }
 }
@@ -263,7 +318,7 @@ static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq 
         else if (kn < ke)
             sq_issue<F, NT, X8, G, MAP, false>(sb + si * S::STAGE, sq_smem + si * S::STAGE, cp, x, kn, ke, tid);
         else gpu_cp_commit();
-        sq_compute<F, NT, X8, G>(sq_smem + sc * S::STAGE, rt, th, g, q, acc);
+        sq_compute<F, NT, X8, G>(sq_smem + sc * S::STAGE, rt, th, g, q, w.gshift, w.sdtype, acc);
         sc = sc == SQ_STAGES - 1 ? 0 : sc + 1, si = si == SQ_STAGES - 1 ? 0 : si + 1;
     }
     constexpr float unscale = F == GPU_Q4_0 ? 0.0625f : 1.0f; /* nib16's 16 */
@@ -341,6 +396,21 @@ __global__ void __launch_bounds__((sq_shape<F, NT, SQ_GEOM_DEFAULT>::THREADS),
     {{SQ_FNS(G, false, GPU_Q4_0), SQ_FNS(G, false, GPU_Q8_0)}, {SQ_FNS(G, true, GPU_Q4_0), SQ_FNS(G, true, GPU_Q8_0)}}
 #define SQ_SIZES(G, F, what) {sq_shape<F, 8, G>::what, sq_shape<F, 16, G>::what, sq_shape<F, 32, G>::what}
 #define SQ_SIZES_G(G, what) {SQ_SIZES(G, GPU_Q4_0, what), SQ_SIZES(G, GPU_Q8_0, what)}
+/* MLX affine 4 and 8 bits: the default geometry, both levels of the activations (header); their
+ * kernels are NVIDIA's alone, none built for AMD (gpu_mmq_batch_has) */
+#if CELER_GPU_IMMA
+#define SQ_MLX_FNS(F) SQ_FNS(SQ_GEOM_DEFAULT, false, F)
+#else
+#define SQ_MLX_FNS(F) {NULL, NULL, NULL}
+#endif
+
+bool gpu_mmq_batch_has(const gpu_backend *g, int fmt)
+{
+    return gpu_imma_ok(&g->prop) &&
+           (fmt == GPU_Q4_0 || fmt == GPU_Q8_0 ||
+            (CELER_GPU_IMMA && g->sq_geom == SQ_GEOM_DEFAULT && (fmt == GPU_AFFINE4 || fmt == GPU_AFFINE8)));
+}
+
 celer_status gpu_mmq_small_set(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
                                float *const *y, bool add, celer_error *err)
 {
@@ -350,9 +420,17 @@ celer_status gpu_mmq_small_set(gpu_backend *g, const gpu_wdesc *w, int n, int fm
     static const int    threads[3][2][3] = {SQ_SIZES_G(0, THREADS), SQ_SIZES_G(1, THREADS), SQ_SIZES_G(2, THREADS)};
     static const int    stages[3] = {sq_geom<0>::STAGES, sq_geom<1>::STAGES, sq_geom<2>::STAGES};
     static const int    rows[3]   = {sq_geom<0>::ROWS, sq_geom<1>::ROWS, sq_geom<2>::ROWS};
-    const int    G = g->sq_geom, f = fmt == GPU_Q8_0, s = T <= 8 ? 0 : T <= 16 ? 1 : 2;
-    const set_fn fn = fns[G][xq->x8][f][s];
-    const size_t smem = (size_t)stages[G] * (size_t)stage[G][f][s];
+    static const set_fn mlx_fns[2][3]   = {SQ_MLX_FNS(GPU_AFFINE4), SQ_MLX_FNS(GPU_AFFINE8)};
+    static const int    mlx_stage[2][3] = {SQ_SIZES(SQ_GEOM_DEFAULT, GPU_AFFINE4, STAGE),
+                                           SQ_SIZES(SQ_GEOM_DEFAULT, GPU_AFFINE8, STAGE)};
+    static_assert(sq_shape<GPU_AFFINE4, 32, SQ_GEOM_DEFAULT>::THREADS == sq_shape<GPU_Q4_0, 32, SQ_GEOM_DEFAULT>::THREADS,
+                  "MLX blocks shaped as Q4_0's");
+    const bool   mlx = fmt == GPU_AFFINE4 || fmt == GPU_AFFINE8;
+    const int    G = g->sq_geom, f = mlx ? fmt == GPU_AFFINE8 : fmt == GPU_Q8_0, s = T <= 8 ? 0 : T <= 16 ? 1 : 2;
+    if (!gpu_mmq_batch_has(g, fmt))
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no batch kernel for format %d here", CELER_GPU_NAME, fmt);
+    const set_fn fn = mlx ? mlx_fns[f][s] : fns[G][xq->x8][f][s];
+    const size_t smem = (size_t)stages[G] * (size_t)(mlx ? mlx_stage[f][s] : stage[G][f][s]);
     if (n < 1 || n > GPU_MVQ_SET)
         return celer_fail(err, CELER_ERR_INVALID, "%s: a set of %d products for the batch kernel (1 to 3)", CELER_GPU_NAME, n);
     if (gpu_allow_smem(g, (const void *)fn, smem, err)) return err->code;
@@ -416,7 +494,11 @@ celer_status gpu_mmq_expert_tiles(gpu_backend *g, const gpu_wdesc *w, int fmt, c
                                float *);
     typedef sq_shape<GPU_Q4_0, CELER_MOE_TILE_PAIRS, SQ_GEOM_DEFAULT> S4;
     typedef sq_shape<GPU_Q8_0, CELER_MOE_TILE_PAIRS, SQ_GEOM_DEFAULT> S8;
-    static_assert(S4::THREADS == S8::THREADS && S4::SQ_STAGES == S8::SQ_STAGES, "one block shape");
+    typedef sq_shape<GPU_AFFINE4, CELER_MOE_TILE_PAIRS, SQ_GEOM_DEFAULT> SA4;
+    typedef sq_shape<GPU_AFFINE8, CELER_MOE_TILE_PAIRS, SQ_GEOM_DEFAULT> SA8;
+    static_assert(S4::THREADS == S8::THREADS && S4::SQ_STAGES == S8::SQ_STAGES && S4::THREADS == SA4::THREADS &&
+                      S4::THREADS == SA8::THREADS && S4::SQ_STAGES == SA4::SQ_STAGES,
+                  "one block shape");
 #if CELER_GPU_AMX
     if (g->amx != CELER_AMX_NONE) return gpu_mmq_amx_tiles(g, w, fmt, xq, tok, tiles, n_tiles, live, y, err);
 #endif
@@ -426,9 +508,15 @@ celer_status gpu_mmq_expert_tiles(gpu_backend *g, const gpu_wdesc *w, int fmt, c
     if (n_tiles > GPU_MAX_GRID_YZ)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: %lld tiles of experts' tokens: past the prefill grid",
                           CELER_GPU_NAME, (long long)n_tiles);
-    const experts_fn fn = fmt == GPU_Q4_0 ? k_mmq_s_experts<GPU_Q4_0, CELER_MOE_TILE_PAIRS>
-                                          : k_mmq_s_experts<GPU_Q8_0, CELER_MOE_TILE_PAIRS>;
-    const size_t smem = (size_t)S4::SQ_STAGES * (size_t)(fmt == GPU_Q4_0 ? S4::STAGE : S8::STAGE);
+    experts_fn fn    = NULL;
+    int        stage = 0;
+    if (fmt == GPU_Q4_0) fn = k_mmq_s_experts<GPU_Q4_0, CELER_MOE_TILE_PAIRS>, stage = S4::STAGE;
+    else if (fmt == GPU_Q8_0) fn = k_mmq_s_experts<GPU_Q8_0, CELER_MOE_TILE_PAIRS>, stage = S8::STAGE;
+#if CELER_GPU_IMMA
+    else if (fmt == GPU_AFFINE4) fn = k_mmq_s_experts<GPU_AFFINE4, CELER_MOE_TILE_PAIRS>, stage = SA4::STAGE;
+    else if (fmt == GPU_AFFINE8) fn = k_mmq_s_experts<GPU_AFFINE8, CELER_MOE_TILE_PAIRS>, stage = SA8::STAGE;
+#endif
+    const size_t smem = (size_t)S4::SQ_STAGES * (size_t)stage;
     unsigned     br;
     if (gpu_allow_smem(g, (const void *)fn, smem, err) || gpu_grid(g, w->rows, S4::SQ_ROWS, &br, "mmq experts", err))
         return err->code;

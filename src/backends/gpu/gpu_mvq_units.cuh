@@ -288,13 +288,10 @@ template <int SD> static __device__ __forceinline__ void mvq_fix_sdtype(gpu_wdes
 template <int SD> static __device__ __forceinline__ void mvq_fix_sdtype(const gpu_wdesc &) {}
 
 /* The scale and bias of an MLX affine unit as unit_load left them (f32: h[0], h[1]; f16 and
- * bf16: the low and high halves of h[0]). A bf16 half is the top of an f32: the bias's word
- * masked, the scale's shifted, one instruction each (apart, as 16-bit values, four). */
+ * bf16: the low and high halves of h[0]). */
 static __device__ __forceinline__ void mlx_pair(const raw_unit &r, int32_t t, float *sc, float *bi)
 {
-    if (t == 0) *sc = __uint_as_float(r.h[0]), *bi = __uint_as_float(r.h[1]);
-    else if (t == 1) *sc = dec_f16(r.h[0] & 0xffffu), *bi = dec_f16(r.h[0] >> 16);
-    else *sc = __uint_as_float(r.h[0] << 16), *bi = __uint_as_float(r.h[0] & 0xffff0000u);
+    mlx_scale_bias(r.h[0], r.h[1], t, sc, bi);
 }
 
 /* Adds unit u of MVQ_ROWS rows (loaded in r) dotted with the activations of each live token
