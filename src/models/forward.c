@@ -279,7 +279,9 @@ static celer_status forward_step(const celer_model *m, celer_backend *be, celer_
     if (T > a->cap || n_out > a->cap_out)
         return celer_fail(err, CELER_ERR_INVALID, "model: a step of %lld tokens (%lld with logits) exceeds the %lld (%lld) "
                           "the buffers hold", (long long)T, (long long)n_out, (long long)a->cap, (long long)a->cap_out);
-    if (m->embd_mlx && ids) { /* the rows as mx.dequantize gives them, from the arrays as stored (host memory) */
+    /* an MLX table's rows as mx.dequantize gives them: from the arrays as stored (host memory), or
+     * where the backend holds the table and reads a kept id's row there (embd_kept), there */
+    if (m->embd_mlx && ids && !(m->embd_kept && op->argmax_keep)) {
         celer_weight e = {.type = CELER_WEIGHT_MLX, .rows = m->embd_q.rows, .cols = m->embd_q.cols,
                           .mlx = m->embd_q, .mlx_data = m->embd_d};
         TRY(op->get_rows(be, &e, ids, T, a->x, err));

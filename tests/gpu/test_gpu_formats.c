@@ -276,6 +276,10 @@ static void test_matmul_mlx_shape(celer_hf_quant_mode mode, uint32_t bits, uint3
         celer_weight wl = w;
         CHECK(gpu->ops->weight_load(gpu, &wl, &err) == CELER_OK);
         for (int i = 0; i < 3; i++) CHECK(kept_row_is(&wl, ids[i], wd + ids[i] * k));
+        /* and a prefill's rows of the loaded table, the ids from the host: the same values */
+        CHECK(gpu->ops->get_rows(gpu, &wl, ids, 3, dy, &err) == CELER_OK);
+        to_host(dy, rows_h, 3 * (size_t)k * sizeof *rows_h);
+        for (int i = 0; i < 3; i++) CHECK(!memcmp(rows_h + i * k, wd + ids[i] * k, (size_t)k * sizeof *wd));
     }
     gpu->ops->release(gpu, dy);
     free(rows_h), free(src), free(r16), free(wq), free(sc), free(bi), free(wd);

@@ -454,9 +454,14 @@ celer_status gpu_get_rows(celer_backend *be, const celer_weight *w, const int32_
             return celer_fail(err, CELER_ERR_INVALID, "%s: token id %d is outside the embedding (%lld rows)",
                               CELER_GPU_NAME, ids[i], (long long)w->rows);
     if (n <= 0) return CELER_OK;
-    if (w->type == CELER_WEIGHT_MLX) return get_rows_mlx(g, w, ids, n, y, err);
+    /* an MLX affine table loaded here gives the host's rows on the device (k_get_rows' MX form):
+     * the host's lookup and upload of a 512-token prefill's rows (8 MB of f32 for the 8B) held the
+     * device idle, the MLX 8B's pp512 0.70x of Q4_0's on the H100, 0.93x without (docs/benchmarks/
+     * gpu-h200.md, forty-sixth pass) */
+    const bool mlx = w->type == CELER_WEIGHT_MLX;
+    if (mlx && (!w->data || w->mlx.mode != CELER_HF_QUANT_AFFINE)) return get_rows_mlx(g, w, ids, n, y, err);
     if (gpu_buf_reserve(g, &g->d_ids, (size_t)n * sizeof *ids, err) ||
         gpu_upload(g, g->d_ids.p, ids, (size_t)n * sizeof *ids, err))
         return err->code;
-    return rows_launch(g, w, false, (const int32_t *)g->d_ids.p, n, y, err);
+    return rows_launch(g, w, mlx, (const int32_t *)g->d_ids.p, n, y, err);
 }
