@@ -70,7 +70,8 @@
 #            prefills (PROFILES picks: decode-8b decode-30b x32-8b pp512-8b pp512-30b, and off by
 #            default d4096-8b d2048-30b: decode after 4,096 / 2,048 tokens, their prefill too;
 #            decode-8b-q4km, decode-8b-q8: the 8B's decode from a Q4_K_M or Q8_0 file; decode-0.6b:
-#            Qwen3-0.6B's); only the models the chosen profiles need are made; each
+#            Qwen3-0.6B's; pp512-8b-mlx: the 8B's prefill in MLX affine4 g64, the mlx step's
+#            directory); only the models the chosen profiles need are made; each
 #            kernel's time, DRAM throughput and occupancy (scripts/ncu-summary.py, top 12 printed)
 #   stalls   ncu's warp-state and launch sections for the small kernels of a decode step (8B: the
 #            one-block norm, attention, its inputs, the GLU; 30B-A3B: the router, the experts'
@@ -501,10 +502,11 @@ step_profile() {
         "decode-30b:qwen3-30b-a3b:Q4_0:generate -n 4" "x32-8b:llama-3.1-8b:Q4_0:bench -p 16 -n 4 -P 32 -r 1" \
         "pp512-8b:llama-3.1-8b:Q4_0:bench -p 512 -n 1 -r 1" "pp512-30b:qwen3-30b-a3b:Q4_0:bench -p 512 -n 1 -r 1" \
         "d4096-8b:llama-3.1-8b:Q4_0:bench -p 0 -n 4 -d 4096 -r 1" \
-        "d2048-30b:qwen3-30b-a3b:Q4_0:bench -p 0 -n 4 -d 2048 -r 1"; do
+        "d2048-30b:qwen3-30b-a3b:Q4_0:bench -p 0 -n 4 -d 2048 -r 1" \
+        "pp512-8b-mlx:llama-3.1-8b:MLX:bench -p 512 -n 1 -r 1"; do
         IFS=: read -r name shape type cmd <<<"$item"
         [[ "$want" == *" $name "* ]] || continue
-        synth_big "$shape" "$type"
+        if [ "$type" = MLX ]; then synth_mlx && f=$m; else synth_big "$shape" "$type"; fi
         read -ra cmd <<<"$cmd"
         if [ "${cmd[0]}" = generate ]; then
             profile "$name" "$B/celer" generate -m "$f" --backend cuda --no-chat -p "hello there" "${cmd[@]:1}"
