@@ -94,14 +94,21 @@ static inline void random_fill(float *x, int64_t n, float s)
 }
 
 /* Whether the GPU's product of T tokens by a weight of type t may run on the BLAS path
- * (gpu_blas.h): on the CUDA backend unless CELER_GPU_BLAS_FROM=0, past 32 tokens (Q4_0 and Q8_0
+ * (gpu_blas.h): where the device takes a vendor BLAS (celer_device_query's blas: cuBLAS, a
+ * rocBLAS; none in the simt emulator) unless CELER_GPU_BLAS_FROM=0, past 32 tokens (Q4_0 and Q8_0
  * only from N, the variable or gpu_blas.h's GPU_BLAS_FROM, 64, where the device has integer matrix
  * units: either path's bound is taken for them). */
 static inline bool blas_may(celer_ggml_type t, int64_t T)
 {
+    static int  has  = -1;
     const char *from = getenv("CELER_GPU_BLAS_FROM");
     const int   n    = from && *from ? atoi(from) : 64;
-    if (gpu->ops->kind != CELER_BACKEND_CUDA || n <= 0) return false;
+    if (has < 0) {
+        celer_device_facts f;
+        celer_error        e;
+        has = celer_device_query(0, &f, &e) == CELER_OK && strncmp(f.blas, "none", 4) != 0;
+    }
+    if (!has || n <= 0) return false;
     bool mmq = t == CELER_GGML_Q4_0 || t == CELER_GGML_Q8_0;
     return T > 32 || (mmq && T >= n);
 }

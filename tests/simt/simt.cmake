@@ -13,7 +13,9 @@
 # test_engine_<kind>.
 # Kinds: gfx90a (CDNA 2: wave64, MFMA 16x16x16), gfx1100 (RDNA 3: wave32, WMMA), gfx942 (CDNA 3:
 # MFMA 16x16x32, the integer tiles' one difference: test_gpu_formats, _ops, _ports and test_engine
-# alone). Not in the sanitizer build (stacks switched under the sanitizers' feet, and several
+# alone); and SM90, an NVIDIA sm_90 run as the "cuda" backend (mma.sync and ldmatrix: the batch
+# kernel, the tiled prefill kernel's NVIDIA fragments and prefill attention's f16 products, which
+# otherwise run only on the H200; the same programs as gfx942 and test_gpu_moe). Not in the sanitizer build (stacks switched under the sanitizers' feet, and several
 # times slower) nor in a GPU build (which runs tests/gpu on its device).
 enable_language(CXX)
 
@@ -22,11 +24,16 @@ if(CELER_WERROR)
   list(APPEND CELER_SIMT_WARNINGS -Werror)
 endif()
 
-# C++ for the emulator as kind (an amx_layout.h kind) on a target: the defines and flags.
+# C++ for the emulator as kind (an amx_layout.h kind, or SM90: NVIDIA's) on a target: the defines
+# and flags.
 function(celer_simt_target t kind arch)
   set_property(TARGET ${t} PROPERTY COMPILE_OPTIONS "")
   set_target_properties(${t} PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
-  target_compile_definitions(${t} PRIVATE CELER_SIMT SIMT_KIND=CELER_AMX_${kind} CELER_GPU_ARCHS="${arch}")
+  if(kind STREQUAL SM90)
+    target_compile_definitions(${t} PRIVATE CELER_SIMT SIMT_NVIDIA SIMT_KIND=CELER_AMX_NONE CELER_GPU_ARCHS="${arch}")
+  else()
+    target_compile_definitions(${t} PRIVATE CELER_SIMT SIMT_KIND=CELER_AMX_${kind} CELER_GPU_ARCHS="${arch}")
+  endif()
   target_include_directories(${t} PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src
                                           ${PROJECT_SOURCE_DIR}/tests ${PROJECT_SOURCE_DIR}/tests/simt)
   # the kernels' type punning and unrolling pragmas are the GPU compilers' dialect; -O1: the
@@ -38,6 +45,7 @@ set(CELER_SIMT_KINDS WMMA11 MFMA16)
 set(CELER_SIMT_ARCH_WMMA11 gfx1100)
 set(CELER_SIMT_ARCH_MFMA16 gfx90a)
 set(CELER_SIMT_ARCH_MFMA32 gfx942)
+set(CELER_SIMT_ARCH_SM90 90)
 
 file(GLOB CELER_SIMT_TESTS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/simt/test_*.cc)
 foreach(src ${CELER_SIMT_TESTS})
@@ -64,18 +72,27 @@ if(NOT CELER_SANITIZE AND NOT TARGET celer_gpu)
   # tokens take the matrix units' tile: 350 s on the decode kernels)
   file(GLOB CELER_GPU_TESTS_SIMT CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/gpu/test_*.c)
   list(APPEND CELER_GPU_TESTS_SIMT ${PROJECT_SOURCE_DIR}/tests/test_engine.c ${PROJECT_SOURCE_DIR}/tests/test_batcher.c)
-  foreach(kind WMMA11 MFMA16 MFMA32)
+  foreach(kind WMMA11 MFMA16 MFMA32 SM90)
     string(TOLOWER ${kind} lower)
+    set(be rocm)
+    set(be_kind ROCM)
+    if(kind STREQUAL SM90)
+      set(be cuda)
+      set(be_kind CUDA)
+    endif()
     # objects, not an archive: the tables here must win over celer_core's CPU-only ones
     add_library(celer_simt_${lower} OBJECT ${CELER_SIMT_WRAPPERS} ${PROJECT_SOURCE_DIR}/src/backends/registry.c
                                            ${PROJECT_SOURCE_DIR}/src/backends/ports.c)
     celer_simt_target(celer_simt_${lower} ${kind} ${CELER_SIMT_ARCH_${kind}})
-    target_compile_definitions(celer_simt_${lower} PRIVATE CELER_HAVE_GPU=1 CELER_GPU_BACKEND_KIND=CELER_BACKEND_ROCM
-                                                           CELER_GPU_BACKEND_NAME="rocm"
+    target_compile_definitions(celer_simt_${lower} PRIVATE CELER_HAVE_GPU=1 CELER_GPU_BACKEND_KIND=CELER_BACKEND_${be_kind}
+                                                           CELER_GPU_BACKEND_NAME="${be}"
                                                            CELER_VERSION="${PROJECT_VERSION}")
     foreach(src ${CELER_GPU_TESTS_SIMT})
       get_filename_component(name ${src} NAME_WE)
       if(kind STREQUAL MFMA32 AND NOT name MATCHES "^test_(gpu_formats|gpu_ops|gpu_ports|engine)$")
+        continue()
+      endif()
+      if(kind STREQUAL SM90 AND NOT name MATCHES "^test_(gpu_formats|gpu_ops|gpu_ports|gpu_moe|engine)$")
         continue()
       endif()
       set(t ${name}_${lower})
@@ -85,7 +102,7 @@ if(NOT CELER_SANITIZE AND NOT TARGET celer_gpu)
       add_test(NAME ${t} COMMAND ${t} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
       # the backend's self-checks (gpu_selfcheck.cu) would leave a wrong kernel off and pass: here
       # their note fails the test
-      set_tests_properties(${t} PROPERTIES ENVIRONMENT "CELER_TEST_BACKEND=rocm" TIMEOUT 1200 LABELS simt
+      set_tests_properties(${t} PROPERTIES ENVIRONMENT "CELER_TEST_BACKEND=${be}" TIMEOUT 1200 LABELS simt
                                            FAIL_REGULAR_EXPRESSION "disagreed with the")
     endforeach()
   endforeach()

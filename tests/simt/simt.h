@@ -1,5 +1,5 @@
 /* GPU kernels' sources run on the host, thread by thread: the tests of device code no GPU here
- * can run (AMD's). A third half of gpu_vendor.h, taken where CELER_SIMT is defined (the tests
+ * can run (AMD's, and NVIDIA's between the sessions that lend an H200). A third half of gpu_vendor.h, taken where CELER_SIMT is defined (the tests
  * under tests/simt, built by tests/simt/simt.cmake): a test includes a GPU source as it is (a .cu,
  * host functions and all; those it does not call are dropped at link) and launches its kernels
  * through simt_launch, or through the source's own host code (gpu_launch_kernel runs here).
@@ -12,7 +12,9 @@
  * wave64 CDNA, WMMA11 as wave32 RDNA 3), the matrix instructions computed from the placements
  * AMD's ISA documents (written here from the ISA, not from amx_layout.h, which the kernels use:
  * a kernel that hands the units their operands in other places gets wrong sums; WMMA operands
- * whose lane halves disagree, which the ISA forbids, are counted in simt_bad_operands). Threads
+ * whose lane halves disagree, which the ISA forbids, are counted in simt_bad_operands); with
+ * SIMT_NVIDIA an NVIDIA sm_90 instead, its mma.sync and ldmatrix computed from the PTX ISA's
+ * fragment tables, the backend opened as "cuda". Threads
  * that wait at barriers not all of the block reach stop the test with a message (on a GPU: a
  * hang or wrong results); a wave's collective that some of its lanes skip (a branch, or done)
  * runs among those that reach it, as the GPU runs it with the others inactive, and a read of a
@@ -51,15 +53,24 @@ extern "C" {
 }
 
 #ifndef SIMT_KIND
-#error "SIMT_KIND: the amx_layout.h kind of the target to run as"
+#error "SIMT_KIND: the amx_layout.h kind of the target to run as (CELER_AMX_NONE with SIMT_NVIDIA)"
 #endif
 
+/* SIMT_NVIDIA: an NVIDIA target instead (sm_90: 32-lane warps, mma.sync and ldmatrix computed
+ * from the PTX ISA's fragment layouts, below; no AMD matrix units), run as the "cuda" backend. */
+#if defined(SIMT_NVIDIA)
+#define CELER_WARP       32
+#define CELER_GPU_VENDOR "NVIDIA"
+#define CELER_GPU_KIND   CELER_BACKEND_CUDA
+#define CELER_GPU_NAME   "cuda"
+#define CELER_GPU_API    "CUDA"
+#else
 #define CELER_WARP (SIMT_KIND == CELER_AMX_WMMA11 ? 32 : 64)
-
 #define CELER_GPU_VENDOR "AMD"
 #define CELER_GPU_KIND   CELER_BACKEND_ROCM
 #define CELER_GPU_NAME   "rocm"
 #define CELER_GPU_API    "HIP"
+#endif
 
 /* ---- vector types -------------------------------------------------------------------------- */
 struct float2 {
@@ -104,7 +115,9 @@ static inline uint32_t max(uint32_t a, uint32_t b) { return a > b ? a : b; }
  * launches run at once, streams and events are always finished, and a stream cannot be captured
  * (the backend then runs every step op by op). Fresh allocations hold NaNs (0xff bytes), so that
  * a kernel reading memory nothing wrote shows. */
-#ifndef SIMT_ARCH
+#if defined(SIMT_NVIDIA)
+#define SIMT_ARCH "sm_90"
+#elif !defined(SIMT_ARCH)
 #define SIMT_ARCH (SIMT_KIND == CELER_AMX_WMMA11 ? "gfx1100" : SIMT_KIND == CELER_AMX_MFMA32 ? "gfx942" : "gfx90a")
 #endif
 typedef int                 gpuError_t;
@@ -133,7 +146,9 @@ static inline gpuError_t  gpuGetDeviceProperties(gpuDeviceProp *p, int)
 {
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "celer simt emulator (%s)", SIMT_ARCH);
+#if !defined(SIMT_NVIDIA)
     snprintf(p->gcnArchName, sizeof p->gcnArchName, "%s", SIMT_ARCH);
+#endif
     p->warpSize = CELER_WARP, p->multiProcessorCount = SIMT_CUS, p->major = 9, p->minor = 0;
     p->l2CacheSize = 4 << 20, p->maxThreadsPerBlock = 1024;
     p->totalGlobalMem = SIMT_MEMORY, p->sharedMemPerBlock = 64 << 10;
@@ -197,10 +212,15 @@ static inline int hipMemcpyFromSymbol(void *dst, const void *sym, size_t n, size
 static inline bool gpu_early_launch_ok(const gpuDeviceProp *) { return false; }
 static inline void gpu_vendor_facts(const gpuDeviceProp *p, celer_device_facts *f) /* as HIP's, without sysfs */
 {
+#if defined(SIMT_NVIDIA)
+    snprintf(f->arch, sizeof f->arch, "sm_%d%d", p->major, p->minor);
+    f->supported = true;
+#else
     celer_error e;
     celer_gfx_arch_base(p->gcnArchName, f->arch, sizeof f->arch);
     f->supported = celer_gfx_check(p->gcnArchName, p->name, f->built_archs, &e) == CELER_OK;
     if (!f->supported) snprintf(f->why, sizeof f->why, "%s", e.msg);
+#endif
     f->unified = false;
     snprintf(f->unified_source, sizeof f->unified_source, "the simt emulator");
 }
@@ -567,15 +587,7 @@ static inline uint32_t gpu_half2_bits(float lo, float hi)
 }
 
 /* ---- matrix units ---------------------------------------------------------------------------- */
-/* NVIDIA's (HIP's half stubs them too: nothing launches the kernels that take them) */
-#define CELER_GPU_IMMA      0
-#define CELER_GPU_IMMA_HERE 0
-static inline bool gpu_imma_ok(const gpuDeviceProp *) { return false; }
-static inline void gpu_imma_16x8x32(int *, const int *, int, int) {}
-static inline void gpu_ldsm_x4(uint32_t r[4], const void *) { r[0] = r[1] = r[2] = r[3] = 0; }
-static inline void gpu_ldsm_x4_trans(uint32_t r[4], const void *) { r[0] = r[1] = r[2] = r[3] = 0; }
-static inline void gpu_hmma_16x8x16(float *, const uint32_t *, uint32_t, uint32_t) {}
-/* the copies, done when called (nothing launches the kernels that take them: NVIDIA's) */
+/* the copies, done when called (cp.async's waits have nothing to wait for) */
 typedef int8_t       *gpu_smem;
 static inline gpu_smem gpu_smem_at(void *p) { return (int8_t *)p; }
 static inline void     simt_copy(gpu_smem d, const void *s, bool v, size_t n)
@@ -589,11 +601,92 @@ static inline void gpu_cp_async4_at(gpu_smem d, const void *s, bool v) { simt_co
 static inline void                    gpu_cp_commit(void) {}
 template <int N> static inline void   gpu_cp_wait(void) {}
 
-#define CELER_GPU_AMX      1
-#define CELER_GPU_AMX_HERE SIMT_KIND
-
 /* Half k of a lane's operand words (a 32-bit word a slot, the lower k in the low half). */
 static inline float simt_half(const uint64_t *w, int k) { return gpu_f16_val((uint32_t)(w[k / 2] >> (16 * (k % 2)))); }
+
+#if defined(SIMT_NVIDIA)
+#define CELER_GPU_IMMA      1
+#define CELER_GPU_IMMA_HERE 1
+#define CELER_GPU_AMX       0
+#define CELER_GPU_AMX_HERE  CELER_AMX_NONE
+static inline bool gpu_imma_ok(const gpuDeviceProp *p) { return p->major >= 8; }
+
+/* NVIDIA's matrix instructions, their operands where the PTX ISA places them (written here from
+ * the ISA's fragment tables, not from the kernels' comments; lane = 4 g + q):
+ *   mma.m16n8k32.row.col.s32.s8.s8.s32: A[m][k] in lane 4 (m % 8) + k % 16 / 4, register m / 8 +
+ *     2 (k / 16), byte k % 4; B[k][n] in lane 4 n + k % 16 / 4, register k / 16, byte k % 4;
+ *   mma.m16n8k16.row.col.f32.f16.f16.f32: A[m][k] in lane 4 (m % 8) + k % 8 / 2, register m / 8 +
+ *     2 (k / 8), half k % 2; B[k][n] in lane 4 n + k % 8 / 2, register k / 8, half k % 2;
+ *   both: C[m][n] in lane 4 (m % 8) + n / 2, register 2 (m / 8) + n % 2.
+ * Every lane of the warp takes part (mma.sync.aligned); each computes its own four outputs. */
+static inline const uint64_t (*simt_mma_operands(const uint32_t *a, uint32_t b0, uint32_t b1))[16]
+{
+    simt_lane_there(CELER_WARP - 1); /* a whole warp */
+    const uint64_t mine[6] = {a[0], a[1], a[2], a[3], b0, b1}, (*all)[16] = simt_exchange(mine, 6);
+    for (int l = 0; l < CELER_WARP; l++) simt_from(all, l);
+    return all;
+}
+
+static inline void gpu_imma_16x8x32(int c[4], const int a[4], int b0, int b1)
+{
+    const uint64_t(*all)[16] = simt_mma_operands((const uint32_t *)a, (uint32_t)b0, (uint32_t)b1);
+    const int lane = (int)(threadIdx.x % CELER_WARP);
+    for (int r = 0; r < 4; r++) {
+        const int m = lane / 4 + 8 * (r / 2), n = 2 * (lane % 4) + r % 2;
+        for (int k = 0; k < 32; k++) {
+            const int8_t av = (int8_t)(all[4 * (m % 8) + k % 16 / 4][m / 8 + 2 * (k / 16)] >> (8 * (k % 4)));
+            const int8_t bv = (int8_t)(all[4 * n + k % 16 / 4][4 + k / 16] >> (8 * (k % 4)));
+            c[r] += (int)av * (int)bv;
+        }
+    }
+}
+
+static inline void gpu_hmma_16x8x16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    const uint64_t(*all)[16] = simt_mma_operands(a, b0, b1);
+    const int lane = (int)(threadIdx.x % CELER_WARP);
+    for (int r = 0; r < 4; r++) {
+        const int m = lane / 4 + 8 * (r / 2), n = 2 * (lane % 4) + r % 2;
+        float     d = 0.0f; /* f16 products are exact in f32 */
+        for (int k = 0; k < 16; k++)
+            d += simt_half(all[4 * (m % 8) + k % 8 / 2] + m / 8 + 2 * (k / 8), k % 2) *
+                 simt_half(all[4 * n + k % 8 / 2] + 4 + k / 8, k % 2);
+        c[r] += d;
+    }
+}
+
+/* ldmatrix.sync.aligned.m8n8.x4.shared.b16: lanes 8 i .. 8 i + 7 give the rows of 8 x 8 matrix i
+ * (16 bytes each); without .trans lane 4 g + q gets elements (g, 2 q) and (g, 2 q + 1) of matrix
+ * i in register i, with .trans elements (2 q, g) and (2 q + 1, g), the first in the low half. */
+static inline void simt_ldsm(uint32_t r[4], const void *row, bool trans)
+{
+    simt_lane_there(CELER_WARP - 1);
+    const uint64_t mine = (uint64_t)(uintptr_t)row, (*all)[16] = simt_exchange(&mine, 1);
+    for (int l = 0; l < CELER_WARP; l++) simt_from(all, l);
+    const int g = (int)(threadIdx.x % CELER_WARP) / 4, q = (int)(threadIdx.x % 4);
+    for (int i = 0; i < 4; i++) {
+        uint16_t h[2];
+        for (int j = 0; j < 2; j++) {
+            const int rr = trans ? 2 * q + j : g, cc = trans ? g : 2 * q + j;
+            memcpy(&h[j], (const char *)(uintptr_t)all[8 * i + rr][0] + 2 * cc, 2);
+        }
+        r[i] = (uint32_t)h[0] | (uint32_t)h[1] << 16;
+    }
+}
+static inline void gpu_ldsm_x4(uint32_t r[4], const void *row) { simt_ldsm(r, row, false); }
+static inline void gpu_ldsm_x4_trans(uint32_t r[4], const void *row) { simt_ldsm(r, row, true); }
+#else
+/* NVIDIA's (HIP's half stubs them too: nothing launches the kernels that take them) */
+#define CELER_GPU_IMMA      0
+#define CELER_GPU_IMMA_HERE 0
+static inline bool gpu_imma_ok(const gpuDeviceProp *) { return false; }
+static inline void gpu_imma_16x8x32(int *, const int *, int, int) {}
+static inline void gpu_ldsm_x4(uint32_t r[4], const void *) { r[0] = r[1] = r[2] = r[3] = 0; }
+static inline void gpu_ldsm_x4_trans(uint32_t r[4], const void *) { r[0] = r[1] = r[2] = r[3] = 0; }
+static inline void gpu_hmma_16x8x16(float *, const uint32_t *, uint32_t, uint32_t) {}
+
+#define CELER_GPU_AMX      1
+#define CELER_GPU_AMX_HERE SIMT_KIND
 
 /* WMMA's operands: lanes l and l + 16 must hold the same ones. */
 static inline void simt_wmma_same(const uint64_t (*all)[16], int words)
@@ -695,5 +788,7 @@ static inline void gpu_amx_hmma(float *acc, const uint32_t *a, const uint32_t *b
         acc[v] += (float)d[m][lane % 16];
     }
 }
+
+#endif /* SIMT_NVIDIA */
 
 #endif

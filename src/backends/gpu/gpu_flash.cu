@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(FL_THREADS)
             __syncthreads();
             const int32_t j1   = j0 + FL_KEYS - 1;
             const bool    mine = (seq0 == s && lo0 <= j1 && hi0 >= j0) || (seq1 == s && lo1 <= j1 && hi1 >= j0);
-            if (!__any_sync(0xffffffffu, mine)) continue; /* none of this warp's rows sees the tile */
+            if (!gpu_any(mine)) continue; /* none of this warp's rows sees the tile */
             float sc[FL_KEYS / 8][4];
 #pragma unroll
             for (int nb = 0; nb < FL_KEYS / 8; nb++) sc[nb][0] = sc[nb][1] = sc[nb][2] = sc[nb][3] = 0.0f;
