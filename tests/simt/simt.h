@@ -1,6 +1,7 @@
 /* GPU kernels' sources run on the host, thread by thread: the tests of device code no GPU here
- * can run (AMD's, and NVIDIA's between the sessions that lend an H200). A third half of gpu_vendor.h, taken where CELER_SIMT is defined (the tests
- * under tests/simt, built by tests/simt/simt.cmake): a test includes a GPU source as it is (a .cu,
+ * can run (AMD's, and NVIDIA's between the sessions that lend an H200). A third half of
+ * gpu_vendor.h, taken where CELER_SIMT is defined (the tests under tests/simt, built by
+ * tests/simt/simt.cmake): a test includes a GPU source as it is (a .cu,
  * host functions and all; those it does not call are dropped at link) and launches its kernels
  * through simt_launch, or through the source's own host code (gpu_launch_kernel runs here).
  *
