@@ -127,6 +127,17 @@ if(NOT CELER_SANITIZE AND NOT TARGET celer_gpu)
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   set_tests_properties(verify_simt_gfx90a_mxfp4 PROPERTIES TIMEOUT 600 LABELS simt
                                                            FAIL_REGULAR_EXPRESSION "disagreed with the")
+  # and celer on the emulated sm_90: `celer verify` of tiny MLX directories against the CPU, their
+  # prompts' prefills (up to 32 tokens: NVIDIA's batch kernel on affine 4 and 8 bits, a MoE's expert
+  # tiles) and embedding rows on the "cuda" backend
+  add_executable(celer-simt-sm90 ${CELER_CLI_SOURCES} $<TARGET_OBJECTS:celer_simt_sm90>)
+  target_link_libraries(celer-simt-sm90 PRIVATE celer_server celer_core stdc++)
+  add_test(NAME verify_simt_sm90_mlx
+           COMMAND sh -c "for m in tiny-llama-mlx-q4g64 tiny-qwen3-mlx-q8g32 tiny-qwen3moe-mlx-q4g64; do \"$0\" verify -m tests/data/mlx_dirs/$m --backend cuda --against cpu || exit 1; done"
+                   $<TARGET_FILE:celer-simt-sm90>
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(verify_simt_sm90_mlx PROPERTIES TIMEOUT 600 LABELS simt
+                                                       FAIL_REGULAR_EXPRESSION "disagreed with the")
   # the self-checks made to fail (CELER_GPU_CHECK=bad): both AMD paths' notes said, each path left
   # off, and every result still right on the kernels left
   add_test(NAME test_gpu_ports_mfma16_spoiled COMMAND test_gpu_ports_mfma16 WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
