@@ -662,6 +662,11 @@ static inline void gpu_hmma_16x8x16(float c[4], const uint32_t a[4], uint32_t b0
 static inline void simt_ldsm(uint32_t r[4], const void *row, bool trans)
 {
     simt_lane_there(CELER_WARP - 1);
+    if ((uintptr_t)row % 16) { /* the ISA asks each row at a 16-byte boundary */
+        fprintf(stderr, "simt: block (%u, %u, %u), thread %u: ldmatrix row at %p, not 16-byte aligned\n", simt.block.x,
+                simt.block.y, simt.block.z, threadIdx.x, row);
+        abort();
+    }
     const uint64_t mine = (uint64_t)(uintptr_t)row, (*all)[16] = simt_exchange(&mine, 1);
     for (int l = 0; l < CELER_WARP; l++) simt_from(all, l);
     const int g = (int)(threadIdx.x % CELER_WARP) / 4, q = (int)(threadIdx.x % 4);
