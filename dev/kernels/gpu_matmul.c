@@ -109,8 +109,8 @@ static void run(const fmt *f, int reps, double copy_bw)
  * scales (the mlx-community default), or mxfp4 or nvfp4 (their own scales; bits 4). */
 static fmt mlx_matrix(celer_hf_quant_mode mode, uint32_t bits, int64_t rows, int64_t k)
 {
-    static const char *const affine_names[] = {"", "", "", "mlx affine3 g64", "mlx affine4 g64", "",
-                                               "mlx affine6 g64"};
+    static const char *const affine_names[] = {"", "", "mlx affine2 g64", "mlx affine3 g64", "mlx affine4 g64",
+                                               "mlx affine5 g64", "mlx affine6 g64", "", "mlx affine8 g64"};
     const bool      affine = mode == CELER_HF_QUANT_AFFINE;
     const uint32_t  group  = affine ? 64 : mode == CELER_HF_QUANT_NVFP4 ? 16 : 32;
     celer_mlx_quant q      = {.name = "bench", .mode = mode, .bits = bits, .group_size = group,
@@ -169,7 +169,8 @@ int main(int argc, char **argv)
         static const struct {
             celer_hf_quant_mode mode;
             uint32_t            bits;
-        } mlx[] = {{CELER_HF_QUANT_AFFINE, 4}, {CELER_HF_QUANT_AFFINE, 3}, {CELER_HF_QUANT_AFFINE, 6},
+        } mlx[] = {{CELER_HF_QUANT_AFFINE, 4}, {CELER_HF_QUANT_AFFINE, 2}, {CELER_HF_QUANT_AFFINE, 3},
+                   {CELER_HF_QUANT_AFFINE, 5}, {CELER_HF_QUANT_AFFINE, 6}, {CELER_HF_QUANT_AFFINE, 8},
                    {CELER_HF_QUANT_MXFP4, 4},  {CELER_HF_QUANT_NVFP4, 4}};
         for (size_t i = 0; i < sizeof mlx / sizeof mlx[0]; i++) {
             fmt m = mlx_matrix(mlx[i].mode, mlx[i].bits, rows, k);

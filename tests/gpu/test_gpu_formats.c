@@ -308,13 +308,22 @@ static void test_matmul_mlx(void)
     test_matmul_mlx_one(CELER_HF_QUANT_MXFP8, 8, 32, CELER_ST_F32, false);
     test_matmul_mlx_one(CELER_HF_QUANT_NVFP4, 4, 16, CELER_ST_BF16, false);
     test_matmul_mlx_one(CELER_HF_QUANT_NVFP4, 4, 16, CELER_ST_F32, true);
-    /* NVIDIA's batch kernel (3 to 32 tokens) on affine 4 and 8 bits: 17 and 18 column blocks (its
+    /* NVIDIA's batch kernel (3 to 32 tokens) on MLX affine: 17 and 18 column blocks (its
      * stages of 4 and column parts of 8 end short: a stage of one 32-value group, of one 64-value
      * group of two blocks), rows in three blocks of 128 (the last short) */
     test_matmul_mlx_shape(CELER_HF_QUANT_AFFINE, 4, 32, CELER_ST_F32, false, 300, 544);
     test_matmul_mlx_shape(CELER_HF_QUANT_AFFINE, 8, 64, CELER_ST_F32, false, 130, 576);
     test_matmul_mlx_shape(CELER_HF_QUANT_AFFINE, 4, 64, CELER_ST_BF16, false, 45, 576);
     test_matmul_mlx_shape(CELER_HF_QUANT_AFFINE, 8, 128, CELER_ST_F16, false, 45, 640);
+    /* and the widths whose codes lie as stored, 3, 5 and 6 bits with 3, 5 and 6 of the stage's
+     * 16-byte pieces a row (not a whole number of rows a thread's pieces apart) */
+    test_matmul_mlx_shape(CELER_HF_QUANT_AFFINE, 3, 32, CELER_ST_F32, false, 300, 544);
+    test_matmul_mlx_shape(CELER_HF_QUANT_AFFINE, 6, 64, CELER_ST_F32, false, 130, 576);
+    test_matmul_mlx_shape(CELER_HF_QUANT_AFFINE, 5, 32, CELER_ST_F16, false, 45, 544);
+    test_matmul_mlx_shape(CELER_HF_QUANT_AFFINE, 2, 128, CELER_ST_BF16, false, 45, 640);
+    /* mxfp4 and nvfp4 there too: 17 column blocks (a short last stage of their byte scales) */
+    test_matmul_mlx_shape(CELER_HF_QUANT_MXFP4, 4, 32, CELER_ST_BF16, false, 300, 544);
+    test_matmul_mlx_shape(CELER_HF_QUANT_NVFP4, 4, 16, CELER_ST_BF16, true, 300, 544);
 }
 
 /* ---- embedding rows ------------------------------------------------------------------------ */

@@ -136,38 +136,44 @@ static void test_moe_stacked(celer_ggml_type t, int64_t T, int64_t ff, int sms)
     for (int i = 0; i < 3; i++) free(raw[i]);
 }
 
-/* A host MLX affine weight (rows, cols) of random values quantized by bits in groups of group with
- * scales of dtype (F32 or BF16); its arrays into bufs[0..3) (free them). */
-static celer_weight mlx_affine_host(int64_t rows, int64_t cols, uint32_t bits, uint32_t group, celer_st_dtype dtype,
-                                    void *bufs[3])
+/* A host MLX weight (rows, cols) of random values quantized in mode: affine by bits in groups of
+ * group with scales of dtype (F32 or BF16), or mxfp4 or nvfp4 (their own bits and groups); its
+ * arrays into bufs[0..3) (free them). */
+static celer_weight mlx_host(int64_t rows, int64_t cols, celer_hf_quant_mode mode, uint32_t bits, uint32_t group,
+                             celer_st_dtype dtype, void *bufs[3])
 {
-    celer_mlx_quant q = {.name = "experts", .mode = CELER_HF_QUANT_AFFINE, .bits = bits, .group_size = group,
-                         .dtype = dtype, .rows = rows, .cols = cols};
+    const bool      mx = mode != CELER_HF_QUANT_AFFINE;
+    celer_mlx_quant q  = {.name = "experts", .mode = mode, .bits = mx ? 4 : bits,
+                          .group_size = mode == CELER_HF_QUANT_NVFP4 ? 16 : mx ? 32 : group, .dtype = dtype,
+                          .rows = rows, .cols = cols};
     celer_mlx_quant_shapes sh;
     CHECK(celer_mlx_quant_get_shapes(&q, &sh, &err) == CELER_OK);
     float *src = malloc((size_t)(rows * cols) * 4);
     random_fill(src, rows * cols, 0.1f);
-    if (dtype == CELER_ST_BF16) { /* affine quantizes values of its scales' dtype */
+    if (!mx && dtype == CELER_ST_BF16) { /* affine quantizes values of its scales' dtype */
         uint16_t *b = (uint16_t *)src;
         for (int64_t i = 0; i < rows * cols; i++) b[i] = celer_f32_to_bf16(src[i]);
     }
-    for (int i = 0; i < 3; i++) bufs[i] = malloc(i == 0 ? sh.weight_bytes : i == 1 ? sh.scales_bytes : sh.biases_bytes);
-    CHECK(celer_mlx_quantize_rows(&q, src, dtype, 0, rows, bufs[0], bufs[1], bufs[2], &err) == CELER_OK);
+    bufs[0] = malloc(sh.weight_bytes), bufs[1] = malloc(sh.scales_bytes);
+    bufs[2] = sh.has_biases ? malloc(sh.biases_bytes) : NULL;
+    CHECK(celer_mlx_quantize_rows(&q, src, mx ? CELER_ST_F32 : dtype, 0, rows, bufs[0], bufs[1], bufs[2], &err) ==
+          CELER_OK);
     free(src);
     return (celer_weight){.type = CELER_WEIGHT_MLX, .rows = rows, .cols = cols, .data = bufs[0], .mlx = q,
                           .mlx_data = {bufs[0], sh.weight_bytes, bufs[1], sh.scales_bytes, bufs[2], sh.biases_bytes}};
 }
 
-/* moe_ffn over stacked MLX affine experts (an mlx-community MoE checkpoint's switch_mlp): the
- * GPU's views of one tensor a projection against the CPU's experts, each its rows of the same
+/* moe_ffn over stacked MLX experts (an mlx-community MoE checkpoint's switch_mlp; mxfp4: gpt-oss's):
+ * the GPU's views of one tensor a projection against the CPU's experts, each its rows of the same
  * arrays, within the CPU's bound: T = 1 the combining decode kernels, 32 a batch, 300 (past 256
- * pairs) the host-grouped path's matrix units (affine 4 and 8 bits). */
-static void test_moe_stacked_mlx(uint32_t bits, uint32_t group, celer_st_dtype dtype, int64_t T)
+ * pairs) the host-grouped path's matrix units (affine 4 and 8 bits, mxfp4, nvfp4). */
+static void test_moe_stacked_mlx(celer_hf_quant_mode mode, uint32_t bits, uint32_t group, celer_st_dtype dtype,
+                                 int64_t T)
 {
     void        *bufs[3][3];
-    celer_weight host[3] = {mlx_affine_host(SE * SFF, SD, bits, group, dtype, bufs[0]),
-                            mlx_affine_host(SE * SFF, SD, bits, group, dtype, bufs[1]),
-                            mlx_affine_host(SE * SD, SFF, bits, group, dtype, bufs[2])};
+    celer_weight host[3] = {mlx_host(SE * SFF, SD, mode, bits, group, dtype, bufs[0]),
+                            mlx_host(SE * SFF, SD, mode, bits, group, dtype, bufs[1]),
+                            mlx_host(SE * SD, SFF, mode, bits, group, dtype, bufs[2])};
     celer_weight cw[3][SE];
     for (int i = 0; i < 3; i++)
         for (int e = 0; e < SE; e++) {
@@ -456,10 +462,13 @@ int main(void)
      * other form: two units a lane a round) */
     test_moe_stacked(CELER_GGML_Q4_0, 1, 2048, facts.compute_units);
     test_moe_stacked(CELER_GGML_Q8_0, 3, 2048, facts.compute_units);
-    test_moe_stacked_mlx(4, 64, CELER_ST_BF16, 1);
-    test_moe_stacked_mlx(4, 64, CELER_ST_BF16, 32);
-    test_moe_stacked_mlx(4, 64, CELER_ST_BF16, 300);
-    test_moe_stacked_mlx(8, 32, CELER_ST_F32, 300);
+    test_moe_stacked_mlx(CELER_HF_QUANT_AFFINE, 4, 64, CELER_ST_BF16, 1);
+    test_moe_stacked_mlx(CELER_HF_QUANT_AFFINE, 4, 64, CELER_ST_BF16, 32);
+    test_moe_stacked_mlx(CELER_HF_QUANT_AFFINE, 4, 64, CELER_ST_BF16, 300);
+    test_moe_stacked_mlx(CELER_HF_QUANT_AFFINE, 8, 32, CELER_ST_F32, 300);
+    test_moe_stacked_mlx(CELER_HF_QUANT_MXFP4, 4, 32, CELER_ST_BF16, 32);
+    test_moe_stacked_mlx(CELER_HF_QUANT_MXFP4, 4, 32, CELER_ST_BF16, 300);
+    test_moe_stacked_mlx(CELER_HF_QUANT_NVFP4, 4, 16, CELER_ST_BF16, 300);
     test_moe_ffn_add(gpu, CELER_GGML_Q4_0, 1, SFF);   /* the combining kernel's add */
     test_moe_ffn_add(gpu, CELER_GGML_Q8_0, 3, 2048);
     test_moe_ffn_add(gpu, CELER_GGML_Q4_K, 2, SFF);

@@ -43,6 +43,16 @@ function(celer_simt_target t kind arch)
   target_compile_options(${t} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${CELER_SIMT_WARNINGS} -fno-strict-aliasing -O1>)
 endfunction()
 
+# `celer verify` (exe, an emulated celer) of the tiny MLX directories named after backend
+# (tests/data/mlx_dirs) against the CPU, as test name: one failure stops it.
+function(simt_verify_mlx name exe backend)
+  add_test(NAME ${name}
+           COMMAND sh -c "for m in \"$@\"; do \"$0\" verify -m tests/data/mlx_dirs/$m --backend ${backend} --against cpu || exit 1; done"
+                   $<TARGET_FILE:${exe}> ${ARGN}
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(${name} PROPERTIES TIMEOUT 600 LABELS simt FAIL_REGULAR_EXPRESSION "disagreed with the")
+endfunction()
+
 set(CELER_SIMT_KINDS WMMA11 MFMA16)
 set(CELER_SIMT_ARCH_WMMA11 gfx1100)
 set(CELER_SIMT_ARCH_MFMA16 gfx90a)
@@ -123,23 +133,14 @@ if(NOT CELER_SANITIZE AND NOT TARGET celer_gpu)
                                                      FAIL_REGULAR_EXPRESSION "disagreed with the")
   # and of tiny MLX directories in mxfp4 (the integer decode kernels' e2m1 codes; heads of 32, whose
   # outputs a wave64 target's attention makes in half its lanes), ~8 s each
-  add_test(NAME verify_simt_gfx90a_mxfp4
-           COMMAND sh -c "for m in tiny-llama-mlx-mxfp4 tiny-qwen3-mlx-mxfp4; do \"$0\" verify -m tests/data/mlx_dirs/$m --backend rocm --against cpu || exit 1; done"
-                   $<TARGET_FILE:celer-simt-gfx90a>
-           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-  set_tests_properties(verify_simt_gfx90a_mxfp4 PROPERTIES TIMEOUT 600 LABELS simt
-                                                           FAIL_REGULAR_EXPRESSION "disagreed with the")
+  simt_verify_mlx(verify_simt_gfx90a_mxfp4 celer-simt-gfx90a rocm tiny-llama-mlx-mxfp4 tiny-qwen3-mlx-mxfp4)
   # and celer on the emulated sm_90: `celer verify` of tiny MLX directories against the CPU, their
-  # prompts' prefills (up to 32 tokens: NVIDIA's batch kernel on affine 4 and 8 bits, a MoE's expert
-  # tiles) and embedding rows on the "cuda" backend
+  # prompts' prefills (up to 32 tokens: NVIDIA's batch kernel on affine 4 and 8 bits and mxfp4, a
+  # MoE's expert tiles) and embedding rows on the "cuda" backend
   add_executable(celer-simt-sm90 ${CELER_CLI_SOURCES} $<TARGET_OBJECTS:celer_simt_sm90>)
   target_link_libraries(celer-simt-sm90 PRIVATE celer_server celer_core stdc++)
-  add_test(NAME verify_simt_sm90_mlx
-           COMMAND sh -c "for m in tiny-llama-mlx-q4g64 tiny-qwen3-mlx-q8g32 tiny-qwen3moe-mlx-q4g64; do \"$0\" verify -m tests/data/mlx_dirs/$m --backend cuda --against cpu || exit 1; done"
-                   $<TARGET_FILE:celer-simt-sm90>
-           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-  set_tests_properties(verify_simt_sm90_mlx PROPERTIES TIMEOUT 600 LABELS simt
-                                                       FAIL_REGULAR_EXPRESSION "disagreed with the")
+  simt_verify_mlx(verify_simt_sm90_mlx celer-simt-sm90 cuda tiny-llama-mlx-q4g64 tiny-qwen3-mlx-q8g32
+                  tiny-qwen3moe-mlx-q4g64 tiny-qwen3-mlx-mxfp4)
   # the self-checks made to fail (CELER_GPU_CHECK=bad): both AMD paths' notes said, each path left
   # off, and every result still right on the kernels left
   add_test(NAME test_gpu_ports_mfma16_spoiled COMMAND test_gpu_ports_mfma16 WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})

@@ -335,9 +335,9 @@ static inline void gpu_forget_acts(gpu_backend *g) { g->xq_src = NULL, g->x16_sr
  *   STORED    GGUF blocks as in the file (F32, F16, BF16, Q5_K: their payloads are already
  *             16-byte aligned);
  *   MLX_ROWS  an MLX matrix, row after row: the row's codes (as stored, but 4-bit affine ones
- *             in Q4_0's order: byte i of a 32-value chunk holds values i and i + 16), then its
- *             scales (affine: each group's scale and bias side by side, one load for both),
- *             padded to 16 bytes;
+ *             in Q4_0's order: byte i of a 32-value chunk holds values i and i + 16), then from
+ *             the next 16-byte boundary its scales (affine: each group's scale and bias side by
+ *             side, one load for both), padded to 16 bytes;
  *   SPLIT     GGUF blocks whose payload is not 16-byte aligned in the file (Q4_0, Q4_1, Q5_0,
  *             Q5_1, Q8_0, Q6_K), or whose headers between the codes spread a warp's loads (Q4_K:
  *             a warp's header and code loads at 144-byte strides ask ~27 cache lines for 64
@@ -351,6 +351,7 @@ static inline void gpu_forget_acts(gpu_backend *g) { g->xq_src = NULL, g->x16_sr
 enum { GPU_LAYOUT_STORED = 0, GPU_LAYOUT_MLX_ROWS = 1, GPU_LAYOUT_SPLIT = 2 };
 typedef struct {
     size_t codes, scales, biases; /* bytes of each part of a row (biases 0 but for affine) */
+    size_t scales_at;             /* where the scales start: the codes' bytes rounded up to 16 */
     size_t row;                   /* the row's bytes, padded */
 } gpu_mlx_row;
 gpu_mlx_row  gpu_mlx_row_layout(const celer_mlx_quant *q);

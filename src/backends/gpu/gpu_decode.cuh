@@ -83,6 +83,20 @@ static __device__ __forceinline__ float dec_e2m1(uint32_t c)
     return c & 8 ? -v : v;
 }
 
+/* mxfp4 and nvfp4 codes (e2m1: a sign, two exponent bits, a mantissa bit), c_j at bits 4j of v,
+ * as signed bytes of twice their values (0, ±1, ±2, ±3, ±4, ±6, ±8, ±12: exact): codes 0..3 into
+ * *lo, 4..7 into *hi. Each magnitude looked up in a positive and a negative table of eight bytes,
+ * then each byte taken from the one its sign names (byte i of the negative one is byte 4 + i of
+ * the pair). */
+static __device__ __forceinline__ void e2m1_bytes(uint32_t v, int *lo, int *hi)
+{
+    const uint32_t P0 = 0x03020100u, P1 = 0x0c080604u; /* 0, 1, 2, 3, 4, 6, 8, 12 */
+    const uint32_t N0 = 0xfdfeff00u, N1 = 0xf4f8fafcu; /* their negatives */
+    const uint32_t m = v & 0x77777777u, s = ((v >> 1) & 0x44444444u) | 0x32103210u;
+    *lo = (int)gpu_prmt(gpu_prmt(P0, P1, m), gpu_prmt(N0, N1, m), s);
+    *hi = (int)gpu_prmt(gpu_prmt(P0, P1, m >> 16), gpu_prmt(N0, N1, m >> 16), s >> 16);
+}
+
 static __device__ __forceinline__ float dec_e4m3(uint32_t b)
 {
     uint32_t e = (b >> 3) & 15, m = b & 7;

@@ -198,8 +198,8 @@ celer_status gpu_weight_desc(const celer_weight *w, gpu_wdesc *d, int *fmt, cele
         d->row_bytes = (int64_t)L.row;
         while ((int64_t)1 << d->gshift < gs) d->gshift++;
         d->sdtype     = q->dtype == CELER_ST_F32 ? 0 : q->dtype == CELER_ST_F16 ? 1 : 2;
-        d->scales_off = (int64_t)L.codes;
-        d->biases_off = (int64_t)L.codes + (d->sdtype == 0 ? 4 : 2); /* beside each scale (MLX_ROWS) */
+        d->scales_off = (int64_t)L.scales_at;
+        d->biases_off = (int64_t)L.scales_at + (d->sdtype == 0 ? 4 : 2); /* beside each scale (MLX_ROWS) */
         if (q->has_global_scale) d->gmul = q->global_scale / 2688.0f;
     } else {
         gpu_split sp;
@@ -232,7 +232,7 @@ static bool blas_takes(const gpu_backend *g, int f, int64_t T)
  * the BLAS path, not the integer matrix units, at most MV_SLICED tokens. */
 static bool mvq_takes(const gpu_backend *g, int f, int64_t T)
 {
-    return !blas_takes(g, f, T) && !(T > gpu_mmq_from(g, f) && gpu_mmq_has(g, f)) && T <= MV_SLICED &&
+    return !blas_takes(g, f, T) && !gpu_mmq_takes(g, f, T) && T <= MV_SLICED &&
            gpu_matvec_q8_has(f);
 }
 
@@ -246,7 +246,7 @@ static celer_status product(celer_backend *be, const celer_weight *w, const floa
     int          f;
     if (gpu_alive(g, err) || gpu_weight_desc(w, &d, &f, err)) return err->code;
     if (T <= 0) return CELER_OK;
-    const bool blas = blas_takes(g, f, T), mmq = !blas && T > gpu_mmq_from(g, f) && gpu_mmq_has(g, f);
+    const bool blas = blas_takes(g, f, T), mmq = !blas && gpu_mmq_takes(g, f, T);
     const bool mvq  = mvq_takes(g, f, T);
     if (add && !mmq && !mvq)
         return product(be, w, x, T, tmp, false, NULL, err) || gpu_add(be, y, tmp, T * w->rows, err) ? err->code
@@ -315,7 +315,7 @@ extern "C" celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight 
     for (int i = 0; i < n; i++) { /* the weights of f[i]'s format (and scales' dtype), together */
         if (done[i]) continue;
         /* a batch of decodes: the matrix units, on NVIDIA's batch kernel a launch for the format */
-        const bool units = T > gpu_mmq_from(g, f[i]) && gpu_mmq_has(g, f[i]);
+        const bool units = gpu_mmq_takes(g, f[i], T);
         const bool set   = units && T <= GPU_MMQ_SMALL && gpu_mmq_batch_has(g, f[i]);
         if (units && !set) {
             if (gpu_mmq_xq(g, &d[i], f[i], &xq, T, y[i], false, err)) return err->code;
@@ -355,7 +355,7 @@ extern "C" celer_status celer_gpu_qkv_inputs(celer_backend *be, const celer_weig
     for (int i = 0; one && i < 3; i++) {
         if (gpu_weight_desc(w[i], &d[i], &f[i], err)) return err->code;
         one = gpu_matvec_q8_inputs_has(f[i]) && f[i] == f[0] && d[i].sdtype == d[0].sdtype && w[i]->cols == w[0]->cols &&
-              !blas_takes(g, f[i], 1) && !(1 > gpu_mmq_from(g, f[i]) && gpu_mmq_has(g, f[i]));
+              !blas_takes(g, f[i], 1) && !gpu_mmq_takes(g, f[i], 1);
     }
     if (!one)
         return celer_gpu_matmuls(be, w, 3, x, b->n_tokens, y, err)

@@ -52,8 +52,16 @@ bool gpu_mmq_has(const gpu_backend *g, int fmt)
 
 int64_t gpu_mmq_from(const gpu_backend *g, int fmt)
 {
-    if (gpu_mmq_batch_has(g, fmt) || g->amx != CELER_AMX_NONE) return g->mmq_from;
+    if (gpu_mmq_batch_has(g, fmt) || g->amx != CELER_AMX_NONE) {
+        const int64_t least = fmt == GPU_AFFINE2 || fmt == GPU_AFFINE3 || fmt == GPU_NVFP4 ? GPU_MMQ_FROM_NARROW : 0;
+        return g->mmq_from > least ? g->mmq_from : least;
+    }
     return g->mmq_from > GPU_MMQ_FROM_TILED ? g->mmq_from : GPU_MMQ_FROM_TILED;
+}
+
+bool gpu_mmq_takes(const gpu_backend *g, int fmt, int64_t T)
+{
+    return T > gpu_mmq_from(g, fmt) && (gpu_mmq_has(g, fmt) || (T <= GPU_MMQ_SMALL && gpu_mmq_batch_has(g, fmt)));
 }
 
 bool gpu_mmq_tiles_has(const gpu_backend *g, int fmt)
@@ -87,8 +95,9 @@ int gpu_amx_take(const gpuDeviceProp *p) { return (void)p, CELER_AMX_NONE; }
 void gpu_mmq_facts(const gpuDeviceProp *p, celer_device_facts *f)
 {
     if (gpu_imma_ok(p))
-        snprintf(f->matrix, sizeof f->matrix, "mma.sync (i8, f16): Q4_0, Q8_0 and MLX affine 4 and 8 bits steps of "
-                 "more than %d tokens, prefill attention", GPU_MMQ_FROM);
+        snprintf(f->matrix, sizeof f->matrix,
+                 "mma.sync (i8, f16): Q4_0, Q8_0, MLX affine, mxfp4, nvfp4 from %d tokens (Q4_0, Q8_0, affine "
+                 "4/8 past %d), prefill attention", GPU_MMQ_FROM + 1, GPU_MMQ_SMALL);
     else
         snprintf(f->matrix, sizeof f->matrix, "none taken before sm_80: prefill on the f32 tiled kernel");
 }
@@ -487,9 +496,9 @@ static gpu_mmq_fn mmq_fn(int fmt, int64_t T, int64_t *bt)
 celer_status gpu_mmq_xq(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, int64_t T, float *y,
                         bool add, celer_error *err)
 {
+    if (T <= GPU_MMQ_SMALL && gpu_mmq_batch_has(g, fmt)) return gpu_mmq_small(g, w, fmt, xq, T, y, add, err);
     if (!gpu_mmq_has(g, fmt))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no integer prefill kernel for format %d", CELER_GPU_NAME, fmt);
-    if (T <= GPU_MMQ_SMALL && gpu_mmq_batch_has(g, fmt)) return gpu_mmq_small(g, w, fmt, xq, T, y, add, err);
     int64_t          bt;
     const gpu_mmq_fn fn = mmq_fn(fmt, T, &bt);
     if (!fn)

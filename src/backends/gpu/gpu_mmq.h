@@ -19,7 +19,8 @@ extern "C" {
  * read the weights again for each further 8 tokens), and its steps up to GPU_MMQ_SMALL take the
  * tiled kernel in 32-token tiles (a 64-token tile's matrix work on padding halved). */
 enum {
-    GPU_MMQ_FROM = 2, GPU_MMQ_SMALL = 32, GPU_MMQ_FROM_AMX = GPU_MVQ_TOKENS, GPU_MMQ_FROM_TILED = 2 * GPU_MVQ_TOKENS
+    GPU_MMQ_FROM = 2, GPU_MMQ_SMALL = 32, GPU_MMQ_FROM_AMX = GPU_MVQ_TOKENS, GPU_MMQ_FROM_TILED = 2 * GPU_MVQ_TOKENS,
+    GPU_MMQ_FROM_NARROW = 4
 };
 
 /* Whether this device and build run the format (enum gpu_fmt) on the integer matrix units: the
@@ -31,12 +32,20 @@ bool         gpu_mmq_has(const gpu_backend *g, int fmt);
  * batch kernel (MLX affine in the batch kernel's other geometries), whose steps of up to 32
  * tokens take one 32-token tile of the tiled kernel: on the H100, 14336 x 4096 affine 4-bit g64
  * took 49.6 / 99.0 / 193.5 us at 8 / 16 / 32 tokens on the decode kernels (a pass each 8), 105.1
- * / 112.8 us at 16 / 32 on the tile (docs/benchmarks/gpu-h200.md, forty-fifth pass). */
+ * / 112.8 us at 16 / 32 on the tile (docs/benchmarks/gpu-h200.md, forty-fifth pass). MLX affine 2
+ * and 3 bits and nvfp4 take the batch kernel past GPU_MMQ_FROM_NARROW tokens: at 4 tokens the
+ * decode kernels' one pass took 30.1 / 34.2 / 40.7 us of that shape, the batch kernel 35.1 / 45.2
+ * / 52.8 (codes made bytes from words; nvfp4's two products a block), at 8 98.5 / 97.0 / 63.6
+ * against 35.0 / 44.8 / 52.7 (forty-seventh pass). */
 int64_t      gpu_mmq_from(const gpu_backend *g, int fmt);
 /* Whether the batch kernel (gpu_mmq_small.cu: mma.sync fragments, 32-lane warps) runs the
- * format here: NVIDIA's units only; Q4_0 and Q8_0, and MLX affine 4 and 8 bits in its default
- * geometry (g->sq_geom). Without it a step of a few tokens takes the tiled kernel. */
+ * format here: NVIDIA's units only (not after a failed self-check, g->mmq_off); Q4_0 and Q8_0,
+ * and MLX affine (2 to 8 bits), mxfp4 and nvfp4 in its default geometry (g->sq_geom). Without it
+ * a step of a few tokens takes the tiled kernel, or for the formats it lacks the decode kernels. */
 bool         gpu_mmq_batch_has(const gpu_backend *g, int fmt);
+/* Whether a step of T tokens of the format takes the integer matrix units here: past gpu_mmq_from,
+ * on the tiled kernel (gpu_mmq_has) or, up to GPU_MMQ_SMALL tokens, the batch kernel. */
+bool         gpu_mmq_takes(const gpu_backend *g, int fmt, int64_t T);
 /* The kind of AMD matrix units (CELER_AMX_*, amx_layout.h) the prefill kernel takes on device p
  * (current): the kind the loaded code reports if p's name agrees (celer_gfx_matrix_taken), else
  * CELER_AMX_NONE, as always in a CUDA build. */

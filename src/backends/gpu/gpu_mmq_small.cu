@@ -1,6 +1,7 @@
 /* Products of a batch of decodes (3 to 32 tokens: the server's continuous batch) on the integer
  * matrix units, with the weights streamed through shared memory, and a MoE prefill's experts on
- * the same kernel: Q4_0, Q8_0, and MLX affine 4 and 8 bits in the default geometry. The
+ * the same kernel: Q4_0, Q8_0, and MLX affine (every width), mxfp4 and nvfp4 in the default
+ * geometry. The
  * activations' format, the mma fragments and the sums are those of the tiled prefill kernel
  * (gpu_mmq.cu), so a token's products do not depend on which of the two computes them. */
 #include "backends/gpu/gpu_mmq.h"
@@ -18,11 +19,31 @@
  * bits, gpu_matvec.h: their lo codes zeros): the lo codes neither copied nor multiplied, half the
  * activations' copies and half the mma.
  * MLX affine weights go in as the tiled kernel takes them (gpu_mmq.cu): 4-bit codes unsigned,
- * 8-bit ones as q - 128, each block's sum scaled and its bias (plus 128 · scale at 8 bits) times
+ * 8-bit ones as q - 128 (2, 3, 5 and 6 bits staged as stored, 4B bytes a block, and made bytes
+ * when read), each block's sum scaled and its bias (plus 128 · scale at 8 bits) times
  * the token block's d · S added; a stage holds each row's scale and bias pairs for its columns
- * (one to four groups, as stored) and each token block's (d, d · S). Their kernels take both
- * levels of the activations always (with X8 the lo codes are zeros: the same sums). */
+ * (one to four groups, as stored) and each token block's (d, d · S). mxfp4's codes are staged as
+ * stored (16 bytes a block, value 2i in byte i's low nibble) and made signed bytes of twice their
+ * values when read (e2m1_bytes, exact), each block's sum scaled by half its e8m0 scale (a byte a
+ * block, staged beside the row). nvfp4's the same, but its 16-value groups' two e4m3 scales
+ * (times the matrix's global scale) a block: each half's products apart, the other half's codes
+ * zeros, two mma where one took the block. These kernels take both levels of the activations
+ * always (with X8 the lo codes are zeros: the same sums). */
 enum { SQ_ROWS = 64, SQ_BQ = 8, SQ_STAGES = 3 };
+
+/* Whether F is MLX affine (every width: 2, 3, 5 and 6 bits' codes as stored, 4B bytes a block), and
+ * its bits. */
+template <int F> static __host__ __device__ constexpr bool sq_mlx() { return F >= GPU_AFFINE2 && F <= GPU_AFFINE8; }
+/* The batch kernel's MLX formats, their index in its tables: affine 2 to 8 bits, mxfp4, nvfp4;
+ * -1 for the others. */
+static __host__ __device__ constexpr int sq_mlx_index(int f)
+{
+    return f >= GPU_AFFINE2 && f <= GPU_MXFP4 ? f - GPU_AFFINE2 : f == GPU_NVFP4 ? GPU_MXFP4 - GPU_AFFINE2 + 1 : -1;
+}
+template <int F> static __host__ __device__ constexpr int  sq_bits()
+{
+    return F == GPU_AFFINE2 ? 2 : F == GPU_AFFINE3 ? 3 : F == GPU_AFFINE5 ? 5 : F == GPU_AFFINE6 ? 6 : F == GPU_AFFINE8 ? 8 : 4;
+}
 
 /* The block's geometry G: 0 (CELER_GPU_SQ_WIDE=0), 64 rows, SQ_BQ column blocks a stage, SQ_STAGES
  * stages; 1 and 2 (=1; 2 the default), 128 rows a block, a warp each 16-row tile with every token
@@ -38,13 +59,16 @@ template <int G> struct sq_geom {
 
 template <int F, int NT, int G = 0> struct sq_shape {
     static constexpr int SQ_ROWS = sq_geom<G>::ROWS, SQ_BQ = sq_geom<G>::BQ, SQ_STAGES = sq_geom<G>::STAGES;
-    static constexpr bool AFF   = mmq_affine<F>();
-    static constexpr int WB     = F == GPU_Q4_0 || F == GPU_AFFINE4 ? 16 : 32; /* code bytes of a block */
+    static constexpr bool AFF   = sq_mlx<F>();
+    static constexpr bool NV    = F == GPU_NVFP4, MX = F == GPU_MXFP4 || NV; /* e2m1 codes */
+    static constexpr int  SPB   = NV ? 2 : 1; /* e2m1: scales a block */
+    static_assert(!MX || SQ_BQ == 4, "mxfp4 and nvfp4 in the default geometry: a row's scales one copy a stage");
+    static constexpr int WB     = AFF ? 4 * sq_bits<F>() : F == GPU_Q4_0 || MX ? 16 : 32; /* code bytes of a block */
     static constexpr int WLD    = SQ_BQ * WB + 16;     /* a row's stride (16 bytes of padding: no bank conflicts) */
     static constexpr int XLD    = 2 * SQ_BQ * 32 + 16; /* a token's: hi codes, then lo codes */
-    /* a row's scales: SQ_BQ f16 d; MLX, its groups' scale and bias pairs (at most a 32-value
-     * group's f32 pair a block) */
-    static constexpr int WSB    = AFF ? 8 * SQ_BQ : 2 * SQ_BQ;
+    /* a row's scales: SQ_BQ f16 d; MLX affine, its groups' scale and bias pairs (at most a
+     * 32-value group's f32 pair a block); mxfp4, SQ_BQ e8m0 bytes; nvfp4, 2 · SQ_BQ e4m3 ones */
+    static constexpr int WSB    = AFF ? 8 * SQ_BQ : MX ? SPB * SQ_BQ : 2 * SQ_BQ;
     static constexpr int XSB    = AFF ? 8 : 4;         /* a token block's d; MLX (d, d · S) */
     static constexpr int WS_OFF = SQ_ROWS * WLD;
     static constexpr int X_OFF  = WS_OFF + SQ_ROWS * WSB;
@@ -73,11 +97,14 @@ template <int F, int NT, int G, bool MAP = false> struct sq_copies {
     static constexpr int SQ_ROWS = S::SQ_ROWS, SQ_BQ = S::SQ_BQ;
     static constexpr int CPR = SQ_BQ * S::WB / 16;                            /* 16-byte pieces of a row's codes */
     static constexpr int NW  = (SQ_ROWS * CPR + S::THREADS - 1) / S::THREADS; /* a thread's pieces of each kind */
+    /* a thread's weight pieces a whole number of rows apart (not for MLX 3, 5 and 6 bits: 3, 5 or 6
+     * pieces a row) */
+    static constexpr bool EVEN = S::THREADS % CPR == 0;
     static constexpr int NX  = (NT * SQ_BQ * 4 + S::THREADS - 1) / S::THREADS;
     static constexpr int NS  = (NT * SQ_BQ + S::THREADS - 1) / S::THREADS;
     /* rows, tokens apart */
-    static constexpr int RW = S::THREADS / CPR, TX = S::THREADS / (4 * SQ_BQ), TS = S::THREADS / SQ_BQ;
-    static_assert(S::THREADS % (4 * SQ_BQ) == 0 && S::THREADS % CPR == 0, "pieces a whole number of rows apart");
+    static constexpr int RW = EVEN ? S::THREADS / CPR : 0, TX = S::THREADS / (4 * SQ_BQ), TS = S::THREADS / SQ_BQ;
+    static_assert(S::THREADS % (4 * SQ_BQ) == 0, "token pieces a whole number of tokens apart");
     static_assert(NW <= 8 && NX <= 8 && NS <= 8, "ok's bytes");
     const uint8_t *w, *ws; /* piece 0's codes; the row's scales (threads below SQ_ROWS) */
     const int8_t  *x;
@@ -91,6 +118,8 @@ template <int F, int NT, int G, bool MAP = false> struct sq_copies {
      * piece's own source at k0 = 0: its token's row is the map's, not a fixed stride from piece 0's */
     const int8_t *xm[MAP ? NX : 1];
     const float2 *sm[MAP ? NS : 1];
+    /* without EVEN, each weight piece's own source at k0 = 0 */
+    const uint8_t *wp[EVEN ? 1 : NW];
 };
 
 template <int F, int NT, int G, bool MAP>
@@ -102,7 +131,17 @@ static __device__ __forceinline__ void sq_plan(sq_copies<F, NT, G, MAP> &c, cons
     const int64_t rw = r0 + tid / C::CPR, tx = tid / (4 * SQ_BQ), ts = tid / SQ_BQ;
     c.ok             = r0 + tid < w.rows && tid < SQ_ROWS ? 1u << 24 : 0u;
 #pragma unroll
-    for (int j = 0; j < C::NW; j++) c.ok |= (uint32_t)(rw + C::RW * j < w.rows) << j;
+    for (int j = 0; j < C::NW; j++) {
+        if constexpr (C::EVEN) {
+            c.ok |= (uint32_t)(rw + C::RW * j < w.rows) << j;
+        } else {
+            const int     i = tid + C::S::THREADS * j;
+            const int64_t r = r0 + i / C::CPR;
+            const bool    ok = i < SQ_ROWS * C::CPR && r < w.rows;
+            c.ok |= (uint32_t)ok << j;
+            c.wp[j] = w.data + (ok ? r : 0) * w.row_bytes + 16 * (i % C::CPR);
+        }
+    }
 #pragma unroll
     for (int j = 0; j < C::NX; j++) c.ok |= (uint32_t)(tx + C::TX * j < T) << (8 + j);
 #pragma unroll
@@ -110,7 +149,7 @@ static __device__ __forceinline__ void sq_plan(sq_copies<F, NT, G, MAP> &c, cons
     c.w  = w.data + rw * w.row_bytes + 16 * (tid % C::CPR);
     c.wstep = (int)(C::RW * w.row_bytes);
     c.ws = w.data + (c.ok >> 24 ? r0 + tid : 0) * w.row_bytes + w.scales_off;
-    if constexpr (mmq_affine<F>()) c.gshift = w.gshift, c.pb = w.sdtype == 0 ? 8 : 4;
+    if constexpr (sq_mlx<F>()) c.gshift = w.gshift, c.pb = w.sdtype == 0 ? 8 : 4;
     c.x  = x.q + (tx * x.nb + tid / 4 % SQ_BQ) * XQ_BLOCK + 16 * (tid % 4);
     c.s  = x.d + ts * x.nb + tid % SQ_BQ;
     if constexpr (MAP) {
@@ -144,9 +183,9 @@ static __device__ __forceinline__ void sq_issue(gpu_smem st, int8_t *stg, const 
     for (int j = 0; j < C::NW; j++) {
         const int  i = tid + S::THREADS * j, k = i % C::CPR;
         const bool ok = (c.ok >> j & 1) && (whole || k0 + k * 16 / S::WB < kend);
+        const uint8_t *src = C::EVEN ? c.w + j * c.wstep : c.wp[C::EVEN ? 0 : j];
         if (all_w || i < SQ_ROWS * C::CPR)
-            gpu_cp_async16_at(st + i / C::CPR * S::WLD + 16 * k,
-                              ok ? c.w + j * c.wstep + k0 * S::WB : c.ws, ok);
+            gpu_cp_async16_at(st + i / C::CPR * S::WLD + 16 * k, ok ? src + k0 * S::WB : c.ws, ok);
     }
     if (S::AFF && tid < SQ_ROWS) {
         /* the row's pairs for the stage's groups (columns and groups start together: a stage is
@@ -163,6 +202,15 @@ static __device__ __forceinline__ void sq_issue(gpu_smem st, int8_t *stg, const 
             const int m   = ((32 * (kend - k0) + (1 << c.gshift) - 1) >> c.gshift) * c.pb;
             uint32_t *dst = (uint32_t *)(stg + S::WS_OFF + S::WSB * tid);
             for (int i = 0; i < n / 4; i++) dst[i] = ok && 4 * i < m ? ((const uint32_t *)hs)[i] : 0u;
+        }
+    } else if (S::MX && tid < SQ_ROWS) { /* a row's scales of SQ_BQ = 4 blocks: 4 bytes (nvfp4 8) */
+        const uint8_t *hs = c.ws + S::SPB * k0;
+        const bool     ok = c.ok >> 24 & 1;
+        if (whole && S::NV) gpu_cp_async8_at(st + S::WS_OFF + S::WSB * tid, hs, ok);
+        else if (whole) gpu_cp_async4_at(st + S::WS_OFF + S::WSB * tid, hs, ok);
+        else { /* the last, short stage: no read past the row's scales */
+            uint8_t *dst = (uint8_t *)(stg + S::WS_OFF + S::WSB * tid);
+            for (int i = 0; i < S::WSB; i++) dst[i] = ok && k0 + i / S::SPB < kend ? hs[i] : 0;
         }
     } else if (tid < SQ_ROWS) { /* a row's SQ_BQ scales: 16 bytes (8 in geometry 2) */
         const uint8_t *hs = c.ws + 2 * k0;
@@ -207,12 +255,27 @@ static __device__ __forceinline__ void sq_issue(gpu_smem st, int8_t *stg, const 
  * takes the 16 out at the end, a power of two: the same sums bit for bit above f32's subnormals). */
 static __device__ __forceinline__ int nib16(uint32_t v) { return (int)((v & 0xf0f0f0f0u) ^ 0x80808080u); }
 
+/* Values 4k .. 4k + 3 of a block of B-bit codes as stored (value j at bit B j of its words c), as
+ * bytes: the words holding them (the second may be the next block's, or the row's padding in
+ * the stage), shifted together. */
+template <int B> static __device__ __forceinline__ int bits_word(const int8_t *c, int k)
+{
+    constexpr uint32_t M = (1u << B) - 1;
+    const int          bit = 4 * B * k;
+    const uint32_t    *w = (const uint32_t *)c + bit / 32;
+    const uint32_t     t = (uint32_t)((((uint64_t)w[1] << 32) | w[0]) >> (bit % 32));
+    uint32_t           v = 0;
+#pragma unroll
+    for (int e = 0; e < 4; e++) v |= ((t >> (B * e)) & M) << (8 * e);
+    return (int)v;
+}
+
 /* acc (this lane's elements of the warp's 16 rows, row tile rt, × its tokens, half th of NT) +=
- * stage st's products (Q4_0's 16 times theirs, nib16); MLX: groups of 2^gshift values, pairs of
- * sdtype. */
+ * stage st's products (Q4_0's 16 times theirs, nib16); MLX affine: groups of 2^gshift values,
+ * pairs of sdtype; nvfp4: scales times gmul. */
 template <int F, int NT, bool X8, int G>
 static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int th, int g, int q, int gshift,
-                                                  int sdtype, float (&acc)[sq_shape<F, NT, G>::NI][4])
+                                                  int sdtype, float gmul, float (&acc)[sq_shape<F, NT, G>::NI][4])
 {
     typedef sq_shape<F, NT, G> S;
     constexpr int SQ_BQ = S::SQ_BQ;
@@ -229,11 +292,19 @@ static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int 
 #pragma unroll
     for (int qb = 0; qb < SQ_BQ; qb++) {
         int a[4];
-        float sw[2], bw[2] = {0.0f, 0.0f}; /* rows r and r + 8: scales (MLX: and biases) */
+        float sw[2], bw[2] = {0.0f, 0.0f}; /* rows r and r + 8: scales (MLX: and biases; nvfp4: bw
+                                            * the second half's scales) */
         if (F == GPU_Q4_0 || F == GPU_AFFINE4) { /* byte i: value i (low nibble) and i + 16 (high) */
             const uint32_t u0 = *(const uint32_t *)(w0 + 16 * qb + 4 * q), u8 = *(const uint32_t *)(w8 + 16 * qb + 4 * q);
             if (F == GPU_Q4_0) a[0] = nib16(u0 << 4), a[1] = nib16(u8 << 4), a[2] = nib16(u0), a[3] = nib16(u8);
             else a[0] = u0 & 0x0f0f0f0fu, a[1] = u8 & 0x0f0f0f0fu, a[2] = u0 >> 4 & 0x0f0f0f0fu, a[3] = u8 >> 4 & 0x0f0f0f0fu;
+        } else if (S::MX) { /* values 4q .. 4q + 3 are bytes 2q, 2q + 1; 16 + 4q .. bytes 8 + 2q, 9 + 2q */
+            const uint16_t *h0 = (const uint16_t *)(w0 + 16 * qb) + q, *h8 = (const uint16_t *)(w8 + 16 * qb) + q;
+            e2m1_bytes(h0[0] | (uint32_t)h0[4] << 16, &a[0], &a[2]), e2m1_bytes(h8[0] | (uint32_t)h8[4] << 16, &a[1], &a[3]);
+        } else if (S::AFF && F != GPU_AFFINE8) { /* 2, 3, 5, 6 bits: values 4q .., 16 + 4q .. */
+            constexpr int B = sq_bits<F>();
+            a[0] = bits_word<B>(w0 + S::WB * qb, q), a[1] = bits_word<B>(w8 + S::WB * qb, q);
+            a[2] = bits_word<B>(w0 + S::WB * qb, q + 4), a[3] = bits_word<B>(w8 + S::WB * qb, q + 4);
         } else {
             const uint32_t m = F == GPU_AFFINE8 ? 0x80808080u : 0u; /* MLX: q - 128 */
             a[0] = *(const int *)(w0 + 32 * qb + 4 * q) ^ m, a[1] = *(const int *)(w8 + 32 * qb + 4 * q) ^ m;
@@ -250,6 +321,14 @@ static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int 
                 } else mlx_scale_bias(*(const uint32_t *)(p + 4 * gi), 0u, sdtype, &sw[h], &bw[h]);
                 if (F == GPU_AFFINE8) bw[h] += 128.0f * sw[h]; /* the codes went in as q - 128 */
             }
+        } else if constexpr (S::NV) { /* each half's, as the decode kernels take it, halved as mxfp4's */
+            const uint8_t *p = (const uint8_t *)st + S::WS_OFF + 2 * qb;
+            const float    m = 0.5f * gmul;
+            sw[0] = dec_e4m3(p[S::WSB * r]) * m, bw[0] = dec_e4m3(p[S::WSB * r + 1]) * m;
+            sw[1] = dec_e4m3(p[S::WSB * (r + 8)]) * m, bw[1] = dec_e4m3(p[S::WSB * (r + 8) + 1]) * m;
+        } else if constexpr (S::MX) { /* half the block's scale: the codes went in as twice their values */
+            const uint8_t *p = (const uint8_t *)st + S::WS_OFF + qb;
+            sw[0] = 0.5f * dec_e8m0(p[S::WSB * r]), sw[1] = 0.5f * dec_e8m0(p[S::WSB * (r + 8)]);
         } else sw[0] = dec_f16(ws[SQ_BQ * r + qb]), sw[1] = dec_f16(ws[SQ_BQ * (r + 8) + qb]);
 #pragma unroll
         for (int ni = 0; ni < S::NI; ni++) {
@@ -265,6 +344,17 @@ static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int 
                 sx[0] = s2.x, sx[1] = s2.y;
             }
             int sh[4] = {0, 0, 0, 0}, sl[4] = {0, 0, 0, 0};
+            if constexpr (S::NV) { /* values 0 .. 15 and 16 .. 31 apart: each with its own scale */
+                const int a0[4] = {a[0], a[1], 0, 0}, a1[4] = {0, 0, a[2], a[3]};
+                int       th2[4] = {0, 0, 0, 0}, tl2[4] = {0, 0, 0, 0};
+                gpu_imma_16x8x32(sh, a0, (int)b[0], (int)b[1]), gpu_imma_16x8x32(sl, a0, (int)b[2], (int)b[3]);
+                gpu_imma_16x8x32(th2, a1, (int)b[0], (int)b[1]), gpu_imma_16x8x32(tl2, a1, (int)b[2], (int)b[3]);
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    acc[ni][e] += sx[e % 2] * (sw[e / 2] * (float)(256 * sh[e] + sl[e]) +
+                                               bw[e / 2] * (float)(256 * th2[e] + tl2[e]));
+                continue;
+            }
             gpu_imma_16x8x32(sh, a, (int)b[0], (int)b[1]);
             if (!X8) gpu_imma_16x8x32(sl, a, (int)b[2], (int)b[3]);
 #pragma unroll
@@ -318,7 +408,7 @@ static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq 
         else if (kn < ke)
             sq_issue<F, NT, X8, G, MAP, false>(sb + si * S::STAGE, sq_smem + si * S::STAGE, cp, x, kn, ke, tid);
         else gpu_cp_commit();
-        sq_compute<F, NT, X8, G>(sq_smem + sc * S::STAGE, rt, th, g, q, w.gshift, w.sdtype, acc);
+        sq_compute<F, NT, X8, G>(sq_smem + sc * S::STAGE, rt, th, g, q, w.gshift, w.sdtype, w.gmul, acc);
         sc = sc == SQ_STAGES - 1 ? 0 : sc + 1, si = si == SQ_STAGES - 1 ? 0 : si + 1;
     }
     constexpr float unscale = F == GPU_Q4_0 ? 0.0625f : 1.0f; /* nib16's 16 */
@@ -396,8 +486,8 @@ __global__ void __launch_bounds__((sq_shape<F, NT, SQ_GEOM_DEFAULT>::THREADS),
     {{SQ_FNS(G, false, GPU_Q4_0), SQ_FNS(G, false, GPU_Q8_0)}, {SQ_FNS(G, true, GPU_Q4_0), SQ_FNS(G, true, GPU_Q8_0)}}
 #define SQ_SIZES(G, F, what) {sq_shape<F, 8, G>::what, sq_shape<F, 16, G>::what, sq_shape<F, 32, G>::what}
 #define SQ_SIZES_G(G, what) {SQ_SIZES(G, GPU_Q4_0, what), SQ_SIZES(G, GPU_Q8_0, what)}
-/* MLX affine 4 and 8 bits: the default geometry, both levels of the activations (header); their
- * kernels are NVIDIA's alone, none built for AMD (gpu_mmq_batch_has) */
+/* MLX affine, mxfp4 and nvfp4: the default geometry, both levels of the activations (header);
+ * their kernels are NVIDIA's alone, none built for AMD (gpu_mmq_batch_has) */
 #if CELER_GPU_IMMA
 #define SQ_MLX_FNS(F) SQ_FNS(SQ_GEOM_DEFAULT, false, F)
 #else
@@ -406,9 +496,8 @@ __global__ void __launch_bounds__((sq_shape<F, NT, SQ_GEOM_DEFAULT>::THREADS),
 
 bool gpu_mmq_batch_has(const gpu_backend *g, int fmt)
 {
-    return gpu_imma_ok(&g->prop) &&
-           (fmt == GPU_Q4_0 || fmt == GPU_Q8_0 ||
-            (CELER_GPU_IMMA && g->sq_geom == SQ_GEOM_DEFAULT && (fmt == GPU_AFFINE4 || fmt == GPU_AFFINE8)));
+    return gpu_imma_ok(&g->prop) && !g->mmq_off && (fmt == GPU_Q4_0 || fmt == GPU_Q8_0 ||
+                                     (CELER_GPU_IMMA && g->sq_geom == SQ_GEOM_DEFAULT && sq_mlx_index(fmt) >= 0));
 }
 
 celer_status gpu_mmq_small_set(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
@@ -420,16 +509,24 @@ celer_status gpu_mmq_small_set(gpu_backend *g, const gpu_wdesc *w, int n, int fm
     static const int    threads[3][2][3] = {SQ_SIZES_G(0, THREADS), SQ_SIZES_G(1, THREADS), SQ_SIZES_G(2, THREADS)};
     static const int    stages[3] = {sq_geom<0>::STAGES, sq_geom<1>::STAGES, sq_geom<2>::STAGES};
     static const int    rows[3]   = {sq_geom<0>::ROWS, sq_geom<1>::ROWS, sq_geom<2>::ROWS};
-    static const set_fn mlx_fns[2][3]   = {SQ_MLX_FNS(GPU_AFFINE4), SQ_MLX_FNS(GPU_AFFINE8)};
-    static const int    mlx_stage[2][3] = {SQ_SIZES(SQ_GEOM_DEFAULT, GPU_AFFINE4, STAGE),
-                                           SQ_SIZES(SQ_GEOM_DEFAULT, GPU_AFFINE8, STAGE)};
-    static_assert(sq_shape<GPU_AFFINE4, 32, SQ_GEOM_DEFAULT>::THREADS == sq_shape<GPU_Q4_0, 32, SQ_GEOM_DEFAULT>::THREADS,
+#define SQ_MLX_ALL(X)                                                                                               \
+    {X(GPU_AFFINE2), X(GPU_AFFINE3), X(GPU_AFFINE4), X(GPU_AFFINE5), X(GPU_AFFINE6), X(GPU_AFFINE8), X(GPU_MXFP4),  \
+     X(GPU_NVFP4)}
+#define SQ_MLX_STAGE(F) SQ_SIZES(SQ_GEOM_DEFAULT, F, STAGE)
+    static const set_fn mlx_fns[8][3]   = SQ_MLX_ALL(SQ_MLX_FNS);
+    static const int    mlx_stage[8][3] = SQ_MLX_ALL(SQ_MLX_STAGE);
+    static_assert(sq_mlx_index(GPU_AFFINE8) == 5 && sq_mlx_index(GPU_MXFP4) == 6 && sq_mlx_index(GPU_NVFP4) == 7,
+                  "SQ_MLX_ALL's order");
+    static_assert(sq_shape<GPU_AFFINE3, 8, SQ_GEOM_DEFAULT>::THREADS == sq_shape<GPU_Q4_0, 8, SQ_GEOM_DEFAULT>::THREADS &&
+                      sq_shape<GPU_AFFINE6, 32, SQ_GEOM_DEFAULT>::THREADS ==
+                          sq_shape<GPU_Q4_0, 32, SQ_GEOM_DEFAULT>::THREADS,
                   "MLX blocks shaped as Q4_0's");
-    const bool   mlx = fmt == GPU_AFFINE4 || fmt == GPU_AFFINE8;
-    const int    G = g->sq_geom, f = mlx ? fmt == GPU_AFFINE8 : fmt == GPU_Q8_0, s = T <= 8 ? 0 : T <= 16 ? 1 : 2;
+    const bool   mlx = sq_mlx_index(fmt) >= 0;
+    const int    G = g->sq_geom, f = mlx ? sq_mlx_index(fmt) : fmt == GPU_Q8_0, s = T <= 8 ? 0 : T <= 16 ? 1 : 2;
     if (!gpu_mmq_batch_has(g, fmt))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no batch kernel for format %d here", CELER_GPU_NAME, fmt);
     const set_fn fn = mlx ? mlx_fns[f][s] : fns[G][xq->x8][f][s];
+    const int    nthreads = threads[mlx ? SQ_GEOM_DEFAULT : G][mlx ? 0 : f][s]; /* MLX blocks as Q4_0's */
     const size_t smem = (size_t)stages[G] * (size_t)(mlx ? mlx_stage[f][s] : stage[G][f][s]);
     if (n < 1 || n > GPU_MVQ_SET)
         return celer_fail(err, CELER_ERR_INVALID, "%s: a set of %d products for the batch kernel (1 to 3)", CELER_GPU_NAME, n);
@@ -472,7 +569,7 @@ celer_status gpu_mmq_small_set(gpu_backend *g, const gpu_wdesc *w, int n, int fm
     /* never launched early: blocks placed while the kernel before still held SMs doubled up on
      * the free ones (the grid is about one block an SM), and the 8B's batch of 32 decoded at
      * 2,916 tok/s instead of 3,951 (docs/benchmarks/gpu-h200.md, eighteenth pass) */
-    if (GPU_LAUNCH_KEEPING_XQ_AS(g, err, "mmq", false, fn, dim3((unsigned)blocks), threads[G][f][s], smem, st, *xq,
+    if (GPU_LAUNCH_KEEPING_XQ_AS(g, err, "mmq", false, fn, dim3((unsigned)blocks), nthreads, smem, st, *xq,
                                  T))
         return err->code;
     if (!total) return CELER_OK;
@@ -495,9 +592,8 @@ celer_status gpu_mmq_expert_tiles(gpu_backend *g, const gpu_wdesc *w, int fmt, c
     typedef sq_shape<GPU_Q4_0, CELER_MOE_TILE_PAIRS, SQ_GEOM_DEFAULT> S4;
     typedef sq_shape<GPU_Q8_0, CELER_MOE_TILE_PAIRS, SQ_GEOM_DEFAULT> S8;
     typedef sq_shape<GPU_AFFINE4, CELER_MOE_TILE_PAIRS, SQ_GEOM_DEFAULT> SA4;
-    typedef sq_shape<GPU_AFFINE8, CELER_MOE_TILE_PAIRS, SQ_GEOM_DEFAULT> SA8;
     static_assert(S4::THREADS == S8::THREADS && S4::SQ_STAGES == S8::SQ_STAGES && S4::THREADS == SA4::THREADS &&
-                      S4::THREADS == SA8::THREADS && S4::SQ_STAGES == SA4::SQ_STAGES,
+                      S4::SQ_STAGES == SA4::SQ_STAGES,
                   "one block shape");
 #if CELER_GPU_AMX
     if (g->amx != CELER_AMX_NONE) return gpu_mmq_amx_tiles(g, w, fmt, xq, tok, tiles, n_tiles, live, y, err);
@@ -513,8 +609,13 @@ celer_status gpu_mmq_expert_tiles(gpu_backend *g, const gpu_wdesc *w, int fmt, c
     if (fmt == GPU_Q4_0) fn = k_mmq_s_experts<GPU_Q4_0, CELER_MOE_TILE_PAIRS>, stage = S4::STAGE;
     else if (fmt == GPU_Q8_0) fn = k_mmq_s_experts<GPU_Q8_0, CELER_MOE_TILE_PAIRS>, stage = S8::STAGE;
 #if CELER_GPU_IMMA
-    else if (fmt == GPU_AFFINE4) fn = k_mmq_s_experts<GPU_AFFINE4, CELER_MOE_TILE_PAIRS>, stage = SA4::STAGE;
-    else if (fmt == GPU_AFFINE8) fn = k_mmq_s_experts<GPU_AFFINE8, CELER_MOE_TILE_PAIRS>, stage = SA8::STAGE;
+#define SQ_MLX_EXPERTS(F)                                                                                           \
+    else if (fmt == F) fn = k_mmq_s_experts<F, CELER_MOE_TILE_PAIRS>,                                               \
+                       stage = sq_shape<F, CELER_MOE_TILE_PAIRS, SQ_GEOM_DEFAULT>::STAGE;
+    SQ_MLX_EXPERTS(GPU_AFFINE2) SQ_MLX_EXPERTS(GPU_AFFINE3) SQ_MLX_EXPERTS(GPU_AFFINE4)
+    SQ_MLX_EXPERTS(GPU_AFFINE5) SQ_MLX_EXPERTS(GPU_AFFINE6) SQ_MLX_EXPERTS(GPU_AFFINE8) SQ_MLX_EXPERTS(GPU_MXFP4)
+    SQ_MLX_EXPERTS(GPU_NVFP4)
+#undef SQ_MLX_EXPERTS
 #endif
     const size_t smem = (size_t)S4::SQ_STAGES * (size_t)stage;
     unsigned     br;

@@ -36,7 +36,10 @@ gpu_mlx_row gpu_mlx_row_layout(const celer_mlx_quant *q)
     r.codes  = (size_t)q->cols * q->bits / 8;
     r.scales = affine ? groups * (q->dtype == CELER_ST_F32 ? 4 : 2) : groups; /* fp modes: a byte each */
     r.biases = affine ? r.scales : 0;
-    r.row    = (r.codes + r.scales + r.biases + 15) / 16 * 16;
+    /* 3- and 5-bit codes of 32 values are 12 and 20 bytes: the scales after 17 such groups sat
+     * 4 bytes off the 8-byte boundary an f32 pair's load needs (a misaligned-address fault) */
+    r.scales_at = (r.codes + 15) / 16 * 16;
+    r.row       = (r.scales_at + r.scales + r.biases + 15) / 16 * 16;
     return r;
 }
 
@@ -234,14 +237,16 @@ static void fill_mlx(const celer_weight *w, int64_t r0, int64_t n, size_t rb, ch
         const char *c = (const char *)d->weight + (size_t)(r0 + r) * L.codes;
         if (split) split_nibbles((const uint8_t *)c, L.codes, (uint8_t *)row);
         else memcpy(row, c, L.codes);
+        memset(row + L.codes, 0, L.scales_at - L.codes);
+        char *sr = row + L.scales_at;
         if (!L.biases) {
-            memcpy(row + L.codes, s, L.scales);
+            memcpy(sr, s, L.scales);
             continue;
         }
         const char *b = (const char *)d->biases + (size_t)(r0 + r) * L.biases;
         for (size_t g = 0; g < L.scales / es; g++) { /* group g: its scale, then its bias */
-            memcpy(row + L.codes + 2 * es * g, s + es * g, es);
-            memcpy(row + L.codes + 2 * es * g + es, b + es * g, es);
+            memcpy(sr + 2 * es * g, s + es * g, es);
+            memcpy(sr + 2 * es * g + es, b + es * g, es);
         }
     }
 }
@@ -300,7 +305,7 @@ static celer_status load_mlx(gpu_backend *g, celer_weight *w, celer_error *err)
         return celer_fail(err, CELER_ERR_INVALID, "%s: an MLX weight's arrays do not match its %lld x %lld shape",
                           CELER_GPU_NAME, (long long)w->rows, (long long)w->cols);
     const gpu_mlx_row L = gpu_mlx_row_layout(q);
-    return load_rows(g, w, L.row, L.codes + L.scales + L.biases, fill_mlx, GPU_LAYOUT_MLX_ROWS, err);
+    return load_rows(g, w, L.row, L.scales_at + L.scales + L.biases, fill_mlx, GPU_LAYOUT_MLX_ROWS, err);
 }
 
 celer_status gpu_weight_load(celer_backend *be, celer_weight *w, celer_error *err)
