@@ -26,6 +26,16 @@ if(CELER_WERROR)
   list(APPEND CELER_SIMT_WARNINGS -Werror)
 endif()
 
+# UBSan's alignment check alone (no other sanitizer: the emulator's speed), fatal
+set(CELER_SIMT_ALIGN -fsanitize=alignment -fno-sanitize-recover=alignment)
+# a program holding emulated kernels links the check's runtime
+function(celer_simt_link t)
+  get_target_property(type ${t} TYPE)
+  if(NOT type STREQUAL OBJECT_LIBRARY)
+    target_link_options(${t} PRIVATE -fsanitize=alignment)
+  endif()
+endfunction()
+
 # C++ for the emulator as kind (an amx_layout.h kind, or SM90: NVIDIA's) on a target: the defines
 # and flags.
 function(celer_simt_target t kind arch)
@@ -39,8 +49,13 @@ function(celer_simt_target t kind arch)
   target_include_directories(${t} PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src
                                           ${PROJECT_SOURCE_DIR}/tests ${PROJECT_SOURCE_DIR}/tests/simt)
   # the kernels' type punning and unrolling pragmas are the GPU compilers' dialect; -O1: the
-  # emulator's switches dominate, and the templates compile in a third of -O3's time
-  target_compile_options(${t} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${CELER_SIMT_WARNINGS} -fno-strict-aliasing -O1>)
+  # emulator's switches dominate, and the templates compile in a third of -O3's time. A load or
+  # store off its type's alignment stops the program, as it faults a GPU ("misaligned address"),
+  # where x86 would read it silently: a 3-bit MLX row's scales once sat 4 bytes off their 8-byte
+  # loads and only a GPU found it
+  target_compile_options(${t} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${CELER_SIMT_WARNINGS} -fno-strict-aliasing -O1
+                                      ${CELER_SIMT_ALIGN}>)
+  celer_simt_link(${t})
 endfunction()
 
 # `celer verify` (exe, an emulated celer) of the tiny MLX directories named after backend
@@ -109,6 +124,7 @@ if(NOT CELER_SANITIZE AND NOT TARGET celer_gpu)
       endif()
       set(t ${name}_${lower})
       add_executable(${t} ${src} $<TARGET_OBJECTS:celer_simt_${lower}>)
+      celer_simt_link(${t})
       target_include_directories(${t} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
       target_link_libraries(${t} PRIVATE celer_core stdc++)
       add_test(NAME ${t} COMMAND ${t} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
@@ -124,6 +140,7 @@ if(NOT CELER_SANITIZE AND NOT TARGET celer_gpu)
   # kernels, a pass per 8 tokens, whose many shuffles are the emulator's slowest work (-n 16: 380
   # s; `--decode`, a step ~3 s: by hand only).
   add_executable(celer-simt-gfx90a ${CELER_CLI_SOURCES} $<TARGET_OBJECTS:celer_simt_mfma16>)
+  celer_simt_link(celer-simt-gfx90a)
   target_link_libraries(celer-simt-gfx90a PRIVATE celer_server celer_core stdc++)
   add_test(NAME verify_simt_gfx90a
            COMMAND sh -c "exec \"$0\" verify -m \"$(scripts/fetch-model smollm2-135m)\" --backend rocm --against cpu"
@@ -138,6 +155,7 @@ if(NOT CELER_SANITIZE AND NOT TARGET celer_gpu)
   # prompts' prefills (up to 32 tokens: NVIDIA's batch kernel on affine 4 and 8 bits and mxfp4, a
   # MoE's expert tiles) and embedding rows on the "cuda" backend
   add_executable(celer-simt-sm90 ${CELER_CLI_SOURCES} $<TARGET_OBJECTS:celer_simt_sm90>)
+  celer_simt_link(celer-simt-sm90)
   target_link_libraries(celer-simt-sm90 PRIVATE celer_server celer_core stdc++)
   simt_verify_mlx(verify_simt_sm90_mlx celer-simt-sm90 cuda tiny-llama-mlx-q4g64 tiny-qwen3-mlx-q8g32
                   tiny-qwen3moe-mlx-q4g64 tiny-qwen3-mlx-mxfp4)

@@ -74,22 +74,24 @@ extern "C" {
 #endif
 
 /* ---- vector types -------------------------------------------------------------------------- */
-struct float2 {
+/* aligned as the GPUs' own (a load of one off that faults there: the alignment check of
+ * tests/simt/simt.cmake stops it here too) */
+struct alignas(8) float2 {
     float x, y;
 };
-struct float4 {
+struct alignas(16) float4 {
     float x, y, z, w;
 };
-struct int2 {
+struct alignas(8) int2 {
     int x, y;
 };
-struct int4 {
+struct alignas(16) int4 {
     int x, y, z, w;
 };
-struct uint2 {
+struct alignas(8) uint2 {
     uint32_t x, y;
 };
-struct uint4 {
+struct alignas(16) uint4 {
     uint32_t x, y, z, w;
 };
 struct dim3 {
@@ -594,6 +596,11 @@ static inline gpu_smem gpu_smem_at(void *p) { return (int8_t *)p; }
 static inline void     simt_copy(gpu_smem d, const void *s, bool v, size_t n)
 {
     static const uint4 z = {0, 0, 0, 0};
+    if ((uintptr_t)d % n || (v && (uintptr_t)s % n)) { /* cp.async asks both ends at a multiple of n */
+        fprintf(stderr, "simt: block (%u, %u, %u), thread %u: a %zu-byte async copy from %p to %p, not %zu-byte aligned\n",
+                simt.block.x, simt.block.y, simt.block.z, threadIdx.x, n, s, (void *)d, n);
+        abort();
+    }
     memcpy(d, v ? s : &z, n);
 }
 static inline void gpu_cp_async16_at(gpu_smem d, const void *s, bool v) { simt_copy(d, s, v, 16); }

@@ -1,9 +1,9 @@
 /* Products of a batch of decodes (3 to 32 tokens: the server's continuous batch) on the integer
  * matrix units, with the weights streamed through shared memory, and a MoE prefill's experts on
  * the same kernel: Q4_0, Q8_0, and MLX affine (every width), mxfp4 and nvfp4 in the default
- * geometry. The
- * activations' format, the mma fragments and the sums are those of the tiled prefill kernel
- * (gpu_mmq.cu), so a token's products do not depend on which of the two computes them. */
+ * geometry. The activations' format, the mma fragments and the sums are those of the tiled
+ * prefill kernel (gpu_mmq.cu), so a token's products do not depend on which of the two computes
+ * them. */
 #include "backends/gpu/gpu_mmq.h"
 
 /* Up to 32 tokens: a block takes a few row tiles of 16 (one mma row tile) and every token of the
