@@ -83,6 +83,27 @@ static __device__ __forceinline__ float dec_e2m1(uint32_t c)
     return c & 8 ? -v : v;
 }
 
+/* The bits of an MLX affine format's codes (F an enum gpu_fmt from GPU_AFFINE2 to GPU_AFFINE8). */
+template <int F> static __host__ __device__ constexpr int affine_bits()
+{
+    return F == GPU_AFFINE2   ? 2
+           : F == GPU_AFFINE3 ? 3
+           : F == GPU_AFFINE4 ? 4
+           : F == GPU_AFFINE5 ? 5
+           : F == GPU_AFFINE6 ? 6
+                              : 8;
+}
+
+/* Four B-bit codes, code e at bits B e of t, as bytes (code e in byte e). */
+template <int B> static __device__ __forceinline__ uint32_t bits_spread(uint32_t t)
+{
+    constexpr uint32_t M = (1u << B) - 1;
+    uint32_t           v = 0;
+#pragma unroll
+    for (int e = 0; e < 4; e++) v |= ((t >> (B * e)) & M) << (8 * e);
+    return v;
+}
+
 /* mxfp4 and nvfp4 codes (e2m1: a sign, two exponent bits, a mantissa bit), c_j at bits 4j of v,
  * as signed bytes of twice their values (0, ±1, ±2, ±3, ±4, ±6, ±8, ±12: exact): codes 0..3 into
  * *lo, 4..7 into *hi. Each magnitude looked up in a positive and a negative table of eight bytes,
@@ -190,8 +211,7 @@ static __device__ __forceinline__ float dec1(const gpu_wdesc &w, const uint8_t *
         return __fmul_rn(dl, (float)((lo | hi << 4) - 32));
     }
     if (F >= GPU_AFFINE2 && F <= GPU_AFFINE8) {
-        const int BITS = F == GPU_AFFINE2 ? 2 : F == GPU_AFFINE3 ? 3 : F == GPU_AFFINE4 ? 4 : F == GPU_AFFINE5 ? 5
-                                             : F == GPU_AFFINE6 ? 6 : 8;
+        const int BITS = affine_bits<F>();
         uint32_t q;
         if (BITS == 4) { /* byte i of the chunk: values i and i + 16 (MLX_ROWS) */
             q = (row[16 * c + j % 16] >> (4 * (j / 16))) & 0x0f;

@@ -31,18 +31,13 @@
  * always (with X8 the lo codes are zeros: the same sums). */
 enum { SQ_ROWS = 64, SQ_BQ = 8, SQ_STAGES = 3 };
 
-/* Whether F is MLX affine (every width: 2, 3, 5 and 6 bits' codes as stored, 4B bytes a block), and
- * its bits. */
+/* Whether F is MLX affine (every width: 2, 3, 5 and 6 bits' codes as stored, 4B bytes a block). */
 template <int F> static __host__ __device__ constexpr bool sq_mlx() { return F >= GPU_AFFINE2 && F <= GPU_AFFINE8; }
 /* The batch kernel's MLX formats, their index in its tables: affine 2 to 8 bits, mxfp4, nvfp4;
  * -1 for the others. */
 static __host__ __device__ constexpr int sq_mlx_index(int f)
 {
     return f >= GPU_AFFINE2 && f <= GPU_MXFP4 ? f - GPU_AFFINE2 : f == GPU_NVFP4 ? GPU_MXFP4 - GPU_AFFINE2 + 1 : -1;
-}
-template <int F> static __host__ __device__ constexpr int  sq_bits()
-{
-    return F == GPU_AFFINE2 ? 2 : F == GPU_AFFINE3 ? 3 : F == GPU_AFFINE5 ? 5 : F == GPU_AFFINE6 ? 6 : F == GPU_AFFINE8 ? 8 : 4;
 }
 
 /* The block's geometry G: 0 (CELER_GPU_SQ_WIDE=0), 64 rows, SQ_BQ column blocks a stage, SQ_STAGES
@@ -63,7 +58,7 @@ template <int F, int NT, int G = 0> struct sq_shape {
     static constexpr bool NV    = F == GPU_NVFP4, MX = F == GPU_MXFP4 || NV; /* e2m1 codes */
     static constexpr int  SPB   = NV ? 2 : 1; /* e2m1: scales a block */
     static_assert(!MX || SQ_BQ == 4, "mxfp4 and nvfp4 in the default geometry: a row's scales one copy a stage");
-    static constexpr int WB     = AFF ? 4 * sq_bits<F>() : F == GPU_Q4_0 || MX ? 16 : 32; /* code bytes of a block */
+    static constexpr int WB     = AFF ? 4 * affine_bits<F>() : F == GPU_Q4_0 || MX ? 16 : 32; /* code bytes of a block */
     static constexpr int WLD    = SQ_BQ * WB + 16;     /* a row's stride (16 bytes of padding: no bank conflicts) */
     static constexpr int XLD    = 2 * SQ_BQ * 32 + 16; /* a token's: hi codes, then lo codes */
     /* a row's scales: SQ_BQ f16 d; MLX affine, its groups' scale and bias pairs (at most a
@@ -260,14 +255,9 @@ static __device__ __forceinline__ int nib16(uint32_t v) { return (int)((v & 0xf0
  * the stage), shifted together. */
 template <int B> static __device__ __forceinline__ int bits_word(const int8_t *c, int k)
 {
-    constexpr uint32_t M = (1u << B) - 1;
-    const int          bit = 4 * B * k;
-    const uint32_t    *w = (const uint32_t *)c + bit / 32;
-    const uint32_t     t = (uint32_t)((((uint64_t)w[1] << 32) | w[0]) >> (bit % 32));
-    uint32_t           v = 0;
-#pragma unroll
-    for (int e = 0; e < 4; e++) v |= ((t >> (B * e)) & M) << (8 * e);
-    return (int)v;
+    const int       bit = 4 * B * k;
+    const uint32_t *w   = (const uint32_t *)c + bit / 32;
+    return (int)bits_spread<B>((uint32_t)((((uint64_t)w[1] << 32) | w[0]) >> (bit % 32)));
 }
 
 /* acc (this lane's elements of the warp's 16 rows, row tile rt, × its tokens, half th of NT) +=
@@ -302,7 +292,7 @@ static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int 
             const uint16_t *h0 = (const uint16_t *)(w0 + 16 * qb) + q, *h8 = (const uint16_t *)(w8 + 16 * qb) + q;
             e2m1_bytes(h0[0] | (uint32_t)h0[4] << 16, &a[0], &a[2]), e2m1_bytes(h8[0] | (uint32_t)h8[4] << 16, &a[1], &a[3]);
         } else if (S::AFF && F != GPU_AFFINE8) { /* 2, 3, 5, 6 bits: values 4q .., 16 + 4q .. */
-            constexpr int B = sq_bits<F>();
+            constexpr int B = affine_bits<F>();
             a[0] = bits_word<B>(w0 + S::WB * qb, q), a[1] = bits_word<B>(w8 + S::WB * qb, q);
             a[2] = bits_word<B>(w0 + S::WB * qb, q + 4), a[3] = bits_word<B>(w8 + S::WB * qb, q + 4);
         } else {

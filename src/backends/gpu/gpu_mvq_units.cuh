@@ -154,13 +154,10 @@ template <int B> static __device__ __forceinline__ void bits_bytes(const uint32_
 {
 #pragma unroll
     for (int k = 0; k < 8; k++) {
-        constexpr uint32_t M = (1u << B) - 1;
-        const int          bit = 4 * B * k, i = bit / 32, sh = bit % 32;
-        uint32_t           t = wd[i] >> sh, v = 0;
+        const int bit = 4 * B * k, i = bit / 32, sh = bit % 32;
+        uint32_t  t = wd[i] >> sh;
         if (sh + 4 * B > 32) t |= wd[i + 1] << (32 - sh);
-#pragma unroll
-        for (int e = 0; e < 4; e++) v |= ((t >> (B * e)) & M) << (8 * e);
-        q[k] = (int)v;
+        q[k] = (int)bits_spread<B>(t);
     }
 }
 
@@ -425,7 +422,7 @@ static __device__ __forceinline__ void units_dot(const gpu_wdesc &w, const raw_u
         }
     } else if (F >= GPU_AFFINE2 && F <= GPU_AFFINE6) {
         /* 4 bits: byte i holds value i (low nibble) and i + 16 (MLX_ROWS), as Q4_0; 2, 3, 5, 6: as stored */
-        constexpr int B = F == GPU_AFFINE2 ? 2 : F == GPU_AFFINE3 ? 3 : F == GPU_AFFINE5 ? 5 : 6;
+        constexpr int B = affine_bits<F>();
         int           q[MVQ_ROWS][8];
         float         sc[MVQ_ROWS], bi[MVQ_ROWS];
 #pragma unroll
