@@ -84,7 +84,8 @@
 #            step's kernels in order with what each costs the step (its dependency wait's release to the
 #            next kernel's: src/backends/gpu/gpu_trace.cu) and how long it waited, then by kernel name
 #            (logs/trace-*.txt); TRACE_P=N traces N sequences decoding together instead (`bench -p 16
-#            -n TRACE_N -P N`: the server's batch); run build first (its celer makes the models)
+#            -n TRACE_N -P N`: the server's batch); TRACE_TYPE=T the weights' type (default Q4_0; MLX:
+#            the mlx step's 8B directory); run build first (its celer makes the models)
 #   standalone  the standalone CUDA harnesses of dev/kernels (STANDALONE, default gpu_mvwait; also
 #            gpu_mvnorm gpu_mvbulk gpu_readpat gpu_sqh gpu_sqr), built with nvcc for sm_90 and run
 #            with STANDALONE_ARGS
@@ -598,15 +599,15 @@ step_trace() {
         { result "trace (build)" FAILED; tail -20 "$OUT/logs/trace-build.log"; return 0; }
     mv "$B/.celer-sources.new" "$B/.celer-sources"
     for shape in ${TRACE_MODELS:-qwen3-0.6b llama-3.1-8b}; do
-        B=${B%-trace} synth_big "$shape" "${TRACE_TYPE:-Q4_0}"
-        log="$OUT/logs/trace-$shape.txt"
+        if [ "${TRACE_TYPE:-}" = MLX ]; then B=${B%-trace} synth_mlx && f=$m; else B=${B%-trace} synth_big "$shape" "${TRACE_TYPE:-Q4_0}"; fi
+        log="$OUT/logs/trace-$shape-${TRACE_TYPE:-Q4_0}.txt"
         if [ -n "${TRACE_P:-}" ]; then
             CELER_GPU_TRACE=1 "$B/celer" bench -m "$f" --backend cuda -p 16 -n "${TRACE_N:-64}" -P "$TRACE_P" -r 1 >"$log" 2>&1
         else
             CELER_GPU_TRACE=1 "$B/celer" bench -m "$f" --backend cuda -p 0 -n "${TRACE_N:-64}" -r 1 >"$log" 2>&1
         fi
         rc=$?
-        result "trace $shape (logs/trace-$shape.txt)" "rc=$rc, $(grep -c '^celer: trace of step' "$log") step graphs"
+        result "trace $shape ${TRACE_TYPE:-Q4_0} (logs/${log##*/})" "rc=$rc, $(grep -c '^celer: trace of step' "$log") step graphs"
         grep -A40 "by kernel" "$log" | head -24
     done
 }

@@ -38,6 +38,8 @@ static inline bool gpu_imma_ok(const gpuDeviceProp *p) { return p->major >= 8; }
  * the ISA's fragment tables, not from the kernels' comments; lane = 4 g + q):
  *   mma.m16n8k32.row.col.s32.s8.s8.s32: A[m][k] in lane 4 (m % 8) + k % 16 / 4, register m / 8 +
  *     2 (k / 16), byte k % 4; B[k][n] in lane 4 n + k % 16 / 4, register k / 16, byte k % 4;
+ *   mma.m16n8k16.row.col.s32.s8.s8.s32: A[m][k] in lane 4 (m % 8) + k / 4, register m / 8, byte
+ *     k % 4; B[k][n] in lane 4 n + k / 4, byte k % 4;
  *   mma.m16n8k16.row.col.f32.f16.f16.f32: A[m][k] in lane 4 (m % 8) + k % 8 / 2, register m / 8 +
  *     2 (k / 8), half k % 2; B[k][n] in lane 4 n + k % 8 / 2, register k / 8, half k % 2;
  *   both: C[m][n] in lane 4 (m % 8) + n / 2, register 2 (m / 8) + n % 2.
@@ -59,6 +61,21 @@ static inline void gpu_imma_16x8x32(int c[4], const int a[4], int b0, int b1)
         for (int k = 0; k < 32; k++) {
             const int8_t av = (int8_t)(all[4 * (m % 8) + k % 16 / 4][m / 8 + 2 * (k / 16)] >> (8 * (k % 4)));
             const int8_t bv = (int8_t)(all[4 * n + k % 16 / 4][4 + k / 16] >> (8 * (k % 4)));
+            c[r] += (int)av * (int)bv;
+        }
+    }
+}
+
+static inline void gpu_imma_16x8x16(int c[4], int a0, int a1, int b)
+{
+    const uint32_t a[4] = {(uint32_t)a0, (uint32_t)a1, 0u, 0u};
+    const uint64_t(*all)[16] = simt_mma_operands(a, (uint32_t)b, 0u);
+    const int lane = (int)(threadIdx.x % CELER_WARP);
+    for (int r = 0; r < 4; r++) {
+        const int m = lane / 4 + 8 * (r / 2), n = 2 * (lane % 4) + r % 2;
+        for (int k = 0; k < 16; k++) {
+            const int8_t av = (int8_t)(all[4 * (m % 8) + k / 4][m / 8] >> (8 * (k % 4)));
+            const int8_t bv = (int8_t)(all[4 * n + k / 4][4] >> (8 * (k % 4)));
             c[r] += (int)av * (int)bv;
         }
     }
@@ -109,6 +126,7 @@ static inline void gpu_ldsm_x4_trans(uint32_t r[4], const void *row) { simt_ldsm
 #define CELER_GPU_IMMA_HERE 0
 static inline bool gpu_imma_ok(const gpuDeviceProp *) { return false; }
 static inline void gpu_imma_16x8x32(int *, const int *, int, int) {}
+static inline void gpu_imma_16x8x16(int *, int, int, int) {}
 static inline void gpu_ldsm_x4(uint32_t r[4], const void *) { r[0] = r[1] = r[2] = r[3] = 0; }
 static inline void gpu_ldsm_x4_trans(uint32_t r[4], const void *) { r[0] = r[1] = r[2] = r[3] = 0; }
 static inline void gpu_hmma_16x8x16(float *, const uint32_t *, uint32_t, uint32_t) {}

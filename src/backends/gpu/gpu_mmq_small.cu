@@ -26,8 +26,8 @@
  * stored (16 bytes a block, value 2i in byte i's low nibble) and made signed bytes of twice their
  * values when read (e2m1_bytes, exact), each block's sum scaled by half its e8m0 scale (a byte a
  * block, staged beside the row). nvfp4's the same, but its 16-value groups' two e4m3 scales
- * (times the matrix's global scale) a block: each half's products apart, the other half's codes
- * zeros, two mma where one took the block. These kernels take both levels of the activations
+ * (times the matrix's global scale) a block: each half's products apart, in k16 mma (the same
+ * work as mxfp4's k32 ones). These kernels take both levels of the activations
  * always (with X8 the lo codes are zeros: the same sums). */
 enum { SQ_ROWS = 64, SQ_BQ = 8, SQ_STAGES = 3 };
 
@@ -334,11 +334,10 @@ static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int 
                 sx[0] = s2.x, sx[1] = s2.y;
             }
             int sh[4] = {0, 0, 0, 0}, sl[4] = {0, 0, 0, 0};
-            if constexpr (S::NV) { /* values 0 .. 15 and 16 .. 31 apart: each with its own scale */
-                const int a0[4] = {a[0], a[1], 0, 0}, a1[4] = {0, 0, a[2], a[3]};
-                int       th2[4] = {0, 0, 0, 0}, tl2[4] = {0, 0, 0, 0};
-                gpu_imma_16x8x32(sh, a0, (int)b[0], (int)b[1]), gpu_imma_16x8x32(sl, a0, (int)b[2], (int)b[3]);
-                gpu_imma_16x8x32(th2, a1, (int)b[0], (int)b[1]), gpu_imma_16x8x32(tl2, a1, (int)b[2], (int)b[3]);
+            if constexpr (S::NV) { /* values 0 .. 15 and 16 .. 31 apart (k16 products): each with its own scale */
+                int th2[4] = {0, 0, 0, 0}, tl2[4] = {0, 0, 0, 0};
+                gpu_imma_16x8x16(sh, a[0], a[1], (int)b[0]), gpu_imma_16x8x16(sl, a[0], a[1], (int)b[2]);
+                gpu_imma_16x8x16(th2, a[2], a[3], (int)b[1]), gpu_imma_16x8x16(tl2, a[2], a[3], (int)b[3]);
 #pragma unroll
                 for (int e = 0; e < 4; e++)
                     acc[ni][e] += sx[e % 2] * (sw[e / 2] * (float)(256 * sh[e] + sl[e]) +

@@ -122,6 +122,10 @@ static __device__ __forceinline__ void gpu_imma_16x8x32(int c[4], const int a[4]
 {
     (void)c, (void)a, (void)b0, (void)b1;
 }
+static __device__ __forceinline__ void gpu_imma_16x8x16(int c[4], int a0, int a1, int b)
+{
+    (void)c, (void)a0, (void)a1, (void)b;
+}
 static __device__ __forceinline__ void gpu_ldsm_x4(uint32_t r[4], const void *row)
 {
     (void)row, r[0] = r[1] = r[2] = r[3] = 0;
@@ -435,6 +439,21 @@ static __device__ __forceinline__ void gpu_imma_16x8x32(int c[4], const int a[4]
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 #else
     (void)c, (void)a, (void)b0, (void)b1;
+#endif
+}
+
+/* The same over 16 columns (mma.m16n8k16): a0, a1 hold what a[0], a[1] hold for m16n8k32 (rows
+ * g and g + 8, bytes 4q .. 4q + 3), b what b0 does; half the work, where half of a k32 product's
+ * operand would be zeros (nvfp4's 16-value groups, each with its own scale). */
+static __device__ __forceinline__ void gpu_imma_16x8x16(int c[4], int a0, int a1, int b)
+{
+#if CELER_GPU_IMMA_HERE
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+                 "{%0, %1, %2, %3};"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a0), "r"(a1), "r"(b));
+#else
+    (void)c, (void)a0, (void)a1, (void)b;
 #endif
 }
 
