@@ -7,6 +7,7 @@
 #include "backends/backend.h"
 #include "core/error.h"
 #include "quant/half.h"
+#include "quant/mlx_quantize.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -91,6 +92,34 @@ static inline double rel_l2f(const float *a, const float *b, int64_t n)
 static inline void random_fill(float *x, int64_t n, float s)
 {
     for (int64_t i = 0; i < n; i++) x[i] = uni() * s;
+}
+
+/* A host MLX weight (rows, cols) of random values quantized in mode: affine by bits in groups of
+ * group with scales of dtype (F32, F16 or BF16), or mxfp4 or nvfp4 (their own bits and groups); its
+ * arrays into bufs[0..3) (free them). */
+static inline celer_weight mlx_host(int64_t rows, int64_t cols, celer_hf_quant_mode mode, uint32_t bits, uint32_t group,
+                             celer_st_dtype dtype, void *bufs[3])
+{
+    const bool      mx = mode != CELER_HF_QUANT_AFFINE;
+    celer_mlx_quant q  = {.name = "weight", .mode = mode, .bits = mx ? 4 : bits,
+                          .group_size = mode == CELER_HF_QUANT_NVFP4 ? 16 : mx ? 32 : group, .dtype = dtype,
+                          .rows = rows, .cols = cols};
+    celer_mlx_quant_shapes sh;
+    CHECK(celer_mlx_quant_get_shapes(&q, &sh, &err) == CELER_OK);
+    float *src = malloc((size_t)(rows * cols) * 4);
+    random_fill(src, rows * cols, 0.1f);
+    if (!mx && dtype != CELER_ST_F32) { /* affine quantizes values of its scales' dtype */
+        uint16_t *b = (uint16_t *)src;     /* (in place: value i's bytes are read before written) */
+        for (int64_t i = 0; i < rows * cols; i++)
+            b[i] = dtype == CELER_ST_BF16 ? celer_f32_to_bf16(src[i]) : celer_f32_to_half(src[i]);
+    }
+    bufs[0] = malloc(sh.weight_bytes), bufs[1] = malloc(sh.scales_bytes);
+    bufs[2] = sh.has_biases ? malloc(sh.biases_bytes) : NULL;
+    CHECK(celer_mlx_quantize_rows(&q, src, mx ? CELER_ST_F32 : dtype, 0, rows, bufs[0], bufs[1], bufs[2], &err) ==
+          CELER_OK);
+    free(src);
+    return (celer_weight){.type = CELER_WEIGHT_MLX, .rows = rows, .cols = cols, .data = bufs[0], .mlx = q,
+                          .mlx_data = {bufs[0], sh.weight_bytes, bufs[1], sh.scales_bytes, bufs[2], sh.biases_bytes}};
 }
 
 /* Whether the GPU's product of T tokens by a weight of type t may run on the BLAS path

@@ -14,7 +14,6 @@
  *     stacked MLX affine 4 and 8-bit experts (an mlx-community MoE's) on every path, 2e-2.
  * Run on a machine with a GPU (scripts/gpu-check.sh); built only with CELER_CUDA or CELER_HIP. */
 #include "backends/ports.h"
-#include "quant/mlx_quantize.h"
 
 #include "gpu/gpu_test.h"
 
@@ -134,33 +133,6 @@ static void test_moe_stacked(celer_ggml_type t, int64_t T, int64_t ff, int sms)
     for (int v = 0; v < N_VARIANTS; v++) free(variant[v].out);
     free(logits), free(wc), free(ic), free(x), free(oc), free(og);
     for (int i = 0; i < 3; i++) free(raw[i]);
-}
-
-/* A host MLX weight (rows, cols) of random values quantized in mode: affine by bits in groups of
- * group with scales of dtype (F32 or BF16), or mxfp4 or nvfp4 (their own bits and groups); its
- * arrays into bufs[0..3) (free them). */
-static celer_weight mlx_host(int64_t rows, int64_t cols, celer_hf_quant_mode mode, uint32_t bits, uint32_t group,
-                             celer_st_dtype dtype, void *bufs[3])
-{
-    const bool      mx = mode != CELER_HF_QUANT_AFFINE;
-    celer_mlx_quant q  = {.name = "experts", .mode = mode, .bits = mx ? 4 : bits,
-                          .group_size = mode == CELER_HF_QUANT_NVFP4 ? 16 : mx ? 32 : group, .dtype = dtype,
-                          .rows = rows, .cols = cols};
-    celer_mlx_quant_shapes sh;
-    CHECK(celer_mlx_quant_get_shapes(&q, &sh, &err) == CELER_OK);
-    float *src = malloc((size_t)(rows * cols) * 4);
-    random_fill(src, rows * cols, 0.1f);
-    if (!mx && dtype == CELER_ST_BF16) { /* affine quantizes values of its scales' dtype */
-        uint16_t *b = (uint16_t *)src;
-        for (int64_t i = 0; i < rows * cols; i++) b[i] = celer_f32_to_bf16(src[i]);
-    }
-    bufs[0] = malloc(sh.weight_bytes), bufs[1] = malloc(sh.scales_bytes);
-    bufs[2] = sh.has_biases ? malloc(sh.biases_bytes) : NULL;
-    CHECK(celer_mlx_quantize_rows(&q, src, mx ? CELER_ST_F32 : dtype, 0, rows, bufs[0], bufs[1], bufs[2], &err) ==
-          CELER_OK);
-    free(src);
-    return (celer_weight){.type = CELER_WEIGHT_MLX, .rows = rows, .cols = cols, .data = bufs[0], .mlx = q,
-                          .mlx_data = {bufs[0], sh.weight_bytes, bufs[1], sh.scales_bytes, bufs[2], sh.biases_bytes}};
 }
 
 /* moe_ffn over stacked MLX experts (an mlx-community MoE checkpoint's switch_mlp; mxfp4: gpt-oss's):

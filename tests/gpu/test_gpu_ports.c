@@ -12,6 +12,7 @@
  *     default's against the CPU's fallback: 1e-2 (2e-2 with 8-bit activations).
  * Every other op: test_gpu_formats.c and test_gpu_ops.c. Run on a machine with a GPU (scripts/gpu-check.sh); built only
  * with CELER_CUDA or CELER_HIP. */
+#include "backends/gpu/gpu_ports.h"
 #include "backends/ports.h"
 #include "runtime/kv_cache.h"
 
@@ -264,21 +265,33 @@ static void test_matmul_glu(void)
 }
 
 /* qkv_inputs against its fallback on the GPU (matmuls, then attn_inputs), bit for bit: q, k and v
- * and the step's rows of both caches. One token of Q4_0, Q4_1 and Q8_0 weights (the formats with
- * fused kernels), the rotation over the whole head and over half of it, at row counts the
- * one-token products take sliced (768 rows), sliced WIDE (6,144: the 8B's q/k/v) and unsliced
- * (10,240) on the H200; then Q4_K weights, a NEOX rotation and five tokens, which the port runs
- * as the fallback itself. */
+ * and the step's rows of both caches. One token of Q4_0, Q4_1, Q8_0 and MLX affine 4- and 8-bit
+ * weights with 16-bit scales (the formats with fused kernels), the rotation over the whole head
+ * and over half of it, at row counts the one-token products take sliced (768 rows), sliced WIDE
+ * (6,144: the 8B's q/k/v) and unsliced (10,240) on the H200, with pairs adjacent (NORM) and a
+ * head apart (NEOX: each warp takes the rows of its pairs); then Q4_K weights, MLX affine ones
+ * with f32 scales and five tokens, which the port runs as the fallback itself. Which of the two
+ * ran is held to celer_gpu_qkv_inputs_one (the values alone cannot tell), where no variable moves
+ * the products elsewhere. */
 static void test_qkv_inputs(void)
 {
     enum { K = 512, HD = 128, TMAX = 5, P0 = 3000 };
     static const struct {
         celer_ggml_type type;
         int             nh, nkv, T, neox, n_rot;
-    } cases[] = {{CELER_GGML_Q4_0, 4, 2, 1, 0, HD},  {CELER_GGML_Q8_0, 4, 2, 1, 0, 64},
-                 {CELER_GGML_Q4_1, 32, 8, 1, 0, HD}, {CELER_GGML_Q4_0, 64, 8, 1, 0, 64},
-                 {CELER_GGML_Q4_K, 4, 2, 1, 0, HD},  {CELER_GGML_Q4_0, 4, 2, 1, 1, HD},
-                 {CELER_GGML_Q4_0, 4, 2, TMAX, 0, HD}};
+        int             mlx_bits;     /* MLX affine, groups of 64, scales of mlx_dtype (type unused) */
+        celer_st_dtype  mlx_dtype;
+        bool            one;          /* the port's one launch (by default) */
+    } cases[] = {{CELER_GGML_Q4_0, 4, 2, 1, 0, HD, 0, 0, true},   {CELER_GGML_Q8_0, 4, 2, 1, 0, 64, 0, 0, true},
+                 {CELER_GGML_Q4_1, 32, 8, 1, 0, HD, 0, 0, true},  {CELER_GGML_Q4_0, 64, 8, 1, 0, 64, 0, 0, true},
+                 {CELER_GGML_Q4_K, 4, 2, 1, 0, HD, 0, 0, false},  {CELER_GGML_Q4_0, 4, 2, 1, 1, HD, 0, 0, true},
+                 {CELER_GGML_Q8_0, 32, 8, 1, 1, 64, 0, 0, true},  {CELER_GGML_Q4_0, 64, 8, 1, 1, HD, 0, 0, true},
+                 {CELER_GGML_Q4_1, 4, 2, 1, 1, 64, 0, 0, true},   {CELER_GGML_Q4_0, 4, 2, TMAX, 1, HD, 0, 0, false},
+                 {0, 32, 8, 1, 1, HD, 4, CELER_ST_BF16, true},    {0, 4, 2, 1, 0, 64, 4, CELER_ST_F16, true},
+                 {0, 64, 8, 1, 1, HD, 8, CELER_ST_BF16, true},    {0, 4, 2, 1, 1, 64, 8, CELER_ST_F16, true},
+                 {0, 4, 2, 1, 1, HD, 4, CELER_ST_F32, false},     {0, 4, 2, TMAX, 1, HD, 4, CELER_ST_BF16, false}};
+    const bool    moved = getenv("CELER_GPU_QKV_IN") || getenv("CELER_GPU_MMQ_FROM") || getenv("CELER_GPU_BLAS_FROM");
+    if (moved) printf("  qkv_inputs: which path ran not checked (a variable moves the products)\n");
     celer_port_fn fq, fm, fa;
     CHECK(celer_port_select(&celer_port_qkv_inputs, gpu->ops->kind, &fq, &err) == CELER_OK);
     CHECK(celer_port_select(&celer_port_matmuls, gpu->ops->kind, &fm, &err) == CELER_OK);
@@ -290,9 +303,16 @@ static void test_qkv_inputs(void)
         celer_weight  w[3];
         const celer_weight *pw[3];
         void               *raw[3];
+        void               *mlx[3][3] = {{NULL}};
         for (int i = 0; i < 3; i++) {
-            raw[i] = random_weights(cases[c].type, rows[i], K, 0.1f);
-            w[i]   = (celer_weight){.type = cases[c].type, .rows = rows[i], .cols = K, .data = raw[i]};
+            if (cases[c].mlx_bits) {
+                raw[i] = NULL;
+                w[i]   = mlx_host(rows[i], K, CELER_HF_QUANT_AFFINE, (uint32_t)cases[c].mlx_bits, 64,
+                                  cases[c].mlx_dtype, mlx[i]);
+            } else {
+                raw[i] = random_weights(cases[c].type, rows[i], K, 0.1f);
+                w[i]   = (celer_weight){.type = cases[c].type, .rows = rows[i], .cols = K, .data = raw[i]};
+            }
             CHECK(gpu->ops->weight_load(gpu, &w[i], &err) == CELER_OK);
             pw[i] = &w[i];
         }
@@ -311,6 +331,11 @@ static void test_qkv_inputs(void)
             for (int i = 0; i < 3; i++)
                 y[v][i] = dev_zeros((size_t)(T * rows[i])), h[v][i] = malloc((size_t)(T * rows[i]) * sizeof(float));
         }
+        const bool one = celer_gpu_qkv_inputs_one(gpu, pw, &kc[0], &b, nh, HD, &r);
+        if (!moved && one != cases[c].one)
+            fprintf(stderr, "  qkv_inputs case %zu: the port's %s, not its %s\n", c, one ? "one launch" : "fallback",
+                    cases[c].one ? "one launch" : "fallback");
+        CHECK(moved || one == cases[c].one);
         CHECK(((celer_qkv_inputs_fn)fq)(gpu, pw, dx, &kc[0], 0, &b, y[0][0], nh, y[0][1], y[0][2], HD, &r, &err) ==
               CELER_OK);
         CHECK(((celer_matmuls_fn)fm)(gpu, pw, 3, dx, T, y[1], &err) == CELER_OK);
@@ -337,8 +362,8 @@ static void test_qkv_inputs(void)
         }
         if (differ)
             fprintf(stderr, "  qkv_inputs case %zu (%s, %d + %d heads, %d tokens%s, %d rotated): %d of %d arrays differ\n",
-                    c, celer_ggml_type_get(cases[c].type)->name, nh, nkv, T, cases[c].neox ? ", neox" : "",
-                    cases[c].n_rot, differ, 3 + 2 * T);
+                    c, cases[c].mlx_bits ? "MLX affine" : celer_ggml_type_get(cases[c].type)->name, nh, nkv, T,
+                    cases[c].neox ? ", neox" : "", cases[c].n_rot, differ, 3 + 2 * T);
         CHECK(differ == 0);
         for (int v = 0; v < 2; v++) {
             for (int i = 0; i < 3; i++) gpu->ops->release(gpu, y[v][i]), free(h[v][i]);
@@ -347,7 +372,10 @@ static void test_qkv_inputs(void)
         }
         gpu->ops->release(gpu, dx);
         free(x);
-        for (int i = 0; i < 3; i++) free(raw[i]);
+        for (int i = 0; i < 3; i++) {
+            free(raw[i]);
+            for (int j = 0; j < 3; j++) free(mlx[i][j]);
+        }
     }
 }
 

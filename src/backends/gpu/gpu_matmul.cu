@@ -333,10 +333,38 @@ extern "C" celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight 
     return CELER_OK;
 }
 
+/* Whether celer_gpu_qkv_inputs takes w in one launch: a one-token step whose three weights share
+ * a kernel of gpu_matvec_q8_inputs (d, f: their descriptions and format) and whose heads it can
+ * rotate; a weight without a description (no kernel here) takes the fallback, which says why. */
+static bool qkv_one(const gpu_backend *g, const celer_weight *const *w, const celer_kv_cache *kv, const celer_batch *b,
+                    int64_t n_head, int64_t head_dim, const celer_rope *r, gpu_wdesc *d, int *f)
+{
+    const int64_t kw  = kv->n_kv_heads * head_dim;
+    bool          one = g->qkv_in && b->n_tokens == 1 && (r->mode == CELER_ROPE_NORM || r->mode == CELER_ROPE_NEOX) &&
+                        gpu_matvec_q8_inputs_heads(head_dim, r->n_rot) && head_dim == kv->head_dim_k &&
+                        kv->head_dim_v == head_dim && w[0]->rows == n_head * head_dim && w[1]->rows == kw &&
+                        w[2]->rows == kw;
+    celer_error none;
+    for (int i = 0; one && i < 3; i++)
+        one = !gpu_weight_desc(w[i], &d[i], &f[i], &none) && gpu_matvec_q8_inputs_has(f[i], d[i].sdtype) &&
+              f[i] == f[0] && d[i].sdtype == d[0].sdtype && w[i]->cols == w[0]->cols && !blas_takes(g, f[i], 1) &&
+              !gpu_mmq_takes(g, f[i], 1);
+    return one;
+}
+
+extern "C" bool celer_gpu_qkv_inputs_one(celer_backend *be, const celer_weight *const *w, const celer_kv_cache *kv,
+                                         const celer_batch *b, int64_t n_head, int64_t head_dim, const celer_rope *r)
+{
+    gpu_wdesc d[3];
+    int       f[3];
+    return qkv_one(gpu_of(be), w, kv, b, n_head, head_dim, r, d, f);
+}
+
 /* The port celer_port_qkv_inputs: a one-token step whose three weights share an integer decode
- * kernel and whose RoPE pairs are adjacent (CELER_ROPE_NORM) in one launch, each warp rotating
- * and appending the rows it summed (gpu_matvec_q8_inputs: the attention inputs' kernel saved);
- * anything else the fallback, matmuls then attn_inputs. */
+ * kernel (qkv_one) in one launch, each warp rotating and appending the rows it summed, a RoPE
+ * pair at a time (adjacent rows, CELER_ROPE_NORM, or a head's rows i and i + n_rot / 2,
+ * CELER_ROPE_NEOX: gpu_matvec_q8_inputs; the attention inputs' kernel saved); anything else the
+ * fallback, matmuls then attn_inputs. */
 extern "C" celer_status celer_gpu_qkv_inputs(celer_backend *be, const celer_weight *const *w, const float *x,
                                              celer_kv_cache *kv, int32_t layer, const celer_batch *b, float *q,
                                              int64_t n_head, float *k, float *v, int64_t head_dim,
@@ -347,20 +375,11 @@ extern "C" celer_status celer_gpu_qkv_inputs(celer_backend *be, const celer_weig
     gpu_wdesc    d[3];
     int          f[3];
     if (gpu_alive(g, err)) return err->code;
-    const int64_t kw  = kv->n_kv_heads * head_dim;
-    bool          one = g->qkv_in && b->n_tokens == 1 && r->mode == CELER_ROPE_NORM && r->n_rot % 2 == 0 &&
-                        r->n_rot <= head_dim && head_dim % 2 == 0 && head_dim == kv->head_dim_k &&
-                        kv->head_dim_v == head_dim && w[0]->rows == n_head * head_dim && w[1]->rows == kw &&
-                        w[2]->rows == kw && head_dim <= INT32_MAX;
-    for (int i = 0; one && i < 3; i++) {
-        if (gpu_weight_desc(w[i], &d[i], &f[i], err)) return err->code;
-        one = gpu_matvec_q8_inputs_has(f[i]) && f[i] == f[0] && d[i].sdtype == d[0].sdtype && w[i]->cols == w[0]->cols &&
-              !blas_takes(g, f[i], 1) && !gpu_mmq_takes(g, f[i], 1);
-    }
-    if (!one)
+    if (!qkv_one(g, w, kv, b, n_head, head_dim, r, d, f))
         return celer_gpu_matmuls(be, w, 3, x, b->n_tokens, y, err)
                    ? err->code
                    : celer_gpu_attn_inputs(be, kv, layer, q, n_head, k, v, NULL, NULL, 0.0f, b, head_dim, r, err);
+    const int64_t kw = kv->n_kv_heads * head_dim;
     const int32_t *pos, *seq, *tables;
     const double  *fq;
     gpu_xq         xq;
@@ -370,7 +389,7 @@ extern "C" celer_status celer_gpu_qkv_inputs(celer_backend *be, const celer_weig
     const gpu_mv_in in = {kv->k[layer],    kv->v[layer],          pos,          seq,
                           tables,          fq,                    kw,           kv->max_blocks,
                           kv->block_size,  (int32_t)head_dim,     (int32_t)r->n_rot, r->pos_scale,
-                          r->mscale,       kv->elem_bytes == 2};
+                          r->mscale,       kv->elem_bytes == 2,   r->mode == CELER_ROPE_NEOX};
     return gpu_matvec_q8_inputs(g, d, f[0], &xq, &in, y, err);
 }
 

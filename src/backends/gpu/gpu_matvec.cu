@@ -90,11 +90,23 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const mv_set &s)
     return gpu_sig_args(h, s.b0[GPU_MVQ_SET], s.add, s.in);
 }
 
-/* A warp's one-token sums of weight k (0 q, 1 k, 2 v) of a q/k/v product, rows r0 .., stored as
- * the attention inputs' kernel would leave them (gpu_fused.cu, pairs rotated as gpu_head.cuh's
+/* The row weight k (0 q, 1 k, 2 v) of a q/k/v product of attention inputs stores as a warp's
+ * row r0 + i (i < MVQ_ROWS, r0 a multiple of MVQ_ROWS). A warp takes its rows a RoPE pair at a
+ * time: adjacent rows where the pairs are (CELER_ROPE_NORM), and in NEOX heads rows j and
+ * j + n_rot / 2 of the head for its rows 2j and 2j + 1 (rows past n_rot, and v's, as they are).
+ * Heads and n_rot are multiples of MVQ_ROWS (gpu_matvec_q8_inputs): a warp's rows are in one head,
+ * all rotated or none. */
+static __device__ __forceinline__ int64_t mv_in_row(const gpu_mv_in &in, int k, int64_t r0, int i)
+{
+    const int32_t j0 = (int32_t)r0 % in.hd;
+    if (!in.neox || k == 2 || j0 >= in.n_rot) return r0 + i;
+    return r0 - j0 / 2 + i / 2 + (i % 2) * (in.n_rot / 2);
+}
+
+/* A warp's one-token sums of weight k of a q/k/v product, its rows r0 .. (mv_in_row), stored
+ * as the attention inputs' kernel would leave them (gpu_fused.cu, pairs rotated as gpu_head.cuh's
  * head_pair): q rotated in place; k and v as they are, and into the step's cache slot, k
- * rotated. The pairs are adjacent rows and a warp's rows start even, so each warp holds whole
- * pairs: no other block's sums are wanted. */
+ * rotated. Each warp holds whole pairs: no other block's sums are wanted. */
 static_assert(MVQ_ROWS % 2 == 0, "a warp's rows hold whole RoPE pairs");
 template <int NT>
 static __device__ __forceinline__ void mv_put_inputs(const gpu_mv_in &in, int k, int64_t r0, int64_t rows,
@@ -107,8 +119,9 @@ static __device__ __forceinline__ void mv_put_inputs(const gpu_mv_in &in, int k,
     for (int i = 0; i < MVQ_ROWS; i += 2) {
         const int64_t r = r0 + i, j = r % in.hd; /* rows and heads are even */
         if (r >= rows) break;
-        const float x0 = acc[i][0], x1 = acc[i + 1][0];
-        float       y0 = x0, y1 = x1;
+        const int64_t a = mv_in_row(in, k, r0, i), b = mv_in_row(in, k, r0, i + 1); /* the pair's rows as stored */
+        const float   x0 = acc[i][0], x1 = acc[i + 1][0];
+        float         y0 = x0, y1 = x1;
         if (k < 2 && j < in.n_rot) {
             float c, s;
             gpu_rope_cos_sin(p, j / 2, in.freqs, in.pos_scale, in.mscale, &c, &s);
@@ -116,17 +129,16 @@ static __device__ __forceinline__ void mv_put_inputs(const gpu_mv_in &in, int k,
             y1 = __fmaf_rn(x0, s, __fmul_rn(x1, c));
         }
         if (k == 0) {
-            y[r] = y0, y[r + 1] = y1;
+            y[a] = y0, y[b] = y1;
             continue;
         }
-        y[r] = x0, y[r + 1] = x1;
-        const int64_t at = slot * in.kw + r;
+        y[a] = x0, y[b] = x1;
         if (in.f16) {
-            uint16_t *c = (uint16_t *)(k == 1 ? in.kc : in.vc) + at;
-            kv_put(c, y0), kv_put(c + 1, y1);
+            uint16_t *c = (uint16_t *)(k == 1 ? in.kc : in.vc) + slot * in.kw;
+            kv_put(c + a, y0), kv_put(c + b, y1);
         } else {
-            float *c = (float *)(k == 1 ? in.kc : in.vc) + at;
-            kv_put(c, y0), kv_put(c + 1, y1);
+            float *c = (float *)(k == 1 ? in.kc : in.vc) + slot * in.kw;
+            kv_put(c + a, y0), kv_put(c + b, y1);
         }
     }
 }
@@ -192,7 +204,10 @@ __global__ void __launch_bounds__(MVQ_THREADS * KS, KS > 1 && F == GPU_Q4_K ? 2 
     const bool    live = r0 < w.rows; /* a warp past the rows still meets the block's barrier */
     const uint8_t *rows[MVQ_ROWS];
 #pragma unroll
-    for (int i = 0; i < MVQ_ROWS; i++) rows[i] = base + (r0 + i < w.rows ? r0 + i : 0) * w.row_bytes;
+    for (int i = 0; i < MVQ_ROWS; i++) { /* with IN, as mv_in_row says: a row exactly where r0 + i is one */
+        const int64_t r = IN ? mv_in_row(set.in, k, r0, i) : r0 + i;
+        rows[i]         = base + (r0 + i < w.rows ? r : 0) * w.row_bytes;
+    }
     const int64_t nu = live ? units<F>(w.cols) : 0;
     float         acc[MVQ_ROWS][NT];
 #pragma unroll
@@ -306,24 +321,27 @@ static const struct {
 
 /* The one-token kernels again, for q/k/v products that make their attention inputs (IN,
  * gpu_matvec_q8_inputs), in the formats whose files give a model's q, k and v one type (the
- * default model's Q4_1 among them; the K-quant mixes give v another); NULL where the table above
- * has several tokens. Apart, so that the epilogue's registers and stack (a rotation's double
- * sincos) stay out of every other product's kernels. */
-#define MVQ_IN_ROW(F)                                                                                               \
+ * default model's Q4_1 among them; the K-quant mixes give v another) and MLX affine 4 and 8 bits
+ * with 16-bit scales (mlx-community's checkpoints; f32 scales take the fallback); NULL where the
+ * table above has several tokens. Apart, so that the epilogue's registers and stack (a
+ * rotation's double sincos) stay out of every other product's kernels. */
+#define MVQ_IN_ROW(F, SD)                                                                                           \
     {                                                                                                               \
-        F, -1, {                                                                                                    \
-            k_mmvq<F, 1, 1, false, -1, false, false, true>, NULL, NULL, NULL,                                       \
-                k_mmvq<F, 1, MVQ_KS, false, -1, false, false, true>, k_mmvq<F, 1, 1, true, -1, false, false, true>, \
-                k_mmvq<F, 1, MVQ_KS, true, -1, false, false, true>, k_mmvq<F, 1, 1, false, -1, true, false, true>,  \
-                k_mmvq<F, 1, MVQ_KS, false, -1, true, false, true>, k_mmvq<F, 1, 1, true, -1, true, false, true>,   \
-                k_mmvq<F, 1, MVQ_KS, true, -1, true, false, true>, mvq_wide<F, -1, false, true>(),                  \
-                mvq_wide<F, -1, true, true>()                                                                       \
+        F, SD, {                                                                                                    \
+            k_mmvq<F, 1, 1, false, SD, false, false, true>, NULL, NULL, NULL,                                       \
+                k_mmvq<F, 1, MVQ_KS, false, SD, false, false, true>, k_mmvq<F, 1, 1, true, SD, false, false, true>, \
+                k_mmvq<F, 1, MVQ_KS, true, SD, false, false, true>, k_mmvq<F, 1, 1, false, SD, true, false, true>,  \
+                k_mmvq<F, 1, MVQ_KS, false, SD, true, false, true>, k_mmvq<F, 1, 1, true, SD, true, false, true>,   \
+                k_mmvq<F, 1, MVQ_KS, true, SD, true, false, true>, mvq_wide<F, SD, false, true>(),                  \
+                mvq_wide<F, SD, true, true>()                                                                       \
         }                                                                                                           \
     }
 static const struct {
     int     fmt, sd;
     mmvq_fn fn[MVQ_FNS];
-} MVQ_IN[] = {MVQ_IN_ROW(GPU_Q4_0), MVQ_IN_ROW(GPU_Q4_1), MVQ_IN_ROW(GPU_Q8_0)};
+} MVQ_IN[] = {MVQ_IN_ROW(GPU_Q4_0, -1),   MVQ_IN_ROW(GPU_Q4_1, -1),   MVQ_IN_ROW(GPU_Q8_0, -1),
+              MVQ_IN_ROW(GPU_AFFINE4, 1), MVQ_IN_ROW(GPU_AFFINE4, 2), MVQ_IN_ROW(GPU_AFFINE8, 1),
+              MVQ_IN_ROW(GPU_AFFINE8, 2)};
 
 static const mmvq_fn *mvq_of(int fmt, int sdtype, bool in)
 {
@@ -337,7 +355,12 @@ static const mmvq_fn *mvq_of(int fmt, int sdtype, bool in)
 
 bool gpu_matvec_q8_has(int fmt) { return mvq_of(fmt, 0, false) != NULL; }
 
-bool gpu_matvec_q8_inputs_has(int fmt) { return mvq_of(fmt, 0, true) != NULL; }
+bool gpu_matvec_q8_inputs_has(int fmt, int sdtype) { return mvq_of(fmt, sdtype, true) != NULL; }
+
+bool gpu_matvec_q8_inputs_heads(int64_t hd, int64_t n_rot)
+{
+    return hd >= MVQ_ROWS && hd <= INT32_MAX && hd % MVQ_ROWS == 0 && n_rot >= 0 && n_rot <= hd && n_rot % MVQ_ROWS == 0;
+}
 
 /* gpu_matvec_q8 and gpu_matvec_q8_sel, the products written (add false) or added to y. */
 static celer_status mvq_launch(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
@@ -418,7 +441,8 @@ celer_status gpu_matvec_q8(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, c
 celer_status gpu_matvec_q8_inputs(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const gpu_mv_in *in,
                                   float *const *y, celer_error *err)
 {
-    if (!in->kc || !in->vc || in->hd < 2 || in->hd % 2 || in->n_rot % 2 || w[0].rows % in->hd ||
+    if (!in->kc || !in->vc || !gpu_matvec_q8_inputs_heads(in->hd, in->n_rot) || w[0].rows % in->hd ||
+        w[0].rows > INT32_MAX ||
         w[1].rows != in->kw || w[2].rows != in->kw)
         return celer_fail(err, CELER_ERR_INVALID, "%s: q/k/v inputs of %lld, %lld and %lld rows (heads of %d, cache rows "
                           "of %lld)", CELER_GPU_NAME, (long long)w[0].rows, (long long)w[1].rows, (long long)w[2].rows,

@@ -130,9 +130,11 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_mv_sel &s)
 }
 
 /* A one-token q/k/v product's outputs made attention inputs as its lanes store them
- * (celer_port_qkv_inputs: no per-head norms, RoPE pairs adjacent, CELER_ROPE_NORM): the step's
- * position and cache slot (from the batch's uploads), the rotation's frequencies, the layer's
- * caches. kc NULL: a plain product. */
+ * (celer_port_qkv_inputs: no per-head norms): the step's position and cache slot (from the
+ * batch's uploads), the rotation's frequencies, the layer's caches, and whether the RoPE pairs
+ * are a head's rows i and i + n_rot / 2 (neox: CELER_ROPE_NEOX, as Hugging Face and MLX
+ * checkpoints give Llama's q and k) rather than adjacent ones (CELER_ROPE_NORM, as GGUF files
+ * give them). kc NULL: a plain product. */
 typedef struct {
     void          *kc, *vc; /* f32, or f16 bits where f16 */
     const int32_t *pos, *seq, *tables;
@@ -140,13 +142,13 @@ typedef struct {
     int64_t        kw; /* values a cache row: the key heads' */
     int32_t        max_blocks, block_size, hd, n_rot;
     float          pos_scale, mscale;
-    bool           f16;
+    bool           f16, neox;
 } gpu_mv_in;
 
 static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_mv_in &in)
 {
     return gpu_sig_args(h, in.kc, in.vc, in.pos, in.seq, in.tables, in.freqs, in.kw, in.max_blocks, in.block_size,
-                        in.hd, in.n_rot, in.pos_scale, in.mscale, in.f16);
+                        in.hd, in.n_rot, in.pos_scale, in.mscale, in.f16, in.neox);
 }
 
 /* w as the kernels see it and its format (enum gpu_fmt); CELER_ERR_UNSUPPORTED for a weight no
@@ -171,8 +173,12 @@ celer_status gpu_matvec_q8_sel(gpu_backend *g, const gpu_wdesc *w, int n, int fm
  * then the attention inputs' kernel (gpu_fused.cu) give, bit for bit. */
 celer_status gpu_matvec_q8_inputs(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const gpu_mv_in *in,
                                   float *const *y, celer_error *err);
-/* Whether gpu_matvec_q8_inputs takes weights of the format (enum gpu_fmt). */
-bool         gpu_matvec_q8_inputs_has(int fmt);
+/* Whether gpu_matvec_q8_inputs takes weights of the format (enum gpu_fmt) and scales' dtype
+ * (gpu_wdesc.sdtype: MLX formats'). */
+bool         gpu_matvec_q8_inputs_has(int fmt, int sdtype);
+/* Whether it takes heads of hd values with their first n_rot rotated (a warp's rows: whole
+ * pairs of one head, all rotated or none). */
+bool         gpu_matvec_q8_inputs_heads(int64_t hd, int64_t n_rot);
 
 /* Whether a MoE decode step of K selections a token can take gpu_matvec_q8_combine. */
 bool         gpu_matvec_q8_combines(int64_t K);

@@ -17,6 +17,10 @@ celer_status celer_gpu_attn_inputs(celer_backend *be, celer_kv_cache *kv, int32_
 celer_status celer_gpu_qkv_inputs(celer_backend *be, const celer_weight *const *w, const float *x, celer_kv_cache *kv,
                                   int32_t layer, const celer_batch *b, float *q, int64_t n_head, float *k, float *v,
                                   int64_t head_dim, const celer_rope *r, celer_error *err);
+/* Whether celer_gpu_qkv_inputs runs these in one launch (the products make the attention
+ * inputs), not its fallback: what its tests hold it to, since both give the same values. */
+bool         celer_gpu_qkv_inputs_one(celer_backend *be, const celer_weight *const *w, const celer_kv_cache *kv,
+                                      const celer_batch *b, int64_t n_head, int64_t head_dim, const celer_rope *r);
 
 celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight *const *w, int n, const float *x, int64_t T,
                                float *const *y, celer_error *err);
