@@ -60,7 +60,7 @@
 #            stages them (not in short grids of the simple formats) and never (CELER_GPU_MVQ_XS=0),
 #            in the kernel harness at the 8B's, 0.6B's and 30B-A3B's dense
 #            shapes, XS_FORMATS (default Q4_0 Q8_0 Q4_K Q6_K): µs each, side by side
-#   blas     the cuBLAS path (on by default from 64 tokens; one f16 pass for dense models, two for
+#   blas     the cuBLAS path (on by default past 64 tokens; one f16 pass for dense models, two for
 #            MoE models) in one, two and three passes (BLAS_PASSES): the verify step's models; and
 #            pp512 of the 8B and the 30B-A3B with it off and with 3, 2 and 1 passes
 #   early    decode with and without early launches (CELER_GPU_EARLY=0): tg128 of the 8B and the
@@ -193,7 +193,8 @@ step_test() {
         "CELER_GPU_BLAS_PASSES=3" "CELER_GPU_KV_F16=1" "CELER_GPU_ATT_MERGE_IN=0" "CELER_GPU_MVQ_X8=1"
         "CELER_GPU_ATT_WIDE=0" "CELER_GPU_SQ_WIDE=0" "CELER_GPU_SQ_WIDE=1"
         "CELER_GPU_MOE_STREAM=0" "CELER_GPU_MMQ_FROM=8" "CELER_GPU_NORM_ADD_SLICE=0" "CELER_GPU_MOE_COMBINE=0"
-        "CELER_GPU_GLU_FUSE=0" "CELER_GPU_MVQ_XS=0" "CELER_GPU_QKV_IN=0" "CELER_GPU_CHECK=1" "CELER_GPU_CHECK=bad")
+        "CELER_GPU_GLU_FUSE=0" "CELER_GPU_MVQ_XS=0" "CELER_GPU_QKV_IN=0" "CELER_GPU_MMQ_CHUNKED=0" "CELER_GPU_CHECK=1"
+        "CELER_GPU_CHECK=bad")
     [ "$quick" = 1 ] && variants=()
     for v in "${variants[@]}"; do
         for t in test_gpu_formats test_gpu_ops test_gpu_ports test_gpu_moe; do

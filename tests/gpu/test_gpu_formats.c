@@ -414,6 +414,55 @@ static void test_batch_geometries(void)
     for (int g = 0; g < NG; g++) free(y[g]);
 }
 
+/* Steps of more than 32 tokens that the batch kernel takes a chunk of 32 at a time (gpu_mmq.h's
+ * GPU_MMQ_CHUNKED): bit for bit the chunks' products run apart (each on the batch kernel), where
+ * the device has that kernel and no variable moves those steps elsewhere. */
+static void test_batch_chunks(void)
+{
+    static const celer_ggml_type types[] = {CELER_GGML_Q4_0, CELER_GGML_Q8_0};
+    static const int64_t         Ts[]    = {48, 64};
+    enum { ROWS = 300, COLS = 992, TMAX = 64 };
+    celer_device_facts f;
+    const char        *mf = getenv("CELER_GPU_MMQ_FROM"), *bf = getenv("CELER_GPU_BLAS_FROM");
+    if (celer_device_query(0, &f, &err) != CELER_OK || strncmp(f.matrix, "mma.sync", 8) != 0) {
+        printf("  batch chunks: no batch kernel on this device, not checked\n");
+        return;
+    }
+    const char *ck = getenv("CELER_GPU_CHECK"); /* =bad: the self-check fails, long steps move off the units */
+    if (getenv("CELER_GPU_MMQ_CHUNKED") || (mf && *mf && atoi(mf) >= 16) || (ck && !strcmp(ck, "bad"))) {
+        printf("  batch chunks: not checked (a variable moves the steps)\n");
+        return;
+    }
+    float *x = malloc((size_t)(TMAX * COLS) * sizeof *x), *y = malloc((size_t)(TMAX * ROWS) * sizeof *y);
+    float *yc = malloc((size_t)(TMAX * ROWS) * sizeof *yc);
+    random_acts(x, TMAX, COLS);
+    float *dx = dev_copy(x, (size_t)(TMAX * COLS) * sizeof *x), *dy = dev_zeros((size_t)(TMAX * ROWS));
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        void        *wd = random_weights(types[ti], ROWS, COLS, 0.1f);
+        celer_weight w  = {.type = types[ti], .rows = ROWS, .cols = COLS, .data = wd};
+        CHECK(gpu->ops->weight_load(gpu, &w, &err) == CELER_OK);
+        for (size_t k = 0; k < sizeof Ts / sizeof Ts[0]; k++) {
+            const int64_t T = Ts[k];
+            if (bf && *bf && atoi(bf) > 0 && atoi(bf) <= T) continue; /* the BLAS's step */
+            CHECK(gpu->ops->matmul(gpu, &w, dx, T, dy, &err) == CELER_OK);
+            to_host(dy, y, (size_t)(T * ROWS) * sizeof *y);
+            for (int64_t t0 = 0; t0 < T; t0 += 32) { /* each chunk alone */
+                const int64_t n = T - t0 < 32 ? T - t0 : 32;
+                CHECK(gpu->ops->matmul(gpu, &w, dx + t0 * COLS, n, dy, &err) == CELER_OK);
+                to_host(dy, yc + t0 * ROWS, (size_t)(n * ROWS) * sizeof *yc);
+            }
+            const bool same = !memcmp(y, yc, (size_t)(T * ROWS) * sizeof *y);
+            if (!same)
+                fprintf(stderr, "  %s T=%lld: the chunked step differs from its chunks run apart\n",
+                        celer_ggml_type_get(types[ti])->name, (long long)T);
+            CHECK(same);
+        }
+        free(wd);
+    }
+    gpu->ops->release(gpu, dx), gpu->ops->release(gpu, dy);
+    free(x), free(y), free(yc);
+}
+
 int main(void)
 {
     setenv("CELER_GPU_BLAS_CHUNK_MB", "0.25", 0); /* several chunks of f16 rows a weight (the bounds above) */
@@ -423,5 +472,6 @@ int main(void)
     test_matmul_mlx();
     test_blas_routed();
     test_batch_geometries();
+    test_batch_chunks();
     return gpu_test_close("test_gpu_formats");
 }

@@ -78,6 +78,7 @@ typedef struct {
     const void *smem_fns[GPU_SMEM_FNS]; /* kernels allowed their shared memory past 48 KB (gpu_allow_smem) */
     int         n_smem_fns;
     int      mmq_from;    /* steps of more tokens take the integer matrix units (gpu_mmq.h) */
+    int      mmq_chunked; /* steps of up to this many take the batch kernel in chunks (gpu_mmq.h) */
     int      amx;         /* AMD: the matrix units the loaded code takes (CELER_AMX_*; gpu_amx_take) */
     bool     mmq_off;     /* the tiled integer kernel failed its self-check (gpu_selfcheck): left off */
     int      sq_geom;     /* the batch kernel's geometry, 2 (CELER_GPU_SQ_WIDE=0 or 1: the others; gpu_mmq_small.cu) */

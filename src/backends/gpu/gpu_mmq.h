@@ -18,9 +18,14 @@ extern "C" {
  * AMD has no batch kernel: its line is GPU_MMQ_FROM_AMX, one pass of the decode kernels (which
  * read the weights again for each further 8 tokens), and its steps up to GPU_MMQ_SMALL take the
  * tiled kernel in 32-token tiles (a 64-token tile's matrix work on padding halved). */
+/* GPU_MMQ_CHUNKED: steps of more than GPU_MMQ_SMALL and at most this many tokens that the vendor
+ * BLAS does not take run the batch kernel in chunks of GPU_MMQ_SMALL tokens (the formats it has:
+ * gpu_mmq_batch_has) rather than the tiled kernel (CELER_GPU_MMQ_CHUNKED=N moves the line, 0 takes
+ * the tile). On the H100 the 8B's 48 sequences decoding together ran at 2,386 tok/s on the tile,
+ * against 4,720 for 32 on the batch kernel (docs/benchmarks/gpu-h200.md, forty-ninth pass). */
 enum {
     GPU_MMQ_FROM = 2, GPU_MMQ_SMALL = 32, GPU_MMQ_FROM_AMX = GPU_MVQ_TOKENS, GPU_MMQ_FROM_TILED = 2 * GPU_MVQ_TOKENS,
-    GPU_MMQ_FROM_NARROW = 4
+    GPU_MMQ_FROM_NARROW = 4, GPU_MMQ_CHUNKED = 128
 };
 
 /* Whether this device and build run the format (enum gpu_fmt) on the integer matrix units: the

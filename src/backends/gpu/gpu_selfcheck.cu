@@ -24,7 +24,8 @@ extern "C" {
 #include <math.h>
 
 /* 64 rows (the kernel's row block) × 8 column blocks (two of its column steps) × 40 tokens (a
- * partial token tile past the batch kernel's 32). */
+ * partial token tile past the batch kernel's 32; on NVIDIA's integer units, where steps of up to
+ * GPU_MMQ_CHUNKED tokens take the batch kernel 32 at a time, its chunks of 32 and 8). */
 enum { CK_ROWS = 64, CK_COLS = 256, CK_T = 40, CK_ROW_BYTES = CK_COLS + 2 * (CK_COLS / 32) };
 enum { CK_WB = CK_ROWS * CK_ROW_BYTES, CK_XB = CK_T * CK_COLS * 4, CK_YB = CK_T * CK_ROWS * 4 };
 
