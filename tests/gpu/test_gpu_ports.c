@@ -4,6 +4,7 @@
  *   - add_rmsnorm and attn_inputs against their fallbacks run on the CPU backend: 1e-5 (the
  *     cache contents compared directly);
  *   - matmuls against the CPU's matmul per weight: 1e-3 (1e-2 where the BLAS path may take it);
+ *     steps the batch kernel takes in chunks: each weight's own matmul bit for bit too;
  *   - matmul_add against the product and an add: equal bit for bit;
  *   - qkv_inputs against matmuls then attn_inputs on the GPU: equal bit for bit (q, k, v and
  *     the step's cache rows);
@@ -162,9 +163,65 @@ static void test_matmuls(void)
     for (int i = 0; i < N; i++) free(raw[i]);
 }
 
+/* The port matmuls over steps the batch kernel takes a chunk of 32 tokens at a time (48 and 64
+ * tokens of two Q4_0 weights and a Q8_0 one: one launch a format a chunk): each output bit for
+ * bit the weight's own matmul (which takes the same chunks alone), where the device has that
+ * kernel and no variable moves the steps; and within 1e-3 of the CPU's everywhere. */
+static void test_matmuls_chunked(void)
+{
+    enum { K = 512, N = 3, TMAX = 64 };
+    static const celer_ggml_type types[N] = {CELER_GGML_Q4_0, CELER_GGML_Q8_0, CELER_GGML_Q4_0};
+    static const int64_t         rows[N]  = {96, 33, 65};
+    static const int64_t         Ts[]     = {48, 64};
+    celer_device_facts           facts;
+    const char                  *mc = getenv("CELER_GPU_MMQ_CHUNKED"), *bf = getenv("CELER_GPU_BLAS_FROM");
+    const char                  *ck = getenv("CELER_GPU_CHECK");
+    const bool here = celer_device_query(0, &facts, &err) == CELER_OK && !strncmp(facts.matrix, "mma.sync", 8) &&
+                      !mc && !(bf && *bf) && !(ck && !strcmp(ck, "bad"));
+    celer_weight        wc[N], wg[N];
+    const celer_weight *pg[N];
+    void               *raw[N];
+    for (int i = 0; i < N; i++) {
+        raw[i] = random_weights(types[i], rows[i], K, 0.1f);
+        wc[i] = wg[i] = (celer_weight){.type = types[i], .rows = rows[i], .cols = K, .data = raw[i]};
+        CHECK(cpu->ops->weight_load(cpu, &wc[i], &err) == CELER_OK);
+        CHECK(gpu->ops->weight_load(gpu, &wg[i], &err) == CELER_OK);
+        pg[i] = &wg[i];
+    }
+    if (!here) printf("  matmuls chunked: bit for bit not checked (no batch kernel here, or a variable moves it)\n");
+    celer_port_fn fn;
+    CHECK(celer_port_select(&celer_port_matmuls, gpu->ops->kind, &fn, &err) == CELER_OK);
+    float *x = malloc((size_t)(TMAX * K) * sizeof *x), *dy[N], *d1 = dev_zeros((size_t)(TMAX * rows[0]));
+    float *yc = malloc((size_t)(TMAX * rows[0]) * sizeof *yc), *yg = malloc((size_t)(TMAX * rows[0]) * sizeof *yg);
+    float *y1 = malloc((size_t)(TMAX * rows[0]) * sizeof *y1);
+    random_acts(x, TMAX, K);
+    float *dx = dev_copy(x, (size_t)(TMAX * K) * sizeof *x);
+    for (int i = 0; i < N; i++) dy[i] = dev_zeros((size_t)(TMAX * rows[i]));
+    for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+        const int64_t T = Ts[ti];
+        CHECK(((celer_matmuls_fn)fn)(gpu, pg, N, dx, T, dy, &err) == CELER_OK);
+        for (int i = 0; i < N; i++) {
+            const size_t bytes = (size_t)(T * rows[i]) * sizeof(float);
+            CHECK(cpu->ops->matmul(cpu, &wc[i], x, T, yc, &err) == CELER_OK);
+            CHECK(gpu->ops->matmul(gpu, &wg[i], dx, T, d1, &err) == CELER_OK);
+            to_host(dy[i], yg, bytes), to_host(d1, y1, bytes);
+            const bool   same = !here || !memcmp(yg, y1, bytes);
+            const double e    = rel_l2f(yg, yc, T * rows[i]), bound = x8_mode() ? 2e-2 : 1e-3;
+            if (!same || !(e < bound))
+                fprintf(stderr, "  matmuls chunked T=%lld weight %d: %s, %.2e against the CPU's\n", (long long)T, i,
+                        same ? "its own matmul's outputs" : "not its own matmul's outputs", e);
+            CHECK(same && e < bound);
+        }
+    }
+    for (int i = 0; i < N; i++) gpu->ops->release(gpu, dy[i]), free(raw[i]);
+    gpu->ops->release(gpu, dx), gpu->ops->release(gpu, d1);
+    free(x), free(yc), free(yg), free(y1);
+}
+
 /* The port matmul_add: y + the product, as matmul then a host add gives it, bit for bit: the
- * decode kernel's sums (1 and 5 tokens), the matrix-unit kernels' (16: streamed, 40: tiled, on
- * a device with them), the vendor BLAS's and F32's through tmp (70 tokens; F32 at any). */
+ * decode kernel's sums (1 and 5 tokens), the matrix-unit kernels' (16: streamed, 40: tiled, or
+ * on NVIDIA streamed a chunk of 32 at a time, on a device with them), the vendor BLAS's and
+ * F32's through tmp (70 tokens; F32 at any). */
 static void test_matmul_add(void)
 {
     enum { K = 512, R = 80 };
@@ -384,6 +441,7 @@ int main(void)
     if (gpu_test_open("test_gpu_ports")) return 1;
     test_fused();
     test_matmuls();
+    test_matmuls_chunked();
     test_matmul_add();
     test_matmul_glu();
     test_qkv_inputs();

@@ -290,18 +290,20 @@ celer_status gpu_matmul(celer_backend *be, const celer_weight *w, const float *x
 
 /* The port celer_port_matmuls: decode-sized steps quantize x once and run the weights of one
  * format in one launch (past GPU_MMQ_FROM tokens, a matrix-unit product per weight on that one
- * quantization); anything else, a weight for the vendor BLAS among them, is a matmul per weight. */
+ * quantization), as do longer steps that the batch kernel takes a chunk at a time (a launch a
+ * chunk); anything else, a weight for the vendor BLAS among them, is a matmul per weight. */
 extern "C" celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight *const *w, int n, const float *x,
                                           int64_t T, float *const *y, celer_error *err)
 {
     gpu_backend *g = gpu_of(be);
     gpu_wdesc    d[GPU_MVQ_SET];
     int          f[GPU_MVQ_SET];
-    bool         fused = n >= 1 && n <= GPU_MVQ_SET && T <= MV_SLICED;
+    bool         fused = n >= 1 && n <= GPU_MVQ_SET;
     if (gpu_alive(g, err)) return err->code;
     for (int i = 0; fused && i < n; i++) {
         if (gpu_weight_desc(w[i], &d[i], &f[i], err)) return err->code;
-        fused = gpu_matvec_q8_has(f[i]) && w[i]->cols == w[0]->cols && !blas_takes(g, f[i], T);
+        fused = gpu_matvec_q8_has(f[i]) && w[i]->cols == w[0]->cols && !blas_takes(g, f[i], T) &&
+                (T <= MV_SLICED || (gpu_mmq_takes(g, f[i], T) && gpu_mmq_small_takes(g, f[i], T)));
     }
     if (!fused) {
         for (int i = 0; i < n; i++)
@@ -316,7 +318,7 @@ extern "C" celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight 
         if (done[i]) continue;
         /* a batch of decodes: the matrix units, on NVIDIA's batch kernel a launch for the format */
         const bool units = gpu_mmq_takes(g, f[i], T);
-        const bool set   = units && T <= GPU_MMQ_SMALL && gpu_mmq_batch_has(g, f[i]);
+        const bool set   = units && gpu_mmq_small_takes(g, f[i], T);
         if (units && !set) {
             if (gpu_mmq_xq(g, &d[i], f[i], &xq, T, y[i], false, err)) return err->code;
             continue;

@@ -496,17 +496,7 @@ static gpu_mmq_fn mmq_fn(int fmt, int64_t T, int64_t *bt)
 celer_status gpu_mmq_xq(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, int64_t T, float *y,
                         bool add, celer_error *err)
 {
-    if (T <= GPU_MMQ_SMALL && gpu_mmq_batch_has(g, fmt)) return gpu_mmq_small(g, w, fmt, xq, T, y, add, err);
-    if (T <= g->mmq_chunked && gpu_mmq_batch_has(g, fmt)) { /* the batch kernel a chunk at a time */
-        for (int64_t t0 = 0; t0 < T; t0 += GPU_MMQ_SMALL) {
-            gpu_xq xc = *xq;
-            xc.q += t0 * xc.nb * XQ_BLOCK, xc.d += t0 * xc.nb;
-            const int64_t n = T - t0 < (int64_t)GPU_MMQ_SMALL ? T - t0 : (int64_t)GPU_MMQ_SMALL;
-            if (gpu_mmq_small(g, w, fmt, &xc, n, y + t0 * w->rows, add, err))
-                return err->code;
-        }
-        return CELER_OK;
-    }
+    if (gpu_mmq_small_takes(g, fmt, T)) return gpu_mmq_small(g, w, fmt, xq, T, y, add, err);
     if (!gpu_mmq_has(g, fmt))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no integer prefill kernel for format %d", CELER_GPU_NAME, fmt);
     int64_t          bt;

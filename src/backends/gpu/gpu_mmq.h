@@ -107,15 +107,21 @@ int64_t gpu_mmq_column_parts(const gpu_backend *g, int64_t blocks, int64_t nq, i
 celer_status gpu_mmq_launch_parts(gpu_backend *g, gpu_mmq_fn fn, bool early, unsigned br, unsigned bt, int64_t parts,
                                   int threads, size_t smem, const gpu_wdesc *w, const gpu_xq *xq, int64_t T,
                                   int64_t kper, float *y, bool add, celer_error *err);
-/* gpu_mmq_xq's steps of more than GPU_MMQ_FROM and at most GPU_MMQ_SMALL tokens (the batch
+/* Whether a step of T tokens of the format takes the batch kernel here: up to GPU_MMQ_SMALL
+ * tokens in one launch, up to g->mmq_chunked (GPU_MMQ_CHUNKED) a chunk of GPU_MMQ_SMALL at a time. */
+static inline bool gpu_mmq_small_takes(const gpu_backend *g, int fmt, int64_t T)
+{
+    return (T <= GPU_MMQ_SMALL || T <= g->mmq_chunked) && gpu_mmq_batch_has(g, fmt);
+}
+/* gpu_mmq_xq's steps of more than GPU_MMQ_FROM tokens that gpu_mmq_small_takes (the batch
  * kernel). */
 celer_status gpu_mmq_small(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, int64_t T, float *y,
                            bool add, celer_error *err);
 /* The same for n (1 .. GPU_MVQ_SET) weights of format fmt and one width on the same activations
  * (y[i] = x̂ · w[i]ᵀ, with add: +=) in one launch, and one more for the sums of those that take
  * column parts: each weight's parts and sums as in a launch of its own (the same outputs bit for
- * bit). The 8B's q/k/v took three launches and three sums; its gate and up two grids of 112
- * blocks on 132 SMs. */
+ * bit); past GPU_MMQ_SMALL tokens, so a chunk of that many at a time. The 8B's q/k/v took three
+ * launches and three sums; its gate and up two grids of 112 blocks on 132 SMs. */
 celer_status gpu_mmq_small_set(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
                                float *const *y, bool add, celer_error *err);
 
