@@ -142,6 +142,15 @@ static inline bool blas_may(celer_ggml_type t, int64_t T)
     return T > 32 || (mmq && T >= n);
 }
 
+/* Whether the device runs NVIDIA's batch kernel (gpu_mmq_small.cu): its matrix units are
+ * mma.sync ones (celer_device_query's matrix line). */
+static inline bool batch_kernel_here(void)
+{
+    celer_device_facts f;
+    celer_error        e;
+    return celer_device_query(0, &f, &e) == CELER_OK && strncmp(f.matrix, "mma.sync", 8) == 0;
+}
+
 /* Whether the dense products of quantized weights take 8-bit activations, the high level only
  * (as the backend does under CELER_GPU_MVQ_X8=1; gpu_matvec.h): then held to the 8-bit bound. */
 static inline bool x8_mode(void)

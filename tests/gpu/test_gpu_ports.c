@@ -96,6 +96,20 @@ static void test_fused(void)
     }
 }
 
+/* n random weights of types[i] (rows[i], k) into raw[i], loaded on the CPU (wc) and the GPU (wg, pg
+ * pointing at them). */
+static void load_weights(int n, const celer_ggml_type *types, const int64_t *rows, int64_t k, void **raw,
+                         celer_weight *wc, celer_weight *wg, const celer_weight **pg)
+{
+    for (int i = 0; i < n; i++) {
+        raw[i] = random_weights(types[i], rows[i], k, 0.1f);
+        wc[i] = wg[i] = (celer_weight){.type = types[i], .rows = rows[i], .cols = k, .data = raw[i]};
+        CHECK(cpu->ops->weight_load(cpu, &wc[i], &err) == CELER_OK);
+        CHECK(gpu->ops->weight_load(gpu, &wg[i], &err) == CELER_OK);
+        pg[i] = &wg[i];
+    }
+}
+
 /* matmuls: three weights of one input, two formats among them, against the CPU's matmul per
  * weight at decode, batched-decode (16: Q4_0 on the matrix units, Q6_K in the decode kernel, on
  * one quantization) and prefill sizes (1e-3: the CPU quantizes a K-quant's activations per 256
@@ -114,13 +128,7 @@ static void test_matmuls(void)
     celer_weight                 wc[N], wg[N];
     const celer_weight          *pg[N];
     void                        *raw[N];
-    for (int i = 0; i < N; i++) {
-        raw[i] = random_weights(types[i], rows[i], K, 0.1f);
-        wc[i] = wg[i] = (celer_weight){.type = types[i], .rows = rows[i], .cols = K, .data = raw[i]};
-        CHECK(cpu->ops->weight_load(cpu, &wc[i], &err) == CELER_OK);
-        CHECK(gpu->ops->weight_load(gpu, &wg[i], &err) == CELER_OK);
-        pg[i] = &wg[i];
-    }
+    load_weights(N, types, rows, K, raw, wc, wg, pg);
     celer_port_fn fn;
     CHECK(celer_port_select(&celer_port_matmuls, gpu->ops->kind, &fn, &err) == CELER_OK);
     for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
@@ -173,21 +181,13 @@ static void test_matmuls_chunked(void)
     static const celer_ggml_type types[N] = {CELER_GGML_Q4_0, CELER_GGML_Q8_0, CELER_GGML_Q4_0};
     static const int64_t         rows[N]  = {96, 33, 65};
     static const int64_t         Ts[]     = {48, 64};
-    celer_device_facts           facts;
     const char                  *mc = getenv("CELER_GPU_MMQ_CHUNKED"), *bf = getenv("CELER_GPU_BLAS_FROM");
     const char                  *ck = getenv("CELER_GPU_CHECK");
-    const bool here = celer_device_query(0, &facts, &err) == CELER_OK && !strncmp(facts.matrix, "mma.sync", 8) &&
-                      !mc && !(bf && *bf) && !(ck && !strcmp(ck, "bad"));
+    const bool here = batch_kernel_here() && !mc && !(bf && *bf) && !(ck && !strcmp(ck, "bad"));
     celer_weight        wc[N], wg[N];
     const celer_weight *pg[N];
     void               *raw[N];
-    for (int i = 0; i < N; i++) {
-        raw[i] = random_weights(types[i], rows[i], K, 0.1f);
-        wc[i] = wg[i] = (celer_weight){.type = types[i], .rows = rows[i], .cols = K, .data = raw[i]};
-        CHECK(cpu->ops->weight_load(cpu, &wc[i], &err) == CELER_OK);
-        CHECK(gpu->ops->weight_load(gpu, &wg[i], &err) == CELER_OK);
-        pg[i] = &wg[i];
-    }
+    load_weights(N, types, rows, K, raw, wc, wg, pg);
     if (!here) printf("  matmuls chunked: bit for bit not checked (no batch kernel here, or a variable moves it)\n");
     celer_port_fn fn;
     CHECK(celer_port_select(&celer_port_matmuls, gpu->ops->kind, &fn, &err) == CELER_OK);

@@ -514,10 +514,12 @@ celer_status gpu_mmq_small_set(gpu_backend *g, const gpu_wdesc *w, int n, int fm
     const int    G = g->sq_geom, f = mlx ? sq_mlx_index(fmt) : fmt == GPU_Q8_0, s = T <= 8 ? 0 : T <= 16 ? 1 : 2;
     if (!gpu_mmq_batch_has(g, fmt))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no batch kernel for format %d here", CELER_GPU_NAME, fmt);
+    const set_fn fn = mlx ? mlx_fns[f][s] : fns[G][xq->x8][f][s];
+    const int    nthreads = threads[mlx ? SQ_GEOM_DEFAULT : G][mlx ? 0 : f][s]; /* MLX blocks as Q4_0's */
+    const size_t smem = (size_t)stages[G] * (size_t)(mlx ? mlx_stage[f][s] : stage[G][f][s]);
+    if (n < 1 || n > GPU_MVQ_SET)
+        return celer_fail(err, CELER_ERR_INVALID, "%s: a set of %d products for the batch kernel (1 to 3)", CELER_GPU_NAME, n);
     if (T > GPU_MMQ_SMALL) { /* a chunk of GPU_MMQ_SMALL tokens at a time (gpu_mmq.h's GPU_MMQ_CHUNKED) */
-        if (n < 1 || n > GPU_MVQ_SET)
-            return celer_fail(err, CELER_ERR_INVALID, "%s: a set of %d products for the batch kernel (1 to 3)",
-                              CELER_GPU_NAME, n);
         for (int64_t t0 = 0; t0 < T; t0 += GPU_MMQ_SMALL) {
             gpu_xq xc = *xq;
             xc.q += t0 * xc.nb * XQ_BLOCK, xc.d += t0 * xc.nb;
@@ -528,11 +530,6 @@ celer_status gpu_mmq_small_set(gpu_backend *g, const gpu_wdesc *w, int n, int fm
         }
         return CELER_OK;
     }
-    const set_fn fn = mlx ? mlx_fns[f][s] : fns[G][xq->x8][f][s];
-    const int    nthreads = threads[mlx ? SQ_GEOM_DEFAULT : G][mlx ? 0 : f][s]; /* MLX blocks as Q4_0's */
-    const size_t smem = (size_t)stages[G] * (size_t)(mlx ? mlx_stage[f][s] : stage[G][f][s]);
-    if (n < 1 || n > GPU_MVQ_SET)
-        return celer_fail(err, CELER_ERR_INVALID, "%s: a set of %d products for the batch kernel (1 to 3)", CELER_GPU_NAME, n);
     if (gpu_allow_smem(g, (const void *)fn, smem, err)) return err->code;
     gpu_mmq_set  st   = {};
     gpu_mmq_sums sums = {};
