@@ -125,13 +125,13 @@ static inline celer_weight mlx_host(int64_t rows, int64_t cols, celer_hf_quant_m
 /* Whether the GPU's product of T tokens by a weight of type t may run on the BLAS path
  * (gpu_blas.h): where the device takes a vendor BLAS (celer_device_query's blas: cuBLAS, a
  * rocBLAS; none in the simt emulator) unless CELER_GPU_BLAS_FROM=0, past 32 tokens (Q4_0 and Q8_0
- * only from N, the variable or gpu_blas.h's GPU_BLAS_FROM, 65, where the device has integer matrix
+ * only from N, the variable or gpu_blas.h's GPU_BLAS_FROM, 97, where the device has integer matrix
  * units: either path's bound is taken for them). */
 static inline bool blas_may(celer_ggml_type t, int64_t T)
 {
     static int  has  = -1;
     const char *from = getenv("CELER_GPU_BLAS_FROM");
-    const int   n    = from && *from ? atoi(from) : 65;
+    const int   n    = from && *from ? atoi(from) : 97;
     if (has < 0) {
         celer_device_facts f;
         celer_error        e;

@@ -9,11 +9,10 @@
 
 /* Products of the formats the device runs on the integer matrix units (gpu_mmq_has: Q4_0, Q8_0
  * and MLX affine 4 and 8 bits, from sm_80) take the BLAS from GPU_BLAS_FROM tokens, every other format's past a batch of
- * decodes (32 tokens: the f32 tiled kernel otherwise); F32 weights' past 32 tokens in f32. 65:
- * on the H100 the 8B's 64 sequences decoding together ran at 3,744 tok/s with the BLAS from 64,
- * where two chunks of the batch kernel (gpu_mmq.h's GPU_MMQ_CHUNKED) cost at most twice its step
- * of 32 sequences (4,720 tok/s); 128 sequences ran at 6,519 on the BLAS (docs/benchmarks/gpu-h200.md,
- * forty-ninth pass: the chunks themselves not yet measured there).
+ * decodes (32 tokens: the f32 tiled kernel otherwise); F32 weights' past 32 tokens in f32. 97:
+ * on the H100 the 8B Q4_0's 64 sequences decoding together ran at 5,045 tok/s on two chunks of
+ * the batch kernel (gpu_mmq.h's GPU_MMQ_CHUNKED) against 3,716 on the BLAS, 96 at 5,339 on three
+ * against 5,278, 128 at 5,357 on four against 6,534 (docs/benchmarks/gpu-h200.md, fiftieth pass).
  * CELER_GPU_BLAS_FROM=N moves the first line; 0 keeps every product off the BLAS. A weight's f16
  * copy is made GPU_BLAS_CHUNK_MB MiB of rows at a time (CELER_GPU_BLAS_CHUNK_MB; a 128256-row
  * output head is 1 GiB in f16).
@@ -31,7 +30,7 @@
  * mismatches on all 22. pp512 by passes 1 / 2 / 3 (H200, forty-first pass): 8B Q4_0 19,771 /
  * 13,546 / 9,564 tok/s, 30B-A3B 16,540 / 15,411 / 13,922 (its experts take the integer
  * kernels). CELER_GPU_BLAS_PASSES=N overrides. */
-enum { GPU_BLAS_FROM = 65, GPU_BLAS_CHUNK_MB = 128, GPU_BLAS_PASSES = 1, GPU_BLAS_PASSES_ROUTED = 2 };
+enum { GPU_BLAS_FROM = 97, GPU_BLAS_CHUNK_MB = 128, GPU_BLAS_PASSES = 1, GPU_BLAS_PASSES_ROUTED = 2 };
 
 /* y (T, w.rows) = x (T, w.cols) · wᵀ on the vendor BLAS; fmt: w's enum gpu_fmt. */
 celer_status gpu_blas_matmul(gpu_backend *g, const gpu_wdesc *w, int fmt, const float *x, int64_t T, float *y,
