@@ -415,12 +415,13 @@ static void test_batch_geometries(void)
 }
 
 /* Steps of more than 32 tokens that the batch kernel takes a chunk of 32 at a time (gpu_mmq.h's
- * GPU_MMQ_CHUNKED): bit for bit the chunks' products run apart (each on the batch kernel), where
- * the device has that kernel and no variable moves those steps elsewhere. */
+ * GPU_MMQ_CHUNKED): bit for bit the chunks' products run apart (each on the batch kernel, a last
+ * chunk of one or two tokens on the decode kernels as such a step alone), where the device has
+ * that kernel and no variable moves those steps elsewhere. */
 static void test_batch_chunks(void)
 {
     static const celer_ggml_type types[] = {CELER_GGML_Q4_0, CELER_GGML_Q8_0};
-    static const int64_t         Ts[]    = {48, 64, 96};
+    static const int64_t         Ts[]    = {33, 48, 64, 66, 96};
     enum { ROWS = 300, COLS = 992, TMAX = 96 };
     const char *mf = getenv("CELER_GPU_MMQ_FROM"), *bf = getenv("CELER_GPU_BLAS_FROM");
     if (!batch_kernel_here()) {
