@@ -1,7 +1,8 @@
 /* Decode attention's split of the keys (backends/gpu/att_split.h) without a GPU: every key in
  * one split, the chunks the H200 measurements chose at the contexts measured, a split that
  * changes only as the context doubles (recorded decode steps stay replayable), the fixed
- * chunk of CELER_GPU_ATT_CHUNK, the cap on the grid, and the query heads a block serves. */
+ * chunk of CELER_GPU_ATT_CHUNK, the cap on the grid, the query heads a block serves, and the
+ * batches that take every key in one split. */
 #include "backends/gpu/att_split.h"
 
 #include "check.h"
@@ -164,9 +165,32 @@ static int wide_split(void)
     return 0;
 }
 
+/* a batch's steps in one split: the measured batches (the 8B's 32 query heads; 16 and 32
+ * sequences whole, 64 split, single decodes split), contexts to ATT_WHOLE_FAR, and a choice that
+ * changes only as the context doubles */
+static int whole(void)
+{
+    CHECK(celer_att_whole(2175, 16 * 32) && celer_att_whole(255, 32 * 32) && celer_att_whole(639, 32 * 32));
+    CHECK(!celer_att_whole(255, 64 * 32) && !celer_att_whole(639, 64 * 32) && !celer_att_whole(4100, 32));
+    CHECK(!celer_att_whole(255, 8 * 32) && !celer_att_whole(-1, 16 * 32));
+    for (int64_t rows = 1; rows <= 4096; rows += 31) {
+        bool    prev      = false;
+        int64_t prev_span = 0;
+        for (int32_t far = 0; far < 9000; far++) {
+            const bool w    = celer_att_whole(far, rows);
+            int64_t    span = 1;
+            while (span <= far) span *= 2;
+            CHECK(w == (rows >= ATT_WHOLE_FROM && rows <= ATT_WHOLE_TO && far < ATT_WHOLE_FAR));
+            CHECK(span != prev_span || w == prev);
+            prev = w, prev_span = span;
+        }
+    }
+    return 0;
+}
+
 int main(void)
 {
-    if (by_context() || fixed() || heads() || wide() || wide_split()) return 1;
+    if (by_context() || fixed() || heads() || wide() || wide_split() || whole()) return 1;
     printf("test_att_split: passed\n");
     return 0;
 }

@@ -235,6 +235,15 @@ static void attention_chunks(int64_t n_heads, int64_t n_kv, int64_t hd, int32_t 
     attention_run(n_heads, n_kv, hd, window, 512, lens1, lens2);
 }
 
+/* Steps of 12 tokens of each sequence past prompts of 300, 100 and 400 (heads of 80: off the
+ * matrix units): with 16 query heads 576 rows, every key in one split (att_split.h's
+ * celer_att_whole) where the split rule alone takes two. */
+static void attention_batch(int64_t n_heads, int64_t n_kv, int64_t hd, int32_t window)
+{
+    static const int32_t lens1[3] = {300, 100, 400}, lens2[3] = {12, 12, 12};
+    attention_run(n_heads, n_kv, hd, window, 512, lens1, lens2);
+}
+
 static void test_attention(void)
 {
     attention_case(8, 2, 64, 0);
@@ -250,6 +259,8 @@ static void test_attention(void)
     attention_long(4, 1, 128, 600);
     attention_chunks(8, 2, 64, 0);
     attention_chunks(4, 2, 128, 24);
+    attention_batch(16, 2, 80, 0);
+    attention_batch(16, 4, 80, 100);
 }
 
 /* ---- activations quantized by the kernel that wrote them -------------------------------- */

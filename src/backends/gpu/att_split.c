@@ -22,6 +22,11 @@ celer_att_split celer_att_split_for(int32_t far, int64_t rows, int32_t fixed_chu
     return (celer_att_split){(int32_t)chunk, (int32_t)splits};
 }
 
+bool celer_att_whole(int32_t far, int64_t qrows)
+{
+    return far >= 0 && far < ATT_WHOLE_FAR && qrows >= ATT_WHOLE_FROM && qrows <= ATT_WHOLE_TO;
+}
+
 int32_t celer_att_heads_for(int32_t far, int64_t tokens, int64_t kv_heads, int64_t group, int32_t gmax)
 {
     int64_t span = 1;

@@ -29,6 +29,20 @@ typedef struct {
  * step's grid and arguments change only as the context doubles. */
 celer_att_split celer_att_split_for(int32_t far, int64_t rows, int32_t fixed_chunk, int32_t max_splits);
 
+/* ATT_WHOLE_FROM .. ATT_WHOLE_TO: steps of this many query rows (tokens × query heads) whose
+ * furthest position is below ATT_WHOLE_FAR walk their keys in one split (celer_att_whole). */
+enum { ATT_WHOLE_FROM = 512, ATT_WHOLE_TO = 1024, ATT_WHOLE_FAR = 4096 };
+
+/* Whether a step of qrows query rows whose furthest position is far takes every key in one split
+ * whatever celer_att_split_for says: a batch of sequences has blocks enough, and the split's
+ * merge and its shorter walks cost more than they spread. Measured on the H100 (the 8B, 32 query
+ * heads, N sequences of P + 128 tokens decoding together; docs/benchmarks/gpu-h200.md,
+ * forty-ninth and fiftieth passes): 16 sequences (512 rows) ran 0.4% / 5.4% / 3.3% faster in one
+ * split after 128 / 512 / 2,048 tokens, 32 (1,024) 2.3% / 3.4% / 1.4%, but 64 (2,048) 0.1% / 3.1%
+ * slower after 128 / 512. Contexts past ATT_WHOLE_FAR keep the split (unmeasured); like the
+ * split, depends on far only through the power of two above it. */
+bool celer_att_whole(int32_t far, int64_t qrows);
+
 /* How many of a key head's group query heads one block serves (1 .. min(gmax, group)), for a
  * step of tokens tokens over kv_heads key heads whose furthest position is far. A block that
  * serves several reads each key once for all of them (the memory a long context asks for), one

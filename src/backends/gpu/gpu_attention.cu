@@ -541,7 +541,9 @@ celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cac
     const bool            lanes = !wide && rows < ATT_SPLIT_BELOW && hdc < 512;
     const int32_t         hpb = wide || lanes ? 1 : celer_att_heads_for(far, b->n_tokens, a->n_kv_heads, G, att_gmax(hdc));
     const int64_t         hy  = a->n_kv_heads * ((G + hpb - 1) / hpb);
-    const celer_att_split sp  = !wide      ? celer_att_split_for(far, b->n_tokens * hy, g->att_chunk, ATT_SPLITS_MAX)
+    const bool            whole = !wide && !g->att_chunk && celer_att_whole(far, rows); /* a batch's keys */
+    const celer_att_split sp  = whole      ? celer_att_split{0, 1}
+                                : !wide    ? celer_att_split_for(far, b->n_tokens * hy, g->att_chunk, ATT_SPLITS_MAX)
                                 : hdc < 512 ? att_wide_split(g, far, rows, hdc)
                                             : celer_att_split{0, 1};
     const int32_t         splits = sp.splits;
