@@ -22,8 +22,9 @@ extern "C" {
  * BLAS does not take run the batch kernel in chunks of GPU_MMQ_SMALL tokens (the formats it has:
  * gpu_mmq_batch_has) rather than the tiled kernel (CELER_GPU_MMQ_CHUNKED=N moves the line, 0 takes
  * the tile). On the H100 the 8B's 48 sequences decoding together ran at 4,631 tok/s in chunks,
- * 2,401 on the tile and 2,952 on the BLAS; 33 at 3,518 in chunks, 1,771 on the tile (32: 4,736;
- * docs/benchmarks/gpu-h200.md, fiftieth pass). */
+ * 2,401 on the tile and 2,952 on the BLAS; 33 at 3,958 in chunks (the last one of a token on
+ * the decode kernels, gpu_mmq_small_set), 1,771 on the tile (32: 4,736; docs/benchmarks/
+ * gpu-h200.md, fiftieth pass). */
 enum {
     GPU_MMQ_FROM = 2, GPU_MMQ_SMALL = 32, GPU_MMQ_FROM_AMX = GPU_MVQ_TOKENS, GPU_MMQ_FROM_TILED = 2 * GPU_MVQ_TOKENS,
     GPU_MMQ_FROM_NARROW = 4, GPU_MMQ_CHUNKED = 128
