@@ -60,7 +60,7 @@
 #            stages them (not in short grids of the simple formats) and never (CELER_GPU_MVQ_XS=0),
 #            in the kernel harness at the 8B's, 0.6B's and 30B-A3B's dense
 #            shapes, XS_FORMATS (default Q4_0 Q8_0 Q4_K Q6_K): µs each, side by side
-#   blas     the cuBLAS path (on by default past 64 tokens; one f16 pass for dense models, two for
+#   blas     the cuBLAS path (on by default past 96 tokens; one f16 pass for dense models, two for
 #            MoE models) in one, two and three passes (BLAS_PASSES): the verify step's models; and
 #            pp512 of the 8B and the 30B-A3B with it off and with 3, 2 and 1 passes
 #   early    decode with and without early launches (CELER_GPU_EARLY=0): tg128 of the 8B and the
