@@ -22,6 +22,7 @@
 #            CELER_GPU_GLU_FUSE=0 (one-token gate/up products, then their GLU: three launches),
 #            CELER_GPU_MVQ_XS=0 (one-token products reading their activations from global memory),
 #            CELER_GPU_QKV_IN=0 (one-token q/k/v products, then the attention inputs' kernel),
+#            CELER_GPU_MMQ_CHUNKED=0 (steps of 33 to 96 tokens on the tiled kernel, not in chunks),
 #            and test_batcher with CELER_GPU_MOE_GROUP=2 (MoE batches from 2 tokens grouped by expert
 #            on the device; the default groups from 8, test_gpu_moe both ways). TEST_JOBS
 #            (default 6) of these run at once; TEST_QUICK=1 runs each program once, without memcheck

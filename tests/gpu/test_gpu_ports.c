@@ -171,8 +171,8 @@ static void test_matmuls(void)
     for (int i = 0; i < N; i++) free(raw[i]);
 }
 
-/* The port matmuls over steps the batch kernel takes a chunk of 32 tokens at a time (48 and 64
- * tokens of two Q4_0 weights and a Q8_0 one: one launch a format a chunk): each output bit for
+/* The port matmuls over steps the batch kernel takes a chunk of 32 tokens at a time (48, 64 and
+ * 96 tokens of two Q4_0 weights and a Q8_0 one: one launch a format a chunk): each output bit for
  * bit the weight's own matmul (which takes the same chunks alone), where the device has that
  * kernel and no variable moves the steps; and within 1e-3 of the CPU's everywhere. */
 static void test_matmuls_chunked(void)
