@@ -486,21 +486,23 @@ __global__ void __launch_bounds__((sq_shape<F, NT, SQ_GEOM_DEFAULT>::THREADS),
     gpu_dep_enter();
     GPU_DYN_SHARED(int8_t, sq_smem);
     typedef sq_shape<F, NT, SQ_GEOM_DEFAULT> S;
-    constexpr int HALF = S::SQ_ROWS / 2, TW = S::RT / 2; /* rows of each weight; the gate's warps */
-    static_assert(S::HALVES == 1 && NT * HALF * sizeof(float) <= S::SQ_STAGES * S::STAGE, "the exchange in the stages");
+    /* rows of each weight; the gate's warps; the exchange's stride, a token's row padded so that
+     * the lanes storing their elements (tokens 2q, rows g) meet distinct banks */
+    constexpr int HALF = S::SQ_ROWS / 2, TW = S::RT / 2, LD = HALF + 4;
+    static_assert(S::HALVES == 1 && NT * LD * sizeof(float) <= S::SQ_STAGES * S::STAGE, "the exchange in the stages");
     const int     tid = threadIdx.x, lane = tid % 32, rt = tid / 32, g = lane / 4, q = lane % 4;
     const int64_t r0 = (int64_t)blockIdx.x * HALF, rows = wg.rows;
     float         acc[S::NI][4];
     sq_sums<F, NT, false, SQ_GEOM_DEFAULT, false, true>(wg, x, NULL, T, r0, 0, wg.cols / 32, wdelta, acc);
     gpu_cp_wait<0>();
-    __syncthreads(); /* every stage read: they hold the exchange now, [token][row] */
+    __syncthreads(); /* every stage read: they hold the exchange now, [token][row] (LD a token) */
     float *ex = (float *)sq_smem;
     const int lr = 16 * (rt % TW) + g; /* this lane's rows lr and lr + 8 of its weight's HALF */
 #pragma unroll
     for (int ni = 0; ni < S::NI; ni++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            float *u = ex + (8 * ni + 2 * q + e % 2) * HALF + lr + 8 * (e / 2);
+            float *u = ex + (8 * ni + 2 * q + e % 2) * LD + lr + 8 * (e / 2);
             if (rt >= TW) *u = sq_unscale<F>(acc[ni][e]);
         }
     __syncthreads();
@@ -508,7 +510,7 @@ __global__ void __launch_bounds__((sq_shape<F, NT, SQ_GEOM_DEFAULT>::THREADS),
     for (int ni = 0; ni < S::NI; ni++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            float *u = ex + (8 * ni + 2 * q + e % 2) * HALF + lr + 8 * (e / 2);
+            float *u = ex + (8 * ni + 2 * q + e % 2) * LD + lr + 8 * (e / 2);
             if (rt < TW) *u = glu_value(sq_unscale<F>(acc[ni][e]), *u, act);
         }
     __syncthreads();
@@ -517,7 +519,7 @@ __global__ void __launch_bounds__((sq_shape<F, NT, SQ_GEOM_DEFAULT>::THREADS),
         const int     t = i / (HALF / 4), j = i % (HALF / 4);
         const int64_t r = r0 + 4 * j;
         const bool    live = t < T && r < rows; /* the same for a block's 8 lanes: rows a multiple of 32 */
-        const float4  v    = *(const float4 *)(ex + t * HALF + 4 * j);
+        const float4  v    = *(const float4 *)(ex + t * LD + 4 * j);
         if (live) *(float4 *)(h + t * rows + r) = v;
         if (xo.q) {
             const float a[4] = {v.x, v.y, v.z, v.w};
