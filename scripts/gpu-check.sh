@@ -19,7 +19,7 @@
 #            CELER_GPU_MMQ_FROM=8 (steps of up to 8 tokens on the decode kernels),
 #            CELER_GPU_NORM_ADD_SLICE=0 (a decode step's add_rmsnorm in one block a row),
 #            CELER_GPU_MOE_COMBINE=0 (a MoE decode step's combine in a kernel of its own),
-#            CELER_GPU_GLU_FUSE=0 (gate/up products, then their GLU: two or three launches),
+#            CELER_GPU_GLU_FUSE=0 (one-token gate/up products, then their GLU: three launches),
 #            CELER_GPU_MVQ_XS=0 (one-token products reading their activations from global memory),
 #            CELER_GPU_QKV_IN=0 (one-token q/k/v products, then the attention inputs' kernel),
 #            CELER_GPU_MMQ_CHUNKED=0 (steps of 33 to 96 tokens on the tiled kernel, not in chunks),

@@ -10,9 +10,7 @@
  *     the step's cache rows);
  *   - matmul_glu, one token: the default's one launch bit for bit the products and glu of
  *     CELER_GPU_GLU_FUSE=0 where those run unsliced, a down product of its output too; the
- *     default's against the CPU's fallback: 1e-2 (2e-2 with 8-bit activations);
- *   - matmul_glu, a batch's steps: the default's one launch bit for bit the set's products and
- *     glu of CELER_GPU_GLU_FUSE=0, a down product of its output too; against the CPU as above.
+ *     default's against the CPU's fallback: 1e-2 (2e-2 with 8-bit activations).
  * Every other op: test_gpu_formats.c and test_gpu_ops.c. Run on a machine with a GPU (scripts/gpu-check.sh); built only
  * with CELER_CUDA or CELER_HIP. */
 #include "backends/gpu/gpu_ports.h"
@@ -323,79 +321,6 @@ static void test_matmul_glu(void)
     celer_backend_destroy(apart);
 }
 
-/* The port matmul_glu for a batch's steps (5, 16 and 32 tokens: the batch kernel's three token
- * tiles) on the default backend (gpu_mmq_small_glu: gate, up and the GLU in one launch, where the
- * batch kernel would run each product in one column part) and on one with CELER_GPU_GLU_FUSE=0
- * (the products as a set, then glu): h bit for bit, and a down product reading h, which takes
- * the quantized copy each left: the same bits. Q4_0 and Q8_0, SiLU and GELU, gate rows of whole
- * 64-row blocks and of a last half block, enough of them that one column part fills the device
- * (this device's compute units). The default's one launch is held to celer_gpu_matmul_glu_one
- * (the values alone cannot tell) on NVIDIA's matrix units where no variable moves the products;
- * h against the CPU's fallback (matmul, matmul, glu): 1e-2 (2e-2 with 8-bit activations). */
-static void test_matmul_glu_batch(void)
-{
-    enum { K = 256, D = 64 };
-    static const celer_ggml_type types[] = {CELER_GGML_Q4_0, CELER_GGML_Q8_0};
-    static const int64_t         steps[] = {5, 16, 32};
-    const bool moved = getenv("CELER_GPU_GLU_FUSE") || getenv("CELER_GPU_MMQ_FROM") || getenv("CELER_GPU_SQ_WIDE") ||
-                       x8_mode() || !batch_kernel_here();
-    celer_backend     *apart = gpu_backend_with((const char *const[]){"CELER_GPU_GLU_FUSE=0"}, 1), *was = gpu;
-    celer_device_facts facts;
-    CHECK(celer_device_query(0, &facts, &err) == CELER_OK);
-    celer_port_fn fn;
-    CHECK(celer_port_select(&celer_port_matmul_glu, gpu->ops->kind, &fn, &err) == CELER_OK);
-    if (!apart) return;
-    if (moved) printf("  matmul_glu batch: which path ran not checked (a variable or the device moves the products)\n");
-    /* 64-row blocks past 4/3 of two an SM: one column part (gpu_mmq_column_parts) */
-    const int64_t full = 64 * (4 * (int64_t)facts.compute_units / 3 + 2);
-    for (size_t c = 0; c < sizeof types / sizeof types[0] * 4; c++) {
-        const celer_ggml_type t   = types[c / 4];
-        const int64_t         ff  = full + (c % 2 ? 32 : 0), T = steps[c % 3];
-        const celer_act       act = c / 2 % 2 ? CELER_ACT_GELU_TANH : CELER_ACT_SILU;
-        void *rg = random_weights(t, ff, K, 0.1f), *ru = random_weights(t, ff, K, 0.1f);
-        void *rd = random_weights(CELER_GGML_Q8_0, D, ff, 0.1f);
-        float *x = malloc((size_t)(T * K) * sizeof *x), *h[2], *y[2], *hc = malloc((size_t)(T * ff) * sizeof *hc);
-        float *uc = malloc((size_t)(T * ff) * sizeof *uc);
-        bool   one = false;
-        random_acts(x, T, K);
-        celer_backend *be[2] = {was, apart};
-        for (int b = 0; b < 2; b++) {
-            gpu = be[b];
-            celer_weight wg = {.type = t, .rows = ff, .cols = K, .data = rg}, wu = wg;
-            celer_weight wd = {.type = CELER_GGML_Q8_0, .rows = D, .cols = ff, .data = rd};
-            wu.data         = ru;
-            CHECK(gpu->ops->weight_load(gpu, &wg, &err) == CELER_OK && gpu->ops->weight_load(gpu, &wu, &err) == CELER_OK &&
-                  gpu->ops->weight_load(gpu, &wd, &err) == CELER_OK);
-            if (b == 0) one = celer_gpu_matmul_glu_one(gpu, &wg, &wu, T);
-            else CHECK(!celer_gpu_matmul_glu_one(gpu, &wg, &wu, T));
-            float *dx = dev_copy(x, (size_t)(T * K) * sizeof *x), *dh = dev_zeros((size_t)(T * ff));
-            float *du = dev_zeros((size_t)(T * ff)), *dy = dev_zeros((size_t)(T * D));
-            h[b] = malloc((size_t)(T * ff) * sizeof *h[b]), y[b] = malloc((size_t)(T * D) * sizeof *y[b]);
-            CHECK(((celer_matmul_glu_fn)fn)(gpu, &wg, &wu, dx, T, act, dh, du, &err) == CELER_OK);
-            CHECK(gpu->ops->matmul(gpu, &wd, dh, T, dy, &err) == CELER_OK);
-            to_host(dh, h[b], (size_t)(T * ff) * sizeof *h[b]), to_host(dy, y[b], (size_t)(T * D) * sizeof *y[b]);
-            gpu->ops->release(gpu, dx), gpu->ops->release(gpu, dh), gpu->ops->release(gpu, du), gpu->ops->release(gpu, dy);
-        }
-        gpu = was;
-        celer_weight cg = {.type = t, .rows = ff, .cols = K, .data = rg}, cu = cg;
-        cu.data = ru;
-        CHECK(cpu->ops->weight_load(cpu, &cg, &err) == CELER_OK && cpu->ops->weight_load(cpu, &cu, &err) == CELER_OK);
-        CHECK(cpu->ops->matmul(cpu, &cg, x, T, hc, &err) == CELER_OK && cpu->ops->matmul(cpu, &cu, x, T, uc, &err) == CELER_OK);
-        CHECK(cpu->ops->glu(cpu, hc, uc, T * ff, act, &err) == CELER_OK);
-        const double e = rel_l2f(h[0], hc, T * ff), bound = x8_mode() ? 2e-2 : 1e-2;
-        const bool   same = !memcmp(h[0], h[1], (size_t)(T * ff) * sizeof *h[0]) &&
-                          !memcmp(y[0], y[1], (size_t)(T * D) * sizeof *y[0]);
-        if (!(e < bound) || !same || (!moved && !one))
-            fprintf(stderr, "  matmul_glu batch %s ff=%lld T=%lld act %d: %.2e against the CPU, apart %s, %s\n",
-                    celer_ggml_type_get(t)->name, (long long)ff, (long long)T, (int)act, e, same ? "equal" : "differs",
-                    one ? "one launch" : "the fallback");
-        CHECK(e < bound && same && (moved || one));
-        free(rg), free(ru), free(rd), free(x), free(hc), free(uc);
-        for (int b = 0; b < 2; b++) free(h[b]), free(y[b]);
-    }
-    celer_backend_destroy(apart);
-}
-
 /* qkv_inputs against its fallback on the GPU (matmuls, then attn_inputs), bit for bit: q, k and v
  * and the step's rows of both caches. One token of Q4_0, Q4_1, Q8_0 and MLX affine 4- and 8-bit
  * weights with 16-bit scales (the formats with fused kernels), the rotation over the whole head
@@ -519,7 +444,6 @@ int main(void)
     test_matmuls_chunked();
     test_matmul_add();
     test_matmul_glu();
-    test_matmul_glu_batch();
     test_qkv_inputs();
     return gpu_test_close("test_gpu_ports");
 }

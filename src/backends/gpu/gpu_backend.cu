@@ -449,7 +449,7 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->moe_group    = mg && *mg ? atoi(mg) : GPU_MOE_GROUP;
     if (g->moe_group < 0) g->moe_group = GPU_MOE_GROUP;
     g->moe_combine  = !env_is("CELER_GPU_MOE_COMBINE", "0"); /* 0: a MoE decode step's combine apart */
-    g->glu_fuse     = !env_is("CELER_GPU_GLU_FUSE", "0"); /* 0: gate/up products, then their GLU */
+    g->glu_fuse     = !env_is("CELER_GPU_GLU_FUSE", "0"); /* 0: one-token gate/up products, then their GLU */
     g->qkv_in       = !env_is("CELER_GPU_QKV_IN", "0"); /* 0: one-token q/k/v products, then attn_inputs */
     g->moe_stream   = !env_is("CELER_GPU_MOE_STREAM", "0"); /* 0: a MoE prefill's experts on the tiled kernel */
     const char *bf  = getenv("CELER_GPU_BLAS_FROM"); /* tokens, 0: never (gpu_blas.h) */

@@ -101,7 +101,7 @@ typedef struct {
     bool     norm_add_slice; /* a decode step's add_rmsnorm sliced (gpu_norm.cu); CELER_GPU_NORM_ADD_SLICE=0: not */
     int      moe_group;   /* MoE decode steps of this many tokens and more grouped on the device (GPU_MOE_GROUP) */
     bool     moe_combine; /* MoE decode's down products sum their choices (gpu_matvec_combine.cu; MOE_COMBINE=0: not) */
-    bool     glu_fuse;    /* gate/up and GLU in one launch (gpu_matvec_glu.cu, gpu_mmq_small.cu); CELER_GPU_GLU_FUSE=0: not */
+    bool     glu_fuse;    /* one-token gate/up and GLU in one launch (gpu_matvec_glu.cu; CELER_GPU_GLU_FUSE=0: not) */
     bool     qkv_in;      /* one-token q/k/v products make their attention inputs (CELER_GPU_QKV_IN=0: not) */
     bool     moe_stream;  /* a MoE prefill's experts on the batch kernel (gpu_mmq_small.cu); CELER_GPU_MOE_STREAM=0: not */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */

@@ -127,19 +127,6 @@ celer_status gpu_mmq_small(gpu_backend *g, const gpu_wdesc *w, int fmt, const gp
 celer_status gpu_mmq_small_set(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
                                float *const *y, bool add, celer_error *err);
 
-/* Whether gpu_mmq_small_glu takes the gate and up weights wg and wu of format fmt for a step of
- * T tokens: the batch kernel's Q4_0 and Q8_0 in one launch of its default geometry (2-level
- * activations), the two weights of one shape, rows a multiple of 32, and a grid of 64-row blocks
- * that the set (gpu_mmq_small_set) would run in one column part (the 8B's 14336 rows: 224 blocks;
- * smaller FFNs take parts there and stay on the set). */
-bool         gpu_mmq_glu_takes(const gpu_backend *g, const gpu_wdesc *wg, const gpu_wdesc *wu, int fmt, int64_t T);
-/* h (T, wg.rows) = act(x̂ · wgᵀ) · (x̂ · wuᵀ) in one launch, quantized on the way out for the down
- * product (gpu_xq_held): the set's two products and gpu_glu bit for bit, without their f32
- * outputs and the GLU's launch (4.5 us of the 8B's batch-of-32 layer of ~188 on the H100,
- * docs/benchmarks/gpu-h200.md, forty-eighth pass). */
-celer_status gpu_mmq_small_glu(gpu_backend *g, const gpu_wdesc *wg, const gpu_wdesc *wu, int fmt, const gpu_xq *xq,
-                               int64_t T, celer_act act, float *h, celer_error *err);
-
 /* The batch kernel's set (gpu_mmq_small_set): weight i's blocks from start[i] (start[GPU_MVQ_SET]:
  * the grid), nb[i] row blocks a column part of kper[i] column blocks, into y[i] (its part
  * buffer's region where it takes parts), add[i] as the product's. */

@@ -4,7 +4,6 @@
  * geometry. The activations' format, the mma fragments and the sums are those of the tiled
  * prefill kernel (gpu_mmq.cu), so a token's products do not depend on which of the two computes
  * them. */
-#include "backends/gpu/gpu_glu.cuh"
 #include "backends/gpu/gpu_mmq.h"
 
 /* Up to 32 tokens: a block takes a few row tiles of 16 (one mma row tile) and every token of the
@@ -107,7 +106,6 @@ template <int F, int NT, int G, bool MAP = false> struct sq_copies {
     const float2  *s;
     int            wstep; /* bytes between weight pieces j and j + 1 (RW rows; the weight picked in a set
                            * by the block: its row_bytes read from the parameters once, not each stage) */
-    int64_t        wdelta; /* GLU (k_mmq_s_glu): bytes from a gate row to the same row of up */
     int            gshift, pb; /* MLX: log2 of a group's values, bytes of its scale and bias pair */
     uint32_t       ok; /* bit j: weight piece j's row exists; 8 + j: token piece j's; 16 + j: scale piece j's;
                         * 24: ws's */
@@ -119,24 +117,18 @@ template <int F, int NT, int G, bool MAP = false> struct sq_copies {
     const uint8_t *wp[EVEN ? 1 : NW];
 };
 
-/* With GLU (k_mmq_s_glu) the block's rows are SQ_ROWS / 2 rows of w from r0 and the same rows of
- * the weight wdelta bytes on (pieces NW / 2 .. and scales SQ_ROWS / 2 .. of each stage). */
-template <int F, int NT, int G, bool MAP, bool GLU = false>
+template <int F, int NT, int G, bool MAP>
 static __device__ __forceinline__ void sq_plan(sq_copies<F, NT, G, MAP> &c, const gpu_wdesc &w, const gpu_xq &x,
-                                               int64_t T, const int32_t *__restrict__ map, int64_t r0, int tid,
-                                               int64_t wdelta = 0)
+                                               int64_t T, const int32_t *__restrict__ map, int64_t r0, int tid)
 {
     typedef sq_copies<F, NT, G, MAP> C;
-    constexpr int SQ_ROWS = C::SQ_ROWS, SQ_BQ = C::SQ_BQ, H = GLU ? C::NW / 2 : C::NW; /* pieces a weight */
-    static_assert(!GLU || (C::EVEN && !MAP && C::NW % 2 == 0 && C::RW * H == SQ_ROWS / 2), "GLU: halves of whole rows");
+    constexpr int SQ_ROWS = C::SQ_ROWS, SQ_BQ = C::SQ_BQ;
     const int64_t rw = r0 + tid / C::CPR, tx = tid / (4 * SQ_BQ), ts = tid / SQ_BQ;
-    const int     sr = GLU ? tid % (SQ_ROWS / 2) : tid; /* the row of w whose scales thread tid copies, from r0 */
-    c.ok             = r0 + sr < w.rows && tid < SQ_ROWS ? 1u << 24 : 0u;
-    c.wdelta         = wdelta;
+    c.ok             = r0 + tid < w.rows && tid < SQ_ROWS ? 1u << 24 : 0u;
 #pragma unroll
     for (int j = 0; j < C::NW; j++) {
         if constexpr (C::EVEN) {
-            c.ok |= (uint32_t)(rw + C::RW * (j % H) < w.rows) << j;
+            c.ok |= (uint32_t)(rw + C::RW * j < w.rows) << j;
         } else {
             const int     i = tid + C::S::THREADS * j;
             const int64_t r = r0 + i / C::CPR;
@@ -151,7 +143,7 @@ static __device__ __forceinline__ void sq_plan(sq_copies<F, NT, G, MAP> &c, cons
     for (int j = 0; j < C::NS; j++) c.ok |= (uint32_t)(ts + C::TS * j < T) << (16 + j);
     c.w  = w.data + rw * w.row_bytes + 16 * (tid % C::CPR);
     c.wstep = (int)(C::RW * w.row_bytes);
-    c.ws = w.data + (c.ok >> 24 ? r0 + sr : 0) * w.row_bytes + w.scales_off + (GLU && tid >= SQ_ROWS / 2 ? wdelta : 0);
+    c.ws = w.data + (c.ok >> 24 ? r0 + tid : 0) * w.row_bytes + w.scales_off;
     if constexpr (sq_mlx<F>()) c.gshift = w.gshift, c.pb = w.sdtype == 0 ? 8 : 4;
     c.x  = x.q + (tx * x.nb + tid / 4 % SQ_BQ) * XQ_BLOCK + 16 * (tid % 4);
     c.s  = x.d + ts * x.nb + tid % SQ_BQ;
@@ -172,7 +164,7 @@ static __device__ __forceinline__ void sq_plan(sq_copies<F, NT, G, MAP> &c, cons
 /* Stage st (stg: the same, generic): columns blocks k0 .. k0 + SQ_BQ (zeros past kend, past the
  * rows, past the tokens); a piece whose row or token does not exist reads nothing. WHOLE:
  * k0 + SQ_BQ <= kend (every stage but perhaps a part's last), its copies without the column checks. */
-template <int F, int NT, bool X8, int G, bool MAP, bool WHOLE, bool GLU = false>
+template <int F, int NT, bool X8, int G, bool MAP, bool WHOLE>
 static __device__ __forceinline__ void sq_issue(gpu_smem st, int8_t *stg, const sq_copies<F, NT, G, MAP> &c,
                                                 const gpu_xq &x, int k0, int kend, int tid)
 {
@@ -186,8 +178,7 @@ static __device__ __forceinline__ void sq_issue(gpu_smem st, int8_t *stg, const 
     for (int j = 0; j < C::NW; j++) {
         const int  i = tid + S::THREADS * j, k = i % C::CPR;
         const bool ok = (c.ok >> j & 1) && (whole || k0 + k * 16 / S::WB < kend);
-        constexpr int  H   = GLU ? C::NW / 2 : C::NW; /* GLU: pieces H .. of the second weight (sq_plan) */
-        const uint8_t *src = C::EVEN ? c.w + (j % H) * c.wstep + (j >= H ? c.wdelta : 0) : c.wp[C::EVEN ? 0 : j];
+        const uint8_t *src = C::EVEN ? c.w + j * c.wstep : c.wp[C::EVEN ? 0 : j];
         if (all_w || i < SQ_ROWS * C::CPR)
             gpu_cp_async16_at(st + i / C::CPR * S::WLD + 16 * k, ok ? src + k0 * S::WB : c.ws, ok);
     }
@@ -365,56 +356,6 @@ static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int 
     }
 }
 
-/* acc (this thread's elements, as sq_compute leaves them, times the codes' scale: nib16's 16 for
- * Q4_0) = the block's rows from r0 of w (with GLU, as sq_plan says) by the T (at most NT) tokens of
- * x, column blocks kz0 .. kend, each output one lane's sum over the column blocks in order. Token t
- * is x's row t, or with MAP its row map[t]. */
-template <int F, int NT, bool X8, int G, bool MAP = false, bool GLU = false>
-static __device__ __forceinline__ void sq_sums(const gpu_wdesc &w, const gpu_xq &x, const int32_t *__restrict__ map,
-                                               int64_t T, int64_t r0, int64_t kz0, int64_t kend, int64_t wdelta,
-                                               float (&acc)[sq_shape<F, NT, G>::NI][4])
-{
-    GPU_DYN_SHARED(int8_t, sq_smem);
-    typedef sq_shape<F, NT, G> S;
-    constexpr int SQ_BQ = S::SQ_BQ, SQ_STAGES = S::SQ_STAGES;
-    const int     tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, q = lane % 4;
-    const int     rt = warp % S::RT, th = warp / S::RT; /* row tile, token half */
-    /* column blocks in 32 bits (a row's are w.cols / 32), stages by index, not by a 64-bit
-     * modulo: the loop's own arithmetic was a tenth of its instructions */
-    const int k0 = (int)kz0, ke = (int)kend, nst = (ke - k0 + SQ_BQ - 1) / SQ_BQ;
-#pragma unroll
-    for (int ni = 0; ni < S::NI; ni++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) acc[ni][e] = 0.0f;
-    sq_copies<F, NT, G, MAP> cp;
-    sq_plan<F, NT, G, MAP, GLU>(cp, w, x, T, map, r0, tid, wdelta);
-    const gpu_smem sb = gpu_smem_at(sq_smem);
-    for (int s = 0; s < SQ_STAGES - 1; s++) { /* a group per stage, empty past the end: the waits count groups */
-        const int ks = k0 + s * SQ_BQ;
-        if (ks + SQ_BQ <= ke)
-            sq_issue<F, NT, X8, G, MAP, true, GLU>(sb + s * S::STAGE, sq_smem + s * S::STAGE, cp, x, ks, ke, tid);
-        else if (ks < ke)
-            sq_issue<F, NT, X8, G, MAP, false, GLU>(sb + s * S::STAGE, sq_smem + s * S::STAGE, cp, x, ks, ke, tid);
-        else gpu_cp_commit();
-    }
-    int sc = 0, si = SQ_STAGES - 1; /* the stages computed and filled next */
-    for (int it = 0, kn = k0 + (SQ_STAGES - 1) * SQ_BQ; it < nst; it++, kn += SQ_BQ) {
-        gpu_cp_wait<SQ_STAGES - 2>(); /* stage it has landed (this thread's copies) */
-        __syncthreads();              /* everyone's; and stage it - 1 is no longer read */
-        if (kn + SQ_BQ <= ke)
-            sq_issue<F, NT, X8, G, MAP, true, GLU>(sb + si * S::STAGE, sq_smem + si * S::STAGE, cp, x, kn, ke, tid);
-        else if (kn < ke)
-            sq_issue<F, NT, X8, G, MAP, false, GLU>(sb + si * S::STAGE, sq_smem + si * S::STAGE, cp, x, kn, ke, tid);
-        else gpu_cp_commit();
-        sq_compute<F, NT, X8, G>(sq_smem + sc * S::STAGE, rt, th, g, q, w.gshift, w.sdtype, w.gmul, acc);
-        sc = sc == SQ_STAGES - 1 ? 0 : sc + 1, si = si == SQ_STAGES - 1 ? 0 : si + 1;
-    }
-}
-
-/* nib16's 16 taken out of a Q4_0 product's sums (a power of two: the same sums bit for bit above
- * f32's subnormals) */
-template <int F> static __device__ __forceinline__ float sq_unscale(float v) { return F == GPU_Q4_0 ? v * 0.0625f : v; }
-
 /* Rows rb · SQ_ROWS .. of w by the T (at most NT) tokens of x, column blocks kz0 .. kend, into y
  * (with add: added to it). Token t is x's row t, or with MAP its row map[t]. */
 template <int F, int NT, bool X8, int G, bool MAP = false>
@@ -422,18 +363,50 @@ static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq 
                                                int64_t T, int64_t rb, int64_t kz0, int64_t kend,
                                                float *__restrict__ y, int add)
 {
+    GPU_DYN_SHARED(int8_t, sq_smem);
     typedef sq_shape<F, NT, G> S;
-    const int     lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, q = lane % 4;
+    constexpr int SQ_ROWS = S::SQ_ROWS, SQ_BQ = S::SQ_BQ, SQ_STAGES = S::SQ_STAGES;
+    const int     tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, q = lane % 4;
     const int     rt = warp % S::RT, th = warp / S::RT; /* row tile, token half */
-    const int64_t r0 = rb * S::SQ_ROWS;
-    float         acc[S::NI][4];
-    sq_sums<F, NT, X8, G, MAP>(w, x, map, T, r0, kz0, kend, 0, acc);
+    const int64_t r0 = rb * SQ_ROWS;
+    /* column blocks in 32 bits (a row's are w.cols / 32), stages by index, not by a 64-bit
+     * modulo: the loop's own arithmetic was a tenth of its instructions */
+    const int k0 = (int)kz0, ke = (int)kend, nst = (ke - k0 + SQ_BQ - 1) / SQ_BQ;
+    float     acc[S::NI][4];
+#pragma unroll
+    for (int ni = 0; ni < S::NI; ni++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc[ni][e] = 0.0f;
+    sq_copies<F, NT, G, MAP> cp;
+    sq_plan<F, NT, G, MAP>(cp, w, x, T, map, r0, tid);
+    const gpu_smem sb = gpu_smem_at(sq_smem);
+    for (int s = 0; s < SQ_STAGES - 1; s++) { /* a group per stage, empty past the end: the waits count groups */
+        const int ks = k0 + s * SQ_BQ;
+        if (ks + SQ_BQ <= ke)
+            sq_issue<F, NT, X8, G, MAP, true>(sb + s * S::STAGE, sq_smem + s * S::STAGE, cp, x, ks, ke, tid);
+        else if (ks < ke)
+            sq_issue<F, NT, X8, G, MAP, false>(sb + s * S::STAGE, sq_smem + s * S::STAGE, cp, x, ks, ke, tid);
+        else gpu_cp_commit();
+    }
+    int sc = 0, si = SQ_STAGES - 1; /* the stages computed and filled next */
+    for (int it = 0, kn = k0 + (SQ_STAGES - 1) * SQ_BQ; it < nst; it++, kn += SQ_BQ) {
+        gpu_cp_wait<SQ_STAGES - 2>(); /* stage it has landed (this thread's copies) */
+        __syncthreads();              /* everyone's; and stage it - 1 is no longer read */
+        if (kn + SQ_BQ <= ke)
+            sq_issue<F, NT, X8, G, MAP, true>(sb + si * S::STAGE, sq_smem + si * S::STAGE, cp, x, kn, ke, tid);
+        else if (kn < ke)
+            sq_issue<F, NT, X8, G, MAP, false>(sb + si * S::STAGE, sq_smem + si * S::STAGE, cp, x, kn, ke, tid);
+        else gpu_cp_commit();
+        sq_compute<F, NT, X8, G>(sq_smem + sc * S::STAGE, rt, th, g, q, w.gshift, w.sdtype, w.gmul, acc);
+        sc = sc == SQ_STAGES - 1 ? 0 : sc + 1, si = si == SQ_STAGES - 1 ? 0 : si + 1;
+    }
+    constexpr float unscale = F == GPU_Q4_0 ? 0.0625f : 1.0f; /* nib16's 16 */
 #pragma unroll
     for (int ni = 0; ni < S::NI; ni++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int64_t r = r0 + 16 * rt + g + 8 * (e / 2), t = 8 * (th * S::NI + ni) + 2 * q + e % 2;
-            if (r < w.rows && t < T) mmq_put(&y[t * w.rows + r], sq_unscale<F>(acc[ni][e]), add);
+            if (r < w.rows && t < T) mmq_put(&y[t * w.rows + r], acc[ni][e] * unscale, add);
         }
 }
 
@@ -467,64 +440,6 @@ __global__ void k_mmq_sum_set(gpu_mmq_sums s)
         float         v  = pt[i];
         for (int p = 1; p < s.parts[j]; p++) v += pt[p * nj + i];
         mmq_put(&s.y[j][i], v, s.add);
-    }
-}
-
-/* A batch's gate and up products and their GLU in one launch (gpu_mmq_small_glu), the default
- * geometry: block b takes rows 64 b .. of the gate weight wg (its first four warps) and the same
- * rows of up, wdelta bytes on (the other four); the up sums pass through shared memory to the
- * gate warps, which make h = act(gate) · up with k_glu's roundings, and the block writes its rows
- * of h and, with xo.q, their quantization for the down product (xq_put's blocks of 32 values, as
- * k_glu). Each sum is the set's (one column part: one lane's sum over the column blocks in
- * order), so h is the two products' and k_glu's bit for bit, one launch and the products' f32
- * outputs fewer. */
-template <int F, int NT>
-__global__ void __launch_bounds__((sq_shape<F, NT, SQ_GEOM_DEFAULT>::THREADS),
-                                  (sq_shape<F, NT, SQ_GEOM_DEFAULT>::BLOCKS))
-    k_mmq_s_glu(gpu_wdesc wg, int64_t wdelta, gpu_xq x, int64_t T, int act, float *__restrict__ h, gpu_xq_out xo)
-{
-    gpu_dep_enter();
-    GPU_DYN_SHARED(int8_t, sq_smem);
-    typedef sq_shape<F, NT, SQ_GEOM_DEFAULT> S;
-    /* rows of each weight; the gate's warps; the exchange's stride, a token's row padded so that
-     * the lanes storing their elements (tokens 2q, rows g) meet distinct banks */
-    constexpr int HALF = S::SQ_ROWS / 2, TW = S::RT / 2, LD = HALF + 4;
-    static_assert(S::HALVES == 1 && NT * LD * sizeof(float) <= S::SQ_STAGES * S::STAGE, "the exchange in the stages");
-    const int     tid = threadIdx.x, lane = tid % 32, rt = tid / 32, g = lane / 4, q = lane % 4;
-    const int64_t r0 = (int64_t)blockIdx.x * HALF, rows = wg.rows;
-    float         acc[S::NI][4];
-    sq_sums<F, NT, false, SQ_GEOM_DEFAULT, false, true>(wg, x, NULL, T, r0, 0, wg.cols / 32, wdelta, acc);
-    gpu_cp_wait<0>();
-    __syncthreads(); /* every stage read: they hold the exchange now, [token][row] (LD a token) */
-    float *ex = (float *)sq_smem;
-    const int lr = 16 * (rt % TW) + g; /* this lane's rows lr and lr + 8 of its weight's HALF */
-#pragma unroll
-    for (int ni = 0; ni < S::NI; ni++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            float *u = ex + (8 * ni + 2 * q + e % 2) * LD + lr + 8 * (e / 2);
-            if (rt >= TW) *u = sq_unscale<F>(acc[ni][e]);
-        }
-    __syncthreads();
-#pragma unroll
-    for (int ni = 0; ni < S::NI; ni++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            float *u = ex + (8 * ni + 2 * q + e % 2) * LD + lr + 8 * (e / 2);
-            if (rt < TW) *u = glu_value(sq_unscale<F>(acc[ni][e]), *u, act);
-        }
-    __syncthreads();
-    /* 8 lanes a block of 32 values, 4 a lane (whole warps: 16 a token) */
-    for (int i = tid; i < NT * HALF / 4; i += S::THREADS) {
-        const int     t = i / (HALF / 4), j = i % (HALF / 4);
-        const int64_t r = r0 + 4 * j;
-        const bool    live = t < T && r < rows; /* the same for a block's 8 lanes: rows a multiple of 32 */
-        const float4  v    = *(const float4 *)(ex + t * LD + 4 * j);
-        if (live) *(float4 *)(h + t * rows + r) = v;
-        if (xo.q) {
-            const float a[4] = {v.x, v.y, v.z, v.w};
-            xq_put<4>(a, j % 8, (t * rows + r) / 32, live, xo);
-        }
     }
 }
 
@@ -666,54 +581,6 @@ celer_status gpu_mmq_small_set(gpu_backend *g, const gpu_wdesc *w, int n, int fm
     if (!total) return CELER_OK;
     return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq_sum", k_mmq_sum_set, gpu_blocks(sums.n[0] + sums.n[1] + sums.n[2], 256),
                                  256, 0, sums);
-}
-
-bool gpu_mmq_glu_takes(const gpu_backend *g, const gpu_wdesc *wg, const gpu_wdesc *wu, int fmt, int64_t T)
-{
-    int64_t kper;
-    return CELER_GPU_IMMA && (fmt == GPU_Q4_0 || fmt == GPU_Q8_0) && g->sq_geom == SQ_GEOM_DEFAULT && !g->mvq_x8 && T <= GPU_MMQ_SMALL &&
-           gpu_mmq_takes(g, fmt, T) && gpu_mmq_batch_has(g, fmt) && wg->rows == wu->rows && wg->cols == wu->cols &&
-           wg->row_bytes == wu->row_bytes && wg->scales_off == wu->scales_off && wg->rows % 32 == 0 &&
-           wg->rows <= (int64_t)GPU_MAX_GRID_X * SQ_ROWS / 2 &&
-           gpu_mmq_column_parts(g, (wg->rows + SQ_ROWS - 1) / SQ_ROWS, wg->cols / 32, SQ_BQ, &kper) == 1;
-}
-
-celer_status gpu_mmq_small_glu(gpu_backend *g, const gpu_wdesc *wg, const gpu_wdesc *wu, int fmt, const gpu_xq *xq,
-                               int64_t T, celer_act act, float *h, celer_error *err)
-{
-    typedef void (*glu_fn)(gpu_wdesc, int64_t, gpu_xq, int64_t, int, float *, gpu_xq_out);
-    typedef sq_geom<SQ_GEOM_DEFAULT> G;
-/* NVIDIA's alone, as the MLX formats' (gpu_mmq_batch_has): none built for AMD */
-#if CELER_GPU_IMMA
-#define SQ_GLU_FNS(F) {k_mmq_s_glu<F, 8>, k_mmq_s_glu<F, 16>, k_mmq_s_glu<F, 32>}
-#else
-#define SQ_GLU_FNS(F) {NULL, NULL, NULL}
-#endif
-    static const glu_fn fns[2][3] = {SQ_GLU_FNS(GPU_Q4_0), SQ_GLU_FNS(GPU_Q8_0)};
-#undef SQ_GLU_FNS
-    static const int    stage[2][3] = {SQ_SIZES(SQ_GEOM_DEFAULT, GPU_Q4_0, STAGE),
-                                       SQ_SIZES(SQ_GEOM_DEFAULT, GPU_Q8_0, STAGE)};
-    static_assert(sq_shape<GPU_Q8_0, 32, SQ_GEOM_DEFAULT>::THREADS == sq_shape<GPU_Q4_0, 8, SQ_GEOM_DEFAULT>::THREADS,
-                  "one block shape");
-    if (!gpu_mmq_glu_takes(g, wg, wu, fmt, T) || xq->x8)
-        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no fused gate/up batch kernel for format %d (%lld x %lld)",
-                          CELER_GPU_NAME, fmt, (long long)wg->rows, (long long)wg->cols);
-    if (T <= 0) return CELER_OK;
-    const int      f = fmt == GPU_Q8_0, s = T <= 8 ? 0 : T <= 16 ? 1 : 2;
-    const glu_fn   fn   = fns[f][s];
-    const size_t   smem = (size_t)G::STAGES * (size_t)stage[f][s];
-    const unsigned blocks = (unsigned)((wg->rows + G::ROWS / 2 - 1) / (G::ROWS / 2));
-    const int      threads = sq_shape<GPU_Q4_0, 8, SQ_GEOM_DEFAULT>::THREADS;
-    gpu_xq_out     xo;
-    if (gpu_allow_smem(g, (const void *)fn, smem, err) || gpu_xq_buffer_apart(g, T * wg->rows, xq, &xo, err))
-        return err->code;
-    gpu_forget_acts(g);
-    /* never launched early, as the batch kernel (gpu_mmq_small_set) */
-    if (GPU_LAUNCH_KEEPING_XQ_AS(g, err, "mmq glu", false, fn, dim3(blocks), threads, smem, *wg,
-                                 (int64_t)(wu->data - wg->data), *xq, T, (int)act, h, xo))
-        return err->code;
-    gpu_xq_held(g, h, T * wg->rows, xo);
-    return CELER_OK;
 }
 
 celer_status gpu_mmq_small(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, int64_t T, float *y,

@@ -26,9 +26,6 @@ celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight *const *w, 
                                float *const *y, celer_error *err);
 celer_status celer_gpu_matmul_glu(celer_backend *be, const celer_weight *gate, const celer_weight *up, const float *x,
                                   int64_t T, celer_act act, float *h, float *u, celer_error *err);
-/* Whether celer_gpu_matmul_glu runs gate, up and the GLU in one launch for a step of T tokens,
- * not its fallback: what its tests hold it to, since both give the same values. */
-bool         celer_gpu_matmul_glu_one(celer_backend *be, const celer_weight *gate, const celer_weight *up, int64_t T);
 celer_status celer_gpu_matmul_add(celer_backend *be, const celer_weight *w, const float *x, int64_t T, float *y,
                                   float *tmp, celer_error *err);
 celer_status celer_gpu_moe_router(celer_backend *be, const celer_weight *router, const float *h, int64_t T, float *logits,
