@@ -23,6 +23,7 @@
 #            CELER_GPU_MVQ_XS=0 (one-token products reading their activations from global memory),
 #            CELER_GPU_QKV_IN=0 (one-token q/k/v products, then the attention inputs' kernel),
 #            CELER_GPU_MMQ_CHUNKED=0 (steps of 33 to 96 tokens on the tiled kernel, not in chunks),
+#            CELER_GPU_ATT_MMA=1 (a batch's decode attention on the matrix units: gpu_att_mma.cu),
 #            and test_batcher with CELER_GPU_MOE_GROUP=2 (MoE batches from 2 tokens grouped by expert
 #            on the device; the default groups from 8, test_gpu_moe both ways). TEST_JOBS
 #            (default 6) of these run at once; TEST_QUICK=1 runs each program once, without memcheck
@@ -84,8 +85,9 @@
 #            qwen3-0.6b llama-3.1-8b; `bench -p 0 -n TRACE_N`, 64) with CELER_GPU_TRACE=1: each replayed
 #            step's kernels in order with what each costs the step (its dependency wait's release to the
 #            next kernel's: src/backends/gpu/gpu_trace.cu) and how long it waited, then by kernel name
-#            (logs/trace-*.txt); TRACE_P=N traces N sequences decoding together instead (`bench -p 16
-#            -n TRACE_N -P N`: the server's batch); TRACE_TYPE=T the weights' type (default Q4_0; MLX:
+#            (logs/trace-*.txt); TRACE_P=N traces N sequences decoding together instead (`bench -p
+#            TRACE_PROMPT -n TRACE_N -P N`, prompts of 16 by default: the server's batch; 128 with
+#            TRACE_N=128 is the acceptance row's 128 + 128); TRACE_TYPE=T the weights' type (default Q4_0; MLX:
 #            the mlx step's 8B directory); run build first (its celer makes the models)
 #   standalone  the standalone CUDA harnesses of dev/kernels (STANDALONE, default gpu_mvwait; also
 #            gpu_mvnorm gpu_mvbulk gpu_readpat gpu_sqh gpu_sqr), built with nvcc for sm_90 and run
@@ -194,7 +196,8 @@ step_test() {
         "CELER_GPU_BLAS_PASSES=3" "CELER_GPU_KV_F16=1" "CELER_GPU_ATT_MERGE_IN=0" "CELER_GPU_MVQ_X8=1"
         "CELER_GPU_ATT_WIDE=0" "CELER_GPU_SQ_WIDE=0" "CELER_GPU_SQ_WIDE=1"
         "CELER_GPU_MOE_STREAM=0" "CELER_GPU_MMQ_FROM=8" "CELER_GPU_NORM_ADD_SLICE=0" "CELER_GPU_MOE_COMBINE=0"
-        "CELER_GPU_GLU_FUSE=0" "CELER_GPU_MVQ_XS=0" "CELER_GPU_QKV_IN=0" "CELER_GPU_MMQ_CHUNKED=0" "CELER_GPU_CHECK=1"
+        "CELER_GPU_GLU_FUSE=0" "CELER_GPU_MVQ_XS=0" "CELER_GPU_QKV_IN=0" "CELER_GPU_MMQ_CHUNKED=0" "CELER_GPU_ATT_MMA=1"
+        "CELER_GPU_CHECK=1"
         "CELER_GPU_CHECK=bad")
     [ "$quick" = 1 ] && variants=()
     for v in "${variants[@]}"; do
@@ -604,7 +607,7 @@ step_trace() {
         if [ "${TRACE_TYPE:-}" = MLX ]; then B=${B%-trace} synth_mlx && f=$m; else B=${B%-trace} synth_big "$shape" "${TRACE_TYPE:-Q4_0}"; fi
         log="$OUT/logs/trace-$shape-${TRACE_TYPE:-Q4_0}.txt"
         if [ -n "${TRACE_P:-}" ]; then
-            CELER_GPU_TRACE=1 "$B/celer" bench -m "$f" --backend cuda -p 16 -n "${TRACE_N:-64}" -P "$TRACE_P" -r 1 >"$log" 2>&1
+            CELER_GPU_TRACE=1 "$B/celer" bench -m "$f" --backend cuda -p "${TRACE_PROMPT:-16}" -n "${TRACE_N:-64}" -P "$TRACE_P" -r 1 >"$log" 2>&1
         else
             CELER_GPU_TRACE=1 "$B/celer" bench -m "$f" --backend cuda -p 0 -n "${TRACE_N:-64}" -r 1 >"$log" 2>&1
         fi

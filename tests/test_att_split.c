@@ -188,9 +188,33 @@ static int whole(void)
     return 0;
 }
 
+/* the matrix units' steps: those of ATT_WHOLE_FROM query rows and more below ATT_WHOLE_FAR keys,
+ * heads of 64 and 128, groups that fit one row tile (1 to 16); a choice that changes only as the
+ * context doubles */
+static int mma(void)
+{
+    CHECK(celer_att_mma(255, 32 * 32, 128, 4) && celer_att_mma(255, 64 * 32, 128, 4) && celer_att_mma(0, 512, 64, 16));
+    CHECK(!celer_att_mma(255, 8 * 32, 128, 4) && !celer_att_mma(4096, 32 * 32, 128, 4));
+    CHECK(!celer_att_mma(255, 32 * 32, 80, 4) && !celer_att_mma(255, 32 * 32, 256, 4));
+    CHECK(!celer_att_mma(255, 32 * 32, 128, 17) && !celer_att_mma(255, 32 * 32, 128, 0));
+    for (int64_t rows = 1; rows <= 4096; rows += 31) {
+        bool    prev      = false;
+        int64_t prev_span = 0;
+        for (int32_t far = 0; far < 9000; far++) {
+            const bool m    = celer_att_mma(far, rows, 128, 4);
+            int64_t    span = 1;
+            while (span <= far) span *= 2;
+            CHECK(m == (rows >= ATT_WHOLE_FROM && far < ATT_WHOLE_FAR));
+            CHECK(span != prev_span || m == prev);
+            prev = m, prev_span = span;
+        }
+    }
+    return 0;
+}
+
 int main(void)
 {
-    if (by_context() || fixed() || heads() || wide() || wide_split() || whole()) return 1;
+    if (by_context() || fixed() || heads() || wide() || wide_split() || whole() || mma()) return 1;
     printf("test_att_split: passed\n");
     return 0;
 }

@@ -3,11 +3,14 @@
  * format's products and embedding rows: test_gpu_formats.c). Bounds (relative L2 error,
  * ‖gpu − ref‖ / ‖ref‖):
  *   - norms, activations, RoPE, attention over the paged cache (a mixed batch of three
- *     sequences: prefill, decode and a chunk; grouped-query heads; a sliding window): 1e-5;
+ *     sequences: prefill, decode and a chunk; grouped-query heads; a sliding window): 1e-5, and
+ *     2e-3 where the matrix units take it in f16 (prefill, gpu_flash.cu; a batch's decodes,
+ *     gpu_att_mma.cu);
  *   - a norm of a few rows (sliced over blocks) and the same rows among many: equal bit for bit.
  * The port tables' fused kernels: test_gpu_ports.c; mixture of experts: test_gpu_moe.c; the
  * greedy and sampled draws: test_gpu_sample.c. Run on a machine with a GPU (scripts/gpu-check.sh); built
  * only with CELER_CUDA or CELER_HIP. */
+#include "backends/gpu/att_split.h"
 #include "backends/ports.h"
 #include "runtime/kv_cache.h"
 
@@ -153,6 +156,9 @@ static void test_rope(void)
 
 static void check_same_product(const char *what, const celer_weight *w, const float *dx, int64_t T);
 
+/* Whether gpu is a backend opened with CELER_GPU_ATT_MMA=1 (test_attention). */
+static bool att_mma;
+
 /* Three sequences of a cache of ctx positions: step 1 prefills lens1 tokens of each, step 2 runs
  * lens2 more of each (a decode is 1). */
 static void attention_run(int64_t n_heads, int64_t n_kv, int64_t hd, int32_t window, int32_t ctx,
@@ -189,9 +195,13 @@ static void attention_run(int64_t n_heads, int64_t n_kv, int64_t hd, int32_t win
         CHECK(gpu->ops->attention(gpu, dq, &kg, 0, &b, &a, dout, &err) == CELER_OK);
         to_host(dout, og, (size_t)(T * qw) * 4);
         /* steps of 16 tokens a sequence and more with heads of 64 or 128 run on the matrix units
-         * (gpu_flash.cu): q, k, v and the probabilities in f16, about 4e-4 here as numpy rounds
-         * them (2e-3 with room); every other step sums in f32 */
-        const bool   flash = (hd == 64 || hd == 128) && T >= 16 * 3;
+         * (gpu_flash.cu), and with att_mma so do steps of 512 query rows or more below 4,096 keys
+         * (gpu_att_mma.cu, att_split.h's celer_att_mma): q, k, v and the probabilities in f16,
+         * about 4e-4 here as numpy rounds them (2e-3 with room); every other step sums in f32 */
+        int32_t far = 0;
+        for (int32_t i = 0; i < T; i++) far = pos[i] > far ? pos[i] : far;
+        const bool flash = ((hd == 64 || hd == 128) && T >= 16 * 3) ||
+                           (att_mma && celer_att_mma(far, T * n_heads, hd, n_heads / n_kv));
         const double bound = flash ? 2e-3 : 1e-5;
         double       e     = rel_l2f(og, oc, T * qw);
         if (e >= bound)
@@ -261,6 +271,18 @@ static void test_attention(void)
     attention_chunks(4, 2, 128, 24);
     attention_batch(16, 2, 80, 0);
     attention_batch(16, 4, 80, 100);
+    /* the same steps of heads of 128 and 64 (groups of 4, 8, 3 and 16 query heads: a whole row
+     * tile; a window), then again on the matrix units (gpu_att_mma.cu, CELER_GPU_ATT_MMA=1) */
+    celer_backend *keep = gpu, *mma = gpu_backend_with((const char *const[]){"CELER_GPU_ATT_MMA=1"}, 1);
+    for (int pass = 0; pass < 2 && (pass == 0 || mma); pass++) {
+        gpu = pass ? mma : keep, att_mma = pass;
+        attention_batch(16, 4, 128, 0);
+        attention_batch(16, 2, 64, 0);
+        attention_batch(24, 8, 128, 0);
+        attention_batch(16, 1, 128, 100);
+    }
+    gpu = keep, att_mma = false;
+    if (mma) celer_backend_destroy(mma);
 }
 
 /* ---- activations quantized by the kernel that wrote them -------------------------------- */

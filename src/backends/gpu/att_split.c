@@ -27,6 +27,12 @@ bool celer_att_whole(int32_t far, int64_t qrows)
     return far >= 0 && far < ATT_WHOLE_FAR && qrows >= ATT_WHOLE_FROM && qrows <= ATT_WHOLE_TO;
 }
 
+bool celer_att_mma(int32_t far, int64_t qrows, int64_t hd, int64_t group)
+{
+    return far >= 0 && far < ATT_WHOLE_FAR && qrows >= ATT_WHOLE_FROM && (hd == 64 || hd == 128) && group >= 1 &&
+           group <= 16;
+}
+
 int32_t celer_att_heads_for(int32_t far, int64_t tokens, int64_t kv_heads, int64_t group, int32_t gmax)
 {
     int64_t span = 1;

@@ -18,6 +18,7 @@
  *
  * Head sizes that are a multiple of 32 also leave the output quantized for the o-projection's
  * integer kernels (held quantization, gpu_matvec.h): that product then skips its quantizer. */
+#include "backends/gpu/gpu_att_mma.h"
 #include "backends/gpu/gpu_kv.cuh"
 #include "backends/gpu/gpu_matvec.h"
 extern "C" {
@@ -576,6 +577,11 @@ celer_status gpu_attention(celer_backend *be, const float *q, const celer_kv_cac
     if (splits > 1 && !in) kxo.q = NULL, kxo.dd = NULL;
     int32_t      *count = in ? (int32_t *)g->d_att_count.p : NULL;
     const int32_t ch    = splits > 1 ? sp.chunk : 0;
+    if (!wide && gpu_att_mma_takes(g, kv, a, far, rows)) { /* a batch: one split, on the matrix units */
+        if (gpu_att_mma(g, q, kv, layer, pos, seq, tables, b, a, out, xo, err)) return err->code;
+        if (qz) gpu_xq_held(g, out, rows * a->head_dim, xo);
+        return CELER_OK;
+    }
     if (kv->elem_bytes == 2 ? att_launch<uint16_t>(g, hdc, grid, q, kv, layer, pos, seq, tables, a, wide, lanes, hpb, ch,
                                                    part, out, kxo, count, err)
                             : att_launch<float>(g, hdc, grid, q, kv, layer, pos, seq, tables, a, wide, lanes, hpb, ch,
