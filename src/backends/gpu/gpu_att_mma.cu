@@ -19,6 +19,7 @@
  * query heads a key head, where the matrix units are NVIDIA's (gpu_att_mma_takes); the rest stay
  * on k_attention. */
 #include "backends/gpu/gpu_att_mma.h"
+#include "backends/gpu/gpu_flash.cuh"
 extern "C" {
 #include "backends/gpu/att_split.h"
 }
@@ -40,6 +41,7 @@ template <int HD, typename KT> struct am_shape {
     static constexpr int WARP_BYTES = (int)sizeof(KT) * AM_KEYS * (KS + VS);
 };
 
+#if CELER_GPU_IMMA_HERE /* (unused where the kernel compiles to nothing) */
 /* Columns c, c + 1 of a row of keys as an f16 pair (the lower in the low half). */
 static __device__ __forceinline__ uint32_t am_pair(const float *r, int c) { return gpu_half2_bits(r[c], r[c + 1]); }
 static __device__ __forceinline__ uint32_t am_pair(const uint16_t *r, int c) { return *(const uint32_t *)(r + c); }
@@ -52,6 +54,7 @@ static __device__ __forceinline__ uint32_t am_col(const uint16_t *v, int vs, int
 {
     return (uint32_t)v[k * vs + c] | (uint32_t)v[(k + 1) * vs + c] << 16;
 }
+#endif
 
 /* Token blockIdx.x's query heads of key head blockIdx.y over its sequence's keys lo .. pos. */
 template <int HD, typename KT>
@@ -79,23 +82,9 @@ __global__ void __launch_bounds__(AM_WARPS * 32)
     const gpu_smem sk = gpu_smem_at(ks), sv = gpu_smem_at(vs);
     gpu_dep_enter(); /* the kernel before wrote q and this step's keys and values */
     /* q of rows g and g + 8 (heads kvh · G + row; zeros past G), scaled for exp2, as A fragments */
-    uint32_t qa[HD / 16][4];
-    {
-        const float *q0 = q + (t * n_heads + kvh * G + g) * HD, *q1 = q0 + 8 * HD;
-        const bool   in0 = g < G, in1 = g + 8 < G;
-#pragma unroll
-        for (int kk = 0; kk < HD / 16; kk++) {
-            const int    d  = kk * 16 + c2;
-            const float2 a0 = in0 ? *(const float2 *)(q0 + d) : make_float2(0, 0);
-            const float2 a1 = in1 ? *(const float2 *)(q1 + d) : make_float2(0, 0);
-            const float2 a2 = in0 ? *(const float2 *)(q0 + d + 8) : make_float2(0, 0);
-            const float2 a3 = in1 ? *(const float2 *)(q1 + d + 8) : make_float2(0, 0);
-            qa[kk][0] = gpu_half2_bits(a0.x * scale_log2, a0.y * scale_log2);
-            qa[kk][1] = gpu_half2_bits(a1.x * scale_log2, a1.y * scale_log2);
-            qa[kk][2] = gpu_half2_bits(a2.x * scale_log2, a2.y * scale_log2);
-            qa[kk][3] = gpu_half2_bits(a3.x * scale_log2, a3.y * scale_log2);
-        }
-    }
+    uint32_t     qa[HD / 16][4];
+    const float *q0 = q + (t * n_heads + kvh * G + g) * HD;
+    fl_q_frags<HD>(q0, q0 + 8 * HD, g < G, g + 8 < G, c2, scale_log2, qa);
     float o[HD / 8][4];
 #pragma unroll
     for (int nd = 0; nd < HD / 8; nd++) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.0f;

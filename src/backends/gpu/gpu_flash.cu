@@ -48,22 +48,8 @@ __global__ void __launch_bounds__(FL_THREADS)
     /* q of rows g and g + 8, scaled for exp2, as A fragments: 16 columns a step */
     const int r0 = w * 16 + g, r1 = r0 + 8;
     uint32_t  qa[HD / 16][4];
-    {
-        const float *q0 = q + ((t0 + r0) * n_heads + h) * HD, *q1 = q + ((t0 + r1) * n_heads + h) * HD;
-        const bool   in0 = t0 + r0 < T, in1 = t0 + r1 < T;
-#pragma unroll
-        for (int kk = 0; kk < HD / 16; kk++) {
-            const int d   = kk * 16 + c2;
-            float2    a0  = in0 ? *(const float2 *)(q0 + d) : make_float2(0, 0);
-            float2    a1  = in1 ? *(const float2 *)(q1 + d) : make_float2(0, 0);
-            float2    a2  = in0 ? *(const float2 *)(q0 + d + 8) : make_float2(0, 0);
-            float2    a3  = in1 ? *(const float2 *)(q1 + d + 8) : make_float2(0, 0);
-            qa[kk][0] = gpu_half2_bits(a0.x * scale_log2, a0.y * scale_log2);
-            qa[kk][1] = gpu_half2_bits(a1.x * scale_log2, a1.y * scale_log2);
-            qa[kk][2] = gpu_half2_bits(a2.x * scale_log2, a2.y * scale_log2);
-            qa[kk][3] = gpu_half2_bits(a3.x * scale_log2, a3.y * scale_log2);
-        }
-    }
+    fl_q_frags<HD>(q + ((t0 + r0) * n_heads + h) * HD, q + ((t0 + r1) * n_heads + h) * HD, t0 + r0 < T, t0 + r1 < T,
+                   c2, scale_log2, qa);
     float o[HD / 8][4];
 #pragma unroll
     for (int nd = 0; nd < HD / 8; nd++) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.0f;

@@ -52,6 +52,27 @@ static __device__ __forceinline__ bool fl_next_pass(const int32_t *s_seq, const 
     return true;
 }
 
+/* The A fragments of mma.m16n8k16 (gpu_flash.cu's layout) of two query rows q0 and q1 (rows g
+ * and g + 8 of a row tile; zeros for a row not in), scaled for exp2 and rounded to f16: HD / 16
+ * steps of 16 columns, this lane's columns c2, c2 + 1 and c2 + 8, c2 + 9 of each. */
+template <int HD>
+static __device__ __forceinline__ void fl_q_frags(const float *q0, const float *q1, bool in0, bool in1, int c2,
+                                                  float scale_log2, uint32_t (&qa)[HD / 16][4])
+{
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+        const int    d  = kk * 16 + c2;
+        const float2 a0 = in0 ? *(const float2 *)(q0 + d) : make_float2(0, 0);
+        const float2 a1 = in1 ? *(const float2 *)(q1 + d) : make_float2(0, 0);
+        const float2 a2 = in0 ? *(const float2 *)(q0 + d + 8) : make_float2(0, 0);
+        const float2 a3 = in1 ? *(const float2 *)(q1 + d + 8) : make_float2(0, 0);
+        qa[kk][0] = gpu_half2_bits(a0.x * scale_log2, a0.y * scale_log2);
+        qa[kk][1] = gpu_half2_bits(a1.x * scale_log2, a1.y * scale_log2);
+        qa[kk][2] = gpu_half2_bits(a2.x * scale_log2, a2.y * scale_log2);
+        qa[kk][3] = gpu_half2_bits(a3.x * scale_log2, a3.y * scale_log2);
+    }
+}
+
 /* A thread's FL_BATCH pieces i0 .. of the tile of keys j0 .. j0 + FL_KEYS (piece e: 4 values at
  * dimension e % (HD / 4) · 4 of key e / (HD / 4)), keys and values of kv head kvh, zeros past khi.
  * All loads are issued before any is used: one piece at a time made a tile 16 round trips to
