@@ -156,7 +156,8 @@ static void test_rope(void)
 
 static void check_same_product(const char *what, const celer_weight *w, const float *dx, int64_t T);
 
-/* Whether gpu is a backend opened with CELER_GPU_ATT_MMA=1 (test_attention). */
+/* Whether gpu is a backend opened with CELER_GPU_ATT_MMA=1 (test_attention; the default backend
+ * too where the run has it: gpu-check.sh's variant). */
 static bool att_mma;
 
 /* Three sequences of a cache of ctx positions: step 1 prefills lens1 tokens of each, step 2 runs
@@ -275,7 +276,8 @@ static void test_attention(void)
      * tile; a window), then again on the matrix units (gpu_att_mma.cu, CELER_GPU_ATT_MMA=1) */
     celer_backend *keep = gpu, *mma = gpu_backend_with((const char *const[]){"CELER_GPU_ATT_MMA=1"}, 1);
     for (int pass = 0; pass < 2 && (pass == 0 || mma); pass++) {
-        gpu = pass ? mma : keep, att_mma = pass;
+        const char *env = getenv("CELER_GPU_ATT_MMA");
+        gpu = pass ? mma : keep, att_mma = pass || (env && !strcmp(env, "1"));
         attention_batch(16, 4, 128, 0);
         attention_batch(16, 2, 64, 0);
         attention_batch(24, 8, 128, 0);

@@ -11,13 +11,14 @@
  * rows of shared memory as the cache holds them (f32 or f16, cp.async; zeros past the token's
  * position), then scores them against the query heads (f16 mma with f32 sums, as the prefill's
  * gpu_flash.cu: q times the softmax scale, k, v and the probabilities rounded to f16) and keeps
- * an online softmax per head; the warps' results are merged at the end. The output is quantized on the way out for the
- * o-projection (gpu_matvec.h's held quantization), as k_attention leaves it.
+ * an online softmax per head; the warps' results are merged at the end. The output is quantized
+ * on the way out for the o-projection (gpu_matvec.h's held quantization), as k_attention leaves
+ * it.
  *
- * With CELER_GPU_ATT_MMA=1 (off until measured on a GPU) it takes the steps of a batch (att_split.h's
- * celer_att_mma: 512 query rows or more below 4,096 keys), heads of 64 and 128 values, up to 16
- * query heads a key head, where the matrix units are NVIDIA's (gpu_att_mma_takes); the rest stay
- * on k_attention. */
+ * With CELER_GPU_ATT_MMA=1 (off until measured on a GPU) it takes the steps of a batch
+ * (att_split.h's celer_att_mma: 512 query rows or more below 4,096 keys), heads of 64 and 128
+ * values, up to 16 query heads a key head, where the matrix units are NVIDIA's
+ * (gpu_att_mma_takes); the rest stay on k_attention. */
 #include "backends/gpu/gpu_att_mma.h"
 #include "backends/gpu/gpu_flash.cuh"
 extern "C" {
