@@ -255,6 +255,14 @@ static void attention_batch(int64_t n_heads, int64_t n_kv, int64_t hd, int32_t w
     attention_run(n_heads, n_kv, hd, window, 512, lens1, lens2);
 }
 
+/* The same past prompts of 20, 300 and 5 tokens: some sequences' keys too few for every warp of
+ * a block (gpu_att_mma.cu: a warp with no keys; one with a part of its 16). */
+static void attention_batch_short(int64_t n_heads, int64_t n_kv, int64_t hd)
+{
+    static const int32_t lens1[3] = {20, 300, 5}, lens2[3] = {12, 12, 12};
+    attention_run(n_heads, n_kv, hd, 0, 512, lens1, lens2);
+}
+
 static void test_attention(void)
 {
     attention_case(8, 2, 64, 0);
@@ -282,6 +290,7 @@ static void test_attention(void)
         attention_batch(16, 2, 64, 0);
         attention_batch(24, 8, 128, 0);
         attention_batch(16, 1, 128, 100);
+        attention_batch_short(16, 4, 128);
     }
     gpu = keep, att_mma = false;
     if (mma) celer_backend_destroy(mma);

@@ -494,6 +494,9 @@ static inline int simt_lanes(void)
     return rest < CELER_WARP ? rest : CELER_WARP;
 }
 
+/* A wave's barrier (NVIDIA's __syncwarp, every lane of the wave named). */
+static inline void __syncwarp(unsigned = 0xffffffffu) { simt_wait(simt.waves[threadIdx.x / CELER_WARP].bar, simt_lanes()); }
+
 static inline const uint64_t (*simt_exchange(const uint64_t *v, int n))[16]
 {
     simt_wave &w    = simt.waves[threadIdx.x / CELER_WARP];
