@@ -5,7 +5,9 @@
  *     cache contents compared directly);
  *   - matmuls against the CPU's matmul per weight: 1e-3 (1e-2 where the BLAS path may take it);
  *     steps the batch kernel takes in chunks: each weight's own matmul bit for bit too;
- *   - matmul_add against the product and an add: equal bit for bit;
+ *   - matmul_add against the product and an add: equal bit for bit; its column parts' sum left to
+ *     the rmsnorm that follows (or settled by other work) against CELER_GPU_SUM_DEFER=0: x and h
+ *     bit for bit;
  *   - qkv_inputs against matmuls then attn_inputs on the GPU: equal bit for bit (q, k, v and
  *     the step's cache rows);
  *   - matmul_glu, one token: the default's one launch bit for bit the products and glu of
@@ -254,6 +256,74 @@ static void test_matmul_add(void)
     }
 }
 
+/* matmul_add into x, then rmsnorm(x) into h, on the default backend (products taking column
+ * parts leave their sum to the norm: gpu_mmq.h's gpu_sum_into) and on one with
+ * CELER_GPU_SUM_DEFER=0 (a kernel sums them first): x and h bit for bit, and x as the product
+ * plus a host add gives it. Then the same add followed by a norm of another row block, which
+ * settles the sum before it runs: x again. Q4_0 and Q8_0 of 256 rows × 4,096 columns (a grid of
+ * few row blocks: column parts, 8 on the H200, 2 on the emulator's 4 SMs), 16 and 32 tokens (the
+ * batch kernel; on a GPU the norm sliced over blocks) and 40 (its chunks of 32: the first chunk's
+ * sum settled by the next chunk's launch). */
+static void test_matmul_add_norm(void)
+{
+    enum { K = 4096, R = 256 };
+    static const celer_ggml_type types[] = {CELER_GGML_Q4_0, CELER_GGML_Q8_0};
+    static const int64_t         Ts[]    = {16, 32, 40};
+    celer_backend *apart = gpu_backend_with((const char *const[]){"CELER_GPU_SUM_DEFER=0"}, 1), *was = gpu;
+    celer_port_fn  fn;
+    CHECK(celer_port_select(&celer_port_matmul_add, gpu->ops->kind, &fn, &err) == CELER_OK);
+    if (!apart) return;
+    float *nw = malloc(R * sizeof *nw);
+    random_fill(nw, R, 1.0f);
+    for (size_t c = 0; c < sizeof types / sizeof types[0] * 3; c++) {
+        const celer_ggml_type t = types[c / 3];
+        const int64_t         T = Ts[c % 3], n = T * R;
+        void  *raw = random_weights(t, R, K, 0.1f);
+        float *x = malloc((size_t)(T * K) * sizeof *x), *y0 = malloc((size_t)n * sizeof *y0);
+        float *y[2][2], *h[2], *p = malloc((size_t)n * sizeof *p);
+        random_acts(x, T, K), random_fill(y0, n, 3.0f);
+        celer_backend *be[2] = {was, apart};
+        for (int b = 0; b < 2; b++) {
+            gpu = be[b];
+            celer_weight w = {.type = t, .rows = R, .cols = K, .data = raw};
+            celer_weight g = {.type = CELER_GGML_F32, .rows = 1, .cols = R, .data = nw};
+            CHECK(gpu->ops->weight_load(gpu, &w, &err) == CELER_OK && gpu->ops->weight_load(gpu, &g, &err) == CELER_OK);
+            float *dx = dev_copy(x, (size_t)(T * K) * sizeof *x), *dt = dev_zeros((size_t)n), *dh = dev_zeros((size_t)n);
+            float *dy = dev_copy(y0, (size_t)n * sizeof *y0), *dz = dev_copy(y0, (size_t)n * sizeof *y0);
+            h[b] = malloc((size_t)n * sizeof *h[b]), y[b][0] = malloc((size_t)n * sizeof *y[b][0]);
+            y[b][1] = malloc((size_t)n * sizeof *y[b][1]);
+            CHECK(((celer_matmul_add_fn)fn)(gpu, &w, dx, T, dy, dt, &err) == CELER_OK);
+            CHECK(gpu->ops->rmsnorm(gpu, dy, &g, T, R, 1e-5f, dh, &err) == CELER_OK);
+            to_host(dy, y[b][0], (size_t)n * sizeof *y[b][0]), to_host(dh, h[b], (size_t)n * sizeof *h[b]);
+            CHECK(((celer_matmul_add_fn)fn)(gpu, &w, dx, T, dz, dt, &err) == CELER_OK);
+            CHECK(gpu->ops->rmsnorm(gpu, dx, &g, T, R, 1e-5f, dt, &err) == CELER_OK); /* not dz's */
+            to_host(dz, y[b][1], (size_t)n * sizeof *y[b][1]);
+            if (b == 0) {
+                float *dp = dev_zeros((size_t)n);
+                CHECK(gpu->ops->matmul(gpu, &w, dx, T, dp, &err) == CELER_OK);
+                to_host(dp, p, (size_t)n * sizeof *p);
+                gpu->ops->release(gpu, dp);
+            }
+            gpu->ops->release(gpu, dx), gpu->ops->release(gpu, dt), gpu->ops->release(gpu, dh);
+            gpu->ops->release(gpu, dy), gpu->ops->release(gpu, dz);
+        }
+        gpu = was;
+        int bad = 0;
+        for (int64_t i = 0; i < n; i++) bad += y[0][0][i] != y0[i] + p[i];
+        const bool same = !memcmp(y[0][0], y[1][0], (size_t)n * sizeof *p) && !memcmp(h[0], h[1], (size_t)n * sizeof *p) &&
+                          !memcmp(y[0][1], y[1][1], (size_t)n * sizeof *p) &&
+                          !memcmp(y[0][0], y[0][1], (size_t)n * sizeof *p);
+        if (bad || !same)
+            fprintf(stderr, "  matmul_add + rmsnorm %s T=%lld: %d sums off the product's, apart %s\n",
+                    celer_ggml_type_get(t)->name, (long long)T, bad, same ? "equal" : "differs");
+        CHECK(bad == 0 && same);
+        free(raw), free(x), free(y0), free(p);
+        for (int b = 0; b < 2; b++) free(h[b]), free(y[b][0]), free(y[b][1]);
+    }
+    free(nw);
+    celer_backend_destroy(apart);
+}
+
 /* The port matmul_glu for one token on two backends, the default (gpu_matvec_glu.cu, one
  * launch) and one with CELER_GPU_GLU_FUSE=0 (the gate and up products, then glu): h bit for bit
  * where the second's products run unsliced (two weights of ff rows: ff / 8 blocks, at least
@@ -443,6 +513,7 @@ int main(void)
     test_matmuls();
     test_matmuls_chunked();
     test_matmul_add();
+    test_matmul_add_norm();
     test_matmul_glu();
     test_qkv_inputs();
     return gpu_test_close("test_gpu_ports");

@@ -42,7 +42,7 @@ celer_status gpu_fail_with(gpu_backend *g, celer_error *err, bool oom, const cha
 
 celer_status gpu_alive(gpu_backend *g, celer_error *err)
 {
-    if (!g->failed) return CELER_OK;
+    if (!g->failed) return g->pend.parts ? gpu_sum_settle(g, err) : CELER_OK;
     return celer_fail(err, CELER_ERR_DEVICE, "%s: the device failed earlier (%s); restart celer", CELER_GPU_NAME,
                       g->failure);
 }
@@ -474,7 +474,8 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     if (g->sample_off) g->ops.sample_keep = NULL;
     g->base.ops = &g->ops;
     g->att_merge_in = !env_is("CELER_GPU_ATT_MERGE_IN", "0"); /* 0: decode attention's merge a kernel of its own */
-    g->att_mma      = env_is("CELER_GPU_ATT_MMA", "1"); /* a batch's decode attention on the matrix units */
+    g->att_mma      = !env_is("CELER_GPU_ATT_MMA", "0"); /* 0: a batch's decode attention off the matrix units */
+    g->sum_defer    = !env_is("CELER_GPU_SUM_DEFER", "0"); /* 0: a residual add's parts summed by a kernel of their own */
     const char *aw  = getenv("CELER_GPU_ATT_WIDE"); /* most passes a wide block takes (0: every step split) */
     g->att_wide     = aw && *aw && atoi(aw) >= 0 && atoi(aw) <= 64 ? atoi(aw) : ATT_WIDE_PASSES;
     g->stats        = env_is("CELER_GPU_STATS", "1"); /* step and wait times on stderr at the end */

@@ -66,6 +66,16 @@ typedef struct {
     bool         x16_lo;  /* with their lo halves */
     bool         x16_x8;  /* of the values rounded to 8 bits */
     gpu_buf  d_part; /* partial products of a product split over its columns (gpu_mmq.cu) */
+    /* A residual add's column parts not yet summed into it (gpu_mmq_small.cu): parts 0 none, else
+     * y (n values) += Σ part[p · n + ·], in part order, by the next rmsnorm of y (gpu_norm.cu) or,
+     * before any other work, by gpu_sum_settle. CELER_GPU_SUM_DEFER=0: never left. */
+    struct {
+        float       *y;
+        const float *part;
+        int64_t      n;
+        int32_t      parts;
+    } pend;
+    bool sum_defer;
     gpu_buf  d_route; /* the fused MoE router's count of blocks done (gpu_matvec_plain.cu) */
     gpu_buf  d_norm_count; /* the sliced add_rmsnorm's blocks done, a counter a row (gpu_norm.cu) */
     gpu_buf  d_attn; /* decode attention's splits (gpu_attention.cu) */
@@ -95,7 +105,7 @@ typedef struct {
     bool     sample_off;  /* CELER_GPU_SAMPLE=0: every sampled draw left to the host (gpu_sample.cu) */
     celer_backend_ops ops; /* gpu_ops, less sample_keep with sample_off (base.ops points here) */
     bool     att_merge_in; /* decode attention's last split merges them (CELER_GPU_ATT_MERGE_IN=0: a kernel does) */
-    bool     att_mma;      /* a batch's decode attention on the matrix units (gpu_att_mma.cu): CELER_GPU_ATT_MMA=1 */
+    bool     att_mma;      /* a batch's decode attention on the matrix units (gpu_att_mma.cu); 0: CELER_GPU_ATT_MMA=0 */
     int32_t  att_wide;     /* most passes of a wide block, short contexts unsplit (CELER_GPU_ATT_WIDE; 0: split) */
     bool     early;       /* kernels launched while the one before runs (gpu_dep_enter; CELER_GPU_EARLY=0: off) */
     char     late[128];   /* CELER_GPU_LATE: ",name,name," launches never early (gpu_late; "" none) */
@@ -182,6 +192,10 @@ static inline celer_status gpu_launch_done(gpu_backend *g, celer_error *err, con
 celer_status gpu_selfcheck(gpu_backend *g, celer_error *err);
 /* CELER_OK, or the failure the device had earlier. */
 celer_status gpu_alive(gpu_backend *g, celer_error *err);
+/* Sums a residual add's pending column parts into it (g->pend; none: nothing), so that the work
+ * queued next sees it whole: every launch and copy asks first (GPU_LAUNCH, gpu_alive), but the
+ * norm that takes the sum itself (gpu_mmq.cu). */
+celer_status gpu_sum_settle(gpu_backend *g, celer_error *err);
 /* Waits for the stream, or for an event recorded on it, within the watchdog's deadline. */
 celer_status gpu_sync(gpu_backend *g, celer_error *err);
 celer_status gpu_sync_event(gpu_backend *g, gpuEvent_t ev, celer_error *err);
@@ -294,7 +308,7 @@ static inline bool gpu_late(const gpu_backend *g, const char *name)
 /* The same, launched early only where early_ok (and g->early): see gpu_mmq_small.cu's
  * gpu_mmq_small for a kernel that loses when launched early. */
 #define GPU_LAUNCH_KEEPING_XQ_AS(g, err, name, early_ok, kernel, grid, block, smem, ...)                               \
-    (GPU_TRACE_NOTE(g, name, grid, block),                                                                          \
+    ((g)->pend.parts && gpu_sum_settle((g), (err)) ? (err)->code : (GPU_TRACE_NOTE(g, name, grid, block),          \
      gpu_signing(g) ? gpu_sign((g), (const void *)(kernel), dim3(grid), dim3(block), (size_t)(smem),               \
                                gpu_sig_args(0, __VA_ARGS__))                                                        \
                     : (void)0,                                                                                      \
@@ -302,7 +316,7 @@ static inline bool gpu_late(const gpu_backend *g, const char *name)
                  : gpu_launch_done((g), (err), (name),                                                              \
                                    gpu_launch_kernel((kernel), dim3(grid), dim3(block), (size_t)(smem), (g)->stream, \
                                                      (g)->early && (early_ok) && !gpu_late((g), (name)),      \
-                                                     __VA_ARGS__)))
+                                                     __VA_ARGS__))))
 #define GPU_LAUNCH(g, err, name, kernel, grid, block, smem, ...)                                                    \
     (gpu_forget_acts(g), GPU_LAUNCH_KEEPING_XQ(g, err, name, kernel, grid, block, smem, __VA_ARGS__))
 

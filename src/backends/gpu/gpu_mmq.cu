@@ -438,6 +438,26 @@ __global__ void k_mmq_sum(const float *__restrict__ part, int parts, int64_t n, 
     }
 }
 
+celer_status gpu_sum_into(gpu_backend *g, const float *part, int parts, int64_t n, float *y, bool add, celer_error *err)
+{
+    if (add && g->sum_defer) { /* every launch before settled what was pending */
+        g->pend.y = y, g->pend.part = part, g->pend.n = n, g->pend.parts = parts;
+        return CELER_OK;
+    }
+    return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq_sum", k_mmq_sum, gpu_blocks(n, 256), 256, 0, part, parts, n, y, (int)add);
+}
+
+celer_status gpu_sum_settle(gpu_backend *g, celer_error *err)
+{
+    const float  *part = g->pend.part;
+    float        *y    = g->pend.y;
+    const int64_t n    = g->pend.n;
+    const int     parts = g->pend.parts;
+    g->pend.parts = 0; /* taken (the launch below asks again) */
+    if (!parts) return CELER_OK;
+    return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq_sum", k_mmq_sum, gpu_blocks(n, 256), 256, 0, part, parts, n, y, 1);
+}
+
 /* At least MMQ_MIN_PART blocks deep, at most MMQ_MAX_PARTS parts. */
 int64_t gpu_mmq_column_parts(const gpu_backend *g, int64_t blocks, int64_t nq, int64_t step, int64_t *kper)
 {
@@ -463,8 +483,7 @@ celer_status gpu_mmq_launch_parts(gpu_backend *g, gpu_mmq_fn fn, bool early, uns
     if (GPU_LAUNCH_KEEPING_XQ_AS(g, err, "mmq", early, fn, dim3(br, bt, (unsigned)parts), threads, smem, *w, *xq, T,
                                  kper, part, 0))
         return err->code;
-    return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq_sum", k_mmq_sum, gpu_blocks(n, 256), 256, 0, part, (int)parts, n, y,
-                                 (int)add);
+    return gpu_sum_into(g, part, (int)parts, n, y, add, err);
 }
 
 /* The 32-token tile of format F: on AMD every format's, on NVIDIA those without the batch kernel

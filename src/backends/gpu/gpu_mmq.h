@@ -104,8 +104,13 @@ typedef void (*gpu_mmq_fn)(gpu_wdesc, gpu_xq, int64_t, int64_t, float *, int);
 /* Column parts for a grid of `blocks` over nq column blocks taken `step` at a time: the grid
  * nearest to two blocks an SM; *kper: the column blocks of a part, whole steps. */
 int64_t gpu_mmq_column_parts(const gpu_backend *g, int64_t blocks, int64_t nq, int64_t step, int64_t *kper);
+/* y = Σ over the parts p of part[p · n + ·], in part order, with add y += that sum: with add and
+ * g->sum_defer left pending for the next rmsnorm of y to add (g->pend, gpu_norm.cu: a residual
+ * add's sum and the norm after it in one launch; any other work settles it first), else a launch
+ * of k_mmq_sum. */
+celer_status gpu_sum_into(gpu_backend *g, const float *part, int parts, int64_t n, float *y, bool add, celer_error *err);
 /* fn over grid (br, bt, parts) into y, or into the backend's part buffer and then summed in part
- * order (with add: added to y); launched early only where early (and g->early). */
+ * order (gpu_sum_into; with add: added to y); launched early only where early (and g->early). */
 celer_status gpu_mmq_launch_parts(gpu_backend *g, gpu_mmq_fn fn, bool early, unsigned br, unsigned bt, int64_t parts,
                                   int threads, size_t smem, const gpu_wdesc *w, const gpu_xq *xq, int64_t T,
                                   int64_t kper, float *y, bool add, celer_error *err);

@@ -579,6 +579,7 @@ celer_status gpu_mmq_small_set(gpu_backend *g, const gpu_wdesc *w, int n, int fm
                                  T))
         return err->code;
     if (!total) return CELER_OK;
+    if (sums.n_w == 1) return gpu_sum_into(g, sums.part[0], sums.parts[0], sums.n[0], sums.y[0], add, err);
     return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq_sum", k_mmq_sum_set, gpu_blocks(sums.n[0] + sums.n[1] + sums.n[2], 256),
                                  256, 0, sums);
 }
