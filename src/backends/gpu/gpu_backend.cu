@@ -153,7 +153,9 @@ static void gpu_note_plan(celer_backend *be, uint64_t bytes) { gpu_of(be)->plan 
 
 static void gpu_release(celer_backend *be, void *p)
 {
-    (void)be;
+    celer_error  e;
+    gpu_backend *g = gpu_of(be);
+    if (g->pend.parts) (void)gpu_sum_settle(g, &e); /* before the buffer it adds to can go */
     if (p) (void)gpuFree(p);
 }
 
