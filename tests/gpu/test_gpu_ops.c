@@ -156,9 +156,8 @@ static void test_rope(void)
 
 static void check_same_product(const char *what, const celer_weight *w, const float *dx, int64_t T);
 
-/* Whether gpu takes a batch's decode attention on the matrix units (test_attention: the default
- * backend unless the run sets CELER_GPU_ATT_MMA=0, gpu-check.sh's variant; not the second one
- * opened with it). */
+/* Whether gpu is a backend opened with CELER_GPU_ATT_MMA=1 (test_attention; the default backend
+ * too where the run has it: gpu-check.sh's variant). */
 static bool att_mma;
 
 /* Three sequences of a cache of ctx positions: step 1 prefills lens1 tokens of each, step 2 runs
@@ -282,12 +281,12 @@ static void test_attention(void)
     attention_batch(16, 2, 80, 0);
     attention_batch(16, 4, 80, 100);
     /* the same steps of heads of 128 and 64 (groups of 4, 8, 3 and 16 query heads: a whole row
-     * tile; a window; short prompts), on the matrix units by default (gpu_att_mma.cu), then again
-     * off them (gpu_attention.cu, CELER_GPU_ATT_MMA=0) */
-    celer_backend *keep = gpu, *f32 = gpu_backend_with((const char *const[]){"CELER_GPU_ATT_MMA=0"}, 1);
-    for (int pass = 0; pass < 2 && (pass == 0 || f32); pass++) {
+     * tile; a window; short prompts), then again on the matrix units (gpu_att_mma.cu,
+     * CELER_GPU_ATT_MMA=1) */
+    celer_backend *keep = gpu, *mma = gpu_backend_with((const char *const[]){"CELER_GPU_ATT_MMA=1"}, 1);
+    for (int pass = 0; pass < 2 && (pass == 0 || mma); pass++) {
         const char *env = getenv("CELER_GPU_ATT_MMA");
-        gpu = pass ? f32 : keep, att_mma = !pass && !(env && !strcmp(env, "0"));
+        gpu = pass ? mma : keep, att_mma = pass || (env && !strcmp(env, "1"));
         attention_batch(16, 4, 128, 0);
         attention_batch(16, 2, 64, 0);
         attention_batch(24, 8, 128, 0);
@@ -295,7 +294,7 @@ static void test_attention(void)
         attention_batch_short(16, 4, 128);
     }
     gpu = keep, att_mma = false;
-    if (f32) celer_backend_destroy(f32);
+    if (mma) celer_backend_destroy(mma);
 }
 
 /* ---- activations quantized by the kernel that wrote them -------------------------------- */

@@ -5,9 +5,9 @@
  *     cache contents compared directly);
  *   - matmuls against the CPU's matmul per weight: 1e-3 (1e-2 where the BLAS path may take it);
  *     steps the batch kernel takes in chunks: each weight's own matmul bit for bit too;
- *   - matmul_add against the product and an add: equal bit for bit; its column parts' sum left to
- *     the rmsnorm that follows (or settled by other work) against CELER_GPU_SUM_DEFER=0: x and h
- *     bit for bit;
+ *   - matmul_add against the product and an add: equal bit for bit; with CELER_GPU_SUM_DEFER=1
+ *     its column parts' sum left to the rmsnorm that follows (or settled by other work) against
+ *     the default's kernel of their own: x and h bit for bit;
  *   - qkv_inputs against matmuls then attn_inputs on the GPU: equal bit for bit (q, k, v and
  *     the step's cache rows);
  *   - matmul_glu, one token: the default's one launch bit for bit the products and glu of
@@ -256,10 +256,10 @@ static void test_matmul_add(void)
     }
 }
 
-/* matmul_add into x, then rmsnorm(x) into h, on the default backend (products taking column
- * parts leave their sum to the norm: gpu_mmq.h's gpu_sum_into) and on one with
- * CELER_GPU_SUM_DEFER=0 (a kernel sums them first): x and h bit for bit, and x as the product
- * plus a host add gives it. Then the same add followed by a norm of another row block, which
+/* matmul_add into x, then rmsnorm(x) into h, on a backend with CELER_GPU_SUM_DEFER=1 (products
+ * taking column parts leave their sum to the norm: gpu_mmq.h's gpu_sum_into) and on the default
+ * one (a kernel sums them first; with the variable set in the run, as gpu-check.sh's variant
+ * does, both leave it): x and h bit for bit, and x as the product plus a host add gives it. Then the same add followed by a norm of another row block, which
  * settles the sum before it runs: x again. Q4_0 and Q8_0 of 256 rows × 4,096 columns (a grid of
  * few row blocks: column parts, 8 on the H200, 2 on the emulator's 4 SMs), 16 and 32 tokens (the
  * batch kernel; on a GPU the norm sliced over blocks) and 40 (its chunks of 32: the first chunk's
@@ -269,7 +269,7 @@ static void test_matmul_add_norm(void)
     enum { K = 4096, R = 256 };
     static const celer_ggml_type types[] = {CELER_GGML_Q4_0, CELER_GGML_Q8_0};
     static const int64_t         Ts[]    = {16, 32, 40};
-    celer_backend *apart = gpu_backend_with((const char *const[]){"CELER_GPU_SUM_DEFER=0"}, 1), *was = gpu;
+    celer_backend *apart = gpu_backend_with((const char *const[]){"CELER_GPU_SUM_DEFER=1"}, 1), *was = gpu;
     celer_port_fn  fn;
     CHECK(celer_port_select(&celer_port_matmul_add, gpu->ops->kind, &fn, &err) == CELER_OK);
     if (!apart) return;
@@ -282,7 +282,7 @@ static void test_matmul_add_norm(void)
         float *x = malloc((size_t)(T * K) * sizeof *x), *y0 = malloc((size_t)n * sizeof *y0);
         float *y[2][2], *h[2], *p = malloc((size_t)n * sizeof *p);
         random_acts(x, T, K), random_fill(y0, n, 3.0f);
-        celer_backend *be[2] = {was, apart};
+        celer_backend *be[2] = {apart, was};
         for (int b = 0; b < 2; b++) {
             gpu = be[b];
             celer_weight w = {.type = t, .rows = R, .cols = K, .data = raw};

@@ -68,7 +68,7 @@ typedef struct {
     gpu_buf  d_part; /* partial products of a product split over its columns (gpu_mmq.cu) */
     /* A residual add's column parts not yet summed into it (gpu_mmq_small.cu): parts 0 none, else
      * y (n values) += Σ part[p · n + ·], in part order, by the next rmsnorm of y (gpu_norm.cu) or,
-     * before any other work, by gpu_sum_settle. CELER_GPU_SUM_DEFER=0: never left. */
+     * before any other work, by gpu_sum_settle; left only with CELER_GPU_SUM_DEFER=1 (sum_defer). */
     struct {
         float       *y;
         const float *part;
@@ -105,7 +105,7 @@ typedef struct {
     bool     sample_off;  /* CELER_GPU_SAMPLE=0: every sampled draw left to the host (gpu_sample.cu) */
     celer_backend_ops ops; /* gpu_ops, less sample_keep with sample_off (base.ops points here) */
     bool     att_merge_in; /* decode attention's last split merges them (CELER_GPU_ATT_MERGE_IN=0: a kernel does) */
-    bool     att_mma;      /* a batch's decode attention on the matrix units (gpu_att_mma.cu); 0: CELER_GPU_ATT_MMA=0 */
+    bool     att_mma;      /* a batch's decode attention on the matrix units (gpu_att_mma.cu): CELER_GPU_ATT_MMA=1 */
     int32_t  att_wide;     /* most passes of a wide block, short contexts unsplit (CELER_GPU_ATT_WIDE; 0: split) */
     bool     early;       /* kernels launched while the one before runs (gpu_dep_enter; CELER_GPU_EARLY=0: off) */
     char     late[128];   /* CELER_GPU_LATE: ",name,name," launches never early (gpu_late; "" none) */
