@@ -119,7 +119,7 @@ celer_status gpu_step_end(celer_backend *be, bool ok, bool *redo, celer_error *e
     gpu_backend *g = gpu_of(be);
     if (g->pend.parts && gpu_sum_settle(g, err)) ok = false; /* a sum no norm took: in the step */
     int rec = g->rec;
-    *redo            = false;
+    *redo   = false;
     if (g->stats) { /* a replayed step that allocated nothing left the free memory as it was */
         g->walk_s[rec] += gpu_now_s() - g->t_step, g->steps[rec]++;
         if (rec != GPU_REC_REPLAY || g->allocs[0] != g->allocs_noted) gpu_note_memory(g);

@@ -438,24 +438,24 @@ __global__ void k_mmq_sum(const float *__restrict__ part, int parts, int64_t n, 
     }
 }
 
+static celer_status sum_launch(gpu_backend *g, const float *part, int parts, int64_t n, float *y, bool add,
+                               celer_error *err)
+{
+    return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq_sum", k_mmq_sum, gpu_blocks(n, 256), 256, 0, part, parts, n, y, (int)add);
+}
+
 celer_status gpu_sum_into(gpu_backend *g, const float *part, int parts, int64_t n, float *y, bool add, celer_error *err)
 {
-    if (add && g->sum_defer) { /* every launch before settled what was pending */
-        g->pend.y = y, g->pend.part = part, g->pend.n = n, g->pend.parts = parts;
-        return CELER_OK;
-    }
-    return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq_sum", k_mmq_sum, gpu_blocks(n, 256), 256, 0, part, parts, n, y, (int)add);
+    if (!add || !g->sum_defer) return sum_launch(g, part, parts, n, y, add, err);
+    g->pend.y = y, g->pend.part = part, g->pend.n = n, g->pend.parts = parts; /* every launch before settled the last */
+    return CELER_OK;
 }
 
 celer_status gpu_sum_settle(gpu_backend *g, celer_error *err)
 {
-    const float  *part = g->pend.part;
-    float        *y    = g->pend.y;
-    const int64_t n    = g->pend.n;
-    const int     parts = g->pend.parts;
-    g->pend.parts = 0; /* taken (the launch below asks again) */
-    if (!parts) return CELER_OK;
-    return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq_sum", k_mmq_sum, gpu_blocks(n, 256), 256, 0, part, parts, n, y, 1);
+    const int parts = g->pend.parts;
+    g->pend.parts   = 0; /* taken (the launch below asks again) */
+    return parts ? sum_launch(g, g->pend.part, parts, g->pend.n, g->pend.y, true, err) : CELER_OK;
 }
 
 /* At least MMQ_MIN_PART blocks deep, at most MMQ_MAX_PARTS parts. */

@@ -148,12 +148,12 @@ static celer_status norm_rows(gpu_backend *g, const char *name, float *x, const 
      * pending sum is settled first (gpu_alive) */
     int     np = 1;
     int64_t os = 0;
-    if (!o && g->pend.parts && g->pend.y == x && g->pend.n == rows * d && h != x && !g->failed)
+    if (!o && g->pend.parts && g->pend.y == x && g->pend.n == rows * d && h != x)
         o = g->pend.part, np = g->pend.parts, os = g->pend.n, g->pend.parts = 0, name = "add_rmsnorm";
     if (gpu_alive(g, err)) return err->code;
     if (rows <= 0) return CELER_OK;
     const float   *wd = (const float *)w->data;
-    const unsigned vt = os % 4 ? 0 : vec_threads(d, x, o, wd, h);
+    const unsigned vt = vec_threads(d, x, o, wd, h); /* d a multiple of 4: so is os */
     const norm_fn  fn = o ? (vt ? k_norm_vec<true> : k_norm_loop<true>) : (vt ? k_norm_vec<false> : k_norm_loop<false>);
     gpu_xq_out     xo = {NULL, NULL, false};
     const bool     qz = vt && d % 32 == 0; /* h quantized for the product that reads it next */
