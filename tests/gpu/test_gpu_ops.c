@@ -156,8 +156,9 @@ static void test_rope(void)
 
 static void check_same_product(const char *what, const celer_weight *w, const float *dx, int64_t T);
 
-/* Whether gpu is a backend opened with CELER_GPU_ATT_MMA=1 (test_attention; the default backend
- * too where the run has it: gpu-check.sh's variant). */
+/* Whether gpu takes a batch's decode attention on the matrix units: the default backend unless
+ * the run has CELER_GPU_ATT_MMA=0 (gpu-check.sh's variant), not the one test_attention opens
+ * with it. */
 static bool att_mma;
 
 /* Three sequences of a cache of ctx positions: step 1 prefills lens1 tokens of each, step 2 runs
@@ -265,6 +266,9 @@ static void attention_batch_short(int64_t n_heads, int64_t n_kv, int64_t hd)
 
 static void test_attention(void)
 {
+    const char *env  = getenv("CELER_GPU_ATT_MMA");
+    const bool  dflt = !(env && !strcmp(env, "0")); /* the default backend's */
+    att_mma          = dflt;
     attention_case(8, 2, 64, 0);
     attention_case(4, 4, 256, 0);
     attention_case(6, 1, 128, 8);
@@ -281,20 +285,19 @@ static void test_attention(void)
     attention_batch(16, 2, 80, 0);
     attention_batch(16, 4, 80, 100);
     /* the same steps of heads of 128 and 64 (groups of 4, 8, 3 and 16 query heads: a whole row
-     * tile; a window; short prompts), then again on the matrix units (gpu_att_mma.cu,
-     * CELER_GPU_ATT_MMA=1) */
-    celer_backend *keep = gpu, *mma = gpu_backend_with((const char *const[]){"CELER_GPU_ATT_MMA=1"}, 1);
-    for (int pass = 0; pass < 2 && (pass == 0 || mma); pass++) {
-        const char *env = getenv("CELER_GPU_ATT_MMA");
-        gpu = pass ? mma : keep, att_mma = pass || (env && !strcmp(env, "1"));
+     * tile; a window; short prompts) on the matrix units (gpu_att_mma.cu), then again on
+     * k_attention (CELER_GPU_ATT_MMA=0) */
+    celer_backend *keep = gpu, *f32 = gpu_backend_with((const char *const[]){"CELER_GPU_ATT_MMA=0"}, 1);
+    for (int pass = 0; pass < 2 && (pass == 0 || f32); pass++) {
+        gpu = pass ? f32 : keep, att_mma = !pass && dflt;
         attention_batch(16, 4, 128, 0);
         attention_batch(16, 2, 64, 0);
         attention_batch(24, 8, 128, 0);
         attention_batch(16, 1, 128, 100);
         attention_batch_short(16, 4, 128);
     }
-    gpu = keep, att_mma = false;
-    if (mma) celer_backend_destroy(mma);
+    gpu = keep, att_mma = dflt;
+    if (f32) celer_backend_destroy(f32);
 }
 
 /* ---- activations quantized by the kernel that wrote them -------------------------------- */

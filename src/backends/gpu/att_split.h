@@ -44,8 +44,8 @@ enum { ATT_WHOLE_FROM = 512, ATT_WHOLE_TO = 1024, ATT_WHOLE_FAR = 4096 };
 bool celer_att_whole(int32_t far, int64_t qrows);
 
 /* Whether a step of qrows query rows whose furthest position is far, with heads of hd values and
- * group query heads a key head, takes decode attention on the matrix units (gpu_att_mma.cu, with
- * CELER_GPU_ATT_MMA=1: one block a token and key head, every key in one split): steps of
+ * group query heads a key head, takes decode attention on the matrix units (gpu_att_mma.cu, but
+ * with CELER_GPU_ATT_MMA=0: one block a token and key head, every key in one split): steps of
  * ATT_WHOLE_FROM rows or more below ATT_WHOLE_FAR keys (a batch of sequences: blocks enough
  * without a split; celer_att_whole's steps, and the larger batches the rule above splits), heads
  * of 64 or 128 values, groups of 1 to 16 (one mma row tile). Like the others, depends on far

@@ -476,7 +476,7 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     if (g->sample_off) g->ops.sample_keep = NULL;
     g->base.ops = &g->ops;
     g->att_merge_in = !env_is("CELER_GPU_ATT_MERGE_IN", "0"); /* 0: decode attention's merge a kernel of its own */
-    g->att_mma      = env_is("CELER_GPU_ATT_MMA", "1"); /* a batch's decode attention on the matrix units */
+    g->att_mma      = !env_is("CELER_GPU_ATT_MMA", "0"); /* a batch's decode attention on the matrix units */
     g->sum_defer    = env_is("CELER_GPU_SUM_DEFER", "1"); /* a residual add's column parts summed by the norm after it */
     const char *aw  = getenv("CELER_GPU_ATT_WIDE"); /* most passes a wide block takes (0: every step split) */
     g->att_wide     = aw && *aw && atoi(aw) >= 0 && atoi(aw) <= 64 ? atoi(aw) : ATT_WIDE_PASSES;

@@ -105,7 +105,7 @@ typedef struct {
     bool     sample_off;  /* CELER_GPU_SAMPLE=0: every sampled draw left to the host (gpu_sample.cu) */
     celer_backend_ops ops; /* gpu_ops, less sample_keep with sample_off (base.ops points here) */
     bool     att_merge_in; /* decode attention's last split merges them (CELER_GPU_ATT_MERGE_IN=0: a kernel does) */
-    bool     att_mma;      /* a batch's decode attention on the matrix units (gpu_att_mma.cu): CELER_GPU_ATT_MMA=1 */
+    bool     att_mma;      /* a batch's decode attention on the matrix units (gpu_att_mma.cu); CELER_GPU_ATT_MMA=0: not */
     int32_t  att_wide;     /* most passes of a wide block, short contexts unsplit (CELER_GPU_ATT_WIDE; 0: split) */
     bool     early;       /* kernels launched while the one before runs (gpu_dep_enter; CELER_GPU_EARLY=0: off) */
     char     late[128];   /* CELER_GPU_LATE: ",name,name," launches never early (gpu_late; "" none) */
