@@ -26,7 +26,16 @@ typedef struct {
     size_t bytes;
 } gpu_buf;
 
-enum { GPU_SMEM_FNS = 16 };
+enum { GPU_SMEM_FNS = 16, GPU_SUM_SET = 3, GPU_MAX_PARTS = 8 /* a product's column parts (gpu_mmq.cu) */ };
+
+/* Column parts to sum (gpu_mmq.cu): the first n_w entries, part[j] holding parts[j] parts of n[j]
+ * values (n[j] 0 past n_w), summed in part order into y[j] (with add: added to it). */
+typedef struct {
+    const float *part[GPU_SUM_SET];
+    float       *y[GPU_SUM_SET];
+    int64_t      n[GPU_SUM_SET];
+    int32_t      parts[GPU_SUM_SET], n_w, add;
+} gpu_sums;
 
 typedef struct {
     celer_backend base;
@@ -66,15 +75,11 @@ typedef struct {
     bool         x16_lo;  /* with their lo halves */
     bool         x16_x8;  /* of the values rounded to 8 bits */
     gpu_buf  d_part; /* partial products of a product split over its columns (gpu_mmq.cu) */
-    /* A residual add's column parts not yet summed into it (gpu_mmq_small.cu): parts 0 none, else
-     * y (n values) += Σ part[p · n + ·], in part order, by the next rmsnorm of y (gpu_norm.cu) or,
-     * before any other work, by gpu_sum_settle; left only with CELER_GPU_SUM_DEFER=1 (sum_defer). */
-    struct {
-        float       *y;
-        const float *part;
-        int64_t      n;
-        int32_t      parts;
-    } pend;
+    /* Column parts not yet summed (n_w 0: none; gpu_mmq.cu's gpu_sums_into), left only with
+     * CELER_GPU_SUM_DEFER=1 (sum_defer) for the kernel that reads their outputs next to add
+     * itself: a residual add's by the rmsnorm of y (gpu_norm.cu), a batch's q, k and v by the
+     * attention inputs (gpu_fused.cu); before any other work gpu_sum_settle sums them. */
+    gpu_sums pend;
     bool sum_defer;
     gpu_buf  d_route; /* the fused MoE router's count of blocks done (gpu_matvec_plain.cu) */
     gpu_buf  d_norm_count; /* the sliced add_rmsnorm's blocks done, a counter a row (gpu_norm.cu) */
@@ -192,9 +197,9 @@ static inline celer_status gpu_launch_done(gpu_backend *g, celer_error *err, con
 celer_status gpu_selfcheck(gpu_backend *g, celer_error *err);
 /* CELER_OK, or the failure the device had earlier. */
 celer_status gpu_alive(gpu_backend *g, celer_error *err);
-/* Sums a residual add's pending column parts into it (g->pend; none: nothing), so that the work
- * queued next sees it whole: every launch and copy asks first (GPU_LAUNCH, gpu_alive), but the
- * norm that takes the sum itself (gpu_mmq.cu). */
+/* Sums the pending column parts into their outputs (g->pend; none: nothing), so that the work
+ * queued next sees them whole: every launch and copy asks first (GPU_LAUNCH, gpu_alive), but the
+ * kernels that take the sums themselves (gpu_mmq.cu). */
 celer_status gpu_sum_settle(gpu_backend *g, celer_error *err);
 /* Waits for the stream, or for an event recorded on it, within the watchdog's deadline. */
 celer_status gpu_sync(gpu_backend *g, celer_error *err);
@@ -308,7 +313,7 @@ static inline bool gpu_late(const gpu_backend *g, const char *name)
 /* The same, launched early only where early_ok (and g->early): see gpu_mmq_small.cu's
  * gpu_mmq_small for a kernel that loses when launched early. */
 #define GPU_LAUNCH_KEEPING_XQ_AS(g, err, name, early_ok, kernel, grid, block, smem, ...)                               \
-    ((g)->pend.parts && gpu_sum_settle((g), (err)) ? (err)->code : (GPU_TRACE_NOTE(g, name, grid, block),          \
+    ((g)->pend.n_w && gpu_sum_settle((g), (err)) ? (err)->code : (GPU_TRACE_NOTE(g, name, grid, block),            \
      gpu_signing(g) ? gpu_sign((g), (const void *)(kernel), dim3(grid), dim3(block), (size_t)(smem),               \
                                gpu_sig_args(0, __VA_ARGS__))                                                        \
                     : (void)0,                                                                                      \

@@ -146,10 +146,11 @@ static celer_status norm_rows(gpu_backend *g, const char *name, float *x, const 
     /* x's pending column parts (a residual add's, gpu_mmq_small.cu) are this norm's addend: x +=
      * their sum, as the add would have made it, then the norm (the same values); any other
      * pending sum is settled first (gpu_alive) */
-    int     np = 1;
-    int64_t os = 0;
-    if (!o && g->pend.parts && g->pend.y == x && g->pend.n == rows * d && h != x)
-        o = g->pend.part, np = g->pend.parts, os = g->pend.n, g->pend.parts = 0, name = "add_rmsnorm";
+    int             np = 1;
+    int64_t         os = 0;
+    const gpu_sums *pd = &g->pend;
+    if (!o && pd->n_w == 1 && pd->add && pd->y[0] == x && pd->n[0] == rows * d && h != x)
+        o = pd->part[0], np = pd->parts[0], os = pd->n[0], g->pend.n_w = 0, name = "add_rmsnorm";
     if (gpu_alive(g, err)) return err->code;
     if (rows <= 0) return CELER_OK;
     const float   *wd = (const float *)w->data;

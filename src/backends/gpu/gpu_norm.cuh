@@ -46,12 +46,18 @@ static __device__ __forceinline__ float4 add4(float4 a, float4 b)
     return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
 }
 
-/* Float4 i of an addend: o's, or with np > 1 the sum of its np parts, stride4 float4s apart, in
- * part order (a product's column parts as k_mmq_sum adds them: the same values). */
+/* Float4 i of an addend: o's, or with np > 1 the sum of its np parts (at most GPU_MAX_PARTS),
+ * stride4 float4s apart, in part order (a product's column parts as k_mmq_sum adds them: the same
+ * values), every part's load issued before the first add (as gpu_head.cuh's head_value). */
 static __device__ __forceinline__ float4 norm_addend(const float4 *o, int64_t i, int np, int64_t stride4)
 {
-    float4 v = o[i];
-    for (int k = 1; k < np; k++) v = add4(v, o[i + k * stride4]);
+    float4 p[GPU_MAX_PARTS];
+#pragma unroll
+    for (int k = 0; k < GPU_MAX_PARTS; k++) p[k] = k < np ? o[i + k * stride4] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    float4 v = p[0];
+#pragma unroll
+    for (int k = 1; k < GPU_MAX_PARTS; k++)
+        if (k < np) v = add4(v, p[k]);
     return v;
 }
 
