@@ -24,8 +24,6 @@
 #            CELER_GPU_QKV_IN=0 (one-token q/k/v products, then the attention inputs' kernel),
 #            CELER_GPU_MMQ_CHUNKED=0 (steps of 33 to 96 tokens on the tiled kernel, not in chunks),
 #            CELER_GPU_ATT_MMA=0 (a batch's decode attention on k_attention, not the matrix units),
-#            CELER_GPU_SUM_DEFER=1 (batch products' column parts summed by the kernel that reads
-#            them next, the norm after a residual add or the attention inputs, not by their own),
 #            and test_batcher with CELER_GPU_MOE_GROUP=2 (MoE batches from 2 tokens grouped by expert
 #            on the device; the default groups from 8, test_gpu_moe both ways). TEST_JOBS
 #            (default 6) of these run at once; TEST_QUICK=1 runs each program once, without memcheck
@@ -198,7 +196,7 @@ step_test() {
         "CELER_GPU_BLAS_PASSES=3" "CELER_GPU_KV_F16=1" "CELER_GPU_ATT_MERGE_IN=0" "CELER_GPU_MVQ_X8=1"
         "CELER_GPU_ATT_WIDE=0" "CELER_GPU_SQ_WIDE=0" "CELER_GPU_SQ_WIDE=1"
         "CELER_GPU_MOE_STREAM=0" "CELER_GPU_MMQ_FROM=8" "CELER_GPU_NORM_ADD_SLICE=0" "CELER_GPU_MOE_COMBINE=0"
-        "CELER_GPU_GLU_FUSE=0" "CELER_GPU_MVQ_XS=0" "CELER_GPU_QKV_IN=0" "CELER_GPU_MMQ_CHUNKED=0" "CELER_GPU_ATT_MMA=0" "CELER_GPU_SUM_DEFER=1"
+        "CELER_GPU_GLU_FUSE=0" "CELER_GPU_MVQ_XS=0" "CELER_GPU_QKV_IN=0" "CELER_GPU_MMQ_CHUNKED=0" "CELER_GPU_ATT_MMA=0"
         "CELER_GPU_CHECK=1"
         "CELER_GPU_CHECK=bad")
     [ "$quick" = 1 ] && variants=()

@@ -5,10 +5,7 @@
  *     cache contents compared directly);
  *   - matmuls against the CPU's matmul per weight: 1e-3 (1e-2 where the BLAS path may take it);
  *     steps the batch kernel takes in chunks: each weight's own matmul bit for bit too;
- *   - matmul_add against the product and an add: equal bit for bit; with CELER_GPU_SUM_DEFER=1
- *     its column parts' sum left to the rmsnorm that follows (or settled by other work) against
- *     the default's kernel of their own: x and h bit for bit; a batch's q/k/v products then
- *     attn_inputs the same way (the sums left to the attention inputs): q, k, v and the cache;
+ *   - matmul_add against the product and an add: equal bit for bit;
  *   - qkv_inputs against matmuls then attn_inputs on the GPU: equal bit for bit (q, k, v and
  *     the step's cache rows);
  *   - matmul_glu, one token: the default's one launch bit for bit the products and glu of
@@ -257,163 +254,6 @@ static void test_matmul_add(void)
     }
 }
 
-/* matmul_add into x, then rmsnorm(x) into h, on a backend with CELER_GPU_SUM_DEFER=1 (products
- * taking column parts leave their sum to the norm: gpu_mmq.h's gpu_sum_into) and on the default
- * one (a kernel sums them first; with the variable set in the run, as gpu-check.sh's variant
- * does, both leave it): x and h bit for bit, and x as the product plus a host add gives it. Then the same add followed by a norm of another row block, which
- * settles the sum before it runs: x again. Q4_0 and Q8_0 of 256 rows × 4,096 columns (a grid of
- * few row blocks: column parts, 8 on the H200, 2 on the emulator's 4 SMs), 16 and 32 tokens (the
- * batch kernel; on a GPU the norm sliced over blocks) and 40 (its chunks of 32: the first chunk's
- * sum settled by the next chunk's launch). */
-static void test_matmul_add_norm(void)
-{
-    enum { K = 4096, R = 256 };
-    static const celer_ggml_type types[] = {CELER_GGML_Q4_0, CELER_GGML_Q8_0};
-    static const int64_t         Ts[]    = {16, 32, 40};
-    celer_backend *apart = gpu_backend_with((const char *const[]){"CELER_GPU_SUM_DEFER=1"}, 1), *was = gpu;
-    celer_port_fn  fn;
-    CHECK(celer_port_select(&celer_port_matmul_add, gpu->ops->kind, &fn, &err) == CELER_OK);
-    if (!apart) return;
-    float *nw = malloc(R * sizeof *nw);
-    random_fill(nw, R, 1.0f);
-    for (size_t c = 0; c < sizeof types / sizeof types[0] * 3; c++) {
-        const celer_ggml_type t = types[c / 3];
-        const int64_t         T = Ts[c % 3], n = T * R;
-        void  *raw = random_weights(t, R, K, 0.1f);
-        float *x = malloc((size_t)(T * K) * sizeof *x), *y0 = malloc((size_t)n * sizeof *y0);
-        float *y[2][2], *h[2], *p = malloc((size_t)n * sizeof *p);
-        random_acts(x, T, K), random_fill(y0, n, 3.0f);
-        celer_backend *be[2] = {apart, was};
-        for (int b = 0; b < 2; b++) {
-            gpu = be[b];
-            celer_weight w = {.type = t, .rows = R, .cols = K, .data = raw};
-            celer_weight g = {.type = CELER_GGML_F32, .rows = 1, .cols = R, .data = nw};
-            CHECK(gpu->ops->weight_load(gpu, &w, &err) == CELER_OK && gpu->ops->weight_load(gpu, &g, &err) == CELER_OK);
-            float *dx = dev_copy(x, (size_t)(T * K) * sizeof *x), *dt = dev_zeros((size_t)n), *dh = dev_zeros((size_t)n);
-            float *dy = dev_copy(y0, (size_t)n * sizeof *y0), *dz = dev_copy(y0, (size_t)n * sizeof *y0);
-            h[b] = malloc((size_t)n * sizeof *h[b]), y[b][0] = malloc((size_t)n * sizeof *y[b][0]);
-            y[b][1] = malloc((size_t)n * sizeof *y[b][1]);
-            CHECK(((celer_matmul_add_fn)fn)(gpu, &w, dx, T, dy, dt, &err) == CELER_OK);
-            CHECK(gpu->ops->rmsnorm(gpu, dy, &g, T, R, 1e-5f, dh, &err) == CELER_OK);
-            to_host(dy, y[b][0], (size_t)n * sizeof *y[b][0]), to_host(dh, h[b], (size_t)n * sizeof *h[b]);
-            CHECK(((celer_matmul_add_fn)fn)(gpu, &w, dx, T, dz, dt, &err) == CELER_OK);
-            CHECK(gpu->ops->rmsnorm(gpu, dx, &g, T, R, 1e-5f, dt, &err) == CELER_OK); /* not dz's */
-            to_host(dz, y[b][1], (size_t)n * sizeof *y[b][1]);
-            if (b == 0) {
-                float *dp = dev_zeros((size_t)n);
-                CHECK(gpu->ops->matmul(gpu, &w, dx, T, dp, &err) == CELER_OK);
-                to_host(dp, p, (size_t)n * sizeof *p);
-                gpu->ops->release(gpu, dp);
-            }
-            gpu->ops->release(gpu, dx), gpu->ops->release(gpu, dt), gpu->ops->release(gpu, dh);
-            gpu->ops->release(gpu, dy), gpu->ops->release(gpu, dz);
-        }
-        gpu = was;
-        int bad = 0;
-        for (int64_t i = 0; i < n; i++) bad += y[0][0][i] != y0[i] + p[i];
-        const bool same = !memcmp(y[0][0], y[1][0], (size_t)n * sizeof *p) && !memcmp(h[0], h[1], (size_t)n * sizeof *p) &&
-                          !memcmp(y[0][1], y[1][1], (size_t)n * sizeof *p) &&
-                          !memcmp(y[0][0], y[0][1], (size_t)n * sizeof *p);
-        if (bad || !same)
-            fprintf(stderr, "  matmul_add + rmsnorm %s T=%lld: %d sums off the product's, apart %s\n",
-                    celer_ggml_type_get(t)->name, (long long)T, bad, same ? "equal" : "differs");
-        CHECK(bad == 0 && same);
-        free(raw), free(x), free(y0), free(p);
-        for (int b = 0; b < 2; b++) free(h[b]), free(y[b][0]), free(y[b][1]);
-    }
-    free(nw);
-    celer_backend_destroy(apart);
-}
-
-/* A batch's q, k and v products (the port matmuls) then attn_inputs, on a backend with
- * CELER_GPU_SUM_DEFER=1 (the products' column parts left for the attention inputs' kernel to sum:
- * gpu_fused.cu's take_parts) and on the default one (a kernel sums them first): q, k, v and the
- * step's cache rows bit for bit. Q4_0 of 4,096 columns, 16 and 32 tokens (the batch kernel),
- * heads of 128; 2 + 2 heads (each weight 256 rows: column parts on the emulator's 4 SMs too) and 4
- * + 1 (q 512 rows: one part there, k and v four), with per-head norms and without. */
-static void test_qkv_set_inputs(void)
-{
-    enum { K = 4096, HD = 128, TMAX = 32, P0 = 200 };
-    static const struct {
-        int  nh, nkv, T;
-        bool norms;
-    } cases[] = {{2, 2, 16, false}, {2, 2, 32, true}, {4, 1, 32, false}, {4, 1, 16, true}};
-    celer_backend *apart = gpu_backend_with((const char *const[]){"CELER_GPU_SUM_DEFER=1"}, 1), *was = gpu;
-    celer_port_fn  fm, fa;
-    CHECK(celer_port_select(&celer_port_matmuls, gpu->ops->kind, &fm, &err) == CELER_OK);
-    CHECK(celer_port_select(&celer_port_attn_inputs, gpu->ops->kind, &fa, &err) == CELER_OK);
-    if (!apart || !fm || !fa) return;
-    float *nv = malloc(2 * HD * sizeof *nv), *x = malloc((size_t)(TMAX * K) * sizeof *x);
-    random_fill(nv, 2 * HD, 1.0f);
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        const int     T = cases[c].T, nh = cases[c].nh, nkv = cases[c].nkv;
-        const int64_t rows[3] = {(int64_t)nh * HD, (int64_t)nkv * HD, (int64_t)nkv * HD}, kw = rows[1];
-        void         *raw[3];
-        float        *h[2][5]; /* q, k, v, the cache's keys and values at the step's rows */
-        int32_t       pos[TMAX], seq[TMAX];
-        for (int t = 0; t < T; t++) pos[t] = P0 + t / 2, seq[t] = t % 2; /* two sequences */
-        celer_batch   b = {T, pos, seq};
-        celer_rope    r = {.mode = CELER_ROPE_NEOX, .n_rot = HD, .base = 1e6f, .pos_scale = 1.0f, .mscale = 1.0f};
-        random_acts(x, T, K);
-        for (int i = 0; i < 3; i++) raw[i] = random_weights(CELER_GGML_Q4_0, rows[i], K, 0.1f);
-        celer_backend *be[2] = {apart, was};
-        for (int v = 0; v < 2; v++) {
-            gpu = be[v];
-            celer_weight        w[3], qn = {.type = CELER_GGML_F32, .rows = 1, .cols = HD, .data = nv}, kn = qn;
-            const celer_weight *pw[3];
-            kn.data = nv + HD;
-            for (int i = 0; i < 3; i++) {
-                w[i] = (celer_weight){.type = CELER_GGML_Q4_0, .rows = rows[i], .cols = K, .data = raw[i]};
-                CHECK(gpu->ops->weight_load(gpu, &w[i], &err) == CELER_OK);
-                pw[i] = &w[i];
-            }
-            CHECK(gpu->ops->weight_load(gpu, &qn, &err) == CELER_OK && gpu->ops->weight_load(gpu, &kn, &err) == CELER_OK);
-            celer_kv_cache kc;
-            CHECK(celer_kv_cache_init(&kc, gpu, 1, nkv, HD, HD, 2, 4096, 256, &err) == CELER_OK);
-            for (int s = 0; s < 2; s++) CHECK(celer_kv_cache_reserve(&kc, s, P0 + T / 2, &err) == CELER_OK);
-            float *dx = dev_copy(x, (size_t)(T * K) * sizeof *x), *dy[3];
-            for (int i = 0; i < 3; i++) dy[i] = dev_zeros((size_t)(T * rows[i]));
-            CHECK(((celer_matmuls_fn)fm)(gpu, pw, 3, dx, T, dy, &err) == CELER_OK);
-            CHECK(((celer_attn_inputs_fn)fa)(gpu, &kc, 0, dy[0], nh, dy[1], dy[2], cases[c].norms ? &qn : NULL,
-                                             cases[c].norms ? &kn : NULL, 1e-6f, &b, HD, &r, &err) == CELER_OK);
-            for (int i = 0; i < 3; i++) {
-                h[v][i] = malloc((size_t)(T * rows[i]) * sizeof(float));
-                to_host(dy[i], h[v][i], (size_t)(T * rows[i]) * sizeof(float));
-            }
-            const int64_t pool = (int64_t)kc.n_blocks * kc.block_size * kw;
-            float        *ph   = malloc((size_t)pool * sizeof *ph);
-            for (int kv = 0; kv < 2; kv++) {
-                h[v][3 + kv] = malloc((size_t)(T * kw) * sizeof(float));
-                pool_to_host(&kc, kv ? kc.v[0] : kc.k[0], ph, pool);
-                for (int t = 0; t < T; t++) {
-                    const int64_t slot = (int64_t)kc.tables[seq[t] * kc.max_blocks + pos[t] / kc.block_size] *
-                                             kc.block_size + pos[t] % kc.block_size;
-                    memcpy(h[v][3 + kv] + t * kw, ph + slot * kw, (size_t)kw * sizeof(float));
-                }
-            }
-            free(ph);
-            for (int i = 0; i < 3; i++) gpu->ops->release(gpu, dy[i]);
-            gpu->ops->release(gpu, dx);
-            celer_kv_cache_free(&kc, gpu);
-        }
-        gpu        = was;
-        int differ = 0;
-        for (int i = 0; i < 5; i++) {
-            const int64_t n = T * (i < 3 ? rows[i] : kw);
-            differ += memcmp(h[0][i], h[1][i], (size_t)n * sizeof(float)) != 0;
-        }
-        if (differ)
-            fprintf(stderr, "  matmuls + attn_inputs %d + %d heads, %d tokens%s: %d of 5 arrays differ apart\n", nh,
-                    nkv, T, cases[c].norms ? ", norms" : "", differ);
-        CHECK(differ == 0);
-        for (int v = 0; v < 2; v++)
-            for (int i = 0; i < 5; i++) free(h[v][i]);
-        for (int i = 0; i < 3; i++) free(raw[i]);
-    }
-    free(nv), free(x);
-    celer_backend_destroy(apart);
-}
-
 /* The port matmul_glu for one token on two backends, the default (gpu_matvec_glu.cu, one
  * launch) and one with CELER_GPU_GLU_FUSE=0 (the gate and up products, then glu): h bit for bit
  * where the second's products run unsliced (two weights of ff rows: ff / 8 blocks, at least
@@ -603,8 +443,6 @@ int main(void)
     test_matmuls();
     test_matmuls_chunked();
     test_matmul_add();
-    test_matmul_add_norm();
-    test_qkv_set_inputs();
     test_matmul_glu();
     test_qkv_inputs();
     return gpu_test_close("test_gpu_ports");

@@ -42,7 +42,7 @@ celer_status gpu_fail_with(gpu_backend *g, celer_error *err, bool oom, const cha
 
 celer_status gpu_alive(gpu_backend *g, celer_error *err)
 {
-    if (!g->failed) return g->pend.n_w ? gpu_sum_settle(g, err) : CELER_OK;
+    if (!g->failed) return CELER_OK;
     return celer_fail(err, CELER_ERR_DEVICE, "%s: the device failed earlier (%s); restart celer", CELER_GPU_NAME,
                       g->failure);
 }
@@ -153,9 +153,7 @@ static void gpu_note_plan(celer_backend *be, uint64_t bytes) { gpu_of(be)->plan 
 
 static void gpu_release(celer_backend *be, void *p)
 {
-    celer_error  e;
-    gpu_backend *g = gpu_of(be);
-    if (g->pend.n_w) (void)gpu_sum_settle(g, &e); /* before a buffer it writes can go */
+    (void)be;
     if (p) (void)gpuFree(p);
 }
 
@@ -477,7 +475,6 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     g->base.ops = &g->ops;
     g->att_merge_in = !env_is("CELER_GPU_ATT_MERGE_IN", "0"); /* 0: decode attention's merge a kernel of its own */
     g->att_mma      = !env_is("CELER_GPU_ATT_MMA", "0"); /* a batch's decode attention on the matrix units */
-    g->sum_defer    = env_is("CELER_GPU_SUM_DEFER", "1"); /* column parts summed by the kernel reading them next */
     const char *aw  = getenv("CELER_GPU_ATT_WIDE"); /* most passes a wide block takes (0: every step split) */
     g->att_wide     = aw && *aw && atoi(aw) >= 0 && atoi(aw) <= 64 ? atoi(aw) : ATT_WIDE_PASSES;
     g->stats        = env_is("CELER_GPU_STATS", "1"); /* step and wait times on stderr at the end */

@@ -26,16 +26,7 @@ typedef struct {
     size_t bytes;
 } gpu_buf;
 
-enum { GPU_SMEM_FNS = 16, GPU_SUM_SET = 3, GPU_MAX_PARTS = 8 /* a product's column parts (gpu_mmq.cu) */ };
-
-/* Column parts to sum (gpu_mmq.cu): the first n_w entries, part[j] holding parts[j] parts of n[j]
- * values (n[j] 0 past n_w), summed in part order into y[j] (with add: added to it). */
-typedef struct {
-    const float *part[GPU_SUM_SET];
-    float       *y[GPU_SUM_SET];
-    int64_t      n[GPU_SUM_SET];
-    int32_t      parts[GPU_SUM_SET], n_w, add;
-} gpu_sums;
+enum { GPU_SMEM_FNS = 16 };
 
 typedef struct {
     celer_backend base;
@@ -75,12 +66,6 @@ typedef struct {
     bool         x16_lo;  /* with their lo halves */
     bool         x16_x8;  /* of the values rounded to 8 bits */
     gpu_buf  d_part; /* partial products of a product split over its columns (gpu_mmq.cu) */
-    /* Column parts not yet summed (n_w 0: none; gpu_mmq.cu's gpu_sums_into), left only with
-     * CELER_GPU_SUM_DEFER=1 (sum_defer) for the kernel that reads their outputs next to add
-     * itself: a residual add's by the rmsnorm of y (gpu_norm.cu), a batch's q, k and v by the
-     * attention inputs (gpu_fused.cu); before any other work gpu_sum_settle sums them. */
-    gpu_sums pend;
-    bool sum_defer;
     gpu_buf  d_route; /* the fused MoE router's count of blocks done (gpu_matvec_plain.cu) */
     gpu_buf  d_norm_count; /* the sliced add_rmsnorm's blocks done, a counter a row (gpu_norm.cu) */
     gpu_buf  d_attn; /* decode attention's splits (gpu_attention.cu) */
@@ -197,10 +182,6 @@ static inline celer_status gpu_launch_done(gpu_backend *g, celer_error *err, con
 celer_status gpu_selfcheck(gpu_backend *g, celer_error *err);
 /* CELER_OK, or the failure the device had earlier. */
 celer_status gpu_alive(gpu_backend *g, celer_error *err);
-/* Sums the pending column parts into their outputs (g->pend; none: nothing), so that the work
- * queued next sees them whole: every launch and copy asks first (GPU_LAUNCH, gpu_alive), but the
- * kernels that take the sums themselves (gpu_mmq.cu). */
-celer_status gpu_sum_settle(gpu_backend *g, celer_error *err);
 /* Waits for the stream, or for an event recorded on it, within the watchdog's deadline. */
 celer_status gpu_sync(gpu_backend *g, celer_error *err);
 celer_status gpu_sync_event(gpu_backend *g, gpuEvent_t ev, celer_error *err);
@@ -313,7 +294,7 @@ static inline bool gpu_late(const gpu_backend *g, const char *name)
 /* The same, launched early only where early_ok (and g->early): see gpu_mmq_small.cu's
  * gpu_mmq_small for a kernel that loses when launched early. */
 #define GPU_LAUNCH_KEEPING_XQ_AS(g, err, name, early_ok, kernel, grid, block, smem, ...)                               \
-    ((g)->pend.n_w && gpu_sum_settle((g), (err)) ? (err)->code : (GPU_TRACE_NOTE(g, name, grid, block),            \
+    (GPU_TRACE_NOTE(g, name, grid, block),                                                                          \
      gpu_signing(g) ? gpu_sign((g), (const void *)(kernel), dim3(grid), dim3(block), (size_t)(smem),               \
                                gpu_sig_args(0, __VA_ARGS__))                                                        \
                     : (void)0,                                                                                      \
@@ -321,7 +302,7 @@ static inline bool gpu_late(const gpu_backend *g, const char *name)
                  : gpu_launch_done((g), (err), (name),                                                              \
                                    gpu_launch_kernel((kernel), dim3(grid), dim3(block), (size_t)(smem), (g)->stream, \
                                                      (g)->early && (early_ok) && !gpu_late((g), (name)),      \
-                                                     __VA_ARGS__))))
+                                                     __VA_ARGS__)))
 #define GPU_LAUNCH(g, err, name, kernel, grid, block, smem, ...)                                                    \
     (gpu_forget_acts(g), GPU_LAUNCH_KEEPING_XQ(g, err, name, kernel, grid, block, smem, __VA_ARGS__))
 

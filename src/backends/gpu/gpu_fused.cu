@@ -14,32 +14,15 @@ extern "C" {
  * holds that many a warp (half the registers of one for heads of HEAD_MAX) */
 enum { AI_WARPS = 4, AI_THREADS = AI_WARPS * CELER_WARP, AI_HD_SHORT = 128 };
 
-/* Where the attention inputs' kernel reads q, k and v (j = 0, 1, 2): src[j], the products'
- * outputs, or their column parts left pending (np[j] parts stride[j] values apart: gpu_mmq.h's
- * gpu_sums_into), summed as head_value sums them; then out[j] (k, v) takes the sums too, as the
- * sums' kernel would have left them (q's go to q rotated). */
-typedef struct {
-    const float *src[3];
-    float       *out[3];
-    int64_t      stride[3];
-    int32_t      np[3];
-} ai_srcs;
-
-static inline uint64_t gpu_sig_arg(uint64_t h, const ai_srcs &s)
-{
-    for (int j = 0; j < 3; j++) h = gpu_sig_args(h, s.src[j], s.out[j], s.stride[j], s.np[j]);
-    return h;
-}
-
 /* A warp per (token, head) of q's n_head and k's n_kv heads (q's first; AI_WARPS heads a block
  * along y): the head's row staged in the warp's shared memory, normalized by the warp's sum and
- * rotated (gpu_head.cuh), and written to q (in place, or from its parts: ai_srcs) or to the key
- * cache, with the value row beside it. A warp a head where a block of two warps took one: a decode step's 36 heads (the
+ * rotated (gpu_head.cuh), and written to q in place or to the key cache, with the value row
+ * beside it. A warp a head where a block of two warps took one: a decode step's 36 heads (the
  * 30B-A3B's) had two block-wide barriers on their way, a prefill of 512 tokens 18,432 blocks of
  * 64 threads (34.9 us a step on the H200, forty-first pass). */
 template <typename KT, int HD>
 __global__ void __launch_bounds__(AI_THREADS)
-    k_attn_inputs(float *q, ai_srcs s, KT *kc, KT *vc,
+    k_attn_inputs(float *q, const float *__restrict__ k, const float *__restrict__ v, KT *kc, KT *vc,
                   const float *__restrict__ qn, const float *__restrict__ kn, float eps, const int32_t *__restrict__ pos,
                   const int32_t *__restrict__ seq, const int32_t *__restrict__ tables, int32_t max_blocks,
                   int32_t block_size, int64_t n_head, int64_t n_kv, int64_t hd, int64_t n_rot, int neox,
@@ -54,12 +37,8 @@ __global__ void __launch_bounds__(AI_THREADS)
     const int        w = (int)(threadIdx.x / CELER_WARP);
     const int64_t    t = blockIdx.x, hh = (int64_t)blockIdx.y * AI_WARPS + w, kw = n_kv * hd;
     const bool       live = hh < n_head + n_kv, is_q = hh < n_head; /* live: the warp has a head */
-    const int64_t    h = is_q ? hh : hh - n_head, at = is_q ? (t * n_head + h) * hd : t * kw + h * hd;
-    const float     *src = (is_q ? s.src[0] : s.src[1]) + at; /* no index into s: it would go to the stack */
-    float           *out = is_q ? NULL : s.out[1];
-    const int        np = is_q ? s.np[0] : s.np[1];
-    const int64_t    stride = is_q ? s.stride[0] : s.stride[1];
-    const float     *nw = is_q ? qn : kn;
+    const int64_t    h = is_q ? hh : hh - n_head;
+    const float     *src = is_q ? q + (t * n_head + h) * hd : k + t * kw + h * hd, *nw = is_q ? qn : kn;
     const int32_t    p    = pos[t];
     const int64_t    slot = is_q || !live ? 0 : (int64_t)tables[(int64_t)seq[t] * max_blocks + p / block_size] *
                                                     block_size + p % block_size;
@@ -70,13 +49,11 @@ __global__ void __launch_bounds__(AI_THREADS)
     head_weights(nw, hd, wn);
     gpu_dep_enter();
     if (live) {
-        /* the row, and for a key head its value row, at once */
-        const float ss = head_load<PER>(src, np, stride, hd, row, out ? out + at : NULL);
+        const float ss = head_load<PER>(src, hd, row); /* the row, and for a key head its value row, at once */
 #pragma unroll
         for (int e = 0; e < PER; e++) {
-            const int64_t i = head_at(e, hd);
-            vv[e]           = !is_q && i >= 0 ? head_value(s.src[2] + at, s.np[2], s.stride[2], i) : 0.0f;
-            if (!is_q && i >= 0 && s.out[2]) s.out[2][at + i] = vv[e];
+            const int64_t j = head_at(e, hd);
+            vv[e]           = !is_q && j >= 0 ? v[t * kw + h * hd + j] : 0.0f;
         }
         if (nw) head_scale(row, hd, gpu_warp_sum(ss), eps, wn);
     }
@@ -133,22 +110,6 @@ static celer_status inputs_check(const celer_kv_cache *kv, int64_t n_head, int64
     return head_norm(q_norm, head_dim, qn, err) || head_norm(k_norm, head_dim, kn, err) ? err->code : CELER_OK;
 }
 
-/* The pending column sums (none an add) whose outputs are q, k and v (nq and nk values), if all of
- * them are, taken into s: the kernel adds them itself (with CELER_GPU_SUM_DEFER=1 a batch's q/k/v
- * products leave them, gpu_mmq_small.cu); any others stay, for gpu_alive to settle. */
-static void take_parts(gpu_backend *g, float *q, const float *k, const float *v, int64_t nq, int64_t nk, ai_srcs *s)
-{
-    const gpu_sums *pd = &g->pend;
-    ai_srcs         t  = *s;
-    if (!pd->n_w || pd->add) return;
-    for (int j = 0; j < pd->n_w; j++) {
-        const int i = pd->y[j] == q ? 0 : pd->y[j] == k ? 1 : pd->y[j] == v ? 2 : -1;
-        if (i < 0 || pd->n[j] != (i ? nk : nq) || t.np[i] != 1) return;
-        t.src[i] = pd->part[j], t.np[i] = pd->parts[j], t.stride[i] = pd->n[j], t.out[i] = i ? pd->y[j] : NULL;
-    }
-    *s = t, g->pend.n_w = 0;
-}
-
 extern "C" celer_status celer_gpu_attn_inputs(celer_backend *be, celer_kv_cache *kv, int32_t layer, float *q,
                                               int64_t n_head, const float *k, const float *v,
                                               const celer_weight *q_norm, const celer_weight *k_norm, float eps,
@@ -157,16 +118,12 @@ extern "C" celer_status celer_gpu_attn_inputs(celer_backend *be, celer_kv_cache 
 {
     gpu_backend *g  = gpu_of(be);
     const float *qn = NULL, *kn = NULL;
-    if (inputs_check(kv, n_head, head_dim, r, q_norm, k_norm, &qn, &kn, err) || gpu_kv_check(kv, b, false, err))
-        return err->code;
+    if (gpu_alive(g, err) || inputs_check(kv, n_head, head_dim, r, q_norm, k_norm, &qn, &kn, err)) return err->code;
+    if (gpu_kv_check(kv, b, false, err)) return err->code;
+    if (b->n_tokens <= 0) return CELER_OK;
     if (b->n_tokens > GPU_MAX_GRID_X)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: attn_inputs of %lld tokens", CELER_GPU_NAME,
                           (long long)b->n_tokens);
-    const int64_t kw = kv->n_kv_heads * head_dim;
-    ai_srcs       s  = {{q, k, v}, {NULL, NULL, NULL}, {0, 0, 0}, {1, 1, 1}};
-    take_parts(g, q, k, v, b->n_tokens * n_head * head_dim, b->n_tokens * kw, &s);
-    if (gpu_alive(g, err)) return err->code; /* any other pending sums settled */
-    if (b->n_tokens <= 0) return CELER_OK;
     const int32_t *pos, *seq, *tables;
     const double  *fq;
     if (gpu_batch_upload(g, b, kv, &pos, &seq, &tables, err) || gpu_rope_freqs(g, r, &fq, err)) return err->code;
@@ -174,13 +131,13 @@ extern "C" celer_status celer_gpu_attn_inputs(celer_backend *be, celer_kv_cache 
     const bool sh = head_dim <= AI_HD_SHORT;
     if (kv->elem_bytes == 2) {
         const auto fn = sh ? k_attn_inputs<uint16_t, AI_HD_SHORT> : k_attn_inputs<uint16_t, HEAD_MAX>;
-        return GPU_LAUNCH(g, err, "attn_inputs", fn, grid, AI_THREADS, 0, q, s, (uint16_t *)kv->k[layer],
+        return GPU_LAUNCH(g, err, "attn_inputs", fn, grid, AI_THREADS, 0, q, k, v, (uint16_t *)kv->k[layer],
                           (uint16_t *)kv->v[layer], qn, kn, eps, pos, seq, tables, kv->max_blocks, kv->block_size,
                           n_head, kv->n_kv_heads, head_dim, r->n_rot, r->mode == CELER_ROPE_NEOX, fq, r->pos_scale,
                           r->mscale);
     }
     const auto fn = sh ? k_attn_inputs<float, AI_HD_SHORT> : k_attn_inputs<float, HEAD_MAX>;
-    return GPU_LAUNCH(g, err, "attn_inputs", fn, grid, AI_THREADS, 0, q, s, (float *)kv->k[layer],
+    return GPU_LAUNCH(g, err, "attn_inputs", fn, grid, AI_THREADS, 0, q, k, v, (float *)kv->k[layer],
                       (float *)kv->v[layer], qn, kn, eps, pos, seq, tables, kv->max_blocks, kv->block_size, n_head,
                       kv->n_kv_heads, head_dim, r->n_rot, r->mode == CELER_ROPE_NEOX, fq, r->pos_scale, r->mscale);
 }

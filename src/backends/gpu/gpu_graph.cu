@@ -116,10 +116,9 @@ celer_status gpu_step_begin(celer_backend *be, uint64_t key, celer_error *err)
 
 celer_status gpu_step_end(celer_backend *be, bool ok, bool *redo, celer_error *err)
 {
-    gpu_backend *g = gpu_of(be);
-    if (g->pend.n_w && gpu_sum_settle(g, err)) ok = false; /* sums no kernel took: in the step */
-    int rec = g->rec;
-    *redo   = false;
+    gpu_backend *g   = gpu_of(be);
+    int          rec = g->rec;
+    *redo            = false;
     if (g->stats) { /* a replayed step that allocated nothing left the free memory as it was */
         g->walk_s[rec] += gpu_now_s() - g->t_step, g->steps[rec]++;
         if (rec != GPU_REC_REPLAY || g->allocs[0] != g->allocs_noted) gpu_note_memory(g);

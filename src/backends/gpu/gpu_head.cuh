@@ -44,38 +44,18 @@ static __device__ __forceinline__ void head_weights(const float *w, int64_t hd, 
     }
 }
 
-/* Value j of a product's output at src: with np parts (at most GPU_MAX_PARTS), stride values
- * apart, their sum in part order (as the products' column sums add them, gpu_mmq.cu: the same
- * bits), every part's load issued before the first add (a loop of load, add waited out each load
- * in turn: 9.0 us a layer where the sums' kernel and this one took 6.8, docs/benchmarks/gpu-h200.md,
- * fifty-fourth pass). */
-static __device__ __forceinline__ float head_value(const float *src, int np, int64_t stride, int64_t j)
-{
-    float p[GPU_MAX_PARTS];
-#pragma unroll
-    for (int k = 0; k < GPU_MAX_PARTS; k++) p[k] = k < np ? src[k * stride + j] : 0.0f;
-    float x = p[0];
-#pragma unroll
-    for (int k = 1; k < GPU_MAX_PARTS; k++)
-        if (k < np) x = __fadd_rn(x, p[k]);
-    return x;
-}
-
-/* The lane's values of src (hd of them, head_value's of np parts) into row (shared), and into
- * out where not NULL; returns their sum of squares. */
+/* The lane's values of src (hd of them) into row (shared); returns their sum of squares. */
 template <int PER>
-static __device__ __forceinline__ float head_load(const float *src, int np, int64_t stride, int64_t hd, float *row,
-                                                  float *out)
+static __device__ __forceinline__ float head_load(const float *src, int64_t hd, float *row)
 {
     float ss = 0.0f;
 #pragma unroll
     for (int e = 0; e < PER; e++) {
         const int64_t j = head_at(e, hd);
         if (j < 0) continue;
-        const float x = head_value(src, np, stride, j);
+        const float x = src[j];
         row[j]        = x;
-        if (out) out[j] = x;
-        ss = __fmaf_rn(x, x, ss);
+        ss            = __fmaf_rn(x, x, ss);
     }
     return ss;
 }

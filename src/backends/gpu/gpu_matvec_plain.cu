@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(PV_THREADS) k_router_route(gpu_wdesc w, const 
     const bool    slice = NORM && (int)blockIdx.x < nm.slices, live = slice && i < w.cols / 4;
     const float4  zero  = make_float4(0.0f, 0.0f, 0.0f, 0.0f), wv = live ? ((const float4 *)nm.w)[i] : zero;
     gpu_dep_enter(); /* the kernel before wrote x (and the last router, the count) */
-    const float inv = NORM ? norm_row_inv<false>(x, NULL, 1, 0, w.cols, nm.eps, npart) : 0.0f;
+    const float inv = NORM ? norm_row_inv<false>(x, NULL, w.cols, nm.eps, npart) : 0.0f;
     float       s;
     if (plain_sums<F, 1, 1, PV_ROUTER_UNROLL, NORM>(w, x, 1, blockIdx.x, q, part, &s, nm.w, inv)) { /* thread 0 */
         logits[blockIdx.x] = s;

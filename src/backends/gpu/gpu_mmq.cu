@@ -31,7 +31,7 @@
 
 enum {
     MMQ_ROWS = 64, MMQ_BQ = 4, MMQ_LD = MMQ_BQ * 32 + 4, MMQ_THREADS = 128, MMQ_WUNITS = 2,
-    MMQ_MIN_PART = 16, MMQ_MAX_PARTS = GPU_MAX_PARTS /* column parts: at least 16 blocks deep, at most 8 */
+    MMQ_MIN_PART = 16, MMQ_MAX_PARTS = 8 /* column parts: at least 16 blocks deep, at most 8 */
 };
 
 /* The formats of the tiled kernel: X(format) each. MLX affine codes go to the units unsigned (4
@@ -438,54 +438,6 @@ __global__ void k_mmq_sum(const float *__restrict__ part, int parts, int64_t n, 
     }
 }
 
-/* y[j] (n[j] values) = Σ over the parts p of part[j][p · n[j] + ·], in part order: k_mmq_sum's
- * sums for each weight of a set whose product took column parts (gpu_mmq_small.cu), in one
- * launch. */
-__global__ void k_mmq_sum_set(gpu_sums s)
-{
-    gpu_dep_enter();
-    const int64_t n = s.n[0] + s.n[1] + s.n[2];
-    for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (int64_t)gridDim.x * blockDim.x) {
-        const int     j  = k >= s.n[0] + s.n[1] ? 2 : k >= s.n[0] ? 1 : 0;
-        const int64_t i  = k - (j > 0 ? s.n[0] : 0) - (j > 1 ? s.n[1] : 0), nj = s.n[j];
-        const float  *pt = s.part[j];
-        float         v  = pt[i];
-        for (int p = 1; p < s.parts[j]; p++) v += pt[p * nj + i];
-        mmq_put(&s.y[j][i], v, s.add);
-    }
-}
-static_assert(GPU_SUM_SET == 3, "k_mmq_sum_set sums three entries at most");
-
-static celer_status sums_launch(gpu_backend *g, const gpu_sums *s, celer_error *err)
-{
-    if (s->n_w == 1)
-        return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq_sum", k_mmq_sum, gpu_blocks(s->n[0], 256), 256, 0, s->part[0],
-                                     (int)s->parts[0], s->n[0], s->y[0], (int)s->add);
-    return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq_sum", k_mmq_sum_set, gpu_blocks(s->n[0] + s->n[1] + s->n[2], 256), 256,
-                                 0, *s);
-}
-
-celer_status gpu_sums_into(gpu_backend *g, const gpu_sums *s, celer_error *err)
-{
-    if (!g->sum_defer) return sums_launch(g, s, err);
-    g->pend = *s; /* the product's launch before settled the last */
-    return CELER_OK;
-}
-
-celer_status gpu_sum_into(gpu_backend *g, const float *part, int parts, int64_t n, float *y, bool add, celer_error *err)
-{
-    gpu_sums s = {};
-    s.part[0] = part, s.y[0] = y, s.n[0] = n, s.parts[0] = parts, s.n_w = 1, s.add = add;
-    return gpu_sums_into(g, &s, err);
-}
-
-celer_status gpu_sum_settle(gpu_backend *g, celer_error *err)
-{
-    const gpu_sums s = g->pend;
-    g->pend.n_w      = 0; /* taken (the launch below asks again) */
-    return s.n_w ? sums_launch(g, &s, err) : CELER_OK;
-}
-
 /* At least MMQ_MIN_PART blocks deep, at most MMQ_MAX_PARTS parts. */
 int64_t gpu_mmq_column_parts(const gpu_backend *g, int64_t blocks, int64_t nq, int64_t step, int64_t *kper)
 {
@@ -511,7 +463,8 @@ celer_status gpu_mmq_launch_parts(gpu_backend *g, gpu_mmq_fn fn, bool early, uns
     if (GPU_LAUNCH_KEEPING_XQ_AS(g, err, "mmq", early, fn, dim3(br, bt, (unsigned)parts), threads, smem, *w, *xq, T,
                                  kper, part, 0))
         return err->code;
-    return gpu_sum_into(g, part, (int)parts, n, y, add, err);
+    return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq_sum", k_mmq_sum, gpu_blocks(n, 256), 256, 0, part, (int)parts, n, y,
+                                 (int)add);
 }
 
 /* The 32-token tile of format F: on AMD every format's, on NVIDIA those without the batch kernel

@@ -104,16 +104,8 @@ typedef void (*gpu_mmq_fn)(gpu_wdesc, gpu_xq, int64_t, int64_t, float *, int);
 /* Column parts for a grid of `blocks` over nq column blocks taken `step` at a time: the grid
  * nearest to two blocks an SM; *kper: the column blocks of a part, whole steps. */
 int64_t gpu_mmq_column_parts(const gpu_backend *g, int64_t blocks, int64_t nq, int64_t step, int64_t *kper);
-/* y = Σ over the parts p of part[p · n + ·], in part order, with add y += that sum: as
- * gpu_sums_into, of one entry. */
-celer_status gpu_sum_into(gpu_backend *g, const float *part, int parts, int64_t n, float *y, bool add, celer_error *err);
-/* The sums s (s->n_w of them) in one launch; with g->sum_defer left pending (g->pend) for the
- * kernel that reads their outputs next to add itself (a residual add's: the rmsnorm of y,
- * gpu_norm.cu; a batch's q, k and v: the attention inputs, gpu_fused.cu), any other work settling
- * them first (gpu_sum_settle). */
-celer_status gpu_sums_into(gpu_backend *g, const gpu_sums *s, celer_error *err);
 /* fn over grid (br, bt, parts) into y, or into the backend's part buffer and then summed in part
- * order (gpu_sum_into; with add: added to y); launched early only where early (and g->early). */
+ * order (with add: added to y); launched early only where early (and g->early). */
 celer_status gpu_mmq_launch_parts(gpu_backend *g, gpu_mmq_fn fn, bool early, unsigned br, unsigned bt, int64_t parts,
                                   int threads, size_t smem, const gpu_wdesc *w, const gpu_xq *xq, int64_t T,
                                   int64_t kper, float *y, bool add, celer_error *err);
@@ -152,10 +144,16 @@ static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_mmq_set &s)
     return gpu_sig_args(h, s.start[GPU_MVQ_SET]);
 }
 
-/* Their sums: gpu_sums (gpu_backend.h), an entry a weight of the set. */
-static_assert((int)GPU_SUM_SET == (int)GPU_MVQ_SET, "a set's sums, an entry a weight");
+/* Their sums: the first n_w entries, part[j] holding parts[j] parts of n[j] values (n[j] 0 past
+ * n_w), summed into y[j] (with add: added to it). */
+typedef struct {
+    const float *part[GPU_MVQ_SET];
+    float       *y[GPU_MVQ_SET];
+    int64_t      n[GPU_MVQ_SET];
+    int32_t      parts[GPU_MVQ_SET], n_w, add;
+} gpu_mmq_sums;
 
-static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_sums &s)
+static inline uint64_t gpu_sig_arg(uint64_t h, const gpu_mmq_sums &s)
 {
     for (int i = 0; i < GPU_MVQ_SET; i++) h = gpu_sig_args(h, s.part[i], s.y[i], s.n[i], s.parts[i]);
     return gpu_sig_args(h, s.n_w, s.add);

@@ -410,7 +410,7 @@ static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq 
         }
 }
 
-static_assert(GPU_MVQ_SET == 3, "k_mmq_s picks among three weights");
+static_assert(GPU_MVQ_SET == 3, "k_mmq_s and k_mmq_sum_set pick among three weights");
 
 /* Block b of the set's grid: weight i's from s.start[i], row block lb % nb[i] of its column part
  * lb / nb[i] (lb = b - s.start[i]), into s.y[i] + part · T · rows. */
@@ -425,6 +425,22 @@ __global__ void __launch_bounds__((sq_shape<F, NT, G>::THREADS), (sq_shape<F, NT
     const int64_t    kper = s.kper[i], lb = b - s.start[i], part = lb / s.nb[i];
     const int64_t    kz0 = part * kper, kend = w.cols / 32 < kz0 + kper ? w.cols / 32 : kz0 + kper;
     sq_tile<F, NT, X8, G>(w, x, NULL, T, lb % s.nb[i], kz0, kend, s.y[i] + part * T * w.rows, s.add[i]);
+}
+
+/* y[j] (n[j] values) = Σ over the parts p of part[j][p · n[j] + ·], in part order: k_mmq_sum's
+ * sums for each weight of a set whose product took column parts, in one launch. */
+__global__ void k_mmq_sum_set(gpu_mmq_sums s)
+{
+    gpu_dep_enter();
+    const int64_t n = s.n[0] + s.n[1] + s.n[2];
+    for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (int64_t)gridDim.x * blockDim.x) {
+        const int     j  = k >= s.n[0] + s.n[1] ? 2 : k >= s.n[0] ? 1 : 0;
+        const int64_t i  = k - (j > 0 ? s.n[0] : 0) - (j > 1 ? s.n[1] : 0), nj = s.n[j];
+        const float  *pt = s.part[j];
+        float         v  = pt[i];
+        for (int p = 1; p < s.parts[j]; p++) v += pt[p * nj + i];
+        mmq_put(&s.y[j][i], v, s.add);
+    }
 }
 
 /* A MoE prefill's experts on the batch kernel (CELER_GPU_MOE_STREAM=0: on k_mmq_experts instead;
@@ -522,7 +538,7 @@ celer_status gpu_mmq_small_set(gpu_backend *g, const gpu_wdesc *w, int n, int fm
     }
     if (gpu_allow_smem(g, (const void *)fn, smem, err)) return err->code;
     gpu_mmq_set  st   = {};
-    gpu_sums     sums = {};
+    gpu_mmq_sums sums = {};
     int64_t      blocks = 0, total = 0;
     int          sum_of[GPU_MVQ_SET] = {-1, -1, -1}; /* weight i's entry in sums */
     for (int i = 0; i < n; i++) {
@@ -563,7 +579,8 @@ celer_status gpu_mmq_small_set(gpu_backend *g, const gpu_wdesc *w, int n, int fm
                                  T))
         return err->code;
     if (!total) return CELER_OK;
-    return gpu_sums_into(g, &sums, err);
+    return GPU_LAUNCH_KEEPING_XQ(g, err, "mmq_sum", k_mmq_sum_set, gpu_blocks(sums.n[0] + sums.n[1] + sums.n[2], 256),
+                                 256, 0, sums);
 }
 
 celer_status gpu_mmq_small(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, int64_t T, float *y,

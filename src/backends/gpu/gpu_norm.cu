@@ -21,11 +21,10 @@ enum { LOOP_THREADS = 256, SLICE_THREADS = 256 };
 
 /* The row in registers: NORM_V float4 a thread at most, a thread a lane of the sum above.
  * With xo.q, h is also quantized for the next product (gpu_matvec.h: 8 lanes a block of 32 values;
- * d is then a multiple of 32). With ADD, o is np parts os values apart (norm_addend; every kernel
- * here). */
+ * d is then a multiple of 32). */
 template <bool ADD>
-__global__ void k_norm_vec(float *x, const float *__restrict__ o, int np, int64_t os, const float *__restrict__ w,
-                           int64_t d, float eps, float *h, gpu_xq_out xo)
+__global__ void k_norm_vec(float *x, const float *__restrict__ o, const float *__restrict__ w, int64_t d, float eps,
+                           float *h, gpu_xq_out xo)
 {
     gpu_dep_deferred(); /* the weights are loaded before the wait (no kernel writes them) */
     __shared__ float part[NORM_MAX_THREADS / 32];
@@ -45,7 +44,7 @@ __global__ void k_norm_vec(float *x, const float *__restrict__ o, int np, int64_
         if (i >= d4) break;
         v[k]  = xr[i];
         if (ADD) {
-            v[k]  = add4(v[k], norm_addend((const float4 *)o, base + i, np, os / 4));
+            v[k]  = add4(v[k], ((const float4 *)o)[base + i]);
             xr[i] = v[k];
         }
         ss = __fadd_rn(ss, norm_sq4(v[k]));
@@ -72,8 +71,8 @@ __global__ void k_norm_vec(float *x, const float *__restrict__ o, int np, int64_
  * x + o and only the row's last block to finish writes x (count: a counter a row, at 0 between
  * launches; that block puts it back), when no other can still be reading it. */
 template <bool ADD>
-__global__ void k_norm_slice(float *x, const float *__restrict__ o, int np, int64_t os, const float *__restrict__ w,
-                             int64_t d, float eps, float *h, gpu_xq_out xo, unsigned *count)
+__global__ void k_norm_slice(float *x, const float *__restrict__ o, const float *__restrict__ w, int64_t d, float eps,
+                             float *h, gpu_xq_out xo, unsigned *count)
 {
     gpu_dep_deferred(); /* the slice's weights are loaded before the wait (no kernel writes them) */
     __shared__ float part[NORM_MAX_THREADS / 32];
@@ -83,10 +82,9 @@ __global__ void k_norm_slice(float *x, const float *__restrict__ o, int np, int6
     const float4     wv   = live ? ((const float4 *)w)[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     const float4    *xr = (const float4 *)(x + base), *orow = ADD ? (const float4 *)(o + base) : NULL;
     gpu_dep_enter(); /* the kernel before wrote x (and o) */
-    const float      inv  = norm_row_inv<ADD>(x + base, (const float *)orow, np, os / 4, d, eps, part);
+    const float      inv  = norm_row_inv<ADD>(x + base, (const float *)orow, d, eps, part);
     float4           r    = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (live)
-        ((float4 *)h)[base / 4 + i] = r = norm_scale4(ADD ? add4(xr[i], norm_addend(orow, i, np, os / 4)) : xr[i], inv, wv);
+    if (live) ((float4 *)h)[base / 4 + i] = r = norm_scale4(ADD ? add4(xr[i], orow[i]) : xr[i], inv, wv);
     if (xo.q) {
         const float a[4] = {r.x, r.y, r.z, r.w};
         xq_put<4>(a, (int)(threadIdx.x % 8), (base / 4 + i) / 8, live, xo);
@@ -96,15 +94,14 @@ __global__ void k_norm_slice(float *x, const float *__restrict__ o, int np, int6
     if (threadIdx.x == 0) last = atomicAdd(count + blockIdx.x, 1u) == gridDim.y - 1;
     __syncthreads();
     if (!last) return;
-    for (int64_t j = threadIdx.x; j < d4; j += blockDim.x)
-        ((float4 *)x)[base / 4 + j] = add4(xr[j], norm_addend(orow, j, np, os / 4));
+    for (int64_t j = threadIdx.x; j < d4; j += blockDim.x) ((float4 *)x)[base / 4 + j] = add4(xr[j], orow[j]);
     if (threadIdx.x == 0) count[blockIdx.x] = 0;
 }
 
 /* Any row: strided passes over memory. */
 template <bool ADD>
-__global__ void k_norm_loop(float *x, const float *__restrict__ o, int np, int64_t os, const float *__restrict__ w,
-                            int64_t d, float eps, float *h, gpu_xq_out xo)
+__global__ void k_norm_loop(float *x, const float *__restrict__ o, const float *__restrict__ w, int64_t d, float eps,
+                            float *h, gpu_xq_out xo)
 {
     gpu_dep_enter();
     (void)xo; /* the loop's rows are left to the product's own quantization */
@@ -114,10 +111,7 @@ __global__ void k_norm_loop(float *x, const float *__restrict__ o, int np, int64
     for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
         float v = xr[i];
         if (ADD) {
-            const int64_t j = (int64_t)blockIdx.x * d + i;
-            float         a = o[j];
-            for (int k = 1; k < np; k++) a += o[j + k * os];
-            v += a;
+            v += o[(int64_t)blockIdx.x * d + i];
             xr[i] = v;
         }
         ss += v * v;
@@ -126,7 +120,7 @@ __global__ void k_norm_loop(float *x, const float *__restrict__ o, int np, int64
     for (int64_t i = threadIdx.x; i < d; i += blockDim.x) hr[i] = xr[i] * inv * w[i];
 }
 
-typedef void (*norm_fn)(float *, const float *, int, int64_t, const float *, int64_t, float, float *, gpu_xq_out);
+typedef void (*norm_fn)(float *, const float *, const float *, int64_t, float, float *, gpu_xq_out);
 
 /* Threads for a row of d values held in registers (its lanes), or 0 where the row takes the loop. */
 static unsigned vec_threads(int64_t d, const void *x, const void *o, const void *w, const void *h)
@@ -138,23 +132,15 @@ static unsigned vec_threads(int64_t d, const void *x, const void *o, const void 
 static celer_status norm_rows(gpu_backend *g, const char *name, float *x, const float *o, const celer_weight *w,
                               int64_t rows, int64_t d, float eps, float *h, celer_error *err)
 {
+    if (gpu_alive(g, err)) return err->code;
     if (w->type != CELER_GGML_F32 || w->cols != d)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: %s wants an f32 weight of %lld values", CELER_GPU_NAME, name,
                           (long long)d);
+    if (rows <= 0) return CELER_OK;
     if (rows > GPU_MAX_GRID_X)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: %s of %lld rows", CELER_GPU_NAME, name, (long long)rows);
-    /* x's pending column parts (a residual add's, gpu_mmq_small.cu) are this norm's addend: x +=
-     * their sum, as the add would have made it, then the norm (the same values); any other
-     * pending sum is settled first (gpu_alive) */
-    int             np = 1;
-    int64_t         os = 0;
-    const gpu_sums *pd = &g->pend;
-    if (!o && pd->n_w == 1 && pd->add && pd->y[0] == x && pd->n[0] == rows * d && h != x)
-        o = pd->part[0], np = pd->parts[0], os = pd->n[0], g->pend.n_w = 0, name = "add_rmsnorm";
-    if (gpu_alive(g, err)) return err->code;
-    if (rows <= 0) return CELER_OK;
     const float   *wd = (const float *)w->data;
-    const unsigned vt = vec_threads(d, x, o, wd, h); /* d a multiple of 4: so is os */
+    const unsigned vt = vec_threads(d, x, o, wd, h);
     const norm_fn  fn = o ? (vt ? k_norm_vec<true> : k_norm_loop<true>) : (vt ? k_norm_vec<false> : k_norm_loop<false>);
     gpu_xq_out     xo = {NULL, NULL, false};
     const bool     qz = vt && d % 32 == 0; /* h quantized for the product that reads it next */
@@ -164,20 +150,19 @@ static celer_status norm_rows(gpu_backend *g, const char *name, float *x, const 
     const int64_t  slices = (d / 4 + SLICE_THREADS - 1) / SLICE_THREADS;
     const bool     sliced = vt && h != x && h != o && slices <= GPU_MAX_GRID_YZ && rows < g->prop.multiProcessorCount &&
                         (!o || g->norm_add_slice);
-    /* the sliced add's counters, reserved at any add (a prefill's, op by op) or any norm where
-     * sums are left to it, so that none is allocated inside a recorded decode step; fresh memory
-     * is zeroed (gpu_alloc) */
-    if ((o || g->sum_defer) && g->norm_add_slice &&
+    /* the sliced add's counters, reserved at any add (a prefill's, op by op) so that none is
+     * allocated inside a recorded decode step; fresh memory is zeroed (gpu_alloc) */
+    if (o && g->norm_add_slice &&
         gpu_buf_reserve(g, &g->d_norm_count, (size_t)g->prop.multiProcessorCount * sizeof(unsigned), err))
         return err->code;
     if (qz && gpu_xq_buffer(g, rows * d, &xo, err)) return err->code;
     unsigned *count = (unsigned *)g->d_norm_count.p;
     if (sliced ? (o ? GPU_LAUNCH(g, err, name, k_norm_slice<true>, dim3((unsigned)rows, (unsigned)slices),
-                                 SLICE_THREADS, 0, x, o, np, os, wd, d, eps, h, xo, count)
+                                 SLICE_THREADS, 0, x, o, wd, d, eps, h, xo, count)
                     : GPU_LAUNCH(g, err, name, k_norm_slice<false>, dim3((unsigned)rows, (unsigned)slices),
-                                 SLICE_THREADS, 0, x, o, np, os, wd, d, eps, h, xo, count))
-               : GPU_LAUNCH(g, err, name, fn, (unsigned)rows, vt ? vt : (unsigned)LOOP_THREADS, 0, x, o, np, os, wd, d,
-                            eps, h, xo))
+                                 SLICE_THREADS, 0, x, o, wd, d, eps, h, xo, count))
+               : GPU_LAUNCH(g, err, name, fn, (unsigned)rows, vt ? vt : (unsigned)LOOP_THREADS, 0, x, o, wd, d, eps, h,
+                            xo))
         return err->code;
     if (qz) gpu_xq_held(g, h, rows * d, xo);
     return CELER_OK;

@@ -46,27 +46,11 @@ static __device__ __forceinline__ float4 add4(float4 a, float4 b)
     return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
 }
 
-/* Float4 i of an addend: o's, or with np > 1 the sum of its np parts (at most GPU_MAX_PARTS),
- * stride4 float4s apart, in part order (a product's column parts as k_mmq_sum adds them: the same
- * values), every part's load issued before the first add (as gpu_head.cuh's head_value). */
-static __device__ __forceinline__ float4 norm_addend(const float4 *o, int64_t i, int np, int64_t stride4)
-{
-    float4 p[GPU_MAX_PARTS];
-#pragma unroll
-    for (int k = 0; k < GPU_MAX_PARTS; k++) p[k] = k < np ? o[i + k * stride4] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    float4 v = p[0];
-#pragma unroll
-    for (int k = 1; k < GPU_MAX_PARTS; k++)
-        if (k < np) v = add4(v, p[k]);
-    return v;
-}
-
-/* 1 / rms of the row x (with ADD, of x + o, o's np parts stride4 float4s apart: norm_addend; d
- * values, 16-byte aligned) as norm_lanes(d) lanes sum it, by the whole block (blockDim.x a
- * multiple of the warp); part: __shared__ float[NORM_MAX_THREADS / 32]. */
+/* 1 / rms of the row x (with ADD, of x + o; d values, 16-byte aligned) as norm_lanes(d) lanes sum
+ * it, by the whole block (blockDim.x a multiple of the warp); part: __shared__
+ * float[NORM_MAX_THREADS / 32]. */
 template <bool ADD>
-static __device__ __forceinline__ float norm_row_inv(const float *x, const float *o, int np, int64_t stride4, int64_t d,
-                                                     float eps, float *part)
+static __device__ __forceinline__ float norm_row_inv(const float *x, const float *o, int64_t d, float eps, float *part)
 {
     const int64_t L = norm_lanes(d), d4 = d / 4, nw = L / CELER_WARP;
     const int     lane = threadIdx.x % CELER_WARP;
@@ -79,7 +63,7 @@ static __device__ __forceinline__ float norm_row_inv(const float *x, const float
             const int64_t i = l + (int64_t)k * L;
             if (i >= d4) continue;
             float4 v = ((const float4 *)x)[i];
-            if (ADD) v = add4(v, norm_addend((const float4 *)o, i, np, stride4));
+            if (ADD) v = add4(v, ((const float4 *)o)[i]);
             ss = __fadd_rn(ss, norm_sq4(v));
         }
         ss = gpu_warp_sum(ss);
