@@ -395,25 +395,47 @@ extern "C" celer_status celer_gpu_qkv_inputs(celer_backend *be, const celer_weig
     return gpu_matvec_q8_inputs(g, d, f[0], &xq, &in, y, err);
 }
 
-/* The port celer_port_matmul_glu: a one-token step whose products take the integer decode
- * kernel in one launch (gpu_matvec_glu.cu; CELER_GPU_GLU_FUSE=0: not); anything else as its
- * fallback. */
+/* How celer_gpu_matmul_glu runs gate and up: in one launch of the integer decode kernel (a one-token
+ * step whose products take it; CELER_GPU_MMQ_FROM=0 puts them elsewhere), of the batch kernel
+ * (a batch's step whose pair celer_gpu_matmuls would run there without column parts), or not
+ * (GLU_APART: the fallback; CELER_GPU_GLU_FUSE=0 always); d and f: the weights' descriptions and
+ * format. */
+enum { GLU_APART, GLU_DECODE, GLU_BATCH };
+static int glu_launch(const gpu_backend *g, const celer_weight *gate, const celer_weight *up, int64_t T, gpu_wdesc *dg,
+                      gpu_wdesc *du, int *f)
+{
+    int         fu;
+    celer_error none;
+    if (!g->glu_fuse || T < 1 || gpu_weight_desc(gate, dg, f, &none) || gpu_weight_desc(up, du, &fu, &none) || *f != fu)
+        return GLU_APART;
+    if (T == 1) return mvq_takes(g, *f, T) && gpu_matvec_q8_glus(dg, du) ? GLU_DECODE : GLU_APART;
+    return !blas_takes(g, *f, T) && gpu_mmq_takes(g, *f, T) && gpu_mmq_small_glus(g, dg, du, *f, T) ? GLU_BATCH
+                                                                                                        : GLU_APART;
+}
+
+extern "C" bool celer_gpu_matmul_glu_one(celer_backend *be, const celer_weight *gate, const celer_weight *up, int64_t T)
+{
+    gpu_wdesc dg, du;
+    int       f;
+    return glu_launch(gpu_of(be), gate, up, T, &dg, &du, &f) != GLU_APART;
+}
+
+/* The port celer_port_matmul_glu: one launch where glu_launch says so (gpu_matvec_glu.cu,
+ * gpu_mmq_small_glu); anything else as its fallback, the products then the glu op. */
 extern "C" celer_status celer_gpu_matmul_glu(celer_backend *be, const celer_weight *gate, const celer_weight *up,
                                              const float *x, int64_t T, celer_act act, float *h, float *u,
                                              celer_error *err)
 {
     gpu_backend *g = gpu_of(be);
     gpu_wdesc    dg, du;
-    int          fg, fu;
+    int          f;
     if (gpu_alive(g, err)) return err->code;
-    if (g->glu_fuse && T == 1) {
-        if (gpu_weight_desc(gate, &dg, &fg, err) || gpu_weight_desc(up, &du, &fu, err)) return err->code;
-        /* where the products would take the decode kernel (CELER_GPU_MMQ_FROM=0 puts them elsewhere) */
-        if (mvq_takes(g, fg, T) && fg == fu && gpu_matvec_q8_glus(&dg, &du)) {
-            gpu_xq xq;
-            if (gpu_quant_x(g, x, T, gate->cols, g->mvq_x8, &xq, err)) return err->code;
-            return gpu_matvec_q8_glu(g, &dg, &du, fg, &xq, T, NULL, act, h, err);
-        }
+    const int how = glu_launch(g, gate, up, T, &dg, &du, &f);
+    if (how != GLU_APART) {
+        gpu_xq xq;
+        if (gpu_quant_x(g, x, T, gate->cols, g->mvq_x8, &xq, err)) return err->code;
+        return how == GLU_DECODE ? gpu_matvec_q8_glu(g, &dg, &du, f, &xq, T, NULL, act, h, err)
+                                 : gpu_mmq_small_glu(g, &dg, &du, f, &xq, T, act, h, err);
     }
     const celer_weight *w[2] = {gate, up};
     float *const        y[2] = {h, u};

@@ -127,6 +127,17 @@ celer_status gpu_mmq_small(gpu_backend *g, const gpu_wdesc *w, int fmt, const gp
 celer_status gpu_mmq_small_set(gpu_backend *g, const gpu_wdesc *w, int n, int fmt, const gpu_xq *xq, int64_t T,
                                float *const *y, bool add, celer_error *err);
 
+/* Whether gpu_mmq_small_glu takes a step of T tokens of these gate and up weights (format fmt):
+ * Q4_0 or Q8_0 on NVIDIA's batch kernel in its default geometry, both levels of the activations,
+ * weights of one shape and layout, rows a multiple of 32, and no column parts where
+ * gpu_mmq_small_set would run the pair (so the same sums). */
+bool gpu_mmq_small_glus(const gpu_backend *g, const gpu_wdesc *wg, const gpu_wdesc *wu, int fmt, int64_t T);
+/* h (T, wg.rows) = act(x̂ · wgᵀ) · (x̂ · wuᵀ) in one launch of the batch kernel, h also quantized
+ * for the product that reads it next (gpu_xq_held): gpu_mmq_small_set of the pair, then the glu
+ * op, bit for bit (where gpu_mmq_small_glus). */
+celer_status gpu_mmq_small_glu(gpu_backend *g, const gpu_wdesc *wg, const gpu_wdesc *wu, int fmt, const gpu_xq *xq,
+                               int64_t T, celer_act act, float *h, celer_error *err);
+
 /* The batch kernel's set (gpu_mmq_small_set): weight i's blocks from start[i] (start[GPU_MVQ_SET]:
  * the grid), nb[i] row blocks a column part of kper[i] column blocks, into y[i] (its part
  * buffer's region where it takes parts), add[i] as the product's. */

@@ -4,6 +4,7 @@
  * geometry. The activations' format, the mma fragments and the sums are those of the tiled
  * prefill kernel (gpu_mmq.cu), so a token's products do not depend on which of the two computes
  * them. */
+#include "backends/gpu/gpu_glu.cuh"
 #include "backends/gpu/gpu_mmq.h"
 
 /* Up to 32 tokens: a block takes a few row tiles of 16 (one mma row tile) and every token of the
@@ -87,9 +88,12 @@ template <int F, int NT, int G = 0> struct sq_shape {
  * once a block: the copies' index arithmetic at every stage, in loops the compiler could not
  * unroll, was as many instructions as the products (ncu on the 8B's batch of 32: 32
  * instructions an mma). */
-template <int F, int NT, int G, bool MAP = false> struct sq_copies {
+template <int F, int NT, int G, bool MAP = false, bool PAIR = false> struct sq_copies {
     typedef sq_shape<F, NT, G> S;
     static constexpr int SQ_ROWS = S::SQ_ROWS, SQ_BQ = S::SQ_BQ;
+    /* PAIR: the block's first HALF rows are a gate weight's, the next HALF the same rows of the up
+     * weight (k_mmq_s_glu) */
+    static constexpr int HALF = PAIR ? SQ_ROWS / 2 : SQ_ROWS;
     static constexpr int CPR = SQ_BQ * S::WB / 16;                            /* 16-byte pieces of a row's codes */
     static constexpr int NW  = (SQ_ROWS * CPR + S::THREADS - 1) / S::THREADS; /* a thread's pieces of each kind */
     /* a thread's weight pieces a whole number of rows apart (not for MLX 3, 5 and 6 bits: 3, 5 or 6
@@ -99,13 +103,17 @@ template <int F, int NT, int G, bool MAP = false> struct sq_copies {
     static constexpr int NS  = (NT * SQ_BQ + S::THREADS - 1) / S::THREADS;
     /* rows, tokens apart */
     static constexpr int RW = EVEN ? S::THREADS / CPR : 0, TX = S::THREADS / (4 * SQ_BQ), TS = S::THREADS / SQ_BQ;
+    static constexpr int JH = PAIR && RW ? HALF / RW : NW; /* PAIR: the weight pieces of a half */
     static_assert(S::THREADS % (4 * SQ_BQ) == 0, "token pieces a whole number of tokens apart");
+    static_assert(!PAIR || (EVEN && RW && HALF % (RW ? RW : 1) == 0 && NW == 2 * JH),
+                  "a pair's pieces: whole rows of each half");
     static_assert(NW <= 8 && NX <= 8 && NS <= 8, "ok's bytes");
     const uint8_t *w, *ws; /* piece 0's codes; the row's scales (threads below SQ_ROWS) */
     const int8_t  *x;
     const float2  *s;
     int            wstep; /* bytes between weight pieces j and j + 1 (RW rows; the weight picked in a set
                            * by the block: its row_bytes read from the parameters once, not each stage) */
+    int64_t        wpair; /* PAIR: bytes from a gate row to the same row of the up weight */
     int            gshift, pb; /* MLX: log2 of a group's values, bytes of its scale and bias pair */
     uint32_t       ok; /* bit j: weight piece j's row exists; 8 + j: token piece j's; 16 + j: scale piece j's;
                         * 24: ws's */
@@ -117,18 +125,20 @@ template <int F, int NT, int G, bool MAP = false> struct sq_copies {
     const uint8_t *wp[EVEN ? 1 : NW];
 };
 
-template <int F, int NT, int G, bool MAP>
-static __device__ __forceinline__ void sq_plan(sq_copies<F, NT, G, MAP> &c, const gpu_wdesc &w, const gpu_xq &x,
-                                               int64_t T, const int32_t *__restrict__ map, int64_t r0, int tid)
+template <int F, int NT, int G, bool MAP, bool PAIR>
+static __device__ __forceinline__ void sq_plan(sq_copies<F, NT, G, MAP, PAIR> &c, const gpu_wdesc &w,
+                                               const gpu_wdesc &wu, const gpu_xq &x, int64_t T,
+                                               const int32_t *__restrict__ map, int64_t r0, int tid)
 {
-    typedef sq_copies<F, NT, G, MAP> C;
-    constexpr int SQ_ROWS = C::SQ_ROWS, SQ_BQ = C::SQ_BQ;
+    typedef sq_copies<F, NT, G, MAP, PAIR> C;
+    constexpr int SQ_ROWS = C::SQ_ROWS, SQ_BQ = C::SQ_BQ, HALF = C::HALF;
     const int64_t rw = r0 + tid / C::CPR, tx = tid / (4 * SQ_BQ), ts = tid / SQ_BQ;
-    c.ok             = r0 + tid < w.rows && tid < SQ_ROWS ? 1u << 24 : 0u;
+    const bool    ws_ok = r0 + tid % HALF < w.rows && tid < SQ_ROWS; /* PAIR: tid % HALF, either weight's row */
+    c.ok                = ws_ok ? 1u << 24 : 0u;
 #pragma unroll
     for (int j = 0; j < C::NW; j++) {
         if constexpr (C::EVEN) {
-            c.ok |= (uint32_t)(rw + C::RW * j < w.rows) << j;
+            c.ok |= (uint32_t)(rw + C::RW * (j % C::JH) < w.rows) << j;
         } else {
             const int     i = tid + C::S::THREADS * j;
             const int64_t r = r0 + i / C::CPR;
@@ -143,7 +153,8 @@ static __device__ __forceinline__ void sq_plan(sq_copies<F, NT, G, MAP> &c, cons
     for (int j = 0; j < C::NS; j++) c.ok |= (uint32_t)(ts + C::TS * j < T) << (16 + j);
     c.w  = w.data + rw * w.row_bytes + 16 * (tid % C::CPR);
     c.wstep = (int)(C::RW * w.row_bytes);
-    c.ws = w.data + (c.ok >> 24 ? r0 + tid : 0) * w.row_bytes + w.scales_off;
+    c.wpair = PAIR ? wu.data - w.data : 0;
+    c.ws = (PAIR && tid >= HALF ? wu.data : w.data) + (ws_ok ? r0 + tid % HALF : 0) * w.row_bytes + w.scales_off;
     if constexpr (sq_mlx<F>()) c.gshift = w.gshift, c.pb = w.sdtype == 0 ? 8 : 4;
     c.x  = x.q + (tx * x.nb + tid / 4 % SQ_BQ) * XQ_BLOCK + 16 * (tid % 4);
     c.s  = x.d + ts * x.nb + tid % SQ_BQ;
@@ -164,12 +175,12 @@ static __device__ __forceinline__ void sq_plan(sq_copies<F, NT, G, MAP> &c, cons
 /* Stage st (stg: the same, generic): columns blocks k0 .. k0 + SQ_BQ (zeros past kend, past the
  * rows, past the tokens); a piece whose row or token does not exist reads nothing. WHOLE:
  * k0 + SQ_BQ <= kend (every stage but perhaps a part's last), its copies without the column checks. */
-template <int F, int NT, bool X8, int G, bool MAP, bool WHOLE>
-static __device__ __forceinline__ void sq_issue(gpu_smem st, int8_t *stg, const sq_copies<F, NT, G, MAP> &c,
+template <int F, int NT, bool X8, int G, bool MAP, bool PAIR, bool WHOLE>
+static __device__ __forceinline__ void sq_issue(gpu_smem st, int8_t *stg, const sq_copies<F, NT, G, MAP, PAIR> &c,
                                                 const gpu_xq &x, int k0, int kend, int tid)
 {
-    typedef sq_shape<F, NT, G>        S;
-    typedef sq_copies<F, NT, G, MAP> C;
+    typedef sq_shape<F, NT, G>              S;
+    typedef sq_copies<F, NT, G, MAP, PAIR> C;
     constexpr int  SQ_ROWS = S::SQ_ROWS, SQ_BQ = S::SQ_BQ;
     constexpr bool whole = WHOLE;
     /* whether every thread has its j-th piece of a kind: no check then */
@@ -178,7 +189,9 @@ static __device__ __forceinline__ void sq_issue(gpu_smem st, int8_t *stg, const 
     for (int j = 0; j < C::NW; j++) {
         const int  i = tid + S::THREADS * j, k = i % C::CPR;
         const bool ok = (c.ok >> j & 1) && (whole || k0 + k * 16 / S::WB < kend);
-        const uint8_t *src = C::EVEN ? c.w + j * c.wstep : c.wp[C::EVEN ? 0 : j];
+        const uint8_t *src = !C::EVEN ? c.wp[C::EVEN ? 0 : j]
+                             : PAIR   ? c.w + (j % C::JH) * c.wstep + (j >= C::JH ? c.wpair : 0)
+                                      : c.w + j * c.wstep;
         if (all_w || i < SQ_ROWS * C::CPR)
             gpu_cp_async16_at(st + i / C::CPR * S::WLD + 16 * k, ok ? src + k0 * S::WB : c.ws, ok);
     }
@@ -356,36 +369,36 @@ static __device__ __forceinline__ void sq_compute(const int8_t *st, int rt, int 
     }
 }
 
-/* Rows rb · SQ_ROWS .. of w by the T (at most NT) tokens of x, column blocks kz0 .. kend, into y
- * (with add: added to it). Token t is x's row t, or with MAP its row map[t]. */
-template <int F, int NT, bool X8, int G, bool MAP = false>
-static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq &x, const int32_t *__restrict__ map,
-                                               int64_t T, int64_t rb, int64_t kz0, int64_t kend,
-                                               float *__restrict__ y, int add)
+/* acc (this lane's elements of its warp's row tile rt = warp % RT × its tokens, half th = warp /
+ * RT of NT) = the block's rows from r0 (SQ_ROWS of w; PAIR: HALF of w, then the same rows of wu)
+ * by the T (at most NT) tokens of x, column blocks kz0 .. kend (Q4_0's 16 times theirs, nib16).
+ * Token t is x's row t, or with MAP its row map[t]. */
+template <int F, int NT, bool X8, int G, bool MAP = false, bool PAIR = false>
+static __device__ __forceinline__ void sq_sums(const gpu_wdesc &w, const gpu_wdesc &wu, const gpu_xq &x,
+                                               const int32_t *__restrict__ map, int64_t T, int64_t r0, int64_t kz0,
+                                               int64_t kend, float (&acc)[sq_shape<F, NT, G>::NI][4])
 {
     GPU_DYN_SHARED(int8_t, sq_smem);
     typedef sq_shape<F, NT, G> S;
-    constexpr int SQ_ROWS = S::SQ_ROWS, SQ_BQ = S::SQ_BQ, SQ_STAGES = S::SQ_STAGES;
+    constexpr int SQ_BQ = S::SQ_BQ, SQ_STAGES = S::SQ_STAGES;
     const int     tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, q = lane % 4;
     const int     rt = warp % S::RT, th = warp / S::RT; /* row tile, token half */
-    const int64_t r0 = rb * SQ_ROWS;
     /* column blocks in 32 bits (a row's are w.cols / 32), stages by index, not by a 64-bit
      * modulo: the loop's own arithmetic was a tenth of its instructions */
     const int k0 = (int)kz0, ke = (int)kend, nst = (ke - k0 + SQ_BQ - 1) / SQ_BQ;
-    float     acc[S::NI][4];
 #pragma unroll
     for (int ni = 0; ni < S::NI; ni++)
 #pragma unroll
         for (int e = 0; e < 4; e++) acc[ni][e] = 0.0f;
-    sq_copies<F, NT, G, MAP> cp;
-    sq_plan<F, NT, G, MAP>(cp, w, x, T, map, r0, tid);
+    sq_copies<F, NT, G, MAP, PAIR> cp;
+    sq_plan<F, NT, G, MAP, PAIR>(cp, w, wu, x, T, map, r0, tid);
     const gpu_smem sb = gpu_smem_at(sq_smem);
     for (int s = 0; s < SQ_STAGES - 1; s++) { /* a group per stage, empty past the end: the waits count groups */
         const int ks = k0 + s * SQ_BQ;
         if (ks + SQ_BQ <= ke)
-            sq_issue<F, NT, X8, G, MAP, true>(sb + s * S::STAGE, sq_smem + s * S::STAGE, cp, x, ks, ke, tid);
+            sq_issue<F, NT, X8, G, MAP, PAIR, true>(sb + s * S::STAGE, sq_smem + s * S::STAGE, cp, x, ks, ke, tid);
         else if (ks < ke)
-            sq_issue<F, NT, X8, G, MAP, false>(sb + s * S::STAGE, sq_smem + s * S::STAGE, cp, x, ks, ke, tid);
+            sq_issue<F, NT, X8, G, MAP, PAIR, false>(sb + s * S::STAGE, sq_smem + s * S::STAGE, cp, x, ks, ke, tid);
         else gpu_cp_commit();
     }
     int sc = 0, si = SQ_STAGES - 1; /* the stages computed and filled next */
@@ -393,14 +406,32 @@ static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq 
         gpu_cp_wait<SQ_STAGES - 2>(); /* stage it has landed (this thread's copies) */
         __syncthreads();              /* everyone's; and stage it - 1 is no longer read */
         if (kn + SQ_BQ <= ke)
-            sq_issue<F, NT, X8, G, MAP, true>(sb + si * S::STAGE, sq_smem + si * S::STAGE, cp, x, kn, ke, tid);
+            sq_issue<F, NT, X8, G, MAP, PAIR, true>(sb + si * S::STAGE, sq_smem + si * S::STAGE, cp, x, kn, ke, tid);
         else if (kn < ke)
-            sq_issue<F, NT, X8, G, MAP, false>(sb + si * S::STAGE, sq_smem + si * S::STAGE, cp, x, kn, ke, tid);
+            sq_issue<F, NT, X8, G, MAP, PAIR, false>(sb + si * S::STAGE, sq_smem + si * S::STAGE, cp, x, kn, ke, tid);
         else gpu_cp_commit();
         sq_compute<F, NT, X8, G>(sq_smem + sc * S::STAGE, rt, th, g, q, w.gshift, w.sdtype, w.gmul, acc);
         sc = sc == SQ_STAGES - 1 ? 0 : sc + 1, si = si == SQ_STAGES - 1 ? 0 : si + 1;
     }
-    constexpr float unscale = F == GPU_Q4_0 ? 0.0625f : 1.0f; /* nib16's 16 */
+}
+
+/* What an output's sum is multiplied by: 1/16 for Q4_0 (nib16's 16), else 1. */
+template <int F> static __host__ __device__ constexpr float sq_unscale() { return F == GPU_Q4_0 ? 0.0625f : 1.0f; }
+
+/* Rows rb · SQ_ROWS .. of w by the T (at most NT) tokens of x, column blocks kz0 .. kend, into y
+ * (with add: added to it). Token t is x's row t, or with MAP its row map[t]. */
+template <int F, int NT, bool X8, int G, bool MAP = false>
+static __device__ __forceinline__ void sq_tile(const gpu_wdesc &w, const gpu_xq &x, const int32_t *__restrict__ map,
+                                               int64_t T, int64_t rb, int64_t kz0, int64_t kend,
+                                               float *__restrict__ y, int add)
+{
+    typedef sq_shape<F, NT, G> S;
+    const int     warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, q = threadIdx.x % 4;
+    const int     rt = warp % S::RT, th = warp / S::RT;
+    const int64_t r0 = rb * S::SQ_ROWS;
+    float         acc[S::NI][4];
+    sq_sums<F, NT, X8, G, MAP>(w, w, x, map, T, r0, kz0, kend, acc);
+    constexpr float unscale = sq_unscale<F>();
 #pragma unroll
     for (int ni = 0; ni < S::NI; ni++)
 #pragma unroll
@@ -425,6 +456,54 @@ __global__ void __launch_bounds__((sq_shape<F, NT, G>::THREADS), (sq_shape<F, NT
     const int64_t    kper = s.kper[i], lb = b - s.start[i], part = lb / s.nb[i];
     const int64_t    kz0 = part * kper, kend = w.cols / 32 < kz0 + kper ? w.cols / 32 : kz0 + kper;
     sq_tile<F, NT, X8, G>(w, x, NULL, T, lb % s.nb[i], kz0, kend, s.y[i] + part * T * w.rows, s.add[i]);
+}
+
+/* A batch's gate and up products and their GLU in one launch (gpu_mmq_small_glu), Q4_0 and Q8_0 in
+ * the default geometry: block b takes rows 64 b .. of the gate weight (its first four warps) and
+ * the same rows of the up weight (the other four), every column (no parts), then h = act(gate) ·
+ * up for its rows and tokens as k_glu computes it, written in f32 and, with xo.q, quantized as
+ * k_glu quantizes it (a token's 64 rows are two whole blocks of 32 values: rows a multiple of 32).
+ * Each sum is k_mmq_s's for a weight that takes no column parts: the same bits. The two halves'
+ * sums meet in shared memory, the stages' (a token's row padded by 4 floats: the lanes of a warp
+ * write distinct banks). */
+enum { SQ_GLU_LD = 64 + 4 };
+template <int F, int NT>
+__global__ void __launch_bounds__((sq_shape<F, NT, SQ_GEOM_DEFAULT>::THREADS),
+                                  (sq_shape<F, NT, SQ_GEOM_DEFAULT>::BLOCKS))
+    k_mmq_s_glu(gpu_wdesc wg, gpu_wdesc wu, gpu_xq x, int64_t T, int act, float *__restrict__ h, gpu_xq_out xo)
+{
+    gpu_dep_enter();
+    typedef sq_shape<F, NT, SQ_GEOM_DEFAULT> S;
+    constexpr int HALF = S::SQ_ROWS / 2;
+    static_assert(HALF + 4 == SQ_GLU_LD && S::HALVES == 1 && S::RT == 8, "four row tiles of each weight");
+    static_assert(2 * NT * SQ_GLU_LD * sizeof(float) <= S::SQ_STAGES * S::STAGE, "the sums in the stages' room");
+    GPU_DYN_SHARED(int8_t, sq_smem);
+    const int     tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, q = lane % 4;
+    const int64_t r0 = (int64_t)blockIdx.x * HALF, rows = wg.rows;
+    float         acc[S::NI][4];
+    sq_sums<F, NT, false, SQ_GEOM_DEFAULT, false, true>(wg, wu, x, NULL, T, r0, 0, wg.cols / 32, acc);
+    float *gu = (float *)sq_smem; /* [gate, up][token][row of the block] */
+    __syncthreads();              /* every warp past its last stage */
+#pragma unroll
+    for (int ni = 0; ni < S::NI; ni++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int r = 16 * warp + g + 8 * (e / 2), t = 8 * ni + 2 * q + e % 2; /* r: both halves */
+            gu[(r / HALF * NT + t) * SQ_GLU_LD + r % HALF] = acc[ni][e] * sq_unscale<F>();
+        }
+    __syncthreads();
+    /* a warp a token's block of 32 rows: lane j its row 32 b + j */
+    for (int p = warp; p < NT * HALF / 32; p += S::THREADS / 32) {
+        const int t = p / (HALF / 32), b = p % (HALF / 32);
+        if (t >= T || r0 + 32 * b >= rows) continue; /* the whole warp */
+        const int   r = 32 * b + lane;
+        const float v = glu_value(gu[t * SQ_GLU_LD + r], gu[(NT + t) * SQ_GLU_LD + r], act);
+        h[t * rows + r0 + r] = v;
+        if (xo.q) {
+            const float a[1] = {v};
+            xq_put<1>(a, lane, (t * rows + r0 + 32 * b) / 32, true, xo);
+        }
+    }
 }
 
 /* y[j] (n[j] values) = Σ over the parts p of part[j][p · n[j] + ·], in part order: k_mmq_sum's
@@ -587,6 +666,52 @@ celer_status gpu_mmq_small(gpu_backend *g, const gpu_wdesc *w, int fmt, const gp
                            bool add, celer_error *err)
 {
     return gpu_mmq_small_set(g, w, 1, fmt, xq, T, &y, add, err);
+}
+
+bool gpu_mmq_small_glus(const gpu_backend *g, const gpu_wdesc *wg, const gpu_wdesc *wu, int fmt, int64_t T)
+{
+    if (!CELER_GPU_IMMA || (fmt != GPU_Q4_0 && fmt != GPU_Q8_0) || T < 1 || T > GPU_MMQ_SMALL || g->mvq_x8 ||
+        g->sq_geom != SQ_GEOM_DEFAULT || !gpu_mmq_batch_has(g, fmt))
+        return false;
+    if (wg->rows != wu->rows || wg->cols != wu->cols || wg->row_bytes != wu->row_bytes ||
+        wg->scales_off != wu->scales_off || wg->sdtype != wu->sdtype || wg->rows % 32)
+        return false;
+    int64_t kper; /* no column parts where gpu_mmq_small_set gives each weight its own: the same sums */
+    return gpu_mmq_column_parts(g, (wg->rows + SQ_ROWS - 1) / SQ_ROWS, wg->cols / 32, SQ_BQ, &kper) == 1;
+}
+
+celer_status gpu_mmq_small_glu(gpu_backend *g, const gpu_wdesc *wg, const gpu_wdesc *wu, int fmt, const gpu_xq *xq,
+                               int64_t T, celer_act act, float *h, celer_error *err)
+{
+    typedef void (*glu_fn)(gpu_wdesc, gpu_wdesc, gpu_xq, int64_t, int, float *, gpu_xq_out);
+    typedef sq_shape<GPU_Q4_0, 32, SQ_GEOM_DEFAULT> S;
+#if CELER_GPU_IMMA
+#define SQ_GLU_FNS(F) {k_mmq_s_glu<F, 8>, k_mmq_s_glu<F, 16>, k_mmq_s_glu<F, 32>}
+    static const glu_fn fns[2][3] = {SQ_GLU_FNS(GPU_Q4_0), SQ_GLU_FNS(GPU_Q8_0)};
+#undef SQ_GLU_FNS
+#else
+    static const glu_fn fns[2][3] = {{NULL, NULL, NULL}, {NULL, NULL, NULL}};
+#endif
+    static const int stage[2][3] = SQ_SIZES_G(SQ_GEOM_DEFAULT, STAGE);
+    static_assert(sq_shape<GPU_Q8_0, 8, SQ_GEOM_DEFAULT>::THREADS == S::THREADS, "one block shape");
+    if (!gpu_mmq_small_glus(g, wg, wu, fmt, T))
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no one-launch gate/up and GLU of format %d for %lld tokens",
+                          CELER_GPU_NAME, fmt, (long long)T);
+    const int    f = fmt == GPU_Q8_0, s = T <= 8 ? 0 : T <= 16 ? 1 : 2;
+    const glu_fn fn = fns[f][s];
+    const size_t smem = (size_t)S::SQ_STAGES * (size_t)stage[f][s];
+    unsigned     blocks;
+    gpu_xq_out   xo = {NULL, NULL, false};
+    if (gpu_allow_smem(g, (const void *)fn, smem, err) || gpu_grid(g, wg->rows, S::SQ_ROWS / 2, &blocks, "mmq glu", err) ||
+        gpu_xq_buffer_apart(g, T * wg->rows, xq, &xo, err))
+        return err->code;
+    gpu_forget_acts(g);
+    /* never launched early, as the batch kernel (gpu_mmq_small_set) */
+    if (GPU_LAUNCH_KEEPING_XQ_AS(g, err, "mmq glu", false, fn, blocks, S::THREADS, smem, *wg, *wu, *xq, T, (int)act,
+                                 h, xo))
+        return err->code;
+    gpu_xq_held(g, h, T * wg->rows, xo);
+    return CELER_OK;
 }
 
 celer_status gpu_mmq_expert_tiles(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const int32_t *tok,

@@ -22,6 +22,10 @@ celer_status celer_gpu_qkv_inputs(celer_backend *be, const celer_weight *const *
 bool         celer_gpu_qkv_inputs_one(celer_backend *be, const celer_weight *const *w, const celer_kv_cache *kv,
                                       const celer_batch *b, int64_t n_head, int64_t head_dim, const celer_rope *r);
 
+/* Whether celer_gpu_matmul_glu runs gate and up and their GLU in one launch (T tokens), not its
+ * fallback: what its tests hold it to. */
+bool         celer_gpu_matmul_glu_one(celer_backend *be, const celer_weight *gate, const celer_weight *up, int64_t T);
+
 celer_status celer_gpu_matmuls(celer_backend *be, const celer_weight *const *w, int n, const float *x, int64_t T,
                                float *const *y, celer_error *err);
 celer_status celer_gpu_matmul_glu(celer_backend *be, const celer_weight *gate, const celer_weight *up, const float *x,
