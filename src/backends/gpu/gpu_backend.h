@@ -82,6 +82,8 @@ typedef struct {
     int      amx;         /* AMD: the matrix units the loaded code takes (CELER_AMX_*; gpu_amx_take) */
     bool     mmq_off;     /* the tiled integer kernel failed its self-check (gpu_selfcheck): left off */
     int      sq_geom;     /* the batch kernel's geometry, 2 (CELER_GPU_SQ_WIDE=0 or 1: the others; gpu_mmq_small.cu) */
+    bool     sq_long;     /* the batch kernel's long rows in parts of its 128-row grid (gpu_mmq_small.cu's
+                           * sq_parts; CELER_GPU_SQ_LONG=0: of a 64-row grid, as the others) */
     int      blas_from;   /* Q4_0/Q8_0 steps of this many tokens take the vendor BLAS; 0: none does (gpu_blas.h) */
     bool     blas_f32;    /* F32 weights' long steps take it (unless CELER_GPU_BLAS_FROM=0) */
     size_t   blas_chunk;  /* bytes of f16 weight rows the BLAS path dequantizes at a time */

@@ -563,6 +563,21 @@ __global__ void __launch_bounds__((sq_shape<F, NT, SQ_GEOM_DEFAULT>::THREADS),
 #define SQ_MLX_FNS(F) {NULL, NULL, NULL}
 #endif
 
+/* A weight's column parts in the batch kernel's set (kper: the column blocks of each): whole
+ * stages of a grid of 64-row blocks (about one 128-row block an SM, where two fit; the parts of
+ * 128-row grids were no faster in the batch of 32 over all its products, docs/benchmarks/gpu-h200.md,
+ * nineteenth pass), but for rows of SQ_LONG column blocks or more (g->sq_long), in the geometries
+ * of 128-row blocks, those of that grid itself: the 8B's down product (4096 x 14336) then runs as
+ * 256 blocks of 14 stages where it ran as 128 of 28, one block an SM (the harness had it 11%
+ * faster so, where the 4096-square products, 4 stages a block then, lost 7%). */
+enum { SQ_LONG = 256 };
+static int64_t sq_parts(const gpu_backend *g, int64_t rows, int64_t cols, int64_t *kper)
+{
+    static_assert(sq_geom<0>::ROWS == SQ_ROWS && sq_geom<1>::ROWS == sq_geom<2>::ROWS, "the geometries' rows");
+    const int64_t nq = cols / 32, grid = g->sq_long && nq >= SQ_LONG && g->sq_geom ? sq_geom<2>::ROWS : SQ_ROWS;
+    return gpu_mmq_column_parts(g, (rows + grid - 1) / grid, nq, SQ_BQ, kper);
+}
+
 bool gpu_mmq_batch_has(const gpu_backend *g, int fmt)
 {
     return gpu_imma_ok(&g->prop) && !g->mmq_off && (fmt == GPU_Q4_0 || fmt == GPU_Q8_0 ||
@@ -622,14 +637,11 @@ celer_status gpu_mmq_small_set(gpu_backend *g, const gpu_wdesc *w, int n, int fm
     int64_t      blocks = 0, total = 0;
     int          sum_of[GPU_MVQ_SET] = {-1, -1, -1}; /* weight i's entry in sums */
     for (int i = 0; i < n; i++) {
-        unsigned br, bp;
-        if (gpu_grid(g, w[i].rows, rows[G], &br, "mmq", err) || gpu_grid(g, w[i].rows, SQ_ROWS, &bp, "mmq", err))
-            return err->code;
-        /* each weight's own column parts, as in a launch of its own (the same sums): whole stages
-         * of a grid of 64-row blocks (about one 128-row block an SM, where two fit; the parts of
-         * 128-row grids were no faster in the batch of 32, docs/benchmarks/gpu-h200.md, nineteenth
-         * pass), in all three geometries */
-        const int64_t parts = gpu_mmq_column_parts(g, bp, w[i].cols / 32, SQ_BQ, &st.kper[i]);
+        unsigned br;
+        if (gpu_grid(g, w[i].rows, rows[G], &br, "mmq", err)) return err->code;
+        /* each weight's own column parts, as in a launch of its own (the same sums), in all three
+         * geometries */
+        const int64_t parts = sq_parts(g, w[i].rows, w[i].cols, &st.kper[i]);
         st.w[i] = w[i], st.nb[i] = (int32_t)br, st.start[i] = (int32_t)blocks, st.y[i] = y[i], st.add[i] = add;
         blocks += (int64_t)br * parts;
         if (parts > 1) { /* its parts into the part buffer at total, then summed into y[i] */
@@ -678,7 +690,7 @@ bool gpu_mmq_small_glus(const gpu_backend *g, const gpu_wdesc *wg, const gpu_wde
         wg->scales_off != wu->scales_off || wg->sdtype != wu->sdtype || wg->rows % 32)
         return false;
     int64_t kper; /* no column parts where gpu_mmq_small_set gives each weight its own: the same sums */
-    return gpu_mmq_column_parts(g, (wg->rows + SQ_ROWS - 1) / SQ_ROWS, wg->cols / 32, SQ_BQ, &kper) == 1;
+    return sq_parts(g, wg->rows, wg->cols, &kper) == 1;
 }
 
 celer_status gpu_mmq_small_glu(gpu_backend *g, const gpu_wdesc *wg, const gpu_wdesc *wu, int fmt, const gpu_xq *xq,
