@@ -14,7 +14,8 @@
 #            CELER_GPU_KV_F16=1 (the KV cache in f16), CELER_GPU_ATT_MERGE_IN=0 (decode attention's
 #            merge in a kernel of its own), CELER_GPU_MVQ_X8=1 (8-bit activations; test_batcher
 #            too), CELER_GPU_ATT_WIDE=0 (short contexts' decode attention split) and
-#            CELER_GPU_SQ_WIDE=0 and =1 (the batch kernel's other geometries),
+#            CELER_GPU_SQ_WIDE=0 and =1 (the batch kernel's other geometries), CELER_GPU_SQ_LONG=0
+#            (its long rows' column parts as the others'),
 #            CELER_GPU_MOE_STREAM=0 (a MoE prefill's experts on the tiled kernel),
 #            CELER_GPU_MMQ_FROM=8 (steps of up to 8 tokens on the decode kernels),
 #            CELER_GPU_NORM_ADD_SLICE=0 (a decode step's add_rmsnorm in one block a row),
@@ -194,7 +195,7 @@ step_test() {
     # the ops, the ports and the experts again under settings that move them to other kernels
     local variants=("CELER_GPU_MMQ_FROM=0" "CELER_GPU_BLAS_FROM=0" "CELER_GPU_ATT_CHUNK=32" "CELER_GPU_BLAS_PASSES=2"
         "CELER_GPU_BLAS_PASSES=3" "CELER_GPU_KV_F16=1" "CELER_GPU_ATT_MERGE_IN=0" "CELER_GPU_MVQ_X8=1"
-        "CELER_GPU_ATT_WIDE=0" "CELER_GPU_SQ_WIDE=0" "CELER_GPU_SQ_WIDE=1"
+        "CELER_GPU_ATT_WIDE=0" "CELER_GPU_SQ_WIDE=0" "CELER_GPU_SQ_WIDE=1" "CELER_GPU_SQ_LONG=0"
         "CELER_GPU_MOE_STREAM=0" "CELER_GPU_MMQ_FROM=8" "CELER_GPU_NORM_ADD_SLICE=0" "CELER_GPU_MOE_COMBINE=0"
         "CELER_GPU_GLU_FUSE=0" "CELER_GPU_MVQ_XS=0" "CELER_GPU_QKV_IN=0" "CELER_GPU_MMQ_CHUNKED=0" "CELER_GPU_ATT_MMA=0"
         "CELER_GPU_CHECK=1"
