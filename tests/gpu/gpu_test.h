@@ -151,6 +151,14 @@ static inline bool batch_kernel_here(void)
     return celer_device_query(0, &f, &e) == CELER_OK && strncmp(f.matrix, "mma.sync", 8) == 0;
 }
 
+/* Whether CELER_GPU_CHECK=bad makes every self-check fail: the integer matrix units' kernels (the
+ * batch kernel's among them) are then left off. */
+static inline bool checks_made_bad(void)
+{
+    const char *v = getenv("CELER_GPU_CHECK");
+    return v && !strcmp(v, "bad");
+}
+
 /* Whether the dense products of quantized weights take 8-bit activations, the high level only
  * (as the backend does under CELER_GPU_MVQ_X8=1; gpu_matvec.h): then held to the 8-bit bound. */
 static inline bool x8_mode(void)

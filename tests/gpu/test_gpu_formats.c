@@ -181,8 +181,8 @@ static void product_on(celer_backend *be, const celer_weight *host_w, const floa
  * rounding in one pass (~2e-4 relative), ~2^-22 in two. */
 static void test_blas_routed(void)
 {
-    const char *p = getenv("CELER_GPU_BLAS_PASSES"), *c = getenv("CELER_GPU_CHECK");
-    if (!blas_may(CELER_GGML_F16, 64) || (p && *p) || (c && !strcmp(c, "bad"))) {
+    const char *p = getenv("CELER_GPU_BLAS_PASSES");
+    if (!blas_may(CELER_GGML_F16, 64) || (p && *p) || checks_made_bad()) {
         printf("  the passes by model: not checked here (no BLAS path, CELER_GPU_BLAS_PASSES sets them, or "
                "CELER_GPU_CHECK=bad moves long steps off the BLAS)\n");
         return;
@@ -428,8 +428,8 @@ static void test_batch_chunks(void)
         printf("  batch chunks: no batch kernel on this device, not checked\n");
         return;
     }
-    const char *ck = getenv("CELER_GPU_CHECK"); /* =bad: the self-check fails, long steps move off the units */
-    if (getenv("CELER_GPU_MMQ_CHUNKED") || (mf && *mf && atoi(mf) >= 16) || (ck && !strcmp(ck, "bad"))) {
+    /* CELER_GPU_CHECK=bad: the self-check fails, long steps move off the units */
+    if (getenv("CELER_GPU_MMQ_CHUNKED") || (mf && *mf && atoi(mf) >= 16) || checks_made_bad()) {
         printf("  batch chunks: not checked (a variable moves the steps)\n");
         return;
     }

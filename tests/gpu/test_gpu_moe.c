@@ -9,7 +9,8 @@
  *     (8 tokens and more) grouped by expert on the device and not (CELER_GPU_MOE_GROUP=0), both
  *     within the CPU's bound; the decode path's down products summing their selections
  *     themselves against the two launches they replace (CELER_GPU_MOE_COMBINE=0), and its gate
- *     and up products and GLU in one launch against three (CELER_GPU_GLU_FUSE=0), bit for bit;
+ *     and up products and GLU in one launch against three (CELER_GPU_GLU_FUSE=0), bit for bit, and
+ *     a grouped step's (the batch kernel's tiles) the same;
  *     the port moe_ffn_add (those down products adding to the residual) as moe_ffn then add;
  *     stacked MLX affine 4 and 8-bit experts (an mlx-community MoE's) on every path, 2e-2.
  * Run on a machine with a GPU (scripts/gpu-check.sh); built only with CELER_CUDA or CELER_HIP. */
@@ -77,6 +78,9 @@ static struct {
                {{"CELER_GPU_MOE_GROUP=0", "CELER_GPU_MOE_COMBINE=0"}, 0, 1, NULL, NULL},
                {{"CELER_GPU_MOE_GROUP=0", "CELER_GPU_GLU_FUSE=0"}, 0, 2, NULL, NULL}};
 enum { N_VARIANTS = sizeof variant / sizeof variant[0] };
+/* A backend with CELER_GPU_GLU_FUSE=0 alone (NULL where none opens): a grouped step's gate and
+ * up products and GLU in three launches, where the default's batch kernel takes them in one. */
+static celer_backend *glu_apart;
 
 /* moe_ffn over experts that are views of one stacked tensor per projection (as models load
  * them): decode-sized steps take the device path (the choices never leave the GPU), larger
@@ -129,6 +133,16 @@ static void test_moe_stacked(celer_ggml_type t, int64_t T, int64_t ff, int sms)
             fprintf(stderr, "  moe_ffn stacked %s T=%lld, %s %s: %.2e%s\n", ti->name, (long long)T, variant[v].env[0],
                     variant[v].env[1] ? variant[v].env[1] : "", e2, exact && !same ? ", differs bit for bit" : "");
         CHECK(e2 < 2e-2 && (!exact || same));
+    }
+    /* steps grouped by expert (8 tokens and more, unless a variable moves that line): the default
+     * bit for bit the three launches */
+    if (glu_apart && T >= 8 && !getenv("CELER_GPU_MOE_GROUP")) {
+        float *oa = malloc((size_t)(T * SD) * 4);
+        stacked_ffn(glu_apart, host, T, x, ic, wc, ff, oa);
+        const bool same = !memcmp(oa, og, (size_t)(T * SD) * 4);
+        if (!same) fprintf(stderr, "  moe_ffn stacked %s T=%lld: CELER_GPU_GLU_FUSE=0 differs bit for bit\n", ti->name, (long long)T);
+        CHECK(same);
+        free(oa);
     }
     for (int v = 0; v < N_VARIANTS; v++) free(variant[v].out);
     free(logits), free(wc), free(ic), free(x), free(oc), free(og);
@@ -421,6 +435,7 @@ int main(void)
     test_moe(CELER_GGML_Q4_K, 300);
     celer_device_facts facts;
     for (int v = 0; v < N_VARIANTS; v++) variant[v].be = gpu_backend_with(variant[v].env, variant[v].env[1] ? 2 : 1);
+    glu_apart = gpu_backend_with((const char *const[]){"CELER_GPU_GLU_FUSE=0"}, 1);
     CHECK(celer_device_query(0, &facts, &err) == CELER_OK);
     test_moe_stacked(CELER_GGML_Q4_0, 1, SFF, facts.compute_units);
     test_moe_stacked(CELER_GGML_Q4_K, 7, SFF, facts.compute_units);
@@ -448,5 +463,6 @@ int main(void)
     test_moe_ffn_add(gpu, CELER_GGML_Q8_0, 300, SFF); /* grouped on the host: the fallback */
     if (variant[1].be) test_moe_ffn_add(variant[1].be, CELER_GGML_Q4_0, 1, SFF); /* no combining kernel */
     for (int v = 0; v < N_VARIANTS; v++) celer_backend_destroy(variant[v].be);
+    celer_backend_destroy(glu_apart);
     return gpu_test_close("test_gpu_moe");
 }

@@ -183,8 +183,7 @@ static void test_matmuls_chunked(void)
     static const int64_t         rows[N]  = {96, 33, 65};
     static const int64_t         Ts[]     = {48, 64, 96};
     const char                  *mc = getenv("CELER_GPU_MMQ_CHUNKED"), *bf = getenv("CELER_GPU_BLAS_FROM");
-    const char                  *ck = getenv("CELER_GPU_CHECK");
-    const bool here = batch_kernel_here() && !mc && !(bf && *bf) && !(ck && !strcmp(ck, "bad"));
+    const bool here = batch_kernel_here() && !mc && !(bf && *bf) && !checks_made_bad();
     celer_weight        wc[N], wg[N];
     const celer_weight *pg[N];
     void               *raw[N];
@@ -264,8 +263,9 @@ static void test_matmul_add(void)
  * batch kernel's launch, gpu_mmq_small_glu) always. Which path ran is held to
  * celer_gpu_matmul_glu_one where no variable moves the products: one token in one launch; a
  * batch's Q4_0 and Q8_0 pairs of rows a multiple of 32 too where NVIDIA's batch kernel runs
- * (batch_kernel_here) with both levels of the activations, the others (Q4_K; 600 rows) to the
- * fallback. The default's h against the CPU's fallback (matmul, matmul, glu): 1e-2 (3e-2 with
+ * (batch_kernel_here, its self-check not made to fail) with both levels of the activations, MLX
+ * affine 4 and 8 bits' with either, the others (Q4_K; 600 rows) to the fallback. The default's h
+ * against the CPU's fallback (matmul, matmul, glu): 1e-2 (3e-2 with
  * 8-bit activations). SiLU and GELU. */
 static void test_matmul_glu(void)
 {
@@ -273,10 +273,12 @@ static void test_matmul_glu(void)
     static const struct {
         celer_ggml_type type;
         int64_t         ff, T;
-    } cases[] = {{CELER_GGML_Q4_0, 3328, 1},  {CELER_GGML_Q4_0, 3240, 1}, {CELER_GGML_Q8_0, 3328, 1},
-                 {CELER_GGML_Q8_0, 3240, 1},  {CELER_GGML_Q4_K, 3328, 1}, {CELER_GGML_Q4_K, 3240, 1},
-                 {CELER_GGML_Q4_0, 640, 32},  {CELER_GGML_Q4_0, 608, 12}, {CELER_GGML_Q8_0, 640, 3},
-                 {CELER_GGML_Q8_0, 608, 32},  {CELER_GGML_Q4_0, 600, 8},  {CELER_GGML_Q4_K, 640, 16}};
+        int             mlx_bits; /* MLX affine, groups of 64, bf16 scales (type unused) */
+    } cases[] = {{CELER_GGML_Q4_0, 3328, 1, 0}, {CELER_GGML_Q4_0, 3240, 1, 0}, {CELER_GGML_Q8_0, 3328, 1, 0},
+                 {CELER_GGML_Q8_0, 3240, 1, 0}, {CELER_GGML_Q4_K, 3328, 1, 0}, {CELER_GGML_Q4_K, 3240, 1, 0},
+                 {CELER_GGML_Q4_0, 640, 32, 0}, {CELER_GGML_Q4_0, 608, 12, 0}, {CELER_GGML_Q8_0, 640, 3, 0},
+                 {CELER_GGML_Q8_0, 608, 32, 0}, {CELER_GGML_Q4_0, 600, 8, 0},  {CELER_GGML_Q4_K, 640, 16, 0},
+                 {CELER_GGML_Q4_0, 640, 32, 4}, {CELER_GGML_Q4_0, 608, 5, 8}};
     celer_backend *apart = gpu_backend_with((const char *const[]){"CELER_GPU_GLU_FUSE=0"}, 1), *was = gpu;
     const bool     moved = getenv("CELER_GPU_MMQ_FROM") || getenv("CELER_GPU_BLAS_FROM") || getenv("CELER_GPU_SQ_WIDE") ||
                        getenv("CELER_GPU_GLU_FUSE");
@@ -290,7 +292,13 @@ static void test_matmul_glu(void)
         const celer_ggml_type t = cases[c].type;
         const int64_t         ff = cases[c].ff, T = cases[c].T, n = T * ff;
         const celer_act       act = c % 2 ? CELER_ACT_GELU_TANH : CELER_ACT_SILU;
-        void  *rg = random_weights(t, ff, K, 0.1f), *ru = random_weights(t, ff, K, 0.1f);
+        const int mb = cases[c].mlx_bits;
+        void     *mg[3] = {NULL, NULL, NULL}, *mu[3] = {NULL, NULL, NULL};
+        void     *rg = mb ? NULL : random_weights(t, ff, K, 0.1f), *ru = mb ? NULL : random_weights(t, ff, K, 0.1f);
+        const celer_weight hg = mb ? mlx_host(ff, K, CELER_HF_QUANT_AFFINE, (uint32_t)mb, 64, CELER_ST_BF16, mg)
+                                   : (celer_weight){.type = t, .rows = ff, .cols = K, .data = rg};
+        const celer_weight hu = mb ? mlx_host(ff, K, CELER_HF_QUANT_AFFINE, (uint32_t)mb, 64, CELER_ST_BF16, mu)
+                                   : (celer_weight){.type = t, .rows = ff, .cols = K, .data = ru};
         void  *rd = random_weights(CELER_GGML_Q8_0, D, ff - ff % 32, 0.1f);
         float *x = malloc((size_t)(T * K) * sizeof *x), *h[2], *y[2], *hc = malloc((size_t)n * sizeof *hc);
         float *uc = malloc((size_t)n * sizeof *uc);
@@ -299,9 +307,7 @@ static void test_matmul_glu(void)
         celer_backend *be[2] = {was, apart};
         for (int b = 0; b < 2; b++) {
             gpu = be[b];
-            celer_weight wg = {.type = t, .rows = ff, .cols = K, .data = rg}, wu = wg, wd;
-            wu.data = ru;
-            wd      = (celer_weight){.type = CELER_GGML_Q8_0, .rows = D, .cols = ff - ff % 32, .data = rd};
+            celer_weight wg = hg, wu = hu, wd = {.type = CELER_GGML_Q8_0, .rows = D, .cols = ff - ff % 32, .data = rd};
             CHECK(gpu->ops->weight_load(gpu, &wg, &err) == CELER_OK && gpu->ops->weight_load(gpu, &wu, &err) == CELER_OK &&
                   gpu->ops->weight_load(gpu, &wd, &err) == CELER_OK);
             if (b == 0) one = celer_gpu_matmul_glu_one(gpu, &wg, &wu, T);
@@ -318,13 +324,12 @@ static void test_matmul_glu(void)
             gpu->ops->release(gpu, dx), gpu->ops->release(gpu, dh), gpu->ops->release(gpu, du), gpu->ops->release(gpu, dy);
         }
         gpu = was;
-        celer_weight cg = {.type = t, .rows = ff, .cols = K, .data = rg}, cu = cg;
-        cu.data = ru;
+        celer_weight cg = hg, cu = hu;
         CHECK(cpu->ops->weight_load(cpu, &cg, &err) == CELER_OK && cpu->ops->weight_load(cpu, &cu, &err) == CELER_OK);
         CHECK(cpu->ops->matmul(cpu, &cg, x, T, hc, &err) == CELER_OK && cpu->ops->matmul(cpu, &cu, x, T, uc, &err) == CELER_OK);
         CHECK(cpu->ops->glu(cpu, hc, uc, n, act, &err) == CELER_OK);
-        const bool   batch = (t == CELER_GGML_Q4_0 || t == CELER_GGML_Q8_0) && ff % 32 == 0 && batch_kernel_here() &&
-                           !x8_mode();
+        const bool   batch = (mb || t == CELER_GGML_Q4_0 || t == CELER_GGML_Q8_0) && ff % 32 == 0 && batch_kernel_here() &&
+                           !checks_made_bad() && (mb || !x8_mode());
         const bool   want  = T == 1 || batch;
         const bool   exact = T > 1 || 2 * (ff / 16) >= 3 * (int64_t)facts.compute_units;
         /* 8-bit activations: 3e-2 (Q4_K's 3240 rows with GELU came to 2.12e-2 against the CPU's
@@ -333,11 +338,12 @@ static void test_matmul_glu(void)
         const bool   same = !memcmp(h[0], h[1], (size_t)n * sizeof *h[0]) &&
                           (ff % 32 || !memcmp(y[0], y[1], (size_t)(T * D) * sizeof *y[0]));
         if (!(e < bound) || (exact && !same) || (!moved && one != want))
-            fprintf(stderr, "  matmul_glu %s ff=%lld T=%lld act %d: %.2e against the CPU, apart %s, %s\n",
-                    celer_ggml_type_get(t)->name, (long long)ff, (long long)T, (int)act, e, same ? "equal" : "differs",
-                    one ? "one launch" : "fallback");
+            fprintf(stderr, "  matmul_glu %s%s ff=%lld T=%lld act %d: %.2e against the CPU, apart %s, %s\n",
+                    mb ? "MLX affine" : celer_ggml_type_get(t)->name, mb == 4 ? " 4" : mb == 8 ? " 8" : "", (long long)ff,
+                    (long long)T, (int)act, e, same ? "equal" : "differs", one ? "one launch" : "fallback");
         CHECK(e < bound && (!exact || same) && (moved || one == want));
         free(rg), free(ru), free(rd), free(x), free(hc), free(uc);
+        for (int i = 0; i < 3; i++) free(mg[i]), free(mu[i]);
         for (int b = 0; b < 2; b++) free(h[b]), free(y[b]);
     }
     celer_backend_destroy(apart);

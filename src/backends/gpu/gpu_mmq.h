@@ -81,6 +81,16 @@ celer_status gpu_mmq_experts(gpu_backend *g, const gpu_wdesc *w, int fmt, const 
 celer_status gpu_mmq_expert_tiles(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const int32_t *tok,
                                   const int32_t *tiles, int64_t n_tiles, const int32_t *live, float *y,
                                   celer_error *err);
+/* Whether gpu_mmq_expert_tiles_glu takes these stacked gate and up experts (format fmt): Q4_0 or
+ * Q8_0 on NVIDIA's batch kernel, one shape and layout, rows a multiple of 32, g->glu_fuse. */
+bool gpu_mmq_expert_tiles_glus(const gpu_backend *g, const gpu_wdesc *wg, const gpu_wdesc *wu, int fmt);
+/* gpu_mmq_expert_tiles of the gate and the up experts (both levels of x̂), then the glu op over
+ * the N pairs' rows, in one launch: h's row s = act(gate row) · up row, quantized for the down
+ * products on the way out (gpu_xq_held), bit for bit the three launches (where
+ * gpu_mmq_expert_tiles_glus). */
+celer_status gpu_mmq_expert_tiles_glu(gpu_backend *g, const gpu_wdesc *wg, const gpu_wdesc *wu, int fmt,
+                                      const gpu_xq *xq, const int32_t *tok, const int32_t *tiles, int64_t n_tiles,
+                                      const int32_t *live, int64_t N, celer_act act, float *h, celer_error *err);
 /* Whether gpu_mmq_expert_tiles runs the format here: on NVIDIA's batch kernel or AMD's units. */
 bool gpu_mmq_tiles_has(const gpu_backend *g, int fmt);
 #if CELER_GPU_AMX
@@ -128,8 +138,9 @@ celer_status gpu_mmq_small_set(gpu_backend *g, const gpu_wdesc *w, int n, int fm
                                float *const *y, bool add, celer_error *err);
 
 /* Whether gpu_mmq_small_glu takes a step of T tokens of these gate and up weights (format fmt):
- * Q4_0 or Q8_0 on NVIDIA's batch kernel in its default geometry, both levels of the activations,
- * weights of one shape and layout, rows a multiple of 32, and no column parts where
+ * Q4_0, Q8_0 or MLX affine 4 or 8 bits on NVIDIA's batch kernel in its default geometry, both
+ * levels of the activations, weights of one shape, layout and groups, rows a multiple of 32, and
+ * no column parts where
  * gpu_mmq_small_set would run the pair (so the same sums). */
 bool gpu_mmq_small_glus(const gpu_backend *g, const gpu_wdesc *wg, const gpu_wdesc *wu, int fmt, int64_t T);
 /* h (T, wg.rows) = act(x̂ · wgᵀ) · (x̂ · wuᵀ) in one launch of the batch kernel, h also quantized

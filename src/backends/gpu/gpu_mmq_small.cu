@@ -458,33 +458,27 @@ __global__ void __launch_bounds__((sq_shape<F, NT, G>::THREADS), (sq_shape<F, NT
     sq_tile<F, NT, X8, G>(w, x, NULL, T, lb % s.nb[i], kz0, kend, s.y[i] + part * T * w.rows, s.add[i]);
 }
 
-/* A batch's gate and up products and their GLU in one launch (gpu_mmq_small_glu), Q4_0 and Q8_0 in
- * the default geometry: block b takes rows 64 b .. of the gate weight (its first four warps) and
- * the same rows of the up weight (the other four), every column (no parts), then h = act(gate) ·
- * up for its rows and tokens as k_glu computes it, written in f32 and, with xo.q, quantized as
- * k_glu quantizes it (a token's 64 rows are two whole blocks of 32 values: rows a multiple of 32).
- * Each sum is k_mmq_s's for a weight that takes no column parts: the same bits. The two halves'
- * sums meet in shared memory, the stages' (a token's row padded by 4 floats: the lanes of a warp
- * write distinct banks). */
+/* From acc (sq_sums' with PAIR, the default geometry: the block's gate rows r0 .. r0 + 63, then
+ * the same up rows), h = act(gate) · up for its rows and T tokens as k_glu computes it, written in
+ * f32 into h (token t's row at h + t · rows) and, with xo.q, quantized as k_glu quantizes it from
+ * block blk0 on (a token's 64 rows are two whole blocks of 32 values: rows a multiple of 32). The
+ * two halves' sums meet in the stages' shared memory (a token's row padded by 4 floats: the lanes
+ * of a warp write distinct banks). */
 enum { SQ_GLU_LD = 64 + 4 };
 template <int F, int NT>
-__global__ void __launch_bounds__((sq_shape<F, NT, SQ_GEOM_DEFAULT>::THREADS),
-                                  (sq_shape<F, NT, SQ_GEOM_DEFAULT>::BLOCKS))
-    k_mmq_s_glu(gpu_wdesc wg, gpu_wdesc wu, gpu_xq x, int64_t T, int act, float *__restrict__ h, gpu_xq_out xo)
+static __device__ __forceinline__ void sq_glu_put(const float (&acc)[sq_shape<F, NT, SQ_GEOM_DEFAULT>::NI][4],
+                                                  int64_t r0, int64_t T, int64_t rows, int act, float *__restrict__ h,
+                                                  const gpu_xq_out &xo, int64_t blk0)
 {
-    gpu_dep_enter();
     typedef sq_shape<F, NT, SQ_GEOM_DEFAULT> S;
     constexpr int HALF = S::SQ_ROWS / 2;
     static_assert(HALF + 4 == SQ_GLU_LD && S::HALVES == 1 && S::RT == 8, "four row tiles of each weight");
     static_assert(2 * NT * SQ_GLU_LD * sizeof(float) <= S::SQ_STAGES * S::STAGE && NT * HALF / 32 % 4 == 0,
                   "the sums in the stages' room; whole groups of four blocks");
     GPU_DYN_SHARED(int8_t, sq_smem);
-    const int     tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, q = lane % 4;
-    const int64_t r0 = (int64_t)blockIdx.x * HALF, rows = wg.rows;
-    float         acc[S::NI][4];
-    sq_sums<F, NT, false, SQ_GEOM_DEFAULT, false, true>(wg, wu, x, NULL, T, r0, 0, wg.cols / 32, acc);
-    float *gu = (float *)sq_smem; /* [gate, up][token][row of the block] */
-    __syncthreads();              /* every warp past its last stage */
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, q = lane % 4;
+    float    *gu = (float *)sq_smem; /* [gate, up][token][row of the block] */
+    __syncthreads();                 /* every warp past its last stage */
 #pragma unroll
     for (int ni = 0; ni < S::NI; ni++)
 #pragma unroll
@@ -503,8 +497,25 @@ __global__ void __launch_bounds__((sq_shape<F, NT, SQ_GEOM_DEFAULT>::THREADS),
         const float  v[4] = {glu_value(gv.x, uv.x, act), glu_value(gv.y, uv.y, act), glu_value(gv.z, uv.z, act),
                              glu_value(gv.w, uv.w, act)};
         if (live) *(float4 *)&h[t * rows + r0 + r] = make_float4(v[0], v[1], v[2], v[3]);
-        if (xo.q) xq_put<4>(v, j, (t * rows + r0 + 32 * b) / 32, live, xo);
+        if (xo.q) xq_put<4>(v, j, blk0 + (t * rows + r0 + 32 * b) / 32, live, xo);
     }
+}
+
+/* A batch's gate and up products and their GLU in one launch (gpu_mmq_small_glu), Q4_0, Q8_0 and
+ * MLX affine 4 and 8 bits in the default geometry: block b takes rows 64 b .. of the gate weight
+ * (its first four warps) and the same rows of the up weight (the other four), every column (no
+ * parts), then sq_glu_put.
+ * Each sum is k_mmq_s's for a weight that takes no column parts: the same bits. */
+template <int F, int NT>
+__global__ void __launch_bounds__((sq_shape<F, NT, SQ_GEOM_DEFAULT>::THREADS),
+                                  (sq_shape<F, NT, SQ_GEOM_DEFAULT>::BLOCKS))
+    k_mmq_s_glu(gpu_wdesc wg, gpu_wdesc wu, gpu_xq x, int64_t T, int act, float *__restrict__ h, gpu_xq_out xo)
+{
+    gpu_dep_enter();
+    const int64_t r0 = (int64_t)blockIdx.x * (sq_shape<F, NT, SQ_GEOM_DEFAULT>::SQ_ROWS / 2);
+    float         acc[sq_shape<F, NT, SQ_GEOM_DEFAULT>::NI][4];
+    sq_sums<F, NT, false, SQ_GEOM_DEFAULT, false, true>(wg, wu, x, NULL, T, r0, 0, wg.cols / 32, acc);
+    sq_glu_put<F, NT>(acc, r0, T, wg.rows, act, h, xo, 0);
 }
 
 /* y[j] (n[j] values) = Σ over the parts p of part[j][p · n[j] + ·], in part order: k_mmq_sum's
@@ -547,6 +558,31 @@ __global__ void __launch_bounds__((sq_shape<F, NT, SQ_GEOM_DEFAULT>::THREADS),
         x.q += s0 * x.nb * XQ_BLOCK, x.d += s0 * x.nb;
         sq_tile<F, NT, false, SQ_GEOM_DEFAULT>(w, x, NULL, n, blockIdx.x, 0, w.cols / 32, y, 0);
     }
+}
+
+/* k_mmq_s_experts' gate and up products and their GLU in one launch (gpu_mmq_expert_tiles_glu),
+ * Q4_0 and Q8_0: block (x, y) takes rows 64 x .. of tile y's expert's gate weight and the same
+ * rows of its up weight, then sq_glu_put into h's rows of the tile's pairs (pair s's at h + s ·
+ * rows, quantized as k_glu quantizes h). Each sum is k_mmq_s_experts': the same bits. */
+template <int F, int NT>
+__global__ void __launch_bounds__((sq_shape<F, NT, SQ_GEOM_DEFAULT>::THREADS),
+                                  (sq_shape<F, NT, SQ_GEOM_DEFAULT>::BLOCKS))
+    k_mmq_s_experts_glu(gpu_wdesc wg, gpu_wdesc wu, gpu_xq x, const int32_t *__restrict__ tok,
+                        const int32_t *__restrict__ tiles, const int32_t *__restrict__ live, int64_t stride, int act,
+                        float *__restrict__ h, gpu_xq_out xo)
+{
+    gpu_dep_enter();
+    if (live && (int64_t)blockIdx.y >= *live) return; /* the whole block */
+    const int32_t *tl = tiles + CELER_MOE_TILE * (int64_t)blockIdx.y;
+    const int64_t  s0 = tl[0], n = tl[1], r0 = (int64_t)blockIdx.x * (sq_shape<F, NT, SQ_GEOM_DEFAULT>::SQ_ROWS / 2);
+    float          acc[sq_shape<F, NT, SQ_GEOM_DEFAULT>::NI][4];
+    wg.data += tl[2] * stride, wu.data += tl[2] * stride;
+    if (tok) sq_sums<F, NT, false, SQ_GEOM_DEFAULT, true, true>(wg, wu, x, tok + s0, n, r0, 0, wg.cols / 32, acc);
+    else {
+        x.q += s0 * x.nb * XQ_BLOCK, x.d += s0 * x.nb;
+        sq_sums<F, NT, false, SQ_GEOM_DEFAULT, false, true>(wg, wu, x, NULL, n, r0, 0, wg.cols / 32, acc);
+    }
+    sq_glu_put<F, NT>(acc, r0, n, wg.rows, act, h + s0 * wg.rows, xo, s0 * wg.rows / 32);
 }
 
 /* Up to GPU_MMQ_SMALL tokens: k_mmq_s in tiles of 8, 16 or 32 tokens, in the geometry g->sq_geom. */
@@ -683,11 +719,12 @@ celer_status gpu_mmq_small(gpu_backend *g, const gpu_wdesc *w, int fmt, const gp
 
 bool gpu_mmq_small_glus(const gpu_backend *g, const gpu_wdesc *wg, const gpu_wdesc *wu, int fmt, int64_t T)
 {
-    if (!CELER_GPU_IMMA || (fmt != GPU_Q4_0 && fmt != GPU_Q8_0) || T < 1 || T > GPU_MMQ_SMALL || g->mvq_x8 ||
-        g->sq_geom != SQ_GEOM_DEFAULT || !gpu_mmq_batch_has(g, fmt))
+    const bool mlx = fmt == GPU_AFFINE4 || fmt == GPU_AFFINE8;
+    if (!CELER_GPU_IMMA || (fmt != GPU_Q4_0 && fmt != GPU_Q8_0 && !mlx) || T < 1 || T > GPU_MMQ_SMALL ||
+        (g->mvq_x8 && !mlx) || g->sq_geom != SQ_GEOM_DEFAULT || !gpu_mmq_batch_has(g, fmt))
         return false;
     if (wg->rows != wu->rows || wg->cols != wu->cols || wg->row_bytes != wu->row_bytes ||
-        wg->scales_off != wu->scales_off || wg->sdtype != wu->sdtype || wg->rows % 32)
+        wg->scales_off != wu->scales_off || wg->sdtype != wu->sdtype || wg->gshift != wu->gshift || wg->rows % 32)
         return false;
     int64_t kper; /* no column parts where gpu_mmq_small_set gives each weight its own: the same sums */
     return sq_parts(g, wg->rows, wg->cols, &kper) == 1;
@@ -700,17 +737,21 @@ celer_status gpu_mmq_small_glu(gpu_backend *g, const gpu_wdesc *wg, const gpu_wd
     typedef sq_shape<GPU_Q4_0, 32, SQ_GEOM_DEFAULT> S;
 #if CELER_GPU_IMMA
 #define SQ_GLU_FNS(F) {k_mmq_s_glu<F, 8>, k_mmq_s_glu<F, 16>, k_mmq_s_glu<F, 32>}
-    static const glu_fn fns[2][3] = {SQ_GLU_FNS(GPU_Q4_0), SQ_GLU_FNS(GPU_Q8_0)};
+    static const glu_fn fns[4][3] = {SQ_GLU_FNS(GPU_Q4_0), SQ_GLU_FNS(GPU_Q8_0), SQ_GLU_FNS(GPU_AFFINE4),
+                                     SQ_GLU_FNS(GPU_AFFINE8)};
 #undef SQ_GLU_FNS
 #else
-    static const glu_fn fns[2][3] = {{NULL, NULL, NULL}, {NULL, NULL, NULL}};
+    static const glu_fn fns[4][3] = {{NULL, NULL, NULL}, {NULL, NULL, NULL}, {NULL, NULL, NULL}, {NULL, NULL, NULL}};
 #endif
-    static const int stage[2][3] = SQ_SIZES_G(SQ_GEOM_DEFAULT, STAGE);
+    static const int stage[4][3] = {SQ_SIZES(SQ_GEOM_DEFAULT, GPU_Q4_0, STAGE), SQ_SIZES(SQ_GEOM_DEFAULT, GPU_Q8_0, STAGE),
+                                    SQ_SIZES(SQ_GEOM_DEFAULT, GPU_AFFINE4, STAGE),
+                                    SQ_SIZES(SQ_GEOM_DEFAULT, GPU_AFFINE8, STAGE)};
     static_assert(sq_shape<GPU_Q8_0, 8, SQ_GEOM_DEFAULT>::THREADS == S::THREADS, "one block shape");
     if (!gpu_mmq_small_glus(g, wg, wu, fmt, T))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no one-launch gate/up and GLU of format %d for %lld tokens",
                           CELER_GPU_NAME, fmt, (long long)T);
-    const int    f = fmt == GPU_Q8_0, s = T <= 8 ? 0 : T <= 16 ? 1 : 2;
+    const int    f = fmt == GPU_Q8_0 ? 1 : fmt == GPU_AFFINE4 ? 2 : fmt == GPU_AFFINE8 ? 3 : 0;
+    const int    s = T <= 8 ? 0 : T <= 16 ? 1 : 2;
     const glu_fn fn = fns[f][s];
     const size_t smem = (size_t)S::SQ_STAGES * (size_t)stage[f][s];
     unsigned     blocks;
@@ -724,6 +765,52 @@ celer_status gpu_mmq_small_glu(gpu_backend *g, const gpu_wdesc *wg, const gpu_wd
                                  h, xo))
         return err->code;
     gpu_xq_held(g, h, T * wg->rows, xo);
+    return CELER_OK;
+}
+
+bool gpu_mmq_expert_tiles_glus(const gpu_backend *g, const gpu_wdesc *wg, const gpu_wdesc *wu, int fmt)
+{
+    return CELER_GPU_IMMA && g->glu_fuse && (fmt == GPU_Q4_0 || fmt == GPU_Q8_0) && gpu_mmq_batch_has(g, fmt) &&
+           g->amx == CELER_AMX_NONE && wg->rows == wu->rows && wg->cols == wu->cols &&
+           wg->row_bytes == wu->row_bytes && wg->scales_off == wu->scales_off && wg->sdtype == wu->sdtype &&
+           wg->rows % 32 == 0;
+}
+
+celer_status gpu_mmq_expert_tiles_glu(gpu_backend *g, const gpu_wdesc *wg, const gpu_wdesc *wu, int fmt,
+                                      const gpu_xq *xq, const int32_t *tok, const int32_t *tiles, int64_t n_tiles,
+                                      const int32_t *live, int64_t N, celer_act act, float *h, celer_error *err)
+{
+    typedef void (*experts_fn)(gpu_wdesc, gpu_wdesc, gpu_xq, const int32_t *, const int32_t *, const int32_t *,
+                               int64_t, int, float *, gpu_xq_out);
+    typedef sq_shape<GPU_Q4_0, CELER_MOE_TILE_PAIRS, SQ_GEOM_DEFAULT> S4;
+    typedef sq_shape<GPU_Q8_0, CELER_MOE_TILE_PAIRS, SQ_GEOM_DEFAULT> S8;
+    static_assert(S4::THREADS == S8::THREADS && S4::SQ_STAGES == S8::SQ_STAGES, "one block shape");
+    if (!gpu_mmq_expert_tiles_glus(g, wg, wu, fmt) || xq->x8)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no one-launch experts' gate/up and GLU of format %d",
+                          CELER_GPU_NAME, fmt);
+    if (n_tiles <= 0 || N <= 0) return CELER_OK;
+    if (n_tiles > GPU_MAX_GRID_YZ)
+        return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: %lld tiles of experts' tokens: past the prefill grid",
+                          CELER_GPU_NAME, (long long)n_tiles);
+#if CELER_GPU_IMMA
+    const experts_fn fn = fmt == GPU_Q4_0 ? k_mmq_s_experts_glu<GPU_Q4_0, CELER_MOE_TILE_PAIRS>
+                                          : k_mmq_s_experts_glu<GPU_Q8_0, CELER_MOE_TILE_PAIRS>;
+#else
+    const experts_fn fn = NULL;
+#endif
+    const size_t smem = (size_t)S4::SQ_STAGES * (size_t)(fmt == GPU_Q4_0 ? S4::STAGE : S8::STAGE);
+    unsigned     br;
+    gpu_xq_out   xo = {NULL, NULL, false};
+    if (gpu_allow_smem(g, (const void *)fn, smem, err) ||
+        gpu_grid(g, wg->rows, S4::SQ_ROWS / 2, &br, "mmq experts glu", err) ||
+        gpu_xq_buffer_apart(g, N * wg->rows, xq, &xo, err))
+        return err->code;
+    gpu_forget_acts(g);
+    /* never launched early, as the batch kernel (gpu_mmq_small) */
+    if (GPU_LAUNCH_KEEPING_XQ_AS(g, err, "mmq experts glu", false, fn, dim3(br, (unsigned)n_tiles), S4::THREADS, smem,
+                                 *wg, *wu, *xq, tok, tiles, live, wg->rows * wg->row_bytes, (int)act, h, xo))
+        return err->code;
+    gpu_xq_held(g, h, N * wg->rows, xo);
     return CELER_OK;
 }
 

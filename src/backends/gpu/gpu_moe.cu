@@ -149,18 +149,23 @@ static celer_status group_products(gpu_backend *g, const gpu_wdesc *w, int fmt, 
 }
 
 /* The grouped products of the N pairs (pair s's input x's row tok[s], T rows of d): gate and up,
- * the GLU, down into Y's row s, one launch a product on the integer matrix units. x is quantized
+ * the GLU, down into Y's row s, one launch a product on the integer matrix units (gate, up and
+ * the GLU one launch of the batch kernel's tiles where gpu_mmq_expert_tiles_glus). x is quantized
  * once, its rows read in place (a gathered copy of the pairs' inputs and its quantization took 8%
  * of a 30B-A3B pp512). */
 static celer_status group_chain(gpu_backend *g, const float *x, int64_t T, const int32_t *tok, int64_t N, int64_t d,
                                 int64_t ff, const moe_groups *gr, celer_act act, const gpu_wdesc dw[3],
                                 const int fw[3], float *G, float *U, float *Y, celer_error *err)
 {
-    gpu_xq xq;
-    if (gpu_quant_x(g, x, T, d, false, &xq, err) || group_products(g, &dw[0], fw[0], &xq, tok, gr, G, err) ||
-        group_products(g, &dw[1], fw[1], &xq, tok, gr, U, err) ||
-        g->base.ops->glu(&g->base, G, U, N * ff, act, err) || gpu_quant_x(g, G, N, ff, false, &xq, err))
+    gpu_xq     xq;
+    const bool one = gr->tiles && fw[0] == fw[1] && gpu_mmq_expert_tiles_glus(g, &dw[0], &dw[1], fw[0]);
+    if (gpu_quant_x(g, x, T, d, false, &xq, err)) return err->code;
+    if (one ? gpu_mmq_expert_tiles_glu(g, &dw[0], &dw[1], fw[0], &xq, tok, gr->d, gr->n, gr->live, N, act, G, err) != CELER_OK
+            : group_products(g, &dw[0], fw[0], &xq, tok, gr, G, err) ||
+                  group_products(g, &dw[1], fw[1], &xq, tok, gr, U, err) ||
+                  g->base.ops->glu(&g->base, G, U, N * ff, act, err))
         return err->code;
+    if (gpu_quant_x(g, G, N, ff, false, &xq, err)) return err->code;
     return group_products(g, &dw[2], fw[2], &xq, NULL, gr, Y, err);
 }
 
