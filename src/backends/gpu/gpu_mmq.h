@@ -140,8 +140,7 @@ celer_status gpu_mmq_small_set(gpu_backend *g, const gpu_wdesc *w, int n, int fm
 /* Whether gpu_mmq_small_glu takes a step of T tokens of these gate and up weights (format fmt):
  * Q4_0, Q8_0 or MLX affine 4 or 8 bits on NVIDIA's batch kernel in its default geometry, both
  * levels of the activations, weights of one shape, layout and groups, rows a multiple of 32, and
- * no column parts where
- * gpu_mmq_small_set would run the pair (so the same sums). */
+ * no column parts where gpu_mmq_small_set would run the pair (so the same sums). */
 bool gpu_mmq_small_glus(const gpu_backend *g, const gpu_wdesc *wg, const gpu_wdesc *wu, int fmt, int64_t T);
 /* h (T, wg.rows) = act(x̂ · wgᵀ) · (x̂ · wuᵀ) in one launch of the batch kernel, h also quantized
  * for the product that reads it next (gpu_xq_held): gpu_mmq_small_set of the pair, then the glu

@@ -504,8 +504,8 @@ static __device__ __forceinline__ void sq_glu_put(const float (&acc)[sq_shape<F,
 /* A batch's gate and up products and their GLU in one launch (gpu_mmq_small_glu), Q4_0, Q8_0 and
  * MLX affine 4 and 8 bits in the default geometry: block b takes rows 64 b .. of the gate weight
  * (its first four warps) and the same rows of the up weight (the other four), every column (no
- * parts), then sq_glu_put.
- * Each sum is k_mmq_s's for a weight that takes no column parts: the same bits. */
+ * parts), then sq_glu_put. Each sum is k_mmq_s's for a weight that takes no column parts: the
+ * same bits. */
 template <int F, int NT>
 __global__ void __launch_bounds__((sq_shape<F, NT, SQ_GEOM_DEFAULT>::THREADS),
                                   (sq_shape<F, NT, SQ_GEOM_DEFAULT>::BLOCKS))
