@@ -89,7 +89,7 @@
 #            (logs/trace-*.txt); TRACE_P=N traces N sequences decoding together instead (`bench -p
 #            TRACE_PROMPT -n TRACE_N -P N`, prompts of 16 by default: the server's batch; 128 with
 #            TRACE_N=128 is the acceptance row's 128 + 128); TRACE_TYPE=T the weights' type (default Q4_0; MLX:
-#            the mlx step's 8B directory); run build first (its celer makes the models)
+#            each shape's affine4 g64 directory, as ab's); run build first (its celer makes the models)
 #   standalone  the standalone CUDA harnesses of dev/kernels (STANDALONE, default gpu_mvwait; also
 #            gpu_mvnorm gpu_mvbulk gpu_readpat gpu_sqh gpu_sqr), built with nvcc for sm_90 and run
 #            with STANDALONE_ARGS
@@ -102,8 +102,8 @@
 #            8B and the 30B-A3B (AB_MODELS), AB_ROUNDS rounds (default 2) taking the variants in
 #            turn; AB_PP=1 adds pp512; AB_P=N runs N sequences of 128 + 128 at once (bench -P, the
 #            batcher: aggregate tok/s); AB_DEPTH=D measures after D tokens of context (bench -d); AB_TYPE=T the
-#            weights' type (default Q4_0; Q4_K_M for dev/patches/mvq-kquants-one-unit.diff; MLX: the 8B's
-#            MLX affine4 g64 directory, the mlx step's, for every shape named); AB_TEMP=T
+#            weights' type (default Q4_0; Q4_K_M for dev/patches/mvq-kquants-one-unit.diff; MLX: each
+#            shape's MLX affine4 g64 directory, the 8B's the mlx step's); AB_TEMP=T
 #            sampled decode at temperature T (bench --temp). Last, `ab NAME steps`: how each variant's
 #            steps ran (op by op, recorded, replayed; a short run with CELER_GPU_STATS=1, not timed).
 #            base is the build step's own build (made
@@ -355,14 +355,23 @@ step_bench() {
     done
 }
 
-# The 8B's shape in Q8_0 without Llama 3's RoPE scaling (a GGUF keeps its frequencies, which
-# config.json cannot say), quantized to MLX affine 4-bit, groups of 64: its directory in m.
+# A shape (default the 8B) quantized to MLX affine 4-bit, groups of 64: its directory in m. The
+# 8B from its shape in Q8_0 without Llama 3's RoPE scaling (a GGUF keeps its frequencies, which
+# config.json cannot say); another shape from its Q4_0 file (synth_big's: the values are random
+# either way, and a 30B-A3B in Q8_0 would take 32 GB more of the disk).
 synth_mlx() {
-    local q8=$SYNTH/llama-8b-shape-Q8_0.gguf
-    m=$SYNTH/llama-3.1-8b-mlx-affine4-g64
-    [ -f "$q8" ] || "$B/celer" synth --arch llama --layers 32 --embd 4096 --ff 14336 --heads 32 --kv-heads 8 \
-        --vocab 128256 --type Q8_0 -o "$q8" >"$OUT/logs/synth-llama-8b-shape-Q8_0.log" 2>&1
-    [ -d "$m" ] || "$B/celer" quantize "$q8" "$m" --bits 4 --group-size 64 >"$OUT/logs/quantize-mlx.log" 2>&1
+    local shape=${1:-llama-3.1-8b} src
+    m=$SYNTH/$shape-mlx-affine4-g64
+    if [ "$shape" = llama-3.1-8b ]; then
+        src=$SYNTH/llama-8b-shape-Q8_0.gguf
+        [ -f "$src" ] || "$B/celer" synth --arch llama --layers 32 --embd 4096 --ff 14336 --heads 32 --kv-heads 8 \
+            --vocab 128256 --type Q8_0 -o "$src" >"$OUT/logs/synth-llama-8b-shape-Q8_0.log" 2>&1
+    else
+        local was=${f:-}
+        synth_big "$shape" Q4_0 && src=$f
+        f=$was
+    fi
+    [ -d "$m" ] || "$B/celer" quantize "$src" "$m" --bits 4 --group-size 64 >"$OUT/logs/quantize-mlx-$shape.log" 2>&1
 }
 
 # The median of the numbers given.
@@ -513,7 +522,7 @@ step_profile() {
         "pp512-8b-mlx:llama-3.1-8b:MLX:bench -p 512 -n 1 -r 1"; do
         IFS=: read -r name shape type cmd <<<"$item"
         [[ "$want" == *" $name "* ]] || continue
-        if [ "$type" = MLX ]; then synth_mlx && f=$m; else synth_big "$shape" "$type"; fi
+        if [ "$type" = MLX ]; then synth_mlx "$shape" && f=$m; else synth_big "$shape" "$type"; fi
         read -ra cmd <<<"$cmd"
         if [ "${cmd[0]}" = generate ]; then
             profile "$name" "$B/celer" generate -m "$f" --backend cuda --no-chat -p "hello there" "${cmd[@]:1}"
@@ -605,7 +614,7 @@ step_trace() {
         { result "trace (build)" FAILED; tail -20 "$OUT/logs/trace-build.log"; return 0; }
     mv "$B/.celer-sources.new" "$B/.celer-sources"
     for shape in ${TRACE_MODELS:-qwen3-0.6b llama-3.1-8b}; do
-        if [ "${TRACE_TYPE:-}" = MLX ]; then B=${B%-trace} synth_mlx && f=$m; else B=${B%-trace} synth_big "$shape" "${TRACE_TYPE:-Q4_0}"; fi
+        if [ "${TRACE_TYPE:-}" = MLX ]; then B=${B%-trace} synth_mlx "$shape" && f=$m; else B=${B%-trace} synth_big "$shape" "${TRACE_TYPE:-Q4_0}"; fi
         log="$OUT/logs/trace-$shape-${TRACE_TYPE:-Q4_0}.txt"
         if [ -n "${TRACE_P:-}" ]; then
             CELER_GPU_TRACE=1 "$B/celer" bench -m "$f" --backend cuda -p "${TRACE_PROMPT:-16}" -n "${TRACE_N:-64}" -P "$TRACE_P" -r 1 >"$log" 2>&1
@@ -618,10 +627,10 @@ step_trace() {
     done
 }
 
-# ab's model of a shape into $f: a synthetic GGUF file of AB_TYPE, or with AB_TYPE=MLX the 8B's
-# MLX affine4 g64 directory (the mlx step's; the 8B's shape whatever the shape's name).
+# ab's model of a shape into $f: a synthetic GGUF file of AB_TYPE, or with AB_TYPE=MLX the shape's
+# MLX affine4 g64 directory (synth_mlx's; the 8B's is the mlx step's).
 ab_model() {
-    if [ "${AB_TYPE:-}" = MLX ]; then synth_mlx && f=$m; else synth_big "$1" "${AB_TYPE:-Q4_0}"; fi
+    if [ "${AB_TYPE:-}" = MLX ]; then synth_mlx "$1" && f=$m; else synth_big "$1" "${AB_TYPE:-Q4_0}"; fi
 }
 
 # A variant's build: the tree itself, or a copy with its patches applied (built once per set).
