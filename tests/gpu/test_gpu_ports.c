@@ -265,8 +265,8 @@ static void test_matmul_add(void)
  * batch's Q4_0 and Q8_0 pairs of rows a multiple of 32 too where NVIDIA's batch kernel runs
  * (batch_kernel_here, its self-check not made to fail) with both levels of the activations, MLX
  * affine 4 and 8 bits' with either, the others (Q4_K; 600 rows) to the fallback. The default's h
- * against the CPU's fallback (matmul, matmul, glu): 1e-2 (3e-2 with
- * 8-bit activations). SiLU and GELU. */
+ * against the CPU's fallback (matmul, matmul, glu): 1e-2 (3e-2 with 8-bit activations). SiLU and
+ * GELU. */
 static void test_matmul_glu(void)
 {
     enum { K = 512, D = 64 };
