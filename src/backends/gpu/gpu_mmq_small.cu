@@ -717,14 +717,19 @@ celer_status gpu_mmq_small(gpu_backend *g, const gpu_wdesc *w, int fmt, const gp
     return gpu_mmq_small_set(g, w, 1, fmt, xq, T, &y, add, err);
 }
 
+/* Whether a gate and an up weight can share one launch's blocks (sq_sums with PAIR reads both at
+ * one plan's offsets): one shape, layout and groups, rows whole blocks of 32 GLU values. */
+static bool sq_glu_pair(const gpu_wdesc *wg, const gpu_wdesc *wu)
+{
+    return wg->rows == wu->rows && wg->cols == wu->cols && wg->row_bytes == wu->row_bytes &&
+           wg->scales_off == wu->scales_off && wg->sdtype == wu->sdtype && wg->gshift == wu->gshift && wg->rows % 32 == 0;
+}
+
 bool gpu_mmq_small_glus(const gpu_backend *g, const gpu_wdesc *wg, const gpu_wdesc *wu, int fmt, int64_t T)
 {
     const bool mlx = fmt == GPU_AFFINE4 || fmt == GPU_AFFINE8;
     if (!CELER_GPU_IMMA || (fmt != GPU_Q4_0 && fmt != GPU_Q8_0 && !mlx) || T < 1 || T > GPU_MMQ_SMALL ||
-        (g->mvq_x8 && !mlx) || g->sq_geom != SQ_GEOM_DEFAULT || !gpu_mmq_batch_has(g, fmt))
-        return false;
-    if (wg->rows != wu->rows || wg->cols != wu->cols || wg->row_bytes != wu->row_bytes ||
-        wg->scales_off != wu->scales_off || wg->sdtype != wu->sdtype || wg->gshift != wu->gshift || wg->rows % 32)
+        (g->mvq_x8 && !mlx) || g->sq_geom != SQ_GEOM_DEFAULT || !gpu_mmq_batch_has(g, fmt) || !sq_glu_pair(wg, wu))
         return false;
     int64_t kper; /* no column parts where gpu_mmq_small_set gives each weight its own: the same sums */
     return sq_parts(g, wg->rows, wg->cols, &kper) == 1;
@@ -771,9 +776,7 @@ celer_status gpu_mmq_small_glu(gpu_backend *g, const gpu_wdesc *wg, const gpu_wd
 bool gpu_mmq_expert_tiles_glus(const gpu_backend *g, const gpu_wdesc *wg, const gpu_wdesc *wu, int fmt)
 {
     return CELER_GPU_IMMA && g->glu_fuse && (fmt == GPU_Q4_0 || fmt == GPU_Q8_0) && gpu_mmq_batch_has(g, fmt) &&
-           g->amx == CELER_AMX_NONE && wg->rows == wu->rows && wg->cols == wu->cols &&
-           wg->row_bytes == wu->row_bytes && wg->scales_off == wu->scales_off && wg->sdtype == wu->sdtype &&
-           wg->rows % 32 == 0;
+           g->amx == CELER_AMX_NONE && sq_glu_pair(wg, wu);
 }
 
 celer_status gpu_mmq_expert_tiles_glu(gpu_backend *g, const gpu_wdesc *wg, const gpu_wdesc *wu, int fmt,
