@@ -12,7 +12,8 @@
  *     and up products and GLU in one launch against three (CELER_GPU_GLU_FUSE=0), bit for bit, and
  *     a grouped step's (the batch kernel's tiles) the same;
  *     the port moe_ffn_add (those down products adding to the residual) as moe_ffn then add;
- *     stacked MLX affine 4 and 8-bit experts (an mlx-community MoE's) on every path, 2e-2.
+ *     stacked MLX affine 4 and 8-bit experts (an mlx-community MoE's) on every path, 2e-2, their
+ *     grouped steps bit for bit against CELER_GPU_GLU_FUSE=0.
  * Run on a machine with a GPU (scripts/gpu-check.sh); built only with CELER_CUDA or CELER_HIP. */
 #include "backends/ports.h"
 
@@ -152,7 +153,8 @@ static void test_moe_stacked(celer_ggml_type t, int64_t T, int64_t ff, int sms)
 /* moe_ffn over stacked MLX experts (an mlx-community MoE checkpoint's switch_mlp; mxfp4: gpt-oss's):
  * the GPU's views of one tensor a projection against the CPU's experts, each its rows of the same
  * arrays, within the CPU's bound: T = 1 the combining decode kernels, 32 a batch, 300 (past 256
- * pairs) the host-grouped path's matrix units (affine 4 and 8 bits, mxfp4, nvfp4). */
+ * pairs) the host-grouped path's matrix units (affine 4 and 8 bits, mxfp4, nvfp4); the grouped
+ * steps bit for bit against CELER_GPU_GLU_FUSE=0. */
 static void test_moe_stacked_mlx(celer_hf_quant_mode mode, uint32_t bits, uint32_t group, celer_st_dtype dtype,
                                  int64_t T)
 {
@@ -184,6 +186,18 @@ static void test_moe_stacked_mlx(celer_hf_quant_mode mode, uint32_t bits, uint32
     const double e = rel_l2f(og, oc, T * SD);
     if (!(e < 2e-2)) fprintf(stderr, "  moe_ffn stacked %s T=%lld: %.2e\n", desc, (long long)T, e);
     CHECK(e < 2e-2);
+    /* steps grouped by expert: the default (affine 4 and 8 bits: the batch kernel's tiles taking
+     * gate, up and the GLU in one launch) bit for bit the three launches */
+    if (glu_apart && T >= 8 && !getenv("CELER_GPU_MOE_GROUP")) {
+        float *oa = malloc((size_t)(T * SD) * 4);
+        stacked_ffn(glu_apart, host, T, x, ic, wc, SFF, oa);
+        const bool same = !memcmp(oa, og, (size_t)(T * SD) * 4);
+        if (!same)
+            fprintf(stderr, "  moe_ffn stacked %s T=%lld: CELER_GPU_GLU_FUSE=0 differs bit for bit\n", desc,
+                    (long long)T);
+        CHECK(same);
+        free(oa);
+    }
     free(logits), free(wc), free(ic), free(x), free(oc), free(og);
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 3; j++) free(bufs[i][j]);
@@ -452,6 +466,7 @@ int main(void)
     test_moe_stacked_mlx(CELER_HF_QUANT_AFFINE, 4, 64, CELER_ST_BF16, 1);
     test_moe_stacked_mlx(CELER_HF_QUANT_AFFINE, 4, 64, CELER_ST_BF16, 32);
     test_moe_stacked_mlx(CELER_HF_QUANT_AFFINE, 4, 64, CELER_ST_BF16, 300);
+    test_moe_stacked_mlx(CELER_HF_QUANT_AFFINE, 8, 32, CELER_ST_F32, 32);
     test_moe_stacked_mlx(CELER_HF_QUANT_AFFINE, 8, 32, CELER_ST_F32, 300);
     test_moe_stacked_mlx(CELER_HF_QUANT_MXFP4, 4, 32, CELER_ST_BF16, 32);
     test_moe_stacked_mlx(CELER_HF_QUANT_MXFP4, 4, 32, CELER_ST_BF16, 300);

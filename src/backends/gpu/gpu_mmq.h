@@ -81,8 +81,9 @@ celer_status gpu_mmq_experts(gpu_backend *g, const gpu_wdesc *w, int fmt, const 
 celer_status gpu_mmq_expert_tiles(gpu_backend *g, const gpu_wdesc *w, int fmt, const gpu_xq *xq, const int32_t *tok,
                                   const int32_t *tiles, int64_t n_tiles, const int32_t *live, float *y,
                                   celer_error *err);
-/* Whether gpu_mmq_expert_tiles_glu takes these stacked gate and up experts (format fmt): Q4_0 or
- * Q8_0 on NVIDIA's batch kernel, one shape and layout, rows a multiple of 32, g->glu_fuse. */
+/* Whether gpu_mmq_expert_tiles_glu takes these stacked gate and up experts (format fmt): Q4_0,
+ * Q8_0 or MLX affine 4 or 8 bits on NVIDIA's batch kernel, one shape, layout and groups, rows a
+ * multiple of 32, g->glu_fuse. */
 bool gpu_mmq_expert_tiles_glus(const gpu_backend *g, const gpu_wdesc *wg, const gpu_wdesc *wu, int fmt);
 /* gpu_mmq_expert_tiles of the gate and the up experts (both levels of x̂), then the glu op over
  * the N pairs' rows, in one launch: h's row s = act(gate row) · up row, quantized for the down

@@ -561,9 +561,10 @@ __global__ void __launch_bounds__((sq_shape<F, NT, SQ_GEOM_DEFAULT>::THREADS),
 }
 
 /* k_mmq_s_experts' gate and up products and their GLU in one launch (gpu_mmq_expert_tiles_glu),
- * Q4_0 and Q8_0: block (x, y) takes rows 64 x .. of tile y's expert's gate weight and the same
- * rows of its up weight, then sq_glu_put into h's rows of the tile's pairs (pair s's at h + s ·
- * rows, quantized as k_glu quantizes h). Each sum is k_mmq_s_experts': the same bits. */
+ * Q4_0, Q8_0 and MLX affine 4 and 8 bits: block (x, y) takes rows 64 x .. of tile y's expert's
+ * gate weight and the same rows of its up weight, then sq_glu_put into h's rows of the tile's
+ * pairs (pair s's at h + s · rows, quantized as k_glu quantizes h). Each sum is
+ * k_mmq_s_experts': the same bits. */
 template <int F, int NT>
 __global__ void __launch_bounds__((sq_shape<F, NT, SQ_GEOM_DEFAULT>::THREADS),
                                   (sq_shape<F, NT, SQ_GEOM_DEFAULT>::BLOCKS))
@@ -775,8 +776,9 @@ celer_status gpu_mmq_small_glu(gpu_backend *g, const gpu_wdesc *wg, const gpu_wd
 
 bool gpu_mmq_expert_tiles_glus(const gpu_backend *g, const gpu_wdesc *wg, const gpu_wdesc *wu, int fmt)
 {
-    return CELER_GPU_IMMA && g->glu_fuse && (fmt == GPU_Q4_0 || fmt == GPU_Q8_0) && gpu_mmq_batch_has(g, fmt) &&
-           g->amx == CELER_AMX_NONE && sq_glu_pair(wg, wu);
+    const bool f = fmt == GPU_Q4_0 || fmt == GPU_Q8_0 || fmt == GPU_AFFINE4 || fmt == GPU_AFFINE8;
+    return CELER_GPU_IMMA && g->glu_fuse && f && gpu_mmq_batch_has(g, fmt) && g->amx == CELER_AMX_NONE &&
+           sq_glu_pair(wg, wu);
 }
 
 celer_status gpu_mmq_expert_tiles_glu(gpu_backend *g, const gpu_wdesc *wg, const gpu_wdesc *wu, int fmt,
@@ -785,9 +787,14 @@ celer_status gpu_mmq_expert_tiles_glu(gpu_backend *g, const gpu_wdesc *wg, const
 {
     typedef void (*experts_fn)(gpu_wdesc, gpu_wdesc, gpu_xq, const int32_t *, const int32_t *, const int32_t *,
                                int64_t, int, float *, gpu_xq_out);
-    typedef sq_shape<GPU_Q4_0, CELER_MOE_TILE_PAIRS, SQ_GEOM_DEFAULT> S4;
-    typedef sq_shape<GPU_Q8_0, CELER_MOE_TILE_PAIRS, SQ_GEOM_DEFAULT> S8;
-    static_assert(S4::THREADS == S8::THREADS && S4::SQ_STAGES == S8::SQ_STAGES, "one block shape");
+    typedef sq_shape<GPU_Q4_0, CELER_MOE_TILE_PAIRS, SQ_GEOM_DEFAULT>    S4;
+    typedef sq_shape<GPU_Q8_0, CELER_MOE_TILE_PAIRS, SQ_GEOM_DEFAULT>    S8;
+    typedef sq_shape<GPU_AFFINE4, CELER_MOE_TILE_PAIRS, SQ_GEOM_DEFAULT> SA4;
+    typedef sq_shape<GPU_AFFINE8, CELER_MOE_TILE_PAIRS, SQ_GEOM_DEFAULT> SA8;
+    static_assert(S4::THREADS == S8::THREADS && S4::THREADS == SA4::THREADS && S4::THREADS == SA8::THREADS &&
+                      S4::SQ_STAGES == S8::SQ_STAGES && S4::SQ_STAGES == SA4::SQ_STAGES &&
+                      S4::SQ_STAGES == SA8::SQ_STAGES,
+                  "one block shape");
     if (!gpu_mmq_expert_tiles_glus(g, wg, wu, fmt) || xq->x8)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no one-launch experts' gate/up and GLU of format %d",
                           CELER_GPU_NAME, fmt);
@@ -796,12 +803,16 @@ celer_status gpu_mmq_expert_tiles_glu(gpu_backend *g, const gpu_wdesc *wg, const
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: %lld tiles of experts' tokens: past the prefill grid",
                           CELER_GPU_NAME, (long long)n_tiles);
 #if CELER_GPU_IMMA
-    const experts_fn fn = fmt == GPU_Q4_0 ? k_mmq_s_experts_glu<GPU_Q4_0, CELER_MOE_TILE_PAIRS>
-                                          : k_mmq_s_experts_glu<GPU_Q8_0, CELER_MOE_TILE_PAIRS>;
+    const experts_fn fn = fmt == GPU_Q4_0      ? k_mmq_s_experts_glu<GPU_Q4_0, CELER_MOE_TILE_PAIRS>
+                          : fmt == GPU_Q8_0    ? k_mmq_s_experts_glu<GPU_Q8_0, CELER_MOE_TILE_PAIRS>
+                          : fmt == GPU_AFFINE4 ? k_mmq_s_experts_glu<GPU_AFFINE4, CELER_MOE_TILE_PAIRS>
+                                               : k_mmq_s_experts_glu<GPU_AFFINE8, CELER_MOE_TILE_PAIRS>;
 #else
     const experts_fn fn = NULL;
 #endif
-    const size_t smem = (size_t)S4::SQ_STAGES * (size_t)(fmt == GPU_Q4_0 ? S4::STAGE : S8::STAGE);
+    const int    stage = fmt == GPU_Q4_0 ? S4::STAGE : fmt == GPU_Q8_0 ? S8::STAGE : fmt == GPU_AFFINE4 ? SA4::STAGE
+                                                                                                   : SA8::STAGE;
+    const size_t smem  = (size_t)S4::SQ_STAGES * (size_t)stage;
     unsigned     br;
     gpu_xq_out   xo = {NULL, NULL, false};
     if (gpu_allow_smem(g, (const void *)fn, smem, err) ||
