@@ -442,7 +442,7 @@ extern "C" celer_status celer_gpu_backend_create(celer_backend **out, const cele
     if (g->mmq_from < 0 || g->mmq_from > GPU_MMQ_SMALL) g->mmq_from = GPU_MMQ_FROM;
     const char *mc  = getenv("CELER_GPU_MMQ_CHUNKED"); /* tokens, 0: the tiled kernel past 32 (gpu_mmq.h) */
     g->mmq_chunked  = mc && *mc && atoi(mc) >= 0 ? atoi(mc) : GPU_MMQ_CHUNKED;
-    /* CELER_GPU_SQ_WIDE=0 or 1: the batch kernel's other geometries (gpu_mmq_small.cu; 2: SQ_GEOM_DEFAULT) */
+    /* CELER_GPU_SQ_WIDE=0 or 1: the batch kernel's other geometries (gpu_mmq_small.cuh; 2: SQ_GEOM_DEFAULT) */
     g->sq_geom      = env_is("CELER_GPU_SQ_WIDE", "0") ? 0 : env_is("CELER_GPU_SQ_WIDE", "1") ? 1 : 2;
     g->sq_long      = !env_is("CELER_GPU_SQ_LONG", "0");
     g->norm_add_slice = !env_is("CELER_GPU_NORM_ADD_SLICE", "0"); /* 0: add_rmsnorm in one block a row */

@@ -81,7 +81,7 @@ typedef struct {
     int      mmq_chunked; /* steps of up to this many take the batch kernel in chunks (gpu_mmq.h) */
     int      amx;         /* AMD: the matrix units the loaded code takes (CELER_AMX_*; gpu_amx_take) */
     bool     mmq_off;     /* the tiled integer kernel failed its self-check (gpu_selfcheck): left off */
-    int      sq_geom;     /* the batch kernel's geometry, 2 (CELER_GPU_SQ_WIDE=0 or 1: the others; gpu_mmq_small.cu) */
+    int      sq_geom;     /* the batch kernel's geometry, 2 (CELER_GPU_SQ_WIDE=0 or 1: the others; gpu_mmq_small.cuh) */
     bool     sq_long;     /* the batch kernel's long rows in parts of its 128-row grid (gpu_mmq_small.cu's
                            * sq_parts; CELER_GPU_SQ_LONG=0: of a 64-row grid, as the others) */
     int      blas_from;   /* Q4_0/Q8_0 steps of this many tokens take the vendor BLAS; 0: none does (gpu_blas.h) */
@@ -106,7 +106,8 @@ typedef struct {
     bool     moe_combine; /* MoE decode's down products sum their choices (gpu_matvec_combine.cu; MOE_COMBINE=0: not) */
     bool     glu_fuse;    /* one-token gate/up and GLU in one launch (gpu_matvec_glu.cu; CELER_GPU_GLU_FUSE=0: not) */
     bool     qkv_in;      /* one-token q/k/v products make their attention inputs (CELER_GPU_QKV_IN=0: not) */
-    bool     moe_stream;  /* a MoE prefill's experts on the batch kernel (gpu_mmq_small.cu); CELER_GPU_MOE_STREAM=0: not */
+    bool     moe_stream;  /* a MoE prefill's experts on the batch kernel (gpu_mmq_small_experts.cu;
+                           * CELER_GPU_MOE_STREAM=0: not) */
     int32_t *h_pos, *h_seq, *h_tables; /* what was uploaded last */
     int64_t  h_pos_n, h_seq_n, h_tables_n;
     /* RoPE frequency tables (gpu_rope_freqs), one per (base, rotated dimensions, divisors) */

@@ -13,7 +13,7 @@
  * current tiles are multiplied, so their latency hides behind the matrix work (without that, a
  * block waited on memory at every iteration; ncu put the whole kernel at ~60 TOPS at pp512 on the
  * H200). Rows are padded by 4 bytes so that the fragment loads of a warp fall in distinct banks.
- * Batches of decodes take the streaming kernel of gpu_mmq_small.cu. A grid of fewer blocks than
+ * Batches of decodes take the streaming kernel of gpu_mmq_small.cuh. A grid of fewer blocks than
  * fill the device twice (a batch of decodes: 4096 rows are 64 blocks) is split over the columns
  * (blockIdx.z), each part's sums written apart and added in part order by a second kernel: every
  * block then walks fewer columns, and more of them hide each other's latency.

@@ -45,7 +45,7 @@ bool         gpu_mmq_has(const gpu_backend *g, int fmt);
  * / 52.8 (codes made bytes from words; nvfp4's two products a block), at 8 98.5 / 97.0 / 63.6
  * against 35.0 / 44.8 / 52.7 (forty-seventh pass). */
 int64_t      gpu_mmq_from(const gpu_backend *g, int fmt);
-/* Whether the batch kernel (gpu_mmq_small.cu: mma.sync fragments, 32-lane warps) runs the
+/* Whether the batch kernel (gpu_mmq_small.cuh: mma.sync fragments, 32-lane warps) runs the
  * format here: NVIDIA's units only (not after a failed self-check, g->mmq_off); Q4_0 and Q8_0,
  * and MLX affine (2 to 8 bits), mxfp4 and nvfp4 in its default geometry (g->sq_geom). Without it
  * a step of a few tokens takes the tiled kernel, or for the formats it lacks the decode kernels. */
@@ -107,7 +107,7 @@ celer_status gpu_mmq_amx_tiles(gpu_backend *g, const gpu_wdesc *w, int fmt, cons
  * (docs/benchmarks/gpu-h200.md, twentieth pass); fewer were not measured. */
 enum { GPU_MOE_GROUP = 8 };
 
-/* ---- shared by the tiled prefill kernel (gpu_mmq.cu) and the batch kernel (gpu_mmq_small.cu) */
+/* ---- shared by the tiled prefill kernel (gpu_mmq.cu) and the batch kernel (gpu_mmq_small.cuh) */
 
 /* A product kernel over grid (row blocks, token tiles, column parts): (w, x̂, T, column blocks a
  * part, y, add). */

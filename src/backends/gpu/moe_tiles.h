@@ -1,4 +1,4 @@
-/* A MoE prefill's expert groups cut into tiles for the batch kernel (gpu_mmq_small.cu's
+/* A MoE prefill's expert groups cut into tiles for the batch kernel (gpu_mmq_small_experts.cu's
  * k_mmq_s_experts, the default). Plain C, no GPU headers: tested on any host
  * (tests/test_moe_tiles.c).
  *
