@@ -418,10 +418,9 @@ __global__ void __launch_bounds__(MMQ_THREADS)
                 const int32_t *__restrict__ live, int64_t stride, float *__restrict__ y)
 {
     gpu_dep_enter();
-    if (live && (int64_t)blockIdx.y >= *live) return; /* the whole block */
-    const int32_t *tl = tiles + CELER_MOE_TILE * (int64_t)blockIdx.y;
-    const int64_t  s0 = tl[0], n = tl[1];
-    w.data += tl[2] * stride;
+    int64_t s0, n, off;
+    if (!moe_tile_at(tiles, live, stride, &s0, &n, &off)) return; /* the whole block */
+    w.data += off;
     if (!tok) x.q += s0 * x.nb * XQ_BLOCK, x.d += s0 * x.nb;
     mmq_tile<F, CELER_MOE_TILE_PAIRS>(w, x, tok ? tok + s0 : NULL, n, 0, 0, w.cols / 32, y + s0 * w.rows, 0);
 }

@@ -191,6 +191,19 @@ static __device__ __forceinline__ int minus8(uint32_t v)
     return (int)((v | 0x80808080u) - 0x08080808u) ^ (int)0x80808080u;
 }
 
+/* Tile blockIdx.y of a MoE step's list (moe_tiles.h: CELER_MOE_TILE ints a tile, its first pair,
+ * its pairs and its expert): *s0 and *n, and the expert's offset in bytes from the first one's
+ * (experts `stride` bytes apart); false past the first *live tiles (live written on the device,
+ * the grid the most there can be). */
+static __device__ __forceinline__ bool moe_tile_at(const int32_t *__restrict__ tiles, const int32_t *__restrict__ live,
+                                                   int64_t stride, int64_t *s0, int64_t *n, int64_t *off)
+{
+    if (live && (int64_t)blockIdx.y >= *live) return false;
+    const int32_t *tl = tiles + CELER_MOE_TILE * (int64_t)blockIdx.y;
+    *s0 = tl[0], *n = tl[1], *off = tl[2] * stride;
+    return true;
+}
+
 /* An output: v, or with add y's value plus v (the add the product's output would meet next). */
 static __device__ __forceinline__ void mmq_put(float *y, float v, int add) { *y = add ? __fadd_rn(*y, v) : v; }
 

@@ -16,10 +16,9 @@ __global__ void __launch_bounds__((sq_shape<F, NT, SQ_GEOM_DEFAULT>::THREADS),
                     const int32_t *__restrict__ live, int64_t stride, float *__restrict__ y)
 {
     gpu_dep_enter();
-    if (live && (int64_t)blockIdx.y >= *live) return; /* the whole block */
-    const int32_t *tl = tiles + CELER_MOE_TILE * (int64_t)blockIdx.y;
-    const int64_t  s0 = tl[0], n = tl[1];
-    w.data += tl[2] * stride;
+    int64_t s0, n, off;
+    if (!moe_tile_at(tiles, live, stride, &s0, &n, &off)) return; /* the whole block */
+    w.data += off;
     y += s0 * w.rows;
     if (tok) sq_tile<F, NT, false, SQ_GEOM_DEFAULT, true>(w, x, tok + s0, n, blockIdx.x, 0, w.cols / 32, y, 0);
     else {
@@ -41,11 +40,11 @@ __global__ void __launch_bounds__((sq_shape<F, NT, SQ_GEOM_DEFAULT>::THREADS),
                         float *__restrict__ h, gpu_xq_out xo)
 {
     gpu_dep_enter();
-    if (live && (int64_t)blockIdx.y >= *live) return; /* the whole block */
-    const int32_t *tl = tiles + CELER_MOE_TILE * (int64_t)blockIdx.y;
-    const int64_t  s0 = tl[0], n = tl[1], r0 = (int64_t)blockIdx.x * (sq_shape<F, NT, SQ_GEOM_DEFAULT>::SQ_ROWS / 2);
-    float          acc[sq_shape<F, NT, SQ_GEOM_DEFAULT>::NI][4];
-    wg.data += tl[2] * stride, wu.data += tl[2] * stride;
+    int64_t s0, n, off;
+    if (!moe_tile_at(tiles, live, stride, &s0, &n, &off)) return; /* the whole block */
+    const int64_t r0 = (int64_t)blockIdx.x * (sq_shape<F, NT, SQ_GEOM_DEFAULT>::SQ_ROWS / 2);
+    float         acc[sq_shape<F, NT, SQ_GEOM_DEFAULT>::NI][4];
+    wg.data += off, wu.data += off;
     if (tok) sq_sums<F, NT, false, SQ_GEOM_DEFAULT, true, true>(wg, wu, x, tok + s0, n, r0, 0, wg.cols / 32, acc);
     else {
         x.q += s0 * x.nb * XQ_BLOCK, x.d += s0 * x.nb;
