@@ -189,7 +189,7 @@ celer_status gpu_mmq_small(gpu_backend *g, const gpu_wdesc *w, int fmt, const gp
 bool gpu_mmq_small_glus(const gpu_backend *g, const gpu_wdesc *wg, const gpu_wdesc *wu, int fmt, int64_t T)
 {
     const bool mlx = fmt == GPU_AFFINE4 || fmt == GPU_AFFINE8;
-    if (!CELER_GPU_IMMA || (fmt != GPU_Q4_0 && fmt != GPU_Q8_0 && !mlx) || T < 1 || T > GPU_MMQ_SMALL ||
+    if (!CELER_GPU_IMMA || sq_glu_index(fmt) < 0 || T < 1 || T > GPU_MMQ_SMALL ||
         (g->mvq_x8 && !mlx) || g->sq_geom != SQ_GEOM_DEFAULT || !gpu_mmq_batch_has(g, fmt) || !sq_glu_pair(wg, wu))
         return false;
     int64_t kper; /* no column parts where gpu_mmq_small_set gives each weight its own: the same sums */
@@ -216,7 +216,7 @@ celer_status gpu_mmq_small_glu(gpu_backend *g, const gpu_wdesc *wg, const gpu_wd
     if (!gpu_mmq_small_glus(g, wg, wu, fmt, T))
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no one-launch gate/up and GLU of format %d for %lld tokens",
                           CELER_GPU_NAME, fmt, (long long)T);
-    const int    f = fmt == GPU_Q8_0 ? 1 : fmt == GPU_AFFINE4 ? 2 : fmt == GPU_AFFINE8 ? 3 : 0;
+    const int    f = sq_glu_index(fmt);
     const int    s = T <= 8 ? 0 : T <= 16 ? 1 : 2;
     const glu_fn fn = fns[f][s];
     const size_t smem = (size_t)S::SQ_STAGES * (size_t)stage[f][s];

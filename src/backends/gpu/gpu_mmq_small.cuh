@@ -488,6 +488,14 @@ static __device__ __forceinline__ void sq_glu_put(const float (&acc)[sq_shape<F,
     }
 }
 
+/* The formats whose gate/up pairs the batch kernel takes with their GLU in one launch (k_mmq_s_glu,
+ * k_mmq_s_experts_glu), as their index in those launchers' tables: Q4_0, Q8_0, MLX affine 4 and 8
+ * bits; -1 for the others. */
+static inline int sq_glu_index(int fmt)
+{
+    return fmt == GPU_Q4_0 ? 0 : fmt == GPU_Q8_0 ? 1 : fmt == GPU_AFFINE4 ? 2 : fmt == GPU_AFFINE8 ? 3 : -1;
+}
+
 /* Whether a gate and an up weight can share one launch's blocks (sq_sums with PAIR reads both at
  * one plan's offsets): one shape, layout and groups, rows whole blocks of 32 GLU values. */
 static inline bool sq_glu_pair(const gpu_wdesc *wg, const gpu_wdesc *wu)

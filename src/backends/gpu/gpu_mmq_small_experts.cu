@@ -55,9 +55,8 @@ __global__ void __launch_bounds__((sq_shape<F, NT, SQ_GEOM_DEFAULT>::THREADS),
 
 bool gpu_mmq_expert_tiles_glus(const gpu_backend *g, const gpu_wdesc *wg, const gpu_wdesc *wu, int fmt)
 {
-    const bool f = fmt == GPU_Q4_0 || fmt == GPU_Q8_0 || fmt == GPU_AFFINE4 || fmt == GPU_AFFINE8;
-    return CELER_GPU_IMMA && g->glu_fuse && f && gpu_mmq_batch_has(g, fmt) && g->amx == CELER_AMX_NONE &&
-           sq_glu_pair(wg, wu);
+    return CELER_GPU_IMMA && g->glu_fuse && sq_glu_index(fmt) >= 0 && gpu_mmq_batch_has(g, fmt) &&
+           g->amx == CELER_AMX_NONE && sq_glu_pair(wg, wu);
 }
 
 celer_status gpu_mmq_expert_tiles_glu(gpu_backend *g, const gpu_wdesc *wg, const gpu_wdesc *wu, int fmt,
@@ -66,13 +65,20 @@ celer_status gpu_mmq_expert_tiles_glu(gpu_backend *g, const gpu_wdesc *wg, const
 {
     typedef void (*experts_fn)(gpu_wdesc, gpu_wdesc, gpu_xq, const int32_t *, const int32_t *, const int32_t *,
                                int64_t, int, float *, gpu_xq_out);
-    typedef sq_shape<GPU_Q4_0, CELER_MOE_TILE_PAIRS, SQ_GEOM_DEFAULT>    S4;
-    typedef sq_shape<GPU_Q8_0, CELER_MOE_TILE_PAIRS, SQ_GEOM_DEFAULT>    S8;
-    typedef sq_shape<GPU_AFFINE4, CELER_MOE_TILE_PAIRS, SQ_GEOM_DEFAULT> SA4;
-    typedef sq_shape<GPU_AFFINE8, CELER_MOE_TILE_PAIRS, SQ_GEOM_DEFAULT> SA8;
-    static_assert(S4::THREADS == S8::THREADS && S4::THREADS == SA4::THREADS && S4::THREADS == SA8::THREADS &&
-                      S4::SQ_STAGES == S8::SQ_STAGES && S4::SQ_STAGES == SA4::SQ_STAGES &&
-                      S4::SQ_STAGES == SA8::SQ_STAGES,
+    typedef sq_shape<GPU_Q4_0, CELER_MOE_TILE_PAIRS, SQ_GEOM_DEFAULT> S4;
+#define SQ_STAGE_OF(F) sq_shape<F, CELER_MOE_TILE_PAIRS, SQ_GEOM_DEFAULT>::STAGE
+    static const int stages[4] = {SQ_STAGE_OF(GPU_Q4_0), SQ_STAGE_OF(GPU_Q8_0), SQ_STAGE_OF(GPU_AFFINE4),
+                                  SQ_STAGE_OF(GPU_AFFINE8)};
+#undef SQ_STAGE_OF
+#if CELER_GPU_IMMA
+#define SQ_FN_OF(F) k_mmq_s_experts_glu<F, CELER_MOE_TILE_PAIRS>
+    static const experts_fn fns[4] = {SQ_FN_OF(GPU_Q4_0), SQ_FN_OF(GPU_Q8_0), SQ_FN_OF(GPU_AFFINE4),
+                                      SQ_FN_OF(GPU_AFFINE8)};
+#undef SQ_FN_OF
+#else
+    static const experts_fn fns[4] = {NULL, NULL, NULL, NULL};
+#endif
+    static_assert(sq_shape<GPU_AFFINE8, CELER_MOE_TILE_PAIRS, SQ_GEOM_DEFAULT>::THREADS == S4::THREADS,
                   "one block shape");
     if (!gpu_mmq_expert_tiles_glus(g, wg, wu, fmt) || xq->x8)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: no one-launch experts' gate/up and GLU of format %d",
@@ -81,19 +87,10 @@ celer_status gpu_mmq_expert_tiles_glu(gpu_backend *g, const gpu_wdesc *wg, const
     if (n_tiles > GPU_MAX_GRID_YZ)
         return celer_fail(err, CELER_ERR_UNSUPPORTED, "%s: %lld tiles of experts' tokens: past the prefill grid",
                           CELER_GPU_NAME, (long long)n_tiles);
-#if CELER_GPU_IMMA
-    const experts_fn fn = fmt == GPU_Q4_0      ? k_mmq_s_experts_glu<GPU_Q4_0, CELER_MOE_TILE_PAIRS>
-                          : fmt == GPU_Q8_0    ? k_mmq_s_experts_glu<GPU_Q8_0, CELER_MOE_TILE_PAIRS>
-                          : fmt == GPU_AFFINE4 ? k_mmq_s_experts_glu<GPU_AFFINE4, CELER_MOE_TILE_PAIRS>
-                                               : k_mmq_s_experts_glu<GPU_AFFINE8, CELER_MOE_TILE_PAIRS>;
-#else
-    const experts_fn fn = NULL;
-#endif
-    const int    stage = fmt == GPU_Q4_0 ? S4::STAGE : fmt == GPU_Q8_0 ? S8::STAGE : fmt == GPU_AFFINE4 ? SA4::STAGE
-                                                                                                   : SA8::STAGE;
-    const size_t smem  = (size_t)S4::SQ_STAGES * (size_t)stage;
-    unsigned     br;
-    gpu_xq_out   xo = {NULL, NULL, false};
+    const experts_fn fn    = fns[sq_glu_index(fmt)];
+    const size_t     smem  = (size_t)S4::SQ_STAGES * (size_t)stages[sq_glu_index(fmt)];
+    unsigned         br;
+    gpu_xq_out       xo = {NULL, NULL, false};
     if (gpu_allow_smem(g, (const void *)fn, smem, err) ||
         gpu_grid(g, wg->rows, S4::SQ_ROWS / 2, &br, "mmq experts glu", err) ||
         gpu_xq_buffer_apart(g, N * wg->rows, xq, &xo, err))
