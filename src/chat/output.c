@@ -7,6 +7,7 @@
  * sink, the marker to its action. Tool-call blocks keep their bytes in o->raw, which ends up in
  * a MARKUP event (well-formed) or an ERROR event (malformed), so no byte is ever dropped. */
 #include "chat/output_impl.h"
+#include "core/bytes.h"
 #include "core/error.h"
 #include "core/utf8.h"
 
@@ -17,32 +18,9 @@
 
 /* ---- buffers and events --------------------------------------------------- */
 
-bool celer_chat_buf_put(celer_chat_buf *b, const void *s, size_t n)
+void oc_put(celer_chat_output *o, celer_bytes *b, const void *s, size_t n)
 {
-    if (n == 0) return true;
-    if (n > SIZE_MAX / 4 - b->n) return false;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) return false;
-        b->p = p, b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-    return true;
-}
-
-void celer_chat_buf_free(celer_chat_buf *b)
-{
-    free(b->p);
-    *b = (celer_chat_buf){0};
-}
-
-void oc_put(celer_chat_output *o, celer_chat_buf *b, const void *s, size_t n)
-{
-    if (!celer_chat_buf_put(b, s, n)) o->oom = true;
+    if (!celer_bytes_put(b, s, n)) o->oom = true;
 }
 
 void oc_emit(celer_chat_output *o, celer_chat_event_kind kind, const char *text, size_t len)
@@ -89,12 +67,12 @@ celer_status celer_chat_output_init(celer_chat_output *o, const celer_chat_outpu
 void celer_chat_output_free(celer_chat_output *o)
 {
     if (!o) return;
-    celer_chat_buf_free(&o->in);
-    celer_chat_buf_free(&o->raw);
-    celer_chat_buf_free(&o->name);
-    celer_chat_buf_free(&o->args);
-    celer_chat_buf_free(&o->key);
-    celer_chat_buf_free(&o->val);
+    celer_bytes_free(&o->in);
+    celer_bytes_free(&o->raw);
+    celer_bytes_free(&o->name);
+    celer_bytes_free(&o->args);
+    celer_bytes_free(&o->key);
+    celer_bytes_free(&o->val);
     *o = (celer_chat_output){0};
 }
 

@@ -17,6 +17,7 @@
 #define CELER_CHAT_OUTPUT_H
 
 #include "celer.h"
+#include "core/bytes.h"
 
 #include <cjson/cJSON.h>
 
@@ -116,21 +117,14 @@ typedef struct {
 } celer_chat_output_cfg;
 
 typedef struct {
-    char  *p;
-    size_t n, cap;
-} celer_chat_buf;
-/* Appends n bytes (kept NUL-terminated); false when out of memory. */
-bool celer_chat_buf_put(celer_chat_buf *b, const void *s, size_t n);
-
-typedef struct {
     /* private: see output.c */
     const celer_chat_family_info *fam;
     celer_chat_output_cfg         cfg;
     int                           state, hkind;
-    celer_chat_buf                in;   /* pending input, in.p[pos..in.n) */
+    celer_bytes                   in;   /* pending input, in.p[pos..in.n) */
     size_t                        pos;
-    celer_chat_buf                raw;  /* bytes of the tool-call block being read */
-    celer_chat_buf                name, args, key, val;
+    celer_bytes                   raw;  /* bytes of the tool-call block being read */
+    celer_bytes                   name, args, key, val;
     size_t                        args_sent, obj_start;
     int32_t                       n_calls, call; /* call: index of the open call, -1 none */
     bool                          begun, has_name, has_args, args_stream, msg_start, deferred, oom, finished;
@@ -168,7 +162,7 @@ typedef struct {
     int     n_errors;
     char    error[256];          /* the first ERROR's message, "" when none */
     /* private */
-    celer_chat_buf bc, br, bi, bargs;
+    celer_bytes    bc, br, bi, bargs;
     char           pend_id[24], *pend_name;
     bool           oom;
 } celer_chat_parsed;

@@ -78,15 +78,15 @@ void oc_fail_now(celer_chat_output *o, const char *msg)
  * read again as content. */
 static void reinject(celer_chat_output *o)
 {
-    celer_chat_buf b = {0};
-    if (!celer_chat_buf_put(&b, o->raw.p, o->raw.n) ||
-        !celer_chat_buf_put(&b, o->in.p + o->pos, o->in.n - o->pos)) {
-        celer_chat_buf_free(&b);
+    celer_bytes b = {0};
+    if (!celer_bytes_put(&b, o->raw.p, o->raw.n) ||
+        !celer_bytes_put(&b, o->in.p + o->pos, o->in.n - o->pos)) {
+        celer_bytes_free(&b);
         o->oom = true;
         return;
     }
-    if (!b.p) celer_chat_buf_put(&b, "", 0);
-    celer_chat_buf_free(&o->in);
+    if (!b.p) celer_bytes_put(&b, "", 0);
+    celer_bytes_free(&o->in);
     o->in = b, o->pos = 0, o->raw.n = 0;
     o->state = ST_CONTENT, o->msg_start = false, o->deferred = false;
     oc_call_reset(o);
@@ -184,7 +184,7 @@ static void key_role(celer_chat_output *o)
 }
 
 /* Replaces b (a JSON string literal) by the string it stands for; false when it is not one. */
-static bool decode_string(celer_chat_output *o, celer_chat_buf *b)
+static bool decode_string(celer_chat_output *o, celer_bytes *b)
 {
     cJSON *j  = oc_json_parse(b->p, b->n);
     bool   ok = cJSON_IsString(j);

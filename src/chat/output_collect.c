@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void put(celer_chat_parsed *p, celer_chat_buf *b, const char *s, size_t n)
+static void put(celer_chat_parsed *p, celer_bytes *b, const char *s, size_t n)
 {
-    if (!celer_chat_buf_put(b, s, n)) p->oom = true;
+    if (!celer_bytes_put(b, s, n)) p->oom = true;
 }
 
 static void add_call(celer_chat_parsed *p)
@@ -53,12 +53,12 @@ void celer_chat_parsed_event(const celer_chat_event *ev, void *user)
 }
 
 /* Moves b into a NUL-terminated string the caller owns. */
-static char *take(celer_chat_parsed *p, celer_chat_buf *b, size_t *len)
+static char *take(celer_chat_parsed *p, celer_bytes *b, size_t *len)
 {
     char *s = b->p ? b->p : calloc(1, 1);
     if (!s) p->oom = true;
     *len = b->n;
-    *b   = (celer_chat_buf){0};
+    *b   = (celer_bytes){0};
     return s;
 }
 
@@ -91,7 +91,7 @@ void celer_chat_parsed_free(celer_chat_parsed *p)
     if (!p) return;
     free(p->content), free(p->reasoning), free(p->invalid), free(p->pend_name);
     cJSON_Delete(p->tool_calls);
-    celer_chat_buf_free(&p->bc), celer_chat_buf_free(&p->br), celer_chat_buf_free(&p->bi);
-    celer_chat_buf_free(&p->bargs);
+    celer_bytes_free(&p->bc), celer_bytes_free(&p->br), celer_bytes_free(&p->bi);
+    celer_bytes_free(&p->bargs);
     *p = (celer_chat_parsed){0};
 }

@@ -52,11 +52,8 @@ enum {
 
 #define IS_WS(c) ((c) == ' ' || (c) == '\n' || (c) == '\r' || (c) == '\t')
 
-/* Appends; false (and nothing changed) when memory runs out. */
-void celer_chat_buf_free(celer_chat_buf *b);
-
 /* output.c */
-void oc_put(celer_chat_output *o, celer_chat_buf *b, const void *s, size_t n); /* sets o->oom */
+void oc_put(celer_chat_output *o, celer_bytes *b, const void *s, size_t n); /* sets o->oom */
 void oc_emit(celer_chat_output *o, celer_chat_event_kind kind, const char *text, size_t len);
 void oc_markup(celer_chat_output *o, const char *text, size_t len);
 

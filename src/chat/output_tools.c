@@ -20,7 +20,7 @@ static void trim(const char **s, size_t *n)
 }
 
 /* Appends s[0..n) to b as a JSON string literal. */
-static void put_json_string(celer_chat_output *o, celer_chat_buf *b, const char *s, size_t n)
+static void put_json_string(celer_chat_output *o, celer_bytes *b, const char *s, size_t n)
 {
     oc_put(o, b, "\"", 1);
     size_t a = 0;
@@ -57,11 +57,11 @@ static bool set_name(celer_chat_output *o, const char *s, size_t n)
     if (n == 0 || n > 256) return false;
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)s[i] < 0x20) return false;
-    celer_chat_buf b = {0};
-    if (!celer_chat_buf_put(&b, s, n)) return o->oom = true, false;
+    celer_bytes b = {0};
+    if (!celer_bytes_put(&b, s, n)) return o->oom = true, false;
     o->name.n = 0;
     oc_put(o, &o->name, b.p, b.n);
-    celer_chat_buf_free(&b);
+    celer_bytes_free(&b);
     o->has_name = true;
     return true;
 }

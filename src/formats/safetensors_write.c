@@ -3,6 +3,7 @@
  * print those past 2^31 in exponent form. */
 #include "formats/safetensors_write.h"
 
+#include "core/bytes.h"
 #include "core/error.h"
 
 #include <errno.h>
@@ -33,28 +34,15 @@ celer_status celer_st_decl_bytes(const celer_st_decl *d, uint64_t *bytes, celer_
 
 /* ---- the header --------------------------------------------------------------------------- */
 
+/* oom: an append failed, and every append since did nothing (one check at the end). */
 typedef struct {
-    char  *p;
-    size_t n, cap;
-    bool   oom;
+    celer_bytes s;
+    bool        oom;
 } buf;
 
 static void put(buf *b, const char *s, size_t n)
 {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p, b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
+    if (!b->oom && !celer_bytes_put(&b->s, s, n)) b->oom = true;
 }
 
 static void puts_(buf *b, const char *s) { put(b, s, strlen(s)); }
@@ -127,7 +115,7 @@ static celer_status build_header(buf *h, const celer_st_decl *t, uint64_t n, con
         ends[i] = at;
     }
     puts_(h, "}");
-    while (h->n % 8) puts_(h, " ");
+    while (!h->oom && h->s.n % 8) puts_(h, " ");
     if (h->oom) return celer_fail(err, CELER_ERR_OOM, "safetensors: out of memory for the header");
     return CELER_OK;
 }
@@ -187,21 +175,21 @@ celer_status celer_st_writer_open(celer_st_writer *w, const char *path, const ce
 
     buf h = {0};
     if (build_header(&h, t, n, meta, n_meta, w->ends, err)) {
-        free(h.p);
+        free(h.s.p);
         release(w);
         return err->code;
     }
     w->f = fopen(w->tmp, "wb");
     if (!w->f) {
         celer_fail(err, CELER_ERR_IO, "safetensors: cannot create %s: %s", w->tmp, strerror(errno));
-        free(h.p);
+        free(h.s.p);
         release(w);
         return err->code;
     }
     uint8_t len[8];
-    for (int i = 0; i < 8; i++) len[i] = (uint8_t)((uint64_t)h.n >> (8 * i));
-    bool ok = fwrite(len, 1, 8, w->f) == 8 && fwrite(h.p, 1, h.n, w->f) == h.n;
-    free(h.p);
+    for (int i = 0; i < 8; i++) len[i] = (uint8_t)((uint64_t)h.s.n >> (8 * i));
+    bool ok = fwrite(len, 1, 8, w->f) == 8 && fwrite(h.s.p, 1, h.s.n, w->f) == h.s.n;
+    free(h.s.p);
     if (!ok) {
         celer_fail(err, CELER_ERR_IO, "safetensors: cannot write %s: %s", w->tmp, strerror(errno));
         celer_st_writer_abort(w);

@@ -53,7 +53,7 @@ void srv_reply_release(srv_reply *r)
     if (r->out_ready) celer_chat_output_free(&r->out);
     cJSON_Delete(r->calls);
     cJSON_Delete(r->logprobs);
-    free(r->content.p), free(r->reasoning.p), free(r->send.p);
+    celer_bytes_free(&r->content), celer_bytes_free(&r->reasoning), celer_bytes_free(&r->send);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
     free(r);
@@ -162,7 +162,7 @@ static void send_sse(srv_reply *r, cJSON *c)
 {
     char *s = cJSON_PrintUnformatted(c);
     cJSON_Delete(c);
-    if (!s || !celer_chat_buf_put(&r->send, "data: ", 6) || !celer_chat_buf_put(&r->send, s, strlen(s)) || !celer_chat_buf_put(&r->send, "\n\n", 2))
+    if (!s || !celer_bytes_put(&r->send, "data: ", 6) || !celer_bytes_put(&r->send, s, strlen(s)) || !celer_bytes_put(&r->send, "\n\n", 2))
         r->oom = true;
     free(s);
 }
@@ -213,11 +213,11 @@ static void on_event(const celer_chat_event *ev, void *user)
     case CELER_CHAT_EVENT_CONTENT:
     case CELER_CHAT_EVENT_ERROR: /* a malformed call: what the model wrote, as content */
         if (r->stream) send_delta(r, "content", ev->text, ev->len, NULL);
-        else if (!celer_chat_buf_put(&r->content, ev->text, ev->len)) r->oom = true;
+        else if (!celer_bytes_put(&r->content, ev->text, ev->len)) r->oom = true;
         break;
     case CELER_CHAT_EVENT_REASONING:
         if (r->stream) send_delta(r, "reasoning", ev->text, ev->len, NULL);
-        else if (!celer_chat_buf_put(&r->reasoning, ev->text, ev->len)) r->oom = true;
+        else if (!celer_bytes_put(&r->reasoning, ev->text, ev->len)) r->oom = true;
         break;
     case CELER_CHAT_EVENT_TOOL_CALL_BEGIN:
     case CELER_CHAT_EVENT_TOOL_CALL_ARGS:
@@ -332,7 +332,7 @@ static void whole_body(srv_reply *r)
     cJSON_AddItemToObject(c, "usage", usage(r));
     char *s = cJSON_PrintUnformatted(c);
     cJSON_Delete(c);
-    if (!s || !celer_chat_buf_put(&r->send, s, strlen(s))) r->oom = true;
+    if (!s || !celer_bytes_put(&r->send, s, strlen(s))) r->oom = true;
     free(s);
 }
 
@@ -349,11 +349,11 @@ void srv_reply_on_done(void *user, const celer_gen_stats *stats, const celer_err
         char *e   = srv_error_json(err ? err->msg : "out of memory while building the response", "server_error", NULL,
                                    NULL);
         if (r->stream) {
-            celer_chat_buf_put(&r->send, "data: ", 6), celer_chat_buf_put(&r->send, e ? e : "{}", e ? strlen(e) : 2);
-            celer_chat_buf_put(&r->send, "\n\ndata: [DONE]\n\n", 16);
+            celer_bytes_put(&r->send, "data: ", 6), celer_bytes_put(&r->send, e ? e : "{}", e ? strlen(e) : 2);
+            celer_bytes_put(&r->send, "\n\ndata: [DONE]\n\n", 16);
         } else {
             r->send.n = 0;
-            celer_chat_buf_put(&r->send, e ? e : "{}", e ? strlen(e) : 2);
+            celer_bytes_put(&r->send, e ? e : "{}", e ? strlen(e) : 2);
         }
         free(e);
     } else if (r->stream) {
@@ -368,7 +368,7 @@ void srv_reply_on_done(void *user, const celer_gen_stats *stats, const celer_err
             cJSON_AddItemToObject(c, "usage", usage(r));
             send_sse(r, c);
         }
-        celer_chat_buf_put(&r->send, "data: [DONE]\n\n", 14);
+        celer_bytes_put(&r->send, "data: [DONE]\n\n", 14);
     } else {
         whole_body(r);
     }

@@ -20,10 +20,10 @@ typedef struct srv_reply {
     int64_t           n_prompt;
     celer_chat_output out;
     bool              out_ready;
-    celer_chat_buf           content, reasoning; /* whole-body responses */
+    celer_bytes       content, reasoning; /* whole-body responses */
     cJSON            *calls;              /* whole-body: the tool calls so far */
     int32_t           n_calls;
-    celer_chat_buf           send;  /* bytes for the connection: SSE chunks, or the whole body at the end */
+    celer_bytes       send;  /* bytes for the connection: SSE chunks, or the whole body at the end */
     size_t            sent;  /* of send, taken by the connection */
     bool              done, failed, oom;
     int               http;  /* the status of a whole-body response: 200, or 500 when generation failed */

@@ -3,6 +3,7 @@
  * SentencePiece vocabularies turn ▁ into a space and <0xXX> tokens into bytes; a run of byte
  * tokens that is not valid UTF-8 as a whole becomes one U+FFFD per byte (what Hugging Face's
  * ByteFallback decoder does), and a Metaspace-prefixed vocabulary drops the leading space. */
+#include "core/bytes.h"
 #include "core/error.h"
 #include "core/utf8.h"
 #include "tokenizer/tokenizer.h"
@@ -10,28 +11,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A text being built; oom: an append failed, and every append since did nothing (one check at
+ * the end covers them all). */
 typedef struct {
-    char  *p;
-    size_t n, cap;
-    bool   oom;
+    celer_bytes s;
+    bool        oom;
 } buf;
 
 static void put(buf *b, const void *s, size_t n)
 {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p, b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
+    if (!b->oom && !celer_bytes_put(&b->s, s, n)) b->oom = true;
 }
 
 static const char FFFD[] = "\xef\xbf\xbd";
@@ -71,13 +60,13 @@ static int spm_byte(const tok_entry *e)
 static void put_token(const celer_tokenizer *t, const tok_entry *e, buf *b)
 {
     if (t->decoder == DEC_BYTE_LEVEL) {
-        size_t start = b->n;
+        size_t start = b->s.n;
         for (size_t i = 0; i < e->len;) {
             uint32_t cp;
             size_t   k    = celer_utf8_decode(e->text + i, e->len - i, &cp);
             int      byte = cp == CELER_UTF8_BAD ? -1 : tok_cp_to_byte(cp);
             if (byte < 0) { /* not in the alphabet (an added token): its own text */
-                b->n = start;
+                b->s.n = start;
                 put(b, e->text, e->len);
                 return;
             }
@@ -115,7 +104,7 @@ celer_status celer_tokenizer_decode(const celer_tokenizer *t, const int32_t *ids
     put(&b, "", 0);
     for (size_t i = 0; i < n; i++) {
         if (check_id(t, ids[i], err)) {
-            free(b.p), free(raw.p);
+            free(b.s.p), free(raw.s.p);
             return err->code;
         }
         const tok_entry *e = &t->vocab[ids[i]];
@@ -129,27 +118,27 @@ celer_status celer_tokenizer_decode(const celer_tokenizer *t, const int32_t *ids
             put(&raw, &c, 1);
             continue;
         }
-        if (raw.n) { /* a finished run of byte tokens */
-            if (celer_utf8_validate(raw.p, raw.n) == raw.n) put(&b, raw.p, raw.n);
-            else for (size_t k = 0; k < raw.n; k++) put(&b, FFFD, 3);
-            raw.n = 0;
+        if (raw.s.n) { /* a finished run of byte tokens */
+            if (celer_utf8_validate(raw.s.p, raw.s.n) == raw.s.n) put(&b, raw.s.p, raw.s.n);
+            else for (size_t k = 0; k < raw.s.n; k++) put(&b, FFFD, 3);
+            raw.s.n = 0;
         }
         put_token(t, e, &b);
     }
     if (t->decoder == DEC_BYTE_LEVEL)
-        put_lossy(&b, raw.p ? raw.p : "", raw.n);
-    else if (raw.n) {
-        if (celer_utf8_validate(raw.p, raw.n) == raw.n) put(&b, raw.p, raw.n);
-        else for (size_t k = 0; k < raw.n; k++) put(&b, FFFD, 3);
+        put_lossy(&b, raw.s.p ? raw.s.p : "", raw.s.n);
+    else if (raw.s.n) {
+        if (celer_utf8_validate(raw.s.p, raw.s.n) == raw.s.n) put(&b, raw.s.p, raw.s.n);
+        else for (size_t k = 0; k < raw.s.n; k++) put(&b, FFFD, 3);
     }
-    free(raw.p);
+    free(raw.s.p);
     if (b.oom || raw.oom) {
-        free(b.p);
+        free(b.s.p);
         return celer_fail(err, CELER_ERR_OOM, "tokenizer: out of memory decoding %zu ids", n);
     }
-    size_t skip = t->decoder == DEC_SPM_STRIP_LEAD && b.n && b.p[0] == ' ';
-    memmove(b.p, b.p + skip, b.n - skip + 1);
-    *out = b.p, *out_n = b.n - skip;
+    size_t skip = t->decoder == DEC_SPM_STRIP_LEAD && b.s.n && b.s.p[0] == ' ';
+    memmove(b.s.p, b.s.p + skip, b.s.n - skip + 1);
+    *out = b.s.p, *out_n = b.s.n - skip;
     return CELER_OK;
 }
 
@@ -173,23 +162,23 @@ void celer_detok_free(celer_detok *d)
  * all[k, n) — at most the start of one UTF-8 sequence — for the next token. */
 static celer_status emit(celer_detok *d, buf *all, size_t k, const char **text, size_t *n, celer_error *err)
 {
-    const char *s     = all->p ? all->p : "";
-    size_t      start = 0, rest = all->n - k;
+    const char *s     = all->s.p ? all->s.p : "";
+    size_t      start = 0, rest = all->s.n - k;
     CELER_ASSERT(rest <= sizeof d->pending);
     if (!d->started && k) {
         start      = d->tok->decoder == DEC_SPM_STRIP_LEAD && s[0] == ' ';
         d->started = true;
     }
-    buf o = {.p = d->out, .cap = d->out_cap};
+    buf o = {.s = {.p = d->out, .cap = d->out_cap}};
     put(&o, "", 0);
     put_lossy(&o, s + start, k - start);
     memcpy(d->pending, s + k, rest);
     d->n_pending = rest;
     bool oom     = o.oom || all->oom;
-    d->work = all->p, d->work_cap = all->cap; /* kept for the next token: no allocation per token */
-    d->out = o.p, d->out_cap = o.cap;
+    d->work = all->s.p, d->work_cap = all->s.cap; /* kept for the next token: no allocation per token */
+    d->out = o.s.p, d->out_cap = o.s.cap;
     if (oom) return celer_fail(err, CELER_ERR_OOM, "tokenizer: out of memory streaming text");
-    *text = d->out, *n = o.n;
+    *text = d->out, *n = o.s.n;
     return CELER_OK;
 }
 
@@ -199,7 +188,7 @@ celer_status celer_detok_push(celer_detok *d, int32_t id, const char **text, siz
     if (!err) err = &local;
     *text = "", *n = 0;
     if (check_id(d->tok, id, err)) return err->code;
-    buf              all = {.p = d->work, .cap = d->work_cap};
+    buf              all = {.s = {.p = d->work, .cap = d->work_cap}};
     const tok_entry *e   = &d->tok->vocab[id];
     put(&all, d->pending, d->n_pending);
     int byte = d->tok->decoder == DEC_BYTE_LEVEL ? -1 : spm_byte(e);
@@ -209,14 +198,14 @@ celer_status celer_detok_push(celer_detok *d, int32_t id, const char **text, siz
     } else {
         put_token(d->tok, e, &all);
     }
-    return emit(d, &all, celer_utf8_complete_prefix(all.p ? all.p : "", all.n), text, n, err);
+    return emit(d, &all, celer_utf8_complete_prefix(all.s.p ? all.s.p : "", all.s.n), text, n, err);
 }
 
 celer_status celer_detok_flush(celer_detok *d, const char **text, size_t *n, celer_error *err)
 {
     celer_error local;
     if (!err) err = &local;
-    buf all = {.p = d->work, .cap = d->work_cap};
+    buf all = {.s = {.p = d->work, .cap = d->work_cap}};
     put(&all, d->pending, d->n_pending);
-    return emit(d, &all, all.n, text, n, err);
+    return emit(d, &all, all.s.n, text, n, err);
 }
