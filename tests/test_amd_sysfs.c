@@ -6,12 +6,12 @@
 #include "backends/gpu/gfx_targets.h"
 #include "core/error.h"
 
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include "check.h"
+#include "scratch.h"
 
 #define MIB (1024ull * 1024)
 #define GIB (1024ull * MIB)
@@ -374,12 +374,6 @@ static int test_gfx_check(void)
     return 0;
 }
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
 /* ---- matrix units ------------------------------------------------------------------------ */
 
 static int line_has(const char *arch, int built, const char *want)
@@ -431,15 +425,11 @@ static int test_gfx_matrix(void)
 
 int main(void)
 {
-    snprintf(tmp, sizeof tmp, "/tmp/celer-amd-XXXXXX");
-    if (!mkdtemp(tmp)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!scratch_make(tmp, sizeof tmp, "amd")) return 1;
     int fails = test_discrete() + test_strix_halo_small() + test_strix_halo_large() + test_apu_rule_edges() +
                 test_two_cards() + test_other_vendor() + test_missing_files() + test_malformed() +
                 test_used_over_total() + test_gfx_base() + test_gfx_match() + test_gfx_check() + test_gfx_matrix();
-    if (nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0) fails++;
+    if (!scratch_remove(tmp)) fails++;
     if (fails) fprintf(stderr, "test_amd_sysfs: %d group(s) failed\n", fails);
     else printf("test_amd_sysfs: ok\n");
     return fails != 0;

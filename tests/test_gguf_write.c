@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "check.h"
+#include "scratch.h"
 
 static char dir[256];
 
@@ -235,16 +236,9 @@ static int test_failures(void)
 
 int main(void)
 {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/celer_gguf_write_XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!scratch_make(dir, sizeof dir, "gguf-write")) return 1;
     int rc = test_roundtrip() || test_failures();
-    const char *names[] = {"a.gguf", "b.gguf", "c.gguf"};
-    for (size_t i = 0; i < 3; i++) unlink(path_in(names[i]));
-    rmdir(dir);
+    if (!scratch_remove(dir)) rc = 1;
     if (!rc) printf("test_gguf_write: ok\n");
     return rc;
 }

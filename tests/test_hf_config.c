@@ -4,13 +4,13 @@
 #include "formats/hf_config.h"
 
 #include <dirent.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include "check.h"
+#include "scratch.h"
 
 #define CHECK_ERR(call, want, needle)                                                                        \
     do {                                                                                                     \
@@ -417,22 +417,12 @@ static int test_corpus(void)
     return 0;
 }
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
 int main(void)
 {
-    snprintf(root, sizeof root, "/tmp/celer_test_hf_XXXXXX");
-    if (!mkdtemp(root)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!scratch_make(root, sizeof root, "test-hf")) return 1;
     int fails = test_configs() + test_config_bad() + test_generation() + test_tokenizer_config() + test_dirs() +
                 test_corpus();
-    nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (!scratch_remove(root)) fails++;
     if (fails) fprintf(stderr, "test_hf_config: %d group(s) failed\n", fails);
     return fails != 0;
 }

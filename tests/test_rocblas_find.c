@@ -6,6 +6,7 @@
 #include "backends/gpu/rocblas_find.h"
 
 #include "check.h"
+#include "scratch.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,8 +61,8 @@ static int touch(const char *dir, const char *name)
 
 static int test_kernels(void)
 {
-    char dir[] = "/tmp/celer-rocblas-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
+    char dir[128];
+    CHECK(scratch_make(dir, sizeof dir, "rocblas"));
     CHECK(touch(dir, "TensileLibrary_lazy_gfx90a.dat") && touch(dir, "Kernels.so-000-gfx1100.hsaco") &&
           touch(dir, "TensileLibrary_Type_HH_Contraction_l_Ailk_Bljk_Cijk_Dijk_gfx942.co"));
     const int ok = celer_rocblas_has_arch(dir, "gfx90a", why, sizeof why) && why[0] == '\0' &&
@@ -73,9 +74,7 @@ static int test_kernels(void)
                    strstr(why, dir) && !celer_rocblas_has_arch(dir, "", why, sizeof why) &&
                    !celer_rocblas_has_arch("/nonexistent/rocblas/library", "gfx90a", why, sizeof why) &&
                    strstr(why, "cannot be read") && !celer_rocblas_has_arch(NULL, "gfx90a", why, sizeof why);
-    char cmd[64];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK(system(cmd) == 0);
+    CHECK(scratch_remove(dir));
     CHECK(ok);
     return 0;
 }

@@ -4,13 +4,13 @@
 #include "formats/safetensors.h"
 
 #include <dirent.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "check.h"
+#include "scratch.h"
 
 /* The call fails with code and its message contains needle. */
 #define CHECK_ERR(call, want, needle)                                                                        \
@@ -316,21 +316,11 @@ static int test_corpus(void)
     return 0;
 }
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
 int main(void)
 {
-    snprintf(root, sizeof root, "/tmp/celer_test_st_XXXXXX");
-    if (!mkdtemp(root)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!scratch_make(root, sizeof root, "test-st")) return 1;
     int fails = test_good() + test_bad() + test_sharded() + test_sharded_bad() + test_corpus();
-    nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (!scratch_remove(root)) fails++;
     if (fails) fprintf(stderr, "test_safetensors: %d group(s) failed\n", fails);
     return fails != 0;
 }

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "check.h"
+#include "scratch.h"
 
 static char dir[64];
 
@@ -112,12 +113,9 @@ static int test_failures(void)
 
 int main(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/celer-stw-XXXXXX");
-    if (!mkdtemp(dir)) return 1;
+    if (!scratch_make(dir, sizeof dir, "stw")) return 1;
     int fails = test_round_trip() + test_failures();
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd)) fails++;
+    if (!scratch_remove(dir)) fails++;
     if (!fails) printf("test_safetensors_write: ok\n");
     return fails != 0;
 }
