@@ -74,6 +74,14 @@ static jnode *deepen(parser *P, jnode *x, const jnode *child)
     return x;
 }
 
+/* x with the children v (its kids from now on), as deep as the deepest of them needs. */
+static jnode *adopt(parser *P, jnode *x, nvec v)
+{
+    x->kids = v.v, x->n = v.n;
+    for (uint32_t i = 0; i < v.n; i++) deepen(P, x, v.v[i]);
+    return x;
+}
+
 static jnode *bin(parser *P, int kind, int op, jnode *l, jnode *r, const jtok *at)
 {
     jnode *x = node(P, kind, at);
@@ -112,8 +120,7 @@ static void call_args(parser *P, jnode *call)
         }
     }
     expect_op(P, ")");
-    call->kids = args.v, call->n = args.n;
-    for (uint32_t i = 0; i < args.n; i++) deepen(P, call, args.v[i]);
+    adopt(P, call, args);
 }
 
 static jnode *primary(parser *P)
@@ -164,9 +171,7 @@ static jnode *primary(parser *P)
                 x = items.v[0];
                 break;
             }
-            x       = node(P, N_TUPLE, t);
-            x->kids = items.v, x->n = items.n;
-            for (uint32_t i = 0; i < items.n; i++) deepen(P, x, items.v[i]);
+            x = adopt(P, node(P, N_TUPLE, t), items);
             break;
         }
         if (is_op(t, "[")) {
@@ -179,9 +184,7 @@ static jnode *primary(parser *P)
                 vpush(P, &items, expr(P));
             }
             next(P);
-            x       = node(P, N_LIST, t);
-            x->kids = items.v, x->n = items.n;
-            for (uint32_t i = 0; i < items.n; i++) deepen(P, x, items.v[i]);
+            x = adopt(P, node(P, N_LIST, t), items);
             break;
         }
         if (is_op(t, "{")) {
@@ -196,9 +199,7 @@ static jnode *primary(parser *P)
                 vpush(P, &items, expr(P));
             }
             next(P);
-            x       = node(P, N_DICT, t);
-            x->kids = items.v, x->n = items.n;
-            for (uint32_t i = 0; i < items.n; i++) deepen(P, x, items.v[i]);
+            x = adopt(P, node(P, N_DICT, t), items);
             break;
         }
         /* fall through */
@@ -362,10 +363,7 @@ static jnode *concat(parser *P)
     nvec  args = {0};
     vpush(P, &args, l);
     while (is_op(cur(P), "~")) next(P), vpush(P, &args, math2(P));
-    jnode *x = node(P, N_CONCAT, t);
-    x->kids  = args.v, x->n = args.n;
-    for (uint32_t i = 0; i < args.n; i++) deepen(P, x, args.v[i]);
-    return x;
+    return adopt(P, node(P, N_CONCAT, t), args);
 }
 
 static jnode *math1(parser *P)
