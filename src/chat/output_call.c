@@ -85,7 +85,6 @@ static void reinject(celer_chat_output *o)
         o->oom = true;
         return;
     }
-    if (!b.p) celer_bytes_put(&b, "", 0);
     celer_bytes_free(&o->in);
     o->in = b, o->pos = 0, o->raw.n = 0;
     o->state = ST_CONTENT, o->msg_start = false, o->deferred = false;
