@@ -9,21 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "check.h"
+#include "check_err.h"
 #include "scratch.h"
-
-/* The call fails with code and its message contains needle. */
-#define CHECK_ERR(call, want, needle)                                                                        \
-    do {                                                                                                     \
-        celer_status s_ = (call);                                                                            \
-        if (s_ != (want) || !strstr(err.msg, (needle))) {                                                    \
-            fprintf(stderr, "%s:%d: %s: got %s '%s', want %s containing '%s'\n", __FILE__, __LINE__, #call,   \
-                    celer_status_name(s_), err.msg, celer_status_name(want), (needle));                      \
-            return 1;                                                                                        \
-        }                                                                                                    \
-    } while (0)
-
-#define STREQ(a, b) ((a) && strcmp((a), (b)) == 0)
 
 static char root[64];
 
