@@ -320,8 +320,10 @@ bench_model() {
     result "  its device allocations" "$(grep -m1 -o 'allocations:.*' "$log" | cut -c1-100)"
     result "  its device memory" "$(grep -m1 -o 'memory: peak.*' "$log" | cut -c1-100)"
     if [ -n "${LLAMA_BENCH:-}" ] && [ -f "$model" ]; then
-        "$LLAMA_BENCH" -m "$model" -p 512 -n 128 -r 3 -ngl 99 -fa 1 >"${log%.txt}-llama.txt" 2>&1
+        "$LLAMA_BENCH" -m "$model" -p 512 -n 128 -r 3 -ngl 99 -fa 1 -oe jsonl >"${log%.txt}-llama.txt" \
+            2>"${log%.txt}-llama-err.txt"
         result "llama-bench $name" "$(grep -E 'pp512|tg128' "${log%.txt}-llama.txt" | awk -F'|' '{print $(NF-2), $(NF-1)}' | tr -s ' ' | tr '\n' ' ')"
+        result "  its medians" "$(llama_medians "${log%.txt}-llama-err.txt")"
     fi
     [ -n "${BENCH_DEPTH:-}" ] || return 0
     local d=$BENCH_DEPTH
@@ -376,6 +378,19 @@ synth_mlx() {
 
 # The median of the numbers given.
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {if (NR) print a[int((NR + 1) / 2)]}'; }
+
+# llama-bench's runs (its -oe jsonl lines in file $1) as "pp512 M tg128 M": the median of each
+# test's samples, where its table gives their mean and deviation (its first pp run is often cold).
+llama_medians() {
+    local l np ng
+    grep '^{' "$1" | while read -r l; do
+        np=$(sed -E 's/.*"n_prompt": ([0-9]+).*/\1/' <<<"$l")
+        ng=$(sed -E 's/.*"n_gen": ([0-9]+).*/\1/' <<<"$l")
+        # shellcheck disable=SC2046 # the samples are words
+        printf '%s %s ' "$([ "$ng" = 0 ] && echo "pp$np" || echo "tg$ng")" \
+            "$(median $(sed -E 's/.*"samples_ts": \[([^]]*)\].*/\1/' <<<"$l" | tr ',' ' '))"
+    done
+}
 
 # Issue 10's MLX row side by side: tg128 of the 8B's Q4_0 file and of its shape in MLX affine4 g64
 # taken in turn, MLX_ROUNDS rounds (default 3), and the ratio of their medians.
