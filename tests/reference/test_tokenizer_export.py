@@ -138,15 +138,10 @@ def gguf_scalars(path: str, keys: set[str]) -> dict:
 
 # ---- GGUFs written here -----------------------------------------------------------------------
 
-_SMOL_FIELDS: dict = {}
-
-
 def smol_fields() -> dict:
-    """SmolLM2's tokenizer.* metadata (read once; gguf-py takes seconds)."""
-    if not _SMOL_FIELDS:
-        r = gguf.GGUFReader(model_path("smollm2-135m"))
-        _SMOL_FIELDS.update({k: f.contents() for k, f in r.fields.items() if k.startswith("tokenizer.")})
-    return _SMOL_FIELDS
+    """SmolLM2's tokenizer.* metadata (gguf-py reads the file once a process: tokenizer_ref)."""
+    fields = tokenizer_ref.gguf_metadata(model_path("smollm2-135m"))
+    return {k: v for k, v in fields.items() if k.startswith("tokenizer.")}
 
 
 def spm_fields() -> dict:

@@ -72,13 +72,11 @@ def write_dir(d: Path, tokenizer_json: dict | str, tokenizer_config: dict | None
 
 
 def gguf_sizes(path: str, arch: str) -> dict:
-    import gguf
-
-    r = gguf.GGUFReader(path)
+    metadata = tokenizer_ref.gguf_metadata(path)
 
     def get(key, default=0):
-        f = r.fields.get(f"{arch}.{key}")
-        return int(f.contents()) if f is not None else default
+        v = metadata.get(f"{arch}.{key}")
+        return int(v) if v is not None else default
 
     return {
         "hidden_size": get("embedding_length"),

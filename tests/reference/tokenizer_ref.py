@@ -50,17 +50,25 @@ from transformers.integrations.gguf import gguf_tokenizer_mapping as _gtm  # noq
 from transformers.tokenization_utils_tokenizers import TokenizersBackend  # noqa: E402
 
 
-def _metadata(reader: gguf.GGUFReader) -> dict:
-    """Every metadata key with its value, as transformers' reader gives them: scalars as Python
-    values, numeric arrays as lists, string arrays as lists of str (transformers keeps only the
-    tokens and merges arrays in full and counts the rest; no other string array is used)."""
+@functools.lru_cache(maxsize=None)
+def _metadata_of(gguf_path: str) -> dict:
+    reader = gguf.GGUFReader(gguf_path)
     return {key: field.contents() for key, field in reader.fields.items() if not key.startswith("GGUF.")}
+
+
+def gguf_metadata(gguf_path: str) -> dict:
+    """Every metadata key of a GGUF file with its value, as transformers' reader gives them: scalars
+    as Python values, numeric arrays as lists, string arrays as lists of str (transformers keeps only
+    the tokens and merges arrays in full and counts the rest; no other string array is used).
+    gguf-py parses a file once per process (a Gemma vocabulary of 262k tokens takes 10-20 s); each
+    call gets its own dict and lists, so a caller may change them."""
+    return {key: list(v) if isinstance(v, list) else v for key, v in _metadata_of(os.fspath(gguf_path)).items()}
 
 
 def read_gguf_tokenizer(gguf_path: str) -> tuple[str, dict, dict]:
     """`get_gguf_tokenizer` of transformers, reading the file with gguf-py instead of torch's reader:
     `(architecture, tokenizer_dict, tokenizer_config)`."""
-    metadata = _metadata(gguf.GGUFReader(gguf_path))
+    metadata = gguf_metadata(gguf_path)
     architecture = metadata["general.architecture"]
     grouped = {
         group: {name: metadata[f"tokenizer.{key}"] for key, name in renames.items() if f"tokenizer.{key}" in metadata}
