@@ -34,15 +34,28 @@
 
 /* ---- matmul ----------------------------------------------------------------------------- */
 
-/* y = x · wᵀ in double from dequantized rows wd (rows, k). */
+/* y = x · wᵀ in double from dequantized rows wd (rows, k): each output one sum in column order,
+ * four tokens' sums side by side (four chains of additions where one waited on the last). */
 static void ref_matmul(const float *wd, int64_t rows, int64_t k, const float *x, int64_t T, double *y)
 {
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t r = 0; r < rows; r++) {
+    for (int64_t r = 0; r < rows; r++) {
+        const float *w = wd + r * k;
+        int64_t      t = 0;
+        for (; t + 4 <= T; t += 4) {
+            const float *x0 = x + t * k, *x1 = x0 + k, *x2 = x1 + k, *x3 = x2 + k;
+            double       s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+            for (int64_t i = 0; i < k; i++) {
+                const double wi = w[i];
+                s0 += wi * x0[i], s1 += wi * x1[i], s2 += wi * x2[i], s3 += wi * x3[i];
+            }
+            y[t * rows + r] = s0, y[(t + 1) * rows + r] = s1, y[(t + 2) * rows + r] = s2, y[(t + 3) * rows + r] = s3;
+        }
+        for (; t < T; t++) {
             double s = 0;
-            for (int64_t i = 0; i < k; i++) s += (double)wd[r * k + i] * x[t * k + i];
+            for (int64_t i = 0; i < k; i++) s += (double)w[i] * x[t * k + i];
             y[t * rows + r] = s;
         }
+    }
 }
 
 /* x (T, k) as the integer decode kernels see it: each block of 32 quantized to the X32 format

@@ -27,6 +27,29 @@ template <int N> static inline void   gpu_cp_wait(void) {}
 /* Half k of a lane's operand words (a 32-bit word a slot, the lower k in the low half). */
 static inline float simt_half(const uint64_t *w, int k) { return gpu_f16_val((uint32_t)(w[k / 2] >> (16 * (k % 2)))); }
 
+/* The wave's 16 x NN tile D of the collective whose operands are all (buffer p): computed by
+ * the first lane to ask, from A[m][k] and B[k][n] (given as Bᵀ[n][k]) that place gathers from the
+ * lanes as the ISA places them (below). */
+template <typename V, int NN = 16, typename F>
+static inline const double (*simt_tile(const uint64_t (*all)[16], F place))[16]
+{
+    simt_wave     &w = simt.waves[threadIdx.x / CELER_WARP];
+    const int      p = (int)(all == w.word[1]);
+    for (int l = 0; l < simt_lanes(); l++) simt_from(all, l); /* the matrix units want the whole wave */
+    if (w.tile_gen[p] != w.bar.gen) {
+        w.tile_gen[p] = w.bar.gen;
+        V a[16][32], bt[16][32]; /* A by rows, B by columns: both dotted along k */
+        const int kn = place(all, a, bt); /* the k of one instruction */
+        for (int m = 0; m < 16; m++)
+            for (int n = 0; n < NN; n++) {
+                V d = 0;
+                for (int k = 0; k < kn; k++) d += a[m][k] * bt[n][k];
+                w.tile[p][m][n] = (double)d;
+            }
+    }
+    return w.tile[p];
+}
+
 #if defined(SIMT_NVIDIA)
 #define CELER_GPU_IMMA      1
 #define CELER_GPU_IMMA_HERE 1
@@ -81,18 +104,21 @@ static inline void gpu_imma_16x8x16(int c[4], int a0, int a1, int b)
     }
 }
 
+/* The warp's 16 x 8 product computed once (simt_tile), each lane taking its four outputs: f16
+ * products exact in f32, summed in f32 in k order. */
 static inline void gpu_hmma_16x8x16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
 {
     const uint64_t(*all)[16] = simt_mma_operands(a, b0, b1);
+    const double(*d)[16] = simt_tile<float, 8>(all, [](const uint64_t(*o)[16], float(*ta)[32], float(*tb)[32]) {
+        for (int x = 0; x < 16; x++)
+            for (int k = 0; k < 16; k++) {
+                ta[x][k] = simt_half(o[4 * (x % 8) + k % 8 / 2] + x / 8 + 2 * (k / 8), k % 2);
+                if (x < 8) tb[x][k] = simt_half(o[4 * x + k % 8 / 2] + 4 + k / 8, k % 2);
+            }
+        return 16;
+    });
     const int lane = (int)(threadIdx.x % CELER_WARP);
-    for (int r = 0; r < 4; r++) {
-        const int m = lane / 4 + 8 * (r / 2), n = 2 * (lane % 4) + r % 2;
-        float     d = 0.0f; /* f16 products are exact in f32 */
-        for (int k = 0; k < 16; k++)
-            d += simt_half(all[4 * (m % 8) + k % 8 / 2] + m / 8 + 2 * (k / 8), k % 2) *
-                 simt_half(all[4 * n + k % 8 / 2] + 4 + k / 8, k % 2);
-        c[r] += d;
-    }
+    for (int r = 0; r < 4; r++) c[r] += (float)d[lane / 4 + 8 * (r / 2)][2 * (lane % 4) + r % 2];
 }
 
 /* ldmatrix.sync.aligned.m8n8.x4.shared.b16: lanes 8 i .. 8 i + 7 give the rows of 8 x 8 matrix i
@@ -140,28 +166,6 @@ static inline void simt_wmma_same(const uint64_t (*all)[16], int words)
     const int lane = (int)(threadIdx.x % CELER_WARP);
     if (lane < 16)
         for (int i = 0; i < words; i++) simt_bad_operands += all[lane][i] != all[lane + 16][i];
-}
-
-/* The wave's 16 x 16 tile D of the collective whose operands are all (buffer p): computed by
- * the first lane to ask, from A[m][k] and B[k][n] (given as Bᵀ[n][k]) that place gathers from the
- * lanes as the ISA places them (below). */
-template <typename V, typename F> static inline const double (*simt_tile(const uint64_t (*all)[16], F place))[16]
-{
-    simt_wave     &w = simt.waves[threadIdx.x / CELER_WARP];
-    const int      p = (int)(all == w.word[1]);
-    for (int l = 0; l < simt_lanes(); l++) simt_from(all, l); /* the matrix units want the whole wave */
-    if (w.tile_gen[p] != w.bar.gen) {
-        w.tile_gen[p] = w.bar.gen;
-        V a[16][32], bt[16][32]; /* A by rows, B by columns: both dotted along k */
-        const int kn = place(all, a, bt); /* the k of one instruction */
-        for (int m = 0; m < 16; m++)
-            for (int n = 0; n < 16; n++) {
-                V d = 0;
-                for (int k = 0; k < kn; k++) d += a[m][k] * bt[n][k];
-                w.tile[p][m][n] = (double)d;
-            }
-    }
-    return w.tile[p];
 }
 
 /* acc += the 16 x 16 tile of one 32-value block's integer sums (gpu_vendor.h's gpu_amx_block: a
